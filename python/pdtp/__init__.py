@@ -1,0 +1,85 @@
+"""pdtp — valid, throughput-optimal prefill/decode tensor-parallel splits for vLLM.
+
+Importing pdtp is cheap: the Rust core loads at once, the catalog and the performance model
+on first use, and OR-Tools only when a solve needs CP-SAT.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from ._core import expected_ack_count, remote_tp_rank, validate_kv_heads
+from .check import CheckResult, CheckWarning, ModelShape, Violation, check
+from .connectors import Connector, connectors
+from .errors import (
+    ConfigError,
+    InfeasibleError,
+    InvalidArgumentError,
+    PdtpError,
+    RuleAssertionError,
+    RuleNotImplementedError,
+    RuleValueError,
+    UnknownNameError,
+)
+from .transfer import TransferMap, transfer_map
+
+__version__ = "0.1.0"
+
+# Public names served from modules loaded on first access (PEP 562).
+_LAZY: dict[str, str] = {
+    "Model": "pdtp.model",
+    "GPU": "pdtp.gpu",
+    "model": "pdtp.catalog",
+    "models": "pdtp.catalog",
+    "gpu": "pdtp.catalog",
+    "gpus": "pdtp.catalog",
+}
+
+if TYPE_CHECKING:
+    from .catalog import gpu, gpus, model, models
+    from .gpu import GPU
+    from .model import Model
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pdtp' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [
+    "GPU",
+    "CheckResult",
+    "CheckWarning",
+    "ConfigError",
+    "Connector",
+    "InfeasibleError",
+    "InvalidArgumentError",
+    "Model",
+    "ModelShape",
+    "PdtpError",
+    "RuleAssertionError",
+    "RuleNotImplementedError",
+    "RuleValueError",
+    "TransferMap",
+    "UnknownNameError",
+    "Violation",
+    "check",
+    "connectors",
+    "expected_ack_count",
+    "gpu",
+    "gpus",
+    "model",
+    "models",
+    "remote_tp_rank",
+    "transfer_map",
+    "validate_kv_heads",
+]

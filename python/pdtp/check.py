@@ -1,0 +1,209 @@
+"""``pdtp.check``: is a (prefill TP, decode TP) pair valid for a model and connector?
+
+Never raises for an invalid pair: it reports every violated rule (vLLM's exact message where
+vLLM has one, in the order vLLM would hit them, so the first is the one vLLM raises), the
+warnings worth knowing, and the nearest valid pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import _core
+from ._validate import flag, optional_positive_int, positive_int
+from .connectors import resolve_connector
+from .errors import (
+    InvalidArgumentError,
+    PdtpError,
+    RuleAssertionError,
+    RuleNotImplementedError,
+    RuleValueError,
+)
+
+# Largest KV/attention head count accepted (far above any real model; keeps arithmetic small).
+MAX_HEADS = 1 << 20
+MAX_TP = 1 << 16
+# How many alternatives `check` proposes by default.
+DEFAULT_ALTERNATIVES = 5
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The three numbers the connector rules need: attention heads, KV heads, and whether
+    the model uses MLA (one latent per token that every rank holds whole)."""
+
+    num_attention_heads: int
+    num_kv_heads: int
+    is_mla: bool = False
+    name: str = "model"
+
+    def __post_init__(self) -> None:
+        positive_int("num_attention_heads", self.num_attention_heads, maximum=MAX_HEADS)
+        positive_int("num_kv_heads", self.num_kv_heads, maximum=MAX_HEADS)
+        flag("is_mla", self.is_mla)
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {type(self.name).__name__}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def model_shape(model: Any) -> ModelShape:
+    """A :class:`ModelShape` from anything ``check`` accepts: a ``ModelShape``, a
+    ``pdtp.Model`` (or any object with the three attributes), a catalog name or HF id, a HF
+    config dict, JSON text, or a path to ``config.json`` or a model folder."""
+    if isinstance(model, ModelShape):
+        return model
+    if all(hasattr(model, a) for a in ("num_attention_heads", "num_kv_heads", "is_mla")):
+        return ModelShape(
+            model.num_attention_heads,
+            model.num_kv_heads,
+            model.is_mla,
+            str(getattr(model, "name", "model")),
+        )
+    from .catalog import resolve_model  # lazy: the catalog loads data files
+
+    m = resolve_model(model)
+    return ModelShape(m.num_attention_heads, m.num_kv_heads, m.is_mla, m.name)
+
+
+_ERROR_CLASSES: dict[str, type[PdtpError]] = {
+    "ValueError": RuleValueError,
+    "NotImplementedError": RuleNotImplementedError,
+    "AssertionError": RuleAssertionError,
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule. ``code`` is a stable identifier; ``message`` is vLLM's exact text
+    where vLLM has one; ``vllm_error`` names the exception vLLM raises (``None`` for
+    pdtp-only limits such as ``max_acks`` or memory)."""
+
+    code: str
+    side: str
+    message: str
+    hint: str
+    vllm_error: str | None = None
+
+    def exception(self) -> PdtpError:
+        """The exception vLLM would raise, as a pdtp error (also an instance of vLLM's)."""
+        cls = _ERROR_CLASSES.get(self.vllm_error or "", InvalidArgumentError)
+        return cls(self.message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CheckWarning:
+    """Valid, but worth knowing (e.g. prefill ranks that are never read)."""
+
+    code: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    model: str
+    prefill_tp: int
+    decode_tp: int
+    connector: str
+    violations: tuple[Violation, ...]
+    warnings: tuple[CheckWarning, ...]
+    alternatives: tuple[tuple[int, int], ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def raise_for_violations(self) -> None:
+        """Raise the first violation's exception, as vLLM would at deploy time."""
+        if self.violations:
+            raise self.violations[0].exception()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "model": self.model,
+            "prefill_tp": self.prefill_tp,
+            "decode_tp": self.decode_tp,
+            "connector": self.connector,
+            "violations": [v.to_dict() for v in self.violations],
+            "warnings": [w.to_dict() for w in self.warnings],
+            "alternatives": [list(a) for a in self.alternatives],
+        }
+
+
+def check(
+    model: Any,
+    prefill_tp: int,
+    decode_tp: int,
+    *,
+    connector: str = "moriio",
+    max_acks: int | None = None,
+    max_tp: int | None = None,
+    alternatives: int = DEFAULT_ALTERNATIVES,
+) -> CheckResult:
+    """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``, ``"nixl"`` or
+    ``"nixl-legacy"``).
+
+    ``max_acks`` caps the release acks a prefill rank may wait for (D/P when D > P);
+    ``max_tp`` bounds the TP sizes proposed as alternatives (default: 16 or twice the larger
+    given size). Returns a :class:`CheckResult`; never raises for an invalid pair.
+
+    >>> import pdtp
+    >>> r = pdtp.check(pdtp.ModelShape(64, 8), prefill_tp=4, decode_tp=8)
+    >>> r.ok, r.violations[0].code, r.alternatives[:2]
+    (False, 'kv_heads_not_replicated', ((4, 4), (8, 8)))
+    """
+    shape = model_shape(model)
+    p = positive_int("prefill_tp", prefill_tp, maximum=MAX_TP)
+    d = positive_int("decode_tp", decode_tp, maximum=MAX_TP)
+    conn = resolve_connector(connector)
+    acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
+    bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
+    n_alt = positive_int("alternatives", alternatives) if alternatives else 0
+
+    raw_violations, raw_warnings = _core.check_pair(
+        shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, p, d, conn.name, acks
+    )
+    violations = tuple(
+        Violation(code, side, message, hint, err or None)
+        for code, side, message, hint, err in raw_violations
+    )
+    alts: tuple[tuple[int, int], ...] = ()
+    if violations and n_alt:
+        sizes = _core.loadable_sizes(
+            shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, bound
+        )
+        alts = tuple(
+            _core.alternatives(
+                shape.num_attention_heads,
+                shape.num_kv_heads,
+                shape.is_mla,
+                p,
+                d,
+                conn.name,
+                acks,
+                sizes,
+                sizes,
+                n_alt,
+            )
+        )
+    return CheckResult(
+        model=shape.name,
+        prefill_tp=p,
+        decode_tp=d,
+        connector=conn.name,
+        violations=violations,
+        warnings=tuple(CheckWarning(c, m) for c, m in raw_warnings),
+        alternatives=alts,
+    )

@@ -1,0 +1,56 @@
+"""The exception hierarchy: every error pdtp raises is a :class:`PdtpError`.
+
+Where vLLM itself raises ``ValueError`` or ``NotImplementedError`` for a rule, pdtp raises a
+class that is *also* an instance of that built-in, carrying vLLM's exact message, so code
+written against vLLM's behaviour (``except ValueError``) keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "InfeasibleError",
+    "InvalidArgumentError",
+    "PdtpError",
+    "RuleAssertionError",
+    "RuleNotImplementedError",
+    "RuleValueError",
+    "UnknownNameError",
+]
+
+
+class PdtpError(Exception):
+    """Base class of every error pdtp raises."""
+
+
+class RuleValueError(PdtpError, ValueError):
+    """A vLLM rule raised ``ValueError``; the message is vLLM's text verbatim."""
+
+
+class RuleNotImplementedError(PdtpError, NotImplementedError):
+    """A vLLM rule raised ``NotImplementedError``; the message is vLLM's text verbatim."""
+
+
+class InvalidArgumentError(PdtpError, ValueError):
+    """An argument is outside its allowed values; the message names the field."""
+
+
+class ConfigError(PdtpError, ValueError):
+    """A model config cannot be modelled; the message names the file, the field and what
+    was expected."""
+
+
+class UnknownNameError(PdtpError, LookupError):
+    """A catalog name (model, GPU, connector) is unknown; the message lists the closest."""
+
+
+class InfeasibleError(PdtpError):
+    """No configuration satisfies the constraints; ``reasons`` says why, rule by rule."""
+
+    def __init__(self, message: str, reasons: tuple[str, ...] | list[str] = ()) -> None:
+        super().__init__(message)
+        self.reasons: tuple[str, ...] = tuple(reasons)
+
+
+class RuleAssertionError(PdtpError, AssertionError):
+    """A vLLM load-time assertion failed (e.g. KV heads not divisible by the TP size)."""

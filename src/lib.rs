@@ -1,0 +1,13 @@
+//! pdtp's core: vLLM's prefill/decode heterogeneous-TP rules, the transfer map, the
+//! performance model's arithmetic and the candidate table the solver chooses from.
+//!
+//! Everything here is plain Rust. The PyO3 layer lives in `bindings` behind the `python`
+//! feature, so `cargo test` builds and runs without a Python interpreter.
+
+pub mod check;
+pub mod connector;
+pub mod rules;
+pub mod transfer;
+
+#[cfg(feature = "python")]
+mod bindings;

@@ -1,0 +1,91 @@
+"""A plain-Python restatement of rules.md §1–3, written from the spec (not from pdtp's
+code), so the Rust core can be compared against it branch by branch."""
+
+from __future__ import annotations
+
+
+class SpecValueError(Exception):
+    pass
+
+
+class SpecNotImplementedError(Exception):
+    pass
+
+
+def remote_tp_rank(rank: int, local: int, remote: int) -> int:
+    if local <= 0 or remote <= 0:
+        raise SpecValueError("TP sizes must be positive")
+    if rank < 0 or rank >= local:
+        raise SpecValueError(f"local_tp_rank {rank} must be in [0, {local})")
+    if local == remote:
+        return rank
+    if remote > local:
+        if remote % local:
+            raise SpecValueError(
+                f"remote tp_size {remote} must be a multiple of local tp_size {local} "
+                "for heterogeneous-TP P/D"
+            )
+        return rank * (remote // local)
+    if local % remote:
+        raise SpecValueError(
+            f"local tp_size {local} must be a multiple of remote tp_size {remote} "
+            "for heterogeneous-TP P/D"
+        )
+    return rank // (local // remote)
+
+
+def validate_kv_heads(local: int, remote: int, heads: int, is_mla: bool) -> None:
+    if is_mla or local == remote:
+        return
+    if local <= 0 or remote <= 0 or heads <= 0:
+        raise SpecValueError("TP sizes and total_num_kv_heads must be positive")
+    if min(local, remote) >= heads:
+        return
+    raise SpecNotImplementedError(
+        "MoRIIO heterogeneous TP requires replicated KV heads on both prefill and decode. "
+        f"Got total_num_kv_heads={heads}, local_tp_size={local}, remote_tp_size={remote}."
+    )
+
+
+def expected_ack_count(producer: int, consumer: int) -> int:
+    if producer <= 0 or consumer <= 0:
+        raise SpecValueError("TP sizes must be positive")
+    if consumer <= producer:
+        return 1
+    if consumer % producer:
+        raise SpecValueError(
+            f"consumer tp_size {consumer} must be a multiple of producer tp_size {producer} "
+            "for heterogeneous-TP P/D"
+        )
+    return consumer // producer
+
+
+def loads(heads: int, kv_heads: int, is_mla: bool, tp: int) -> bool:
+    """rules.md §4 for one TP size."""
+    if heads % tp:
+        return False
+    if is_mla:
+        return True
+    return tp % kv_heads == 0 if tp >= kv_heads else kv_heads % tp == 0
+
+
+def pair_valid(
+    heads: int,
+    kv_heads: int,
+    is_mla: bool,
+    p: int,
+    d: int,
+    connector: str,
+    max_acks: int | None = None,
+) -> bool:
+    """product.md §2 rules 1–4 for one pair."""
+    if not (loads(heads, kv_heads, is_mla, p) and loads(heads, kv_heads, is_mla, d)):
+        return False
+    if connector == "nixl-legacy":
+        if d < p or d % p:
+            return False
+    elif max(p, d) % min(p, d):
+        return False
+    if connector == "moriio" and not (is_mla or p == d or min(p, d) >= kv_heads):
+        return False
+    return not (max_acks is not None and d > p and d // p > max_acks)
