@@ -9,6 +9,8 @@ use pyo3::types::{PyDict, PyType};
 
 use crate::check::{self, Shape, VllmError};
 use crate::connector::{self, ConnectorProfile};
+use crate::perf::{self, Constants, GpuPerf, ModelPerf, Workload};
+use crate::plan::{self, Candidate, Problem, SideOption};
 use crate::rules::{self, RuleError};
 use crate::transfer;
 
@@ -269,6 +271,301 @@ fn connectors(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .collect()
 }
 
+// ---- performance model and solver ------------------------------------------------------
+// Python hands each input over as a dict of plain numbers (built once per model/GPU and
+// cached on the Python side); a missing key is a bug in pdtp, reported as KeyError.
+
+fn num(d: &Bound<'_, PyDict>, key: &str) -> PyResult<f64> {
+    match d.get_item(key)? {
+        Some(v) => v.extract::<f64>(),
+        None => Err(pyo3::exceptions::PyKeyError::new_err(key.to_string())),
+    }
+}
+
+fn opt_num(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<f64>> {
+    match d.get_item(key)? {
+        Some(v) if !v.is_none() => Ok(Some(v.extract::<f64>()?)),
+        _ => Ok(None),
+    }
+}
+
+fn model_perf(d: &Bound<'_, PyDict>) -> PyResult<ModelPerf> {
+    Ok(ModelPerf {
+        num_layers: num(d, "num_layers")?,
+        num_attention_layers: num(d, "num_attention_layers")?,
+        hidden_size: num(d, "hidden_size")?,
+        num_attention_heads: num(d, "num_attention_heads")?,
+        num_kv_heads: num(d, "num_kv_heads")? as i64,
+        head_dim: num(d, "head_dim")?,
+        is_mla: num(d, "is_mla")? != 0.0,
+        kv_lora_rank: num(d, "kv_lora_rank")?,
+        qk_rope_head_dim: num(d, "qk_rope_head_dim")?,
+        weight_bytes: num(d, "weight_bytes")?,
+        expert_weight_bytes: num(d, "expert_weight_bytes")?,
+        num_experts: num(d, "num_experts")?,
+        experts_per_token: num(d, "experts_per_token")?,
+        active_params: num(d, "active_params")?,
+        kv_dtype_bytes: num(d, "kv_dtype_bytes")?,
+    })
+}
+
+fn gpu_perf(d: &Bound<'_, PyDict>) -> PyResult<GpuPerf> {
+    Ok(GpuPerf {
+        memory_bytes: num(d, "memory_bytes")?,
+        hbm_bandwidth: num(d, "hbm_bandwidth")?,
+        peak_flops: num(d, "peak_flops")?,
+        link_bandwidth: num(d, "link_bandwidth")?,
+    })
+}
+
+fn constants(d: &Bound<'_, PyDict>) -> PyResult<Constants> {
+    Ok(Constants {
+        mfu_prefill: num(d, "mfu_prefill")?,
+        mfu_decode: num(d, "mfu_decode")?,
+        mbu: num(d, "mbu")?,
+        allreduce_latency: num(d, "allreduce_latency_s")?,
+        step_overhead: num(d, "step_overhead_s")?,
+        reserve_bytes: num(d, "reserve_bytes")?,
+        ttft_queue_factor: num(d, "ttft_queue_factor")?,
+        kv_transfer_bandwidth: num(d, "kv_transfer_bandwidth")?,
+        kv_transfer_latency: num(d, "kv_transfer_latency_s")?,
+        max_num_seqs: num(d, "max_num_seqs")?,
+    })
+}
+
+fn workload(d: &Bound<'_, PyDict>) -> PyResult<Workload> {
+    Ok(Workload {
+        isl: num(d, "isl")?,
+        osl: num(d, "osl")?,
+        ttft: opt_num(d, "ttft_s")?,
+        tpot: opt_num(d, "tpot_s")?,
+    })
+}
+
+fn internal(py: Python<'_>) -> PyErr {
+    pdtp_error(
+        py,
+        "PdtpError",
+        "internal error in pdtp's Rust core (please report)".into(),
+    )
+}
+
+/// Prefill of one request on one instance: `(t_p, ttft, requests_per_s, fits,
+/// kv_capacity_tokens, weights_fit)`.
+#[pyfunction]
+fn predict_prefill(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    tp: i64,
+    isl: f64,
+    util: f64,
+) -> PyResult<(f64, f64, f64, bool, f64, bool)> {
+    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let w = Workload {
+        isl,
+        osl: 1.0,
+        ttft: None,
+        tpot: None,
+    };
+    shielded(py, || {
+        let p = perf::prefill_point(&m, &g, &c, tp, &w, util);
+        (
+            p.time,
+            p.ttft,
+            p.requests_per_s,
+            p.fits,
+            perf::kv_capacity_tokens(&m, &g, &c, tp, util),
+            perf::weights_fit(&m, &g, &c, tp, util),
+        )
+    })
+}
+
+/// Decode at a given batch: `(step_time, max_batch, kv_capacity_tokens, weights_fit)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn predict_decode(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    tp: i64,
+    isl: f64,
+    osl: f64,
+    batch: f64,
+    util: f64,
+) -> PyResult<(f64, i64, f64, bool)> {
+    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let w = Workload {
+        isl,
+        osl,
+        ttft: None,
+        tpot: None,
+    };
+    shielded(py, || {
+        let step = perf::decode_step_time(&m, &g, &c, tp, batch, isl + osl / 2.0);
+        let point = perf::decode_point(&m, &g, &c, tp, &w, util);
+        (
+            step,
+            point.max_batch,
+            perf::kv_capacity_tokens(&m, &g, &c, tp, util),
+            perf::weights_fit(&m, &g, &c, tp, util),
+        )
+    })
+}
+
+type SideRow = (i64, bool, bool, bool, f64, bool, i64, i64, f64, i64);
+type CandRow = (i64, i64, i64, i64, i64, i64);
+
+fn side_row(o: &SideOption) -> SideRow {
+    (
+        o.tp,
+        o.loads,
+        o.fits_weights,
+        o.fits_kv,
+        o.latency,
+        o.meets_slo,
+        o.batch,
+        o.max_batch,
+        o.requests_per_s,
+        o.units,
+    )
+}
+
+fn cand_row(c: &Candidate) -> CandRow {
+    (
+        c.prefill_tp,
+        c.prefill_instances,
+        c.decode_tp,
+        c.decode_instances,
+        c.value,
+        c.gpus_used,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn problem<'a>(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    work: &Bound<'_, PyDict>,
+    connector: &str,
+    gpus: i64,
+    max_tp: i64,
+    max_acks: Option<i64>,
+    util: f64,
+) -> PyResult<Problem<'a>> {
+    let m = model_perf(model)?;
+    Ok(Problem {
+        model: m,
+        shape: Shape {
+            num_attention_heads: m.num_attention_heads as i64,
+            num_kv_heads: m.num_kv_heads,
+            is_mla: m.is_mla,
+        },
+        gpu: gpu_perf(gpu)?,
+        constants: constants(consts)?,
+        workload: workload(work)?,
+        profile: profile(py, connector)?,
+        gpus,
+        max_tp,
+        max_acks,
+        gpu_memory_utilization: util,
+    })
+}
+
+/// The candidate table: `(prefill_rows, decode_rows, candidates, valid_pairs,
+/// best_rejected)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+#[pyo3(signature = (model, gpu, consts, work, connector, gpus, max_tp, max_acks, util))]
+fn candidate_table(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    work: &Bound<'_, PyDict>,
+    connector: &str,
+    gpus: i64,
+    max_tp: i64,
+    max_acks: Option<i64>,
+    util: f64,
+) -> PyResult<(
+    Vec<SideRow>,
+    Vec<SideRow>,
+    Vec<CandRow>,
+    usize,
+    Option<CandRow>,
+)> {
+    let pb = problem(
+        py, model, gpu, consts, work, connector, gpus, max_tp, max_acks, util,
+    )?;
+    let table = py
+        .allow_threads(|| catch_unwind(AssertUnwindSafe(|| plan::build_table(&pb))))
+        .map_err(|_| internal(py))?;
+    Ok((
+        table.prefill.iter().map(side_row).collect(),
+        table.decode.iter().map(side_row).collect(),
+        table.candidates.iter().map(cand_row).collect(),
+        table.valid_pairs,
+        table.best_rejected.as_ref().map(cand_row),
+    ))
+}
+
+/// One side's operating point at one TP size (the numbers `evaluate` reports).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn side_option(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    work: &Bound<'_, PyDict>,
+    tp: i64,
+    prefill: bool,
+    util: f64,
+) -> PyResult<SideRow> {
+    let m = model_perf(model)?;
+    let shape = Shape {
+        num_attention_heads: m.num_attention_heads as i64,
+        num_kv_heads: m.num_kv_heads,
+        is_mla: m.is_mla,
+    };
+    let (g, c, w) = (gpu_perf(gpu)?, constants(consts)?, workload(work)?);
+    shielded(py, || {
+        side_row(&plan::side_option(
+            &m, &shape, &g, &c, &w, util, tp, prefill,
+        ))
+    })
+}
+
+/// The exhaustive oracle's best candidate, or None.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, gpu, consts, work, connector, gpus, max_tp, max_acks, util))]
+fn enumerate_best(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    work: &Bound<'_, PyDict>,
+    connector: &str,
+    gpus: i64,
+    max_tp: i64,
+    max_acks: Option<i64>,
+    util: f64,
+) -> PyResult<Option<CandRow>> {
+    let pb = problem(
+        py, model, gpu, consts, work, connector, gpus, max_tp, max_acks, util,
+    )?;
+    let best = py
+        .allow_threads(|| catch_unwind(AssertUnwindSafe(|| plan::enumerate_best(&pb))))
+        .map_err(|_| internal(py))?;
+    Ok(best.as_ref().map(cand_row))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remote_tp_rank, m)?)?;
@@ -279,6 +576,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(loadable_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(transfer_map, m)?)?;
     m.add_function(wrap_pyfunction!(connectors, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_prefill, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(candidate_table, m)?)?;
+    m.add_function(wrap_pyfunction!(enumerate_best, m)?)?;
+    m.add_function(wrap_pyfunction!(side_option, m)?)?;
     m.add("MAX_MAP_TP", transfer::MAX_MAP_TP)?;
+    m.add("CAPACITY_SCALE", plan::CAPACITY_SCALE)?;
     Ok(())
 }

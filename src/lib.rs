@@ -6,6 +6,8 @@
 
 pub mod check;
 pub mod connector;
+pub mod perf;
+pub mod plan;
 pub mod rules;
 pub mod transfer;
 

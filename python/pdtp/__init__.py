@@ -28,18 +28,30 @@ __version__ = "0.1.0"
 
 # Public names served from modules loaded on first access (PEP 562).
 _LAZY: dict[str, str] = {
-    "Model": "pdtp.model",
-    "GPU": "pdtp.gpu",
+    "Model": "pdtp._model",
+    "GPU": "pdtp._gpu",
     "model": "pdtp.catalog",
     "models": "pdtp.catalog",
     "gpu": "pdtp.catalog",
     "gpus": "pdtp.catalog",
+    "Workload": "pdtp.workload",
+    "Constants": "pdtp.constants",
+    "predict_prefill": "pdtp.perf",
+    "predict_decode": "pdtp.perf",
+    "evaluate": "pdtp.perf",
+    "Estimate": "pdtp.perf",
+    "solve": "pdtp.solve",
+    "Plan": "pdtp.solve",
 }
 
 if TYPE_CHECKING:
+    from ._gpu import GPU
+    from ._model import Model
     from .catalog import gpu, gpus, model, models
-    from .gpu import GPU
-    from .model import Model
+    from .constants import Constants
+    from .perf import Estimate, evaluate, predict_decode, predict_prefill
+    from .solve import Plan, solve
+    from .workload import Workload
 
 
 def __getattr__(name: str) -> Any:
@@ -57,6 +69,14 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "GPU",
+    "Constants",
+    "Estimate",
+    "Plan",
+    "Workload",
+    "evaluate",
+    "predict_decode",
+    "predict_prefill",
+    "solve",
     "CheckResult",
     "CheckWarning",
     "ConfigError",

@@ -3,18 +3,33 @@
 from typing import Any
 
 __all__ = [
+    "CAPACITY_SCALE",
     "MAX_MAP_TP",
     "alternatives",
     "check_pair",
+    "candidate_table",
     "connectors",
+    "enumerate_best",
     "expected_ack_count",
     "loadable_sizes",
+    "predict_decode",
+    "predict_prefill",
     "remote_tp_rank",
+    "side_option",
     "transfer_map",
     "validate_kv_heads",
 ]
 
 MAX_MAP_TP: int
+CAPACITY_SCALE: float
+
+# Inputs of the performance model: dicts of plain numbers built once per model / GPU.
+_Nums = dict[str, float]
+_Work = dict[str, float | None]
+# (tp, loads, fits_weights, fits_kv, latency_s, meets_slo, batch, max_batch, rps, units)
+_SideRow = tuple[int, bool, bool, bool, float, bool, int, int, float, int]
+# (prefill_tp, prefill_instances, decode_tp, decode_instances, value_units, gpus_used)
+_CandRow = tuple[int, int, int, int, int, int]
 
 def remote_tp_rank(local_tp_rank: int, local_tp_size: int, remote_tp_size: int) -> int:
     """vLLM's ``get_moriio_remote_tp_rank``: the remote rank a local rank reads from."""
@@ -58,3 +73,41 @@ def transfer_map(
     list[tuple[int, list[int], list[int], int]],
 ]: ...
 def connectors() -> list[dict[str, Any]]: ...
+def predict_prefill(
+    model: _Nums, gpu: _Nums, consts: _Nums, tp: int, isl: float, util: float
+) -> tuple[float, float, float, bool, float, bool]: ...
+def predict_decode(
+    model: _Nums,
+    gpu: _Nums,
+    consts: _Nums,
+    tp: int,
+    isl: float,
+    osl: float,
+    batch: float,
+    util: float,
+) -> tuple[float, int, float, bool]: ...
+def side_option(
+    model: _Nums, gpu: _Nums, consts: _Nums, work: _Work, tp: int, prefill: bool, util: float
+) -> _SideRow: ...
+def candidate_table(
+    model: _Nums,
+    gpu: _Nums,
+    consts: _Nums,
+    work: _Work,
+    connector: str,
+    gpus: int,
+    max_tp: int,
+    max_acks: int | None,
+    util: float,
+) -> tuple[list[_SideRow], list[_SideRow], list[_CandRow], int, _CandRow | None]: ...
+def enumerate_best(
+    model: _Nums,
+    gpu: _Nums,
+    consts: _Nums,
+    work: _Work,
+    connector: str,
+    gpus: int,
+    max_tp: int,
+    max_acks: int | None,
+    util: float,
+) -> _CandRow | None: ...

@@ -19,6 +19,9 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 EPILOG = """\
 examples:
+  pdtp solve llama-3.1-70b --gpus 24
+  pdtp solve deepseek-v3 --gpus 64 --gpu h200 --connector nixl --tpot 30 --json
+  pdtp models
   pdtp check --heads 64 --kv-heads 8 --prefill-tp 4 --decode-tp 8
   pdtp check --config ./Llama-3.1-70B/config.json --prefill-tp 8 --decode-tp 8 --json
   pdtp map --kv-heads 4 --prefill-tp 4 --decode-tp 8 --connector nixl
@@ -79,6 +82,68 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--max-acks", type=int, metavar="K", help="cap on release acks per prefill rank")
     c.add_argument("--max-tp", type=int, metavar="T", help="largest TP size to propose instead")
 
+    s = sub.add_parser(
+        "solve",
+        help="the throughput-optimal valid P/D split for a GPU budget",
+        description=(
+            "Find the prefill/decode split (TP size x instances per side) that serves the most "
+            "requests/s on --gpus GPUs while vLLM accepts it, the model fits and the SLOs hold. "
+            "Prints the plan, predicted numbers, the bottleneck, why a better-looking split was "
+            "rejected, and one `vllm serve` line per instance."
+        ),
+        epilog=(
+            "examples:\n  pdtp solve llama-3.1-70b --gpus 24\n"
+            "  pdtp solve meta-llama/Llama-3.1-8B-Instruct --gpus 8 --gpu h100 --connector nixl\n"
+            "  pdtp solve --config ./my-model/config.json --gpus 16 --tpot none --json"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument("model", nargs="?", help="catalog name or HF id (see `pdtp models`)")
+    s.add_argument(
+        "--config", metavar="PATH", help="HF config.json or model folder instead of MODEL"
+    )
+    s.add_argument("--gpus", type=int, required=True, help="GPU budget")
+    s.add_argument("--gpu", default="mi300x", help="GPU type (see `pdtp gpus`; default mi300x)")
+    s.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    g = s.add_argument_group("workload")
+    g.add_argument("--isl", type=int, default=2048, help="prompt tokens (default 2048)")
+    g.add_argument("--osl", type=int, default=512, help="output tokens (default 512)")
+    g.add_argument(
+        "--ttft",
+        type=_slo,
+        default=2000.0,
+        metavar="MS",
+        help="TTFT bound in ms or 'none' (default 2000)",
+    )
+    g.add_argument(
+        "--tpot",
+        type=_slo,
+        default=50.0,
+        metavar="MS",
+        help="TPOT bound in ms or 'none' (default 50)",
+    )
+    o = s.add_argument_group("options")
+    o.add_argument(
+        "--weight-dtype", help="serve weights as bf16, fp8, fp4 ... (default: the checkpoint's)"
+    )
+    o.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
+    o.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
+    o.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
+    o.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    o.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
+    o.add_argument(
+        "--time-limit", type=float, default=10.0, metavar="S", help="seconds (default 10)"
+    )
+    o.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
+    o.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    sub.add_parser("models", help="list the built-in model catalog").add_argument(
+        "--json", action="store_true"
+    )
+    sub.add_parser("gpus", help="list the built-in GPU catalog").add_argument(
+        "--json", action="store_true"
+    )
+
     m = sub.add_parser(
         "map",
         help="which prefill rank(s) each decode rank reads, and the KV heads moved",
@@ -95,6 +160,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 class UsageError(Exception):
     pass
+
+
+def _slo(text: str) -> float | None:
+    if text.strip().lower() in ("none", "off", "inf"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds or 'none', got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 ms or 'none', got {text!r}")
+    return value
 
 
 def _shape(args: argparse.Namespace) -> Any:
@@ -189,7 +266,193 @@ def _cmd_map(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check": _cmd_check, "map": _cmd_map}
+def _solve_model(args: argparse.Namespace) -> Any:
+    from .catalog import resolve_model
+
+    if bool(args.model) == bool(args.config):
+        raise UsageError("give a MODEL name or --config PATH (one of them)")
+    model = resolve_model(args.model or args.config)
+    if args.weight_dtype or args.kv_dtype:
+        model = model.with_dtypes(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+    return model
+
+
+def _fmt_slo(v: float | None) -> str:
+    return "none" if v is None else f"{v:g} ms"
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from .errors import InfeasibleError
+    from .solve import solve
+    from .workload import Workload
+
+    model = _solve_model(args)
+    workload = Workload(isl=args.isl, osl=args.osl, ttft_ms=args.ttft, tpot_ms=args.tpot)
+    try:
+        plan = solve(
+            model,
+            args.gpus,
+            gpu=args.gpu,
+            workload=workload,
+            connector=args.connector,
+            max_tp=args.max_tp,
+            max_acks=args.max_acks,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            time_limit_s=args.time_limit,
+            method=args.method,
+        )
+    except InfeasibleError as e:
+        if args.json:
+            print(
+                json.dumps(
+                    {"status": "INFEASIBLE", "reason": str(e), "reasons": list(e.reasons)}, indent=2
+                )
+            )
+        else:
+            print(f"INFEASIBLE: {e}")
+            for r in e.reasons[1:]:
+                print(f"  - {r}")
+        return EXIT_INVALID
+    if args.json:
+        d = plan.to_dict()
+        if not args.no_commands:
+            d["vllm_commands"] = plan.vllm_commands()
+        print(json.dumps(d, indent=2))
+        return EXIT_OK
+    w = plan.workload
+    print(
+        f"{plan.model} on {plan.gpus} x {plan.gpu} ({plan.connector}); isl={w.isl} osl={w.osl} "
+        f"ttft<={_fmt_slo(w.ttft_ms)} tpot<={_fmt_slo(w.tpot_ms)}"
+    )
+    print(f"plan: {plan.status} ({plan.method}, {plan.solve_ms:.1f} ms)\n")
+    print(
+        table(
+            ["side", "instances", "tp", "GPUs", "capacity req/s", "latency"],
+            [
+                [
+                    "prefill",
+                    plan.prefill.instances,
+                    plan.prefill.tp,
+                    plan.prefill.gpus,
+                    f"{plan.prefill_capacity_rps:,.2f}",
+                    f"TTFT {plan.ttft_ms:,.0f} ms",
+                ],
+                [
+                    "decode",
+                    plan.decode.instances,
+                    plan.decode.tp,
+                    plan.decode.gpus,
+                    f"{plan.decode_capacity_rps:,.2f}",
+                    f"TPOT {plan.tpot_ms:,.1f} ms at batch {plan.decode_batch}",
+                ],
+            ],
+            indent="  ",
+        )
+    )
+    print(
+        f"\nserves {plan.requests_per_s:,.2f} req/s = {plan.output_tokens_per_s:,.0f} output "
+        f"tok/s on {plan.gpus_used} of {plan.gpus} GPUs; bottleneck: {plan.bottleneck}"
+    )
+    for r in plan.rejected:
+        print(f"\nrejected: {r}")
+    for wr in plan.warnings:
+        print(f"\n! {wr.code}: {wr.message}")
+    if not args.no_commands:
+        print("\nlaunch (one line per instance):")
+        for line in plan.vllm_commands():
+            print(f"  {line}")
+    return EXIT_OK
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from .catalog import models
+
+    ms = models()
+    if args.json:
+        print(json.dumps([m.to_dict() for m in ms], indent=2))
+        return EXIT_OK
+    print(
+        table(
+            [
+                "name",
+                "attn",
+                "layers",
+                "heads/kv",
+                "params (B)",
+                "active (B)",
+                "weights",
+                "KV B/token",
+                "HF id",
+            ],
+            [
+                [
+                    m.name,
+                    m.attention_type,
+                    m.num_layers,
+                    f"{m.num_attention_heads}/{m.num_kv_heads}",
+                    f"{m.total_params / 1e9:,.1f}",
+                    f"{m.active_params / 1e9:,.1f}",
+                    m.weight_dtype,
+                    f"{m.kv_bytes_per_token:,}",
+                    m.hf_id or "-",
+                ]
+                for m in ms
+            ],
+        )
+    )
+    return EXIT_OK
+
+
+def _cmd_gpus(args: argparse.Namespace) -> int:
+    from .catalog import gpus
+
+    gs = gpus()
+    if args.json:
+        print(json.dumps([g.to_dict() for g in gs], indent=2))
+        return EXIT_OK
+
+    def tf(x: float | None) -> str:
+        return "-" if not x else f"{x / 1e12:,.0f}"
+
+    print(
+        table(
+            [
+                "name",
+                "vendor",
+                "memory GiB",
+                "HBM TB/s",
+                "bf16 TF",
+                "fp8 TF",
+                "fp4 TF",
+                "link GB/s",
+                "per node",
+            ],
+            [
+                [
+                    g.name,
+                    g.vendor,
+                    f"{g.memory_bytes / 2**30:,.0f}",
+                    f"{g.hbm_bandwidth / 1e12:.2f}",
+                    tf(g.bf16_flops),
+                    tf(g.fp8_flops),
+                    tf(g.fp4_flops),
+                    f"{g.link_bandwidth / 1e9:,.0f}",
+                    g.gpus_per_node,
+                ]
+                for g in gs
+            ],
+        )
+    )
+    return EXIT_OK
+
+
+COMMANDS = {
+    "check": _cmd_check,
+    "map": _cmd_map,
+    "solve": _cmd_solve,
+    "models": _cmd_models,
+    "gpus": _cmd_gpus,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,235 @@
+"""The built-in offline catalog of models and GPUs, and name resolution for both.
+
+The JSON files under ``pdtp/data`` are read on first use (never at import time) and every
+model entry goes through :meth:`Model.from_hf_config`, the same parser as user configs.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ._gpu import GPU
+from ._model import Model
+from .errors import ConfigError, UnknownNameError
+
+__all__ = ["gpu", "gpus", "model", "models", "resolve_model"]
+
+
+def model(
+    name: str | Model, *, weight_dtype: str | None = None, kv_dtype: str | None = None
+) -> Model:
+    """A catalog model by short name (``"llama-3.1-70b"``), HF id or alias, case-insensitive.
+    A :class:`Model` passes through. ``weight_dtype`` / ``kv_dtype`` serve it another way
+    (e.g. ``"fp8"`` for vLLM ``--quantization fp8`` / ``--kv-cache-dtype fp8``)."""
+    if isinstance(name, Model):
+        found = name
+    else:
+        if not isinstance(name, str):
+            raise UnknownNameError(f"model name must be a string, got {type(name).__name__}")
+        index = _lookup(_model_index(), name)
+        if index is None:
+            raise UnknownNameError(_unknown("model", name, _model_index(), _model_names()))
+        found = _catalog_model(index)
+    return found.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+
+
+def models() -> list[Model]:
+    """Every catalog model, sorted by name."""
+    return sorted((_catalog_model(i) for i in range(len(_model_entries()))), key=lambda m: m.name)
+
+
+def gpu(name: str | GPU) -> GPU:
+    """A catalog GPU by short name (``"mi300x"``) or alias (``"H100-SXM"``, ``"a100-80gb"``),
+    case-insensitive. A :class:`GPU` passes through."""
+    if isinstance(name, GPU):
+        return name
+    if not isinstance(name, str):
+        raise UnknownNameError(f"GPU name must be a string, got {type(name).__name__}")
+    index = _lookup(_gpu_index(), name)
+    if index is None:
+        raise UnknownNameError(_unknown("GPU", name, _gpu_index(), [g.name for g in gpus()]))
+    return _gpus()[index]
+
+
+def gpus() -> list[GPU]:
+    """Every catalog GPU, sorted by name."""
+    return sorted(_gpus(), key=lambda g: g.name)
+
+
+def resolve_model(
+    x: Model | str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+) -> Model:
+    """Whatever a user passes as "model": a :class:`Model`, a catalog name, an HF id, a config
+    dict, a path to ``config.json`` or a model folder, or JSON text."""
+    if isinstance(x, Model):
+        return x.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    if isinstance(x, Mapping | os.PathLike):
+        return Model.from_hf_config(x, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    if not isinstance(x, str):
+        raise ConfigError(
+            f"model must be a Model, a catalog name, an HF id, a dict, a path or JSON text; "
+            f"got {type(x).__name__}"
+        )
+    if x.lstrip().startswith("{"):
+        return Model.from_hf_config(x, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    index = _lookup(_model_index(), x)
+    if index is not None:
+        return _catalog_model(index).with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    if os.path.exists(x):
+        return Model.from_hf_config(x, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    raise UnknownNameError(
+        _unknown("model", x, _model_index(), _model_names())
+        + " pdtp works offline: for a model outside the catalog pass its config.json (a path, "
+        "a folder, a dict or JSON text)."
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Loading (lazy, once per process)
+# --------------------------------------------------------------------------------------------
+
+
+def _read_data(filename: str) -> Any:
+    # importlib.resources works from wheels and zips as well as source trees; imported here so
+    # that importing pdtp stays cheap.
+    from importlib import resources
+
+    text = (
+        resources.files(__package__ or "pdtp")
+        .joinpath("data", filename)
+        .read_text(encoding="utf-8")
+    )
+    return json.loads(text)
+
+
+@functools.cache
+def _model_entries() -> tuple[Mapping[str, Any], ...]:
+    return tuple(_read_data("models.json")["models"])
+
+
+@functools.cache
+def _catalog_model(index: int) -> Model:
+    entry = _model_entries()[index]
+    label = f"pdtp catalog model {entry['name']!r}"
+    try:
+        return Model.from_hf_config(
+            entry["config"],
+            name=entry["name"],
+            weight_dtype=entry.get("weight_dtype"),
+            hf_id=entry.get("hf_id"),
+            aliases=tuple(entry.get("aliases", ())),
+        )
+    except ConfigError as exc:  # a broken data file is a bug in pdtp, say where
+        raise ConfigError(f"{label}: {exc}") from None
+
+
+def _normalize(name: str) -> str:
+    return name.strip().lower()
+
+
+def _loose(name: str) -> str:
+    # "H100_SXM", "h100 sxm" and "h100-sxm" are the same request.
+    return _normalize(name).replace("_", "-").replace(" ", "-")
+
+
+def _build_index(entries: list[tuple[int, list[str]]], kind: str) -> dict[str, int]:
+    index: dict[str, int] = {}
+    for position, keys in entries:
+        for key in keys:
+            for form in {_normalize(key), _loose(key)}:
+                if index.setdefault(form, position) != position:
+                    raise ConfigError(f"pdtp {kind} catalog: {key!r} names two entries")
+    return index
+
+
+@functools.cache
+def _model_index() -> dict[str, int]:
+    entries = []
+    for i, e in enumerate(_model_entries()):
+        keys = [e["name"], *e.get("aliases", ())]
+        if e.get("hf_id"):
+            keys.append(e["hf_id"])
+        entries.append((i, keys))
+    return _build_index(entries, "model")
+
+
+@functools.cache
+def _model_names() -> list[str]:
+    return sorted(e["name"] for e in _model_entries())
+
+
+@functools.cache
+def _gpus() -> tuple[GPU, ...]:
+    out = []
+    for e in _read_data("gpus.json")["gpus"]:
+        out.append(
+            GPU(
+                name=e["name"],
+                display_name=e["display_name"],
+                vendor=e["vendor"],
+                memory_bytes=int(e["memory_mib"]) * 2**20,
+                hbm_bandwidth=_si(e["hbm_bandwidth_tbs"], 12),
+                bf16_flops=_si(e["bf16_dense_tflops"], 12),
+                fp8_flops=_opt_si(e.get("fp8_dense_tflops"), 12),
+                fp4_flops=_opt_si(e.get("fp4_dense_tflops"), 12),
+                int8_flops=_opt_si(e.get("int8_dense_tops"), 12),
+                link_bandwidth=_si(e["link_bandwidth_gbs"], 9),
+                gpus_per_node=int(e["gpus_per_node"]),
+                aliases=tuple(e.get("aliases", ())),
+                source=e["source"],
+                arch=e.get("arch", ""),
+                verified=bool(e.get("verified", True)),
+            )
+        )
+    return tuple(out)
+
+
+def _si(value: float, exponent: int) -> float:
+    # Parse "2.039e12" rather than multiply 2.039 * 1e12, which is off by a rounding error.
+    return float(f"{value!r}e{exponent}")
+
+
+def _opt_si(value: float | None, exponent: int) -> float | None:
+    return None if value is None else _si(value, exponent)
+
+
+@functools.cache
+def _gpu_index() -> dict[str, int]:
+    return _build_index(
+        [(i, [g.name, g.display_name, *g.aliases]) for i, g in enumerate(_gpus())], "GPU"
+    )
+
+
+def _lookup(index: Mapping[str, int], name: str) -> int | None:
+    hit = index.get(_normalize(name))
+    return hit if hit is not None else index.get(_loose(name))
+
+
+def _unknown(kind: str, name: str, index: Mapping[str, int], names: list[str]) -> str:
+    import difflib
+
+    # Match against every spelling (HF ids included) but report canonical short names.
+    by_position = {pos: n for n, pos in _canonical(index, names).items()}
+    close = difflib.get_close_matches(_loose(name), list(index), n=12, cutoff=0.5)
+    seen: list[str] = []
+    for key in close:
+        canon = by_position[index[key]]
+        if canon not in seen:
+            seen.append(canon)
+    if not seen:
+        seen = difflib.get_close_matches(_loose(name), names, n=5, cutoff=0.0)
+    return (
+        f"unknown {kind} {name!r}; closest: {', '.join(seen[:5])} "
+        f"(all {len(names)}: pdtp.{'models' if kind == 'model' else 'gpus'}())."
+    )
+
+
+def _canonical(index: Mapping[str, int], names: list[str]) -> dict[str, int]:
+    return {n: index[_normalize(n)] for n in names}

@@ -1,0 +1,379 @@
+"""The performance model's Python face: per-side predictions and whole-configuration
+estimates. The arithmetic runs in Rust (``src/perf.rs``); this module resolves names,
+validates arguments and shapes results."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from . import _core
+from ._validate import optional_positive_int, positive_int, positive_number
+from .check import MAX_TP, Violation, check
+from .constants import Constants, constants_for
+from .workload import MAX_TOKENS, Workload, resolve_workload
+
+if TYPE_CHECKING:
+    from ._gpu import GPU
+    from ._model import Model
+
+DEFAULT_GPU = "mi300x"
+DEFAULT_UTILIZATION = 0.9
+
+
+# ---- inputs for the Rust core (built once per model / GPU, then cached) -------------------
+
+
+@lru_cache(maxsize=512)
+def model_inputs(model: Model) -> dict[str, float]:
+    return {
+        "num_layers": model.num_layers,
+        "num_attention_layers": model.num_attention_layers,
+        "hidden_size": model.hidden_size,
+        "num_attention_heads": model.num_attention_heads,
+        "num_kv_heads": model.num_kv_heads,
+        "head_dim": model.head_dim,
+        "is_mla": float(model.is_mla),
+        "kv_lora_rank": model.kv_lora_rank,
+        "qk_rope_head_dim": model.qk_rope_head_dim,
+        "weight_bytes": float(model.weight_bytes),
+        "expert_weight_bytes": float(model.weight_bytes) - float(model.dense_weight_bytes),
+        "num_experts": model.num_experts,
+        "experts_per_token": model.experts_per_token,
+        "active_params": float(model.active_params),
+        "kv_dtype_bytes": model.kv_dtype_bytes,
+    }
+
+
+@lru_cache(maxsize=512)
+def gpu_inputs(gpu: GPU, weight_dtype: str) -> dict[str, float]:
+    return {
+        "memory_bytes": float(gpu.memory_bytes),
+        "hbm_bandwidth": float(gpu.hbm_bandwidth),
+        "peak_flops": float(gpu.peak_flops(weight_dtype)),
+        "link_bandwidth": float(gpu.link_bandwidth),
+    }
+
+
+@lru_cache(maxsize=512)
+def constant_inputs(c: Constants) -> dict[str, float]:
+    return {k: float(v) for k, v in c.to_dict().items()}
+
+
+@dataclass(frozen=True)
+class Context:
+    """Resolved inputs of one prediction: the model, GPU, constants and memory share."""
+
+    model: Model
+    gpu: GPU
+    constants: Constants
+    gpu_memory_utilization: float
+
+    @property
+    def inputs(self) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+        return (
+            model_inputs(self.model),
+            gpu_inputs(self.gpu, self.model.weight_dtype),
+            constant_inputs(self.constants),
+        )
+
+
+def resolve_context(
+    model: Any, gpu: Any, constants: Any = None, gpu_memory_utilization: Any = DEFAULT_UTILIZATION
+) -> Context:
+    from .catalog import gpu as find_gpu
+    from .catalog import resolve_model
+
+    m = resolve_model(model)
+    g = find_gpu(gpu)
+    util = positive_number("gpu_memory_utilization", gpu_memory_utilization)
+    if util > 1.0:
+        from .errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"gpu_memory_utilization must be in (0, 1], got {util}")
+    return Context(m, g, constants_for(g.name, constants), util)
+
+
+# ---- per-side predictions -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrefillPrediction:
+    tp: int
+    isl: int
+    prefill_ms: float
+    ttft_ms: float
+    requests_per_s: float
+    weights_fit: bool
+    fits: bool
+    kv_capacity_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DecodePrediction:
+    tp: int
+    isl: int
+    osl: int
+    batch: int
+    tpot_ms: float
+    output_tokens_per_s: float
+    max_batch: int
+    weights_fit: bool
+    kv_capacity_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def predict_prefill(
+    model: Any,
+    *,
+    gpu: Any = DEFAULT_GPU,
+    tp: int,
+    isl: int,
+    constants: Any = None,
+    gpu_memory_utilization: float = DEFAULT_UTILIZATION,
+) -> PrefillPrediction:
+    """Prefill of one ``isl``-token request on one instance of ``tp`` GPUs.
+
+    >>> import pdtp
+    >>> p = pdtp.predict_prefill("llama-3.1-70b", gpu="h100", tp=8, isl=2048)
+    >>> 0 < p.ttft_ms < 2000 and p.requests_per_s > 1
+    True
+    """
+    ctx = resolve_context(model, gpu, constants, gpu_memory_utilization)
+    tp = positive_int("tp", tp, maximum=MAX_TP)
+    isl = positive_int("isl", isl, maximum=MAX_TOKENS)
+    m, g, c = ctx.inputs
+    t, ttft, rps, fits, kv_tokens, weights_ok = _core.predict_prefill(
+        m, g, c, tp, float(isl), ctx.gpu_memory_utilization
+    )
+    return PrefillPrediction(
+        tp, isl, t * 1e3, ttft * 1e3, rps, weights_ok, fits and weights_ok, int(kv_tokens)
+    )
+
+
+def predict_decode(
+    model: Any,
+    *,
+    gpu: Any = DEFAULT_GPU,
+    tp: int,
+    isl: int,
+    osl: int,
+    batch: int,
+    constants: Any = None,
+    gpu_memory_utilization: float = DEFAULT_UTILIZATION,
+) -> DecodePrediction:
+    """One decode step at ``batch`` sequences of mean context ``isl + osl/2`` tokens.
+    ``max_batch`` is the largest batch whose full sequences (isl + osl) fit in KV memory.
+
+    >>> import pdtp
+    >>> d = pdtp.predict_decode("llama-3.1-70b", gpu="h100", tp=8, isl=2048, osl=512, batch=32)
+    >>> d.tpot_ms > 0 and d.max_batch > 32
+    True
+    """
+    ctx = resolve_context(model, gpu, constants, gpu_memory_utilization)
+    tp = positive_int("tp", tp, maximum=MAX_TP)
+    isl = positive_int("isl", isl, maximum=MAX_TOKENS)
+    osl = positive_int("osl", osl, maximum=MAX_TOKENS)
+    batch = positive_int("batch", batch, maximum=1 << 24)
+    m, g, c = ctx.inputs
+    step, max_batch, kv_tokens, weights_ok = _core.predict_decode(
+        m, g, c, tp, float(isl), float(osl), float(batch), ctx.gpu_memory_utilization
+    )
+    return DecodePrediction(
+        tp, isl, osl, batch, step * 1e3, batch / step, max_batch, weights_ok, int(kv_tokens)
+    )
+
+
+# ---- whole configurations -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SidePoint:
+    """One side's operating point as the core computes it (also the solver's table row)."""
+
+    tp: int
+    loads: bool
+    fits_weights: bool
+    fits_kv: bool
+    latency_ms: float
+    meets_slo: bool
+    batch: int
+    max_batch: int
+    requests_per_s: float
+    units: int
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> SidePoint:
+        tp, loads, fw, fk, lat, slo, batch, max_batch, rps, units = row
+        return cls(tp, loads, fw, fk, lat * 1e3, slo, batch, max_batch, rps, units)
+
+
+def side_point(ctx: Context, workload: Workload, tp: int, *, prefill: bool) -> SidePoint:
+    m, g, c = ctx.inputs
+    row = _core.side_option(m, g, c, workload._core_dict(), tp, prefill, ctx.gpu_memory_utilization)
+    return SidePoint.from_row(row)
+
+
+def side_violations(
+    ctx: Context, workload: Workload, point: SidePoint, side: str
+) -> list[Violation]:
+    """Memory and SLO violations of one side (pdtp's own limits: vLLM has no message)."""
+    out: list[Violation] = []
+    gpu, model, tp = ctx.gpu, ctx.model, point.tp
+    per_gpu_gb = model.weight_bytes / tp / 1e9
+    usable_gb = ctx.gpu_memory_utilization * gpu.memory_bytes / 1e9
+    if not point.fits_weights:
+        out.append(
+            Violation(
+                "weights_do_not_fit",
+                side,
+                f"{side}_tp={tp}: {per_gpu_gb:.1f} GB of {model.weight_dtype} weights per GPU plus "
+                f"the {ctx.constants.reserve_bytes / 1e9:.0f} GB runtime reserve exceed "
+                f"{usable_gb:.1f} GB ({ctx.gpu_memory_utilization:g} of {gpu.name}'s "
+                f"{gpu.memory_bytes / 1e9:.0f} GB)",
+                f"raise {side}_tp, use fp8 weights, or a GPU with more memory",
+            )
+        )
+    elif not point.fits_kv:
+        need = workload.isl if side == "prefill" else workload.isl + workload.osl
+        out.append(
+            Violation(
+                "kv_cache_does_not_fit",
+                side,
+                f"{side}_tp={tp}: the weights fit but no room is left for the KV cache of one "
+                f"{need}-token sequence",
+                f"raise {side}_tp or gpu_memory_utilization, or use kv_dtype='fp8'",
+            )
+        )
+    elif not point.meets_slo:
+        if side == "prefill":
+            out.append(
+                Violation(
+                    "ttft_slo",
+                    side,
+                    f"prefill_tp={tp}: predicted TTFT {point.latency_ms:.0f} ms exceeds "
+                    f"ttft_ms={workload.ttft_ms:g}",
+                    "raise prefill_tp, relax ttft_ms, or shorten the prompts",
+                )
+            )
+        else:
+            out.append(
+                Violation(
+                    "tpot_slo",
+                    side,
+                    f"decode_tp={tp}: predicted TPOT {point.latency_ms:.1f} ms at batch 1 exceeds "
+                    f"tpot_ms={workload.tpot_ms:g}",
+                    "raise decode_tp or relax tpot_ms",
+                )
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Predicted performance of one whole configuration. ``requests_per_s`` is
+    ``min(prefill_capacity_rps, decode_capacity_rps)`` — the rate both sides sustain."""
+
+    model: str
+    gpu: str
+    connector: str
+    prefill_tp: int
+    prefill_instances: int
+    decode_tp: int
+    decode_instances: int
+    gpus: int
+    requests_per_s: float
+    output_tokens_per_s: float
+    ttft_ms: float
+    tpot_ms: float
+    decode_batch: int
+    prefill_capacity_rps: float
+    decode_capacity_rps: float
+    valid: bool
+    violations: tuple[Violation, ...]
+
+    @property
+    def bottleneck(self) -> str:
+        return bottleneck(self.prefill_capacity_rps, self.decode_capacity_rps)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k != "violations"}
+        d["violations"] = [v.to_dict() for v in self.violations]
+        d["bottleneck"] = self.bottleneck
+        return d
+
+
+def bottleneck(prefill_rps: float, decode_rps: float, tolerance: float = 0.02) -> str:
+    """Which side limits throughput; within ``tolerance`` of each other is ``balanced``."""
+    hi = max(prefill_rps, decode_rps)
+    if hi <= 0 or abs(prefill_rps - decode_rps) <= tolerance * hi:
+        return "balanced"
+    return "prefill" if prefill_rps < decode_rps else "decode"
+
+
+def evaluate(
+    model: Any,
+    *,
+    gpu: Any = DEFAULT_GPU,
+    workload: Any = None,
+    prefill_tp: int,
+    prefill_instances: int,
+    decode_tp: int,
+    decode_instances: int,
+    connector: str = "moriio",
+    max_acks: int | None = None,
+    constants: Any = None,
+    gpu_memory_utilization: float = DEFAULT_UTILIZATION,
+) -> Estimate:
+    """Predict a whole P/D configuration. Invalid configurations are reported in
+    ``Estimate.valid`` / ``violations`` (rules, memory, SLOs), not raised.
+
+    >>> import pdtp
+    >>> e = pdtp.evaluate("llama-3.1-70b", gpu="h100", prefill_tp=4, prefill_instances=2,
+    ...                   decode_tp=8, decode_instances=2, connector="nixl")
+    >>> e.valid, e.gpus
+    (True, 24)
+    """
+    ctx = resolve_context(model, gpu, constants, gpu_memory_utilization)
+    w = resolve_workload(workload)
+    p = positive_int("prefill_tp", prefill_tp, maximum=MAX_TP)
+    d = positive_int("decode_tp", decode_tp, maximum=MAX_TP)
+    np_ = positive_int("prefill_instances", prefill_instances, maximum=1 << 24)
+    nd = positive_int("decode_instances", decode_instances, maximum=1 << 24)
+    acks = optional_positive_int("max_acks", max_acks)
+    rules = check(ctx.model, p, d, connector=connector, max_acks=acks, alternatives=0)
+    pp = side_point(ctx, w, p, prefill=True)
+    dp = side_point(ctx, w, d, prefill=False)
+    violations = [
+        *rules.violations,
+        *side_violations(ctx, w, pp, "prefill"),
+        *side_violations(ctx, w, dp, "decode"),
+    ]
+    prefill_cap = np_ * pp.requests_per_s if pp.fits_weights and pp.fits_kv else 0.0
+    decode_cap = nd * dp.requests_per_s
+    rps = min(prefill_cap, decode_cap)
+    return Estimate(
+        model=ctx.model.name,
+        gpu=ctx.gpu.name,
+        connector=rules.connector,
+        prefill_tp=p,
+        prefill_instances=np_,
+        decode_tp=d,
+        decode_instances=nd,
+        gpus=p * np_ + d * nd,
+        requests_per_s=rps,
+        output_tokens_per_s=rps * w.osl,
+        ttft_ms=pp.latency_ms,
+        tpot_ms=dp.latency_ms,
+        decode_batch=dp.batch,
+        prefill_capacity_rps=prefill_cap,
+        decode_capacity_rps=decode_cap,
+        valid=not violations,
+        violations=tuple(violations),
+    )

@@ -1,0 +1,64 @@
+"""The workload every prediction and solve takes: prompt and output lengths and the SLOs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ._validate import positive_int, positive_number
+
+# Sequence lengths beyond this are not real requests (and would overflow KV arithmetic).
+MAX_TOKENS = 1 << 24
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Input/output sequence lengths (tokens) and latency SLOs (ms; ``None`` = no bound).
+
+    >>> Workload()
+    Workload(isl=2048, osl=512, ttft_ms=2000, tpot_ms=50)
+    """
+
+    isl: int = 2048
+    osl: int = 512
+    ttft_ms: float | None = 2000
+    tpot_ms: float | None = 50
+
+    def __post_init__(self) -> None:
+        positive_int("isl", self.isl, maximum=MAX_TOKENS)
+        positive_int("osl", self.osl, maximum=MAX_TOKENS)
+        if self.ttft_ms is not None:
+            positive_number("ttft_ms", self.ttft_ms)
+        if self.tpot_ms is not None:
+            positive_number("tpot_ms", self.tpot_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def _core_dict(self) -> dict[str, float | None]:
+        """The Rust core's view: seconds, not milliseconds."""
+        return {
+            "isl": float(self.isl),
+            "osl": float(self.osl),
+            "ttft_s": None if self.ttft_ms is None else self.ttft_ms / 1e3,
+            "tpot_s": None if self.tpot_ms is None else self.tpot_ms / 1e3,
+        }
+
+
+def resolve_workload(workload: Any) -> Workload:
+    """``None`` → defaults; a ``Workload``; or a mapping of its fields."""
+    if workload is None:
+        return Workload()
+    if isinstance(workload, Workload):
+        return workload
+    if isinstance(workload, dict):
+        unknown = set(workload) - {"isl", "osl", "ttft_ms", "tpot_ms"}
+        if unknown:
+            from .errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                f"workload has unknown field(s) {sorted(unknown)}; allowed: isl, osl, "
+                "ttft_ms, tpot_ms"
+            )
+        return Workload(**workload)
+    raise TypeError(f"workload must be a pdtp.Workload or a dict, got {type(workload).__name__}")
