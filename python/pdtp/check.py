@@ -116,6 +116,10 @@ class CheckResult:
     violations: tuple[Violation, ...]
     warnings: tuple[CheckWarning, ...]
     alternatives: tuple[tuple[int, int], ...] = field(default=())
+    # With gpu=: whether each side's weights and KV cache fit in memory (None: not asked).
+    gpu: str | None = None
+    prefill_fits: bool | None = None
+    decode_fits: bool | None = None
 
     @property
     def ok(self) -> bool:
@@ -139,6 +143,9 @@ class CheckResult:
             "violations": [v.to_dict() for v in self.violations],
             "warnings": [w.to_dict() for w in self.warnings],
             "alternatives": [list(a) for a in self.alternatives],
+            "gpu": self.gpu,
+            "prefill_fits": self.prefill_fits,
+            "decode_fits": self.decode_fits,
         }
 
 
@@ -151,19 +158,37 @@ def check(
     max_acks: int | None = None,
     max_tp: int | None = None,
     alternatives: int = DEFAULT_ALTERNATIVES,
+    gpu: Any = None,
+    workload: Any = None,
+    gpu_memory_utilization: float = 0.9,
+    constants: Any = None,
 ) -> CheckResult:
     """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``, ``"nixl"`` or
     ``"nixl-legacy"``).
 
     ``max_acks`` caps the release acks a prefill rank may wait for (D/P when D > P);
     ``max_tp`` bounds the TP sizes proposed as alternatives (default: 16 or twice the larger
-    given size). Returns a :class:`CheckResult`; never raises for an invalid pair.
+    given size). With ``gpu=`` (a GPU name), also checks that each side's weights and the
+    KV cache of one sequence of ``workload`` fit in ``gpu_memory_utilization`` of a GPU, and
+    proposes only alternatives that fit. Returns a :class:`CheckResult`; never raises for an
+    invalid pair.
 
     >>> import pdtp
     >>> r = pdtp.check(pdtp.ModelShape(64, 8), prefill_tp=4, decode_tp=8)
     >>> r.ok, r.violations[0].code, r.alternatives[:2]
     (False, 'kv_heads_not_replicated', ((4, 4), (8, 8)))
     """
+    ctx = None
+    if gpu is not None:
+        if isinstance(model, ModelShape):
+            raise InvalidArgumentError(
+                "gpu= needs a full model (a pdtp.Model, catalog name, HF id or config), "
+                "not a ModelShape: memory depends on the weights"
+            )
+        from .perf import resolve_context
+
+        ctx = resolve_context(model, gpu, constants, gpu_memory_utilization)
+        model = ctx.model
     shape = model_shape(model)
     p = positive_int("prefill_tp", prefill_tp, maximum=MAX_TP)
     d = positive_int("decode_tp", decode_tp, maximum=MAX_TP)
@@ -175,15 +200,38 @@ def check(
     raw_violations, raw_warnings = _core.check_pair(
         shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, p, d, conn.name, acks
     )
-    violations = tuple(
+    violations = [
         Violation(code, side, message, hint, err or None)
         for code, side, message, hint, err in raw_violations
-    )
+    ]
+    sizes = None
+    fits: dict[str, bool] = {}
+    if ctx is not None:
+        from .perf import memory_fits, side_violations
+        from .workload import resolve_workload
+
+        w = resolve_workload(workload)
+        for side, tp in (("prefill", p), ("decode", d)):
+            point, fit = memory_fits(ctx, w, tp, side)
+            fits[side] = fit
+            violations.extend(
+                v for v in side_violations(ctx, w, point, side) if "slo" not in v.code
+            )
+        if n_alt:
+            loadable = _core.loadable_sizes(
+                shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, bound
+            )
+            sizes = {
+                side: [t for t in loadable if memory_fits(ctx, w, t, side)[1]]
+                for side in ("prefill", "decode")
+            }
     alts: tuple[tuple[int, int], ...] = ()
     if violations and n_alt:
-        sizes = _core.loadable_sizes(
-            shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, bound
-        )
+        if sizes is None:
+            both = _core.loadable_sizes(
+                shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, bound
+            )
+            sizes = {"prefill": both, "decode": both}
         alts = tuple(
             _core.alternatives(
                 shape.num_attention_heads,
@@ -193,8 +241,8 @@ def check(
                 d,
                 conn.name,
                 acks,
-                sizes,
-                sizes,
+                sizes["prefill"],
+                sizes["decode"],
                 n_alt,
             )
         )
@@ -203,7 +251,10 @@ def check(
         prefill_tp=p,
         decode_tp=d,
         connector=conn.name,
-        violations=violations,
-        warnings=tuple(CheckWarning(c, m) for c, m in raw_warnings),
+        violations=tuple(violations),
+        warnings=tuple(CheckWarning(c, m) for c, m in raw_warnings) if not violations else (),
         alternatives=alts,
+        gpu=ctx.gpu.name if ctx is not None else None,
+        prefill_fits=fits.get("prefill"),
+        decode_fits=fits.get("decode"),
     )

@@ -220,6 +220,12 @@ def side_point(ctx: Context, workload: Workload, tp: int, *, prefill: bool) -> S
     return SidePoint.from_row(row)
 
 
+def memory_fits(ctx: Context, workload: Workload, tp: int, side: str) -> tuple[SidePoint, bool]:
+    """One side's point and whether its weights and one sequence's KV cache fit."""
+    point = side_point(ctx, workload, tp, prefill=side == "prefill")
+    return point, point.fits_weights and point.fits_kv
+
+
 def side_violations(
     ctx: Context, workload: Workload, point: SidePoint, side: str
 ) -> list[Violation]:

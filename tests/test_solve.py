@@ -1,0 +1,266 @@
+"""``pdtp.solve``: CP-SAT equals the exhaustive oracle, every plan passes ``pdtp.check`` and
+``pdtp.evaluate``, infeasibility reasons are truthful and minimal, and solves are
+deterministic, bounded and thread-safe."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+import pytest
+
+import pdtp
+from pdtp.catalog import models
+
+REQUIRED_GPUS = ["mi300x", "mi325x", "mi355x", "a100", "h100", "h200", "b200"]
+ORACLE_BUDGETS = [1, 2, 3, 5, 8, 13, 24, 64, 128]
+
+
+def solve_or_none(*args, **kwargs):
+    try:
+        return pdtp.solve(*args, **kwargs)
+    except pdtp.InfeasibleError:
+        return None
+
+
+def key(plan):
+    if plan is None:
+        return None
+    return (plan.prefill.tp, plan.prefill.instances, plan.decode.tp, plan.decode.instances)
+
+
+@pytest.mark.parametrize("connector", ["moriio", "nixl"])
+@pytest.mark.parametrize("gpu", REQUIRED_GPUS)
+def test_cpsat_agrees_with_oracle(gpu, connector):
+    agreed = 0
+    for m in models():
+        for budget in ORACLE_BUDGETS:
+            cp = solve_or_none(m, budget, gpu=gpu, connector=connector)
+            ex = solve_or_none(m, budget, gpu=gpu, connector=connector, method="enumerate")
+            assert key(cp) == key(ex), (m.name, gpu, connector, budget)
+            if cp is not None:
+                assert cp.status == "OPTIMAL"
+                assert cp.requests_per_s == ex.requests_per_s
+                agreed += 1
+    assert agreed > 100
+
+
+@pytest.mark.parametrize("gpu", REQUIRED_GPUS)
+def test_every_plan_passes_check_and_evaluate(gpu):
+    plans = 0
+    for m in models():
+        for budget in range(1, 65):
+            plan = solve_or_none(m, budget, gpu=gpu, method="enumerate")
+            if plan is None:
+                continue
+            plans += 1
+            assert pdtp.check(m, plan.prefill.tp, plan.decode.tp).ok, (m.name, budget)
+            assert plan.gpus_used <= budget
+            assert max(plan.prefill.tp, plan.decode.tp) <= pdtp.gpu(gpu).gpus_per_node
+            w = plan.workload
+            assert plan.ttft_ms <= w.ttft_ms and plan.tpot_ms <= w.tpot_ms
+            if budget in (8, 64):  # evaluate() is the slower, user-facing path
+                est = pdtp.evaluate(
+                    m,
+                    gpu=gpu,
+                    prefill_tp=plan.prefill.tp,
+                    prefill_instances=plan.prefill.instances,
+                    decode_tp=plan.decode.tp,
+                    decode_instances=plan.decode.instances,
+                )
+                assert est.valid, est.violations
+                assert est.requests_per_s == plan.requests_per_s
+                assert est.gpus == plan.gpus_used
+    assert plans > 500
+
+
+def test_plan_is_at_least_as_good_as_any_valid_configuration():
+    # Brute force over every configuration of a small budget through the public evaluate().
+    m, gpu, budget = pdtp.model("llama-3.1-8b"), "h100", 6
+    plan = pdtp.solve(m, budget, gpu=gpu)
+    best = 0.0
+    for p in (1, 2, 4, 8):
+        for d in (1, 2, 4, 8):
+            for np_ in range(1, budget + 1):
+                for nd in range(1, budget + 1):
+                    if p * np_ + d * nd > budget:
+                        continue
+                    e = pdtp.evaluate(
+                        m,
+                        gpu=gpu,
+                        prefill_tp=p,
+                        prefill_instances=np_,
+                        decode_tp=d,
+                        decode_instances=nd,
+                    )
+                    if e.valid:
+                        best = max(best, e.requests_per_s)
+    assert plan.requests_per_s == pytest.approx(best, rel=1e-6)
+
+
+def test_main_job_example():
+    plan = pdtp.solve("llama-3.1-70b", gpus=24)
+    assert plan.status == "OPTIMAL" and plan.gpu == "mi300x" and plan.connector == "moriio"
+    assert plan.gpus_used <= 24
+    assert plan.bottleneck in ("prefill", "decode", "balanced")
+    d = json.loads(plan.to_json())
+    assert d["prefill"]["tp"] == plan.prefill.tp and d["gpus_used"] == plan.gpus_used
+
+
+def test_rejected_split_is_explained():
+    plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="h100")
+    assert plan.rejected, "MoRIIO forbids the rule-blind optimum here"
+    assert "requires replicated KV heads" in plan.rejected[0]
+    nixl = pdtp.solve("llama-3.1-70b", gpus=24, gpu="h100", connector="nixl")
+    assert nixl.requests_per_s >= plan.requests_per_s
+
+
+def test_deterministic_across_threads():
+    results: list[dict] = []
+
+    def work():
+        for _ in range(5):
+            d = pdtp.solve("qwen3-30b-a3b", 40, gpu="h200").to_dict()
+            d.pop("solve_ms")
+            results.append(d)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 30
+    assert all(r == results[0] for r in results)
+
+
+def test_tiny_time_limit_still_returns_a_valid_plan():
+    plan = pdtp.solve("llama-3.1-70b", 4096, gpu="mi300x", time_limit_s=1e-6)
+    assert plan.status in ("OPTIMAL", "FEASIBLE")
+    assert pdtp.check("llama-3.1-70b", plan.prefill.tp, plan.decode.tp).ok
+    assert plan.gpus_used <= 4096
+
+
+# ---- infeasibility: truthful and minimal --------------------------------------------------
+
+
+def test_weights_do_not_fit_then_fixes_work():
+    with pytest.raises(pdtp.InfeasibleError) as info:
+        pdtp.solve("llama-3.1-405b", 64, gpu="h100")
+    msg = str(info.value)
+    assert "no tp <= 8 fits" in msg and "bf16 weights" in msg
+    assert "use fp8 weights" in msg and "allow tp=16" in msg
+    assert info.value.reasons[0] == msg and len(info.value.reasons) >= 3
+    fp8 = pdtp.model("llama-3.1-405b").with_dtypes(weight_dtype="fp8")
+    assert pdtp.solve(fp8, 64, gpu="h100")
+    assert pdtp.solve("llama-3.1-405b", 64, gpu="h100", max_tp=16)
+
+
+def test_tpot_unreachable_names_the_best_and_relaxing_fixes_it():
+    w = pdtp.Workload(tpot_ms=1)
+    with pytest.raises(pdtp.InfeasibleError) as info:
+        pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=w)
+    m = re.search(
+        r"tpot_ms=1 unreachable: best decode TPOT is ([0-9.]+) ms at tp=(\d+)", str(info.value)
+    )
+    assert m, str(info.value)
+    best = float(m.group(1))
+    plan = pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=pdtp.Workload(tpot_ms=best * 1.01))
+    assert plan.decode.tp == int(m.group(2))
+
+
+def test_ttft_unreachable_names_the_best_and_relaxing_fixes_it():
+    w = pdtp.Workload(ttft_ms=5)
+    with pytest.raises(pdtp.InfeasibleError) as info:
+        pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=w)
+    m = re.search(r"ttft_ms=5 unreachable: best prefill TTFT is ([0-9.]+) ms", str(info.value))
+    assert m, str(info.value)
+    relaxed = pdtp.Workload(ttft_ms=float(m.group(1)) + 1)
+    assert pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=relaxed)
+
+
+def test_budget_too_small_names_the_smallest_split():
+    with pytest.raises(pdtp.InfeasibleError, match="at least 2 GPUs"):
+        pdtp.solve("llama-3.1-8b", 1, gpu="h100")
+    with pytest.raises(pdtp.InfeasibleError) as info:
+        pdtp.solve("llama-3.1-70b", 3, gpu="h100")
+    m = re.search(r"needs (\d+) GPUs", str(info.value))
+    assert m, str(info.value)
+    assert pdtp.solve("llama-3.1-70b", int(m.group(1)), gpu="h100")
+
+
+def test_infeasible_is_pdtp_error_with_reasons():
+    with pytest.raises(pdtp.PdtpError) as info:
+        pdtp.solve("llama-3.1-405b", 64, gpu="h100")
+    assert isinstance(info.value, pdtp.InfeasibleError)
+    assert all(isinstance(r, str) and r for r in info.value.reasons)
+
+
+# ---- outputs --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("gpu", "connector"), [("mi300x", "moriio"), ("h100", "nixl")])
+def test_vllm_commands(gpu, connector):
+    plan = pdtp.solve("llama-3.1-8b", 20, gpu=gpu, connector=connector)
+    lines = plan.vllm_commands()
+    assert len(lines) == plan.prefill.instances + plan.decode.instances
+    env = "HIP_VISIBLE_DEVICES" if gpu.startswith("mi") else "CUDA_VISIBLE_DEVICES"
+    per_node: dict[str, list[tuple[int, set[int]]]] = {}
+    roles = {"prefill": 0, "decode": 0}
+    for line in lines:
+        assert line.startswith(env + "=")
+        devices = {int(x) for x in re.match(env + r"=([0-9,]+)", line).group(1).split(",")}
+        port = int(re.search(r"--port (\d+)", line).group(1))
+        tp = int(re.search(r"--tensor-parallel-size (\d+)", line).group(1))
+        assert len(devices) == tp
+        node, role = re.search(r"# node (\d+), (prefill|decode) \d+$", line).groups()
+        roles[role] += 1
+        assert tp == (plan.prefill.tp if role == "prefill" else plan.decode.tp)
+        cfg = json.loads(re.search(r"--kv-transfer-config '(.+?)'", line).group(1))
+        if connector == "moriio":
+            assert cfg["kv_connector"] == "MoRIIOConnector"
+            assert cfg["kv_role"] == ("kv_producer" if role == "prefill" else "kv_consumer")
+            assert cfg["kv_connector_extra_config"]["http_port"] == port
+        else:
+            assert cfg == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+        per_node.setdefault(node, []).append((port, devices))
+    assert roles == {"prefill": plan.prefill.instances, "decode": plan.decode.instances}
+    for entries in per_node.values():
+        ports = [p for p, _ in entries]
+        assert len(set(ports)) == len(ports)  # distinct ports on a node
+        used = [d for _, ds in entries for d in ds]
+        assert len(set(used)) == len(used) and max(used) < 8  # no GPU shared, inside node
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "field"),
+    [
+        ({"gpus": 0}, pdtp.InvalidArgumentError, "gpus"),
+        ({"gpus": 2.5}, TypeError, "gpus"),
+        ({"method": "milp"}, pdtp.InvalidArgumentError, "method"),
+        ({"max_tp": 0}, pdtp.InvalidArgumentError, "max_tp"),
+        ({"gpu": "tpu-v5"}, pdtp.UnknownNameError, "tpu-v5"),
+        ({"connector": "mooncake"}, pdtp.UnknownNameError, "connector"),
+        ({"time_limit_s": 0}, pdtp.InvalidArgumentError, "time_limit_s"),
+        ({"gpu_memory_utilization": 1.5}, pdtp.InvalidArgumentError, "gpu_memory_utilization"),
+        ({"workload": {"isl": 0}}, pdtp.InvalidArgumentError, "isl"),
+        ({"workload": {"foo": 1}}, pdtp.InvalidArgumentError, "foo"),
+    ],
+)
+def test_bad_arguments(kwargs, exc, field):
+    args = {"gpus": 8, **kwargs}
+    with pytest.raises(exc, match=field):
+        pdtp.solve("llama-3.1-8b", **args)
+
+
+def test_cli_solve(capsys):
+    from pdtp.cli import main
+
+    assert main(["solve", "llama-3.1-70b", "--gpus", "24"]) == 0
+    out = capsys.readouterr().out
+    assert "OPTIMAL" in out and "vllm serve" in out and "bottleneck" in out
+    assert main(["solve", "llama-3.1-70b", "--gpus", "24", "--json", "--gpu", "h100"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["status"] == "OPTIMAL" and len(d["vllm_commands"]) >= 2
+    assert main(["solve", "llama-3.1-405b", "--gpus", "8", "--gpu", "h100"]) == 1
+    assert "INFEASIBLE" in capsys.readouterr().out
