@@ -44,7 +44,8 @@ def measure(model: str, gpu: str, connector: str, budget: int, method: str, repe
         "p50_ms": statistics.median(times),
         "p99_ms": percentile(times, 99),
         "status": ",".join(sorted(statuses)),
-        "plan": f"{plan.prefill.instances}xP{plan.prefill.tp} + {plan.decode.instances}xD{plan.decode.tp}",
+        "plan": f"{plan.prefill.instances}xP{plan.prefill.tp} + "
+        f"{plan.decode.instances}xD{plan.decode.tp}",
     }
 
 
