@@ -6,6 +6,7 @@
 //! is the combinatorial choice CP-SAT makes. Capacities are scaled to integers here, once.
 
 use std::cmp::Ordering;
+use std::time::Instant;
 
 use crate::check::{load_ok, pair_ok, Shape};
 use crate::connector::ConnectorProfile;
@@ -224,8 +225,10 @@ pub fn build_table(pb: &Problem) -> Table {
     let mut candidates = Vec::new();
     let mut valid_pairs = 0;
     let mut best_rejected: Option<Candidate> = None;
-    for po in &prefill {
-        for dop in &decode {
+    // Only sizes that load the model can pair (they divide the head count), which keeps the
+    // pair loop small whatever `max_tp` is.
+    for po in prefill.iter().filter(|o| o.loads) {
+        for dop in decode.iter().filter(|o| o.loads) {
             let ok = pair_ok(&pb.shape, po.tp, dop.tp, pb.profile, pb.max_acks);
             valid_pairs += usize::from(ok);
             if !(po.usable() && dop.usable()) {
@@ -257,9 +260,16 @@ pub fn best_of(table: &Table) -> Option<Candidate> {
 /// The exact oracle: every valid pair, every prefill instance count, the best decode count
 /// for it — no crossing argument, no candidate table. O(pairs · G / P).
 pub fn enumerate_best(pb: &Problem) -> Option<Candidate> {
+    enumerate_best_until(pb, None).0
+}
+
+/// [`enumerate_best`] that stops at `deadline`; the flag says whether the search finished
+/// (when it did not, the candidate is the best found so far).
+pub fn enumerate_best_until(pb: &Problem, deadline: Option<Instant>) -> (Option<Candidate>, bool) {
     let prefill = side_options(pb, true);
     let decode = side_options(pb, false);
     let mut best: Option<Candidate> = None;
+    let mut steps: u32 = 0;
     for po in prefill.iter().filter(|o| o.usable()) {
         for dop in decode.iter().filter(|o| o.usable()) {
             let (p, d, a, b) = (po.tp, dop.tp, po.units, dop.units);
@@ -267,6 +277,10 @@ pub fn enumerate_best(pb: &Problem) -> Option<Candidate> {
                 continue;
             }
             for np in 1..=(pb.gpus - d) / p {
+                steps = steps.wrapping_add(1);
+                if steps % 4096 == 0 && deadline.is_some_and(|t| Instant::now() >= t) {
+                    return (best, false);
+                }
                 let nd_max = (pb.gpus - p * np) / d;
                 let nd = nd_max.min(ceil_div(np.saturating_mul(a), b)).max(1);
                 let value = np.saturating_mul(a).min(nd.saturating_mul(b));
@@ -284,7 +298,7 @@ pub fn enumerate_best(pb: &Problem) -> Option<Candidate> {
             }
         }
     }
-    best
+    (best, true)
 }
 
 #[cfg(test)]

@@ -26,3 +26,19 @@ def test_lazy_attributes_resolve():
         assert "no_such_name" in str(e)
     else:  # pragma: no cover
         raise AssertionError("expected AttributeError")
+
+
+def test_no_submodule_shadows_a_public_name():
+    # Importing a submodule sets it as an attribute of the package; a submodule named like a
+    # public function (pdtp.solve, pdtp.check ...) would replace that function for the rest
+    # of the process. Import every submodule, then every public name must still be itself.
+    code = (
+        "import importlib, pkgutil, types, pdtp\n"
+        "for m in pkgutil.iter_modules(pdtp.__path__):\n"
+        "    if m.name != '__main__':\n"
+        "        importlib.import_module('pdtp.' + m.name)\n"
+        "bad = [n for n in pdtp.__all__ if isinstance(getattr(pdtp, n), types.ModuleType)]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

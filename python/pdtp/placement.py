@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from .solve import Plan
+    from .planner import Plan
 
 # MoRIIO's proxy ping port in vLLM's examples; one proxy serves every instance.
 MORIIO_PROXY_PING_PORT = 36367

@@ -188,10 +188,12 @@ def solve(
         raise _infeasible(ctx, w, conn.name, budget, tp_bound, acks, prefill, decode, valid_pairs)
 
     if method == "enumerate":
-        best = _core.enumerate_best(*args)
-        assert best is not None  # the table has candidates, so the oracle finds one
+        remaining = max(1e-3, limit - (time.perf_counter() - start))
+        best, complete = _core.enumerate_best(*args, remaining)
+        if best is None:  # the deadline struck before the first candidate: use the table's
+            best = min(cands, key=_sort_key)
         p, np_, d, nd, _, _ = best
-        status = "OPTIMAL"
+        status = "OPTIMAL" if complete else "FEASIBLE"
     else:
         p, np_, d, nd, status = _cpsat_choose(cands, prefill, decode, budget, start, limit)
 
