@@ -541,10 +541,11 @@ fn side_option(
     })
 }
 
-/// The exhaustive oracle's best candidate, or None.
+/// The exhaustive oracle's best candidate (or None) and whether it finished within
+/// `time_limit_s` (when not, the candidate is the best found so far).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (model, gpu, consts, work, connector, gpus, max_tp, max_acks, util))]
+#[pyo3(signature = (model, gpu, consts, work, connector, gpus, max_tp, max_acks, util, time_limit_s))]
 fn enumerate_best(
     py: Python<'_>,
     model: &Bound<'_, PyDict>,
@@ -556,14 +557,69 @@ fn enumerate_best(
     max_tp: i64,
     max_acks: Option<i64>,
     util: f64,
-) -> PyResult<Option<CandRow>> {
+    time_limit_s: f64,
+) -> PyResult<(Option<CandRow>, bool)> {
     let pb = problem(
         py, model, gpu, consts, work, connector, gpus, max_tp, max_acks, util,
     )?;
-    let best = py
-        .allow_threads(|| catch_unwind(AssertUnwindSafe(|| plan::enumerate_best(&pb))))
+    let deadline = std::time::Duration::try_from_secs_f64(time_limit_s)
+        .ok()
+        .and_then(|d| std::time::Instant::now().checked_add(d));
+    let (best, complete) = py
+        .allow_threads(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                plan::enumerate_best_until(&pb, deadline)
+            }))
+        })
         .map_err(|_| internal(py))?;
-    Ok(best.as_ref().map(cand_row))
+    Ok((best.as_ref().map(cand_row), complete))
+}
+
+type SweepRow = (Option<CandRow>, Option<CandRow>, bool);
+
+/// One sweep scenario over many budgets: `(prefill_rows, decode_rows, points)`, one
+/// point per budget (in order) as `(best, rule_blind_best, rule_blind_valid)`. Side rows
+/// cover TP 1..=min(max_tp, largest budget).
+#[pyfunction]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+#[pyo3(signature = (model, gpu, consts, work, connector, budgets, max_tp, max_acks, util))]
+fn sweep_budgets(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    work: &Bound<'_, PyDict>,
+    connector: &str,
+    budgets: Vec<i64>,
+    max_tp: i64,
+    max_acks: Option<i64>,
+    util: f64,
+) -> PyResult<(Vec<SideRow>, Vec<SideRow>, Vec<SweepRow>)> {
+    let pb = problem(
+        py, model, gpu, consts, work, connector, 0, max_tp, max_acks, util,
+    )?;
+    let sweep = py
+        .allow_threads(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                crate::sweep::sweep_budgets(&pb, &budgets)
+            }))
+        })
+        .map_err(|_| internal(py))?;
+    Ok((
+        sweep.prefill.iter().map(side_row).collect(),
+        sweep.decode.iter().map(side_row).collect(),
+        sweep
+            .points
+            .iter()
+            .map(|p| {
+                (
+                    p.best.as_ref().map(cand_row),
+                    p.rule_blind.as_ref().map(cand_row),
+                    p.rule_blind_valid,
+                )
+            })
+            .collect(),
+    ))
 }
 
 #[pymodule]
@@ -581,6 +637,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(candidate_table, m)?)?;
     m.add_function(wrap_pyfunction!(enumerate_best, m)?)?;
     m.add_function(wrap_pyfunction!(side_option, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_budgets, m)?)?;
     m.add("MAX_MAP_TP", transfer::MAX_MAP_TP)?;
     m.add("CAPACITY_SCALE", plan::CAPACITY_SCALE)?;
     Ok(())

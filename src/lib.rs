@@ -9,6 +9,7 @@ pub mod connector;
 pub mod perf;
 pub mod plan;
 pub mod rules;
+pub mod sweep;
 pub mod transfer;
 
 #[cfg(feature = "python")]

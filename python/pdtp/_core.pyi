@@ -16,6 +16,7 @@ __all__ = [
     "predict_prefill",
     "remote_tp_rank",
     "side_option",
+    "sweep_budgets",
     "transfer_map",
     "validate_kv_heads",
 ]
@@ -110,4 +111,16 @@ def enumerate_best(
     max_tp: int,
     max_acks: int | None,
     util: float,
-) -> _CandRow | None: ...
+    time_limit_s: float,
+) -> tuple[_CandRow | None, bool]: ...
+def sweep_budgets(
+    model: _Nums,
+    gpu: _Nums,
+    consts: _Nums,
+    work: _Work,
+    connector: str,
+    budgets: list[int],
+    max_tp: int,
+    max_acks: int | None,
+    util: float,
+) -> tuple[list[_SideRow], list[_SideRow], list[tuple[_CandRow | None, _CandRow | None, bool]]]: ...

@@ -59,8 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pdtp",
         description=(
-            "Plan vLLM prefill/decode disaggregated deployments: check that a prefill/decode "
-            "tensor-parallel pair is one vLLM's KV connector accepts, see who reads from whom."
+            "Plan vLLM prefill/decode disaggregated deployments before loading any weights: "
+            "find the throughput-optimal valid split of a GPU budget (solve), check that a "
+            "prefill/decode tensor-parallel pair is one vLLM's KV connector accepts (check), "
+            "see who reads from whom (map), and sweep whole catalogs (sweep, plot)."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -143,6 +145,78 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("gpus", help="list the built-in GPU catalog").add_argument(
         "--json", action="store_true"
     )
+
+    sw = sub.add_parser(
+        "sweep",
+        help="best plans for a grid of models x GPU types x workloads x budgets",
+        description=(
+            "Solve every scenario of a grid (the product of models, GPU types, workloads, "
+            "connectors and GPU budgets) exactly, fast, on every core. The grid comes from "
+            "flags or a YAML/TOML file (flags override its keys). Rows go to --output by "
+            "extension (.csv, .parquet, .jsonl); rerunning with the same file skips finished "
+            "scenarios. Without --output, CSV (or JSON Lines with --json) goes to stdout."
+        ),
+        epilog=(
+            "examples:\n  pdtp sweep --models all --gpus 1-512 --gpu mi300x,h200 -o sweep.csv\n"
+            "  pdtp sweep --models llama-3.1-70b,deepseek-v3 --gpus 8-64:8 --isl 1024,8192 "
+            "--connector moriio,nixl -o s.parquet\n"
+            "  pdtp sweep grid.yaml --workers 4\n\n"
+            "grid file keys: models, gpus, gpu, workloads (list of {isl, osl, ttft_ms, "
+            "tpot_ms}) or isl, osl, ttft_ms, tpot_ms, connector, max_tp, max_acks, "
+            "gpu_memory_utilization, output, workers, backend, chunk_size"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sw.add_argument("grid", nargs="?", metavar="GRID_FILE", help="YAML or TOML grid file")
+    sw.add_argument("--models", help="all (default) or names a,b,...")
+    sw.add_argument("--gpus", help="GPU budgets: 1-512, 8,16,32 or 8-64:8 (a step)")
+    sw.add_argument("--gpu", help="GPU types: mi300x (default), a list h200,mi300x, or all")
+    sw.add_argument("--isl", help="prompt tokens, one or a list (default 2048)")
+    sw.add_argument("--osl", help="output tokens, one or a list (default 512)")
+    sw.add_argument("--ttft", metavar="MS", help="TTFT bounds in ms or none (default 2000)")
+    sw.add_argument("--tpot", metavar="MS", help="TPOT bounds in ms or none (default 50)")
+    sw.add_argument("--connector", help="moriio (default), nixl, nixl-legacy, or a list")
+    sw.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
+    sw.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
+    sw.add_argument("--gpu-memory-utilization", type=float, metavar="F")
+    sw.add_argument("-o", "--output", metavar="FILE", help=".csv, .parquet or .jsonl")
+    sw.add_argument("--workers", type=int, help="processes (default: every core)")
+    sw.add_argument("--backend", choices=["local", "ray"], help="local (default) or ray")
+    sw.add_argument("--chunk-size", type=int, metavar="N", help="scenarios per chunk/flush")
+    sw.add_argument("--json", action="store_true", help="JSON Lines on stdout (no --output)")
+    sw.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: only on a terminal)",
+    )
+
+    pl = sub.add_parser(
+        "plot",
+        help="charts (PNG/SVG): requests/s per GPU vs budget; valid P/D pairs",
+        description=(
+            "throughput: requests/s per GPU against the GPU budget, one line per model and a "
+            "panel per GPU type (from a `pdtp sweep` file, or sweeps it). pairs: for each "
+            "model and connector, which (prefill TP, decode TP) pairs vLLM accepts, and the "
+            "rule each other pair breaks. Needs matplotlib (pip install 'pdtp[plot]')."
+        ),
+        epilog=(
+            "examples:\n  pdtp plot throughput -o throughput.png --gpu mi300x,h200\n"
+            "  pdtp plot throughput --input sweep.csv -o throughput.svg\n"
+            "  pdtp plot pairs --models llama-3.1-70b,deepseek-v3 --connector moriio,nixl "
+            "-o pairs.png"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    pl.add_argument("chart", choices=["throughput", "pairs"])
+    pl.add_argument("-o", "--output", required=True, metavar="FILE", help=".png or .svg")
+    pl.add_argument("--input", metavar="FILE", help="throughput: a `pdtp sweep` output file")
+    pl.add_argument("--models", help="names a,b,... (default: a representative set)")
+    pl.add_argument("--gpu", help="throughput: GPU types (default mi300x)")
+    pl.add_argument("--gpus", help="throughput: budgets (default 1-512)")
+    pl.add_argument("--connector", help="moriio (default); pairs: a list, e.g. moriio,nixl")
+    pl.add_argument("--max-tp", type=int, help="pairs: largest TP size shown (default 8)")
+    pl.add_argument("--title", help="chart title")
 
     m = sub.add_parser(
         "map",
@@ -283,7 +357,7 @@ def _fmt_slo(v: float | None) -> str:
 
 def _cmd_solve(args: argparse.Namespace) -> int:
     from .errors import InfeasibleError
-    from .solve import solve
+    from .planner import solve
     from .workload import Workload
 
     model = _solve_model(args)
@@ -446,12 +520,26 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from .sweeps import cli_main
+
+    return cli_main(args)
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from .plot import cli_main
+
+    return cli_main(args)
+
+
 COMMANDS = {
     "check": _cmd_check,
     "map": _cmd_map,
     "solve": _cmd_solve,
     "models": _cmd_models,
     "gpus": _cmd_gpus,
+    "sweep": _cmd_sweep,
+    "plot": _cmd_plot,
 }
 
 

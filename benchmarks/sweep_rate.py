@@ -1,0 +1,131 @@
+"""Sweep throughput: scenarios solved per second over the whole catalog.
+
+    python benchmarks/sweep_rate.py [--gpu mi300x,h200,b200] [--gpus 1-512] [--repeat 3]
+                                    [--workers 1,2] [--json PATH]
+
+The grid is every catalog model x GPU budgets 1..512 x three GPU types (default workload,
+MoRIIO): 44 x 512 x 3 = 67,584 scenarios. Each scenario's answer is exact (it equals
+``pdtp.solve(..., method="enumerate")``; tests/test_sweep.py checks a sample against both
+the oracle and CP-SAT). Reported per worker count: the median wall time of ``pdtp.sweep``
+returning a list of dicts and returning a pandas DataFrame, and the Rust core alone
+(``_core.sweep_budgets`` per group, no rows built), for scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any
+
+import pdtp
+from pdtp import _core
+from pdtp.perf import resolve_context
+from pdtp.sweeps import parse_ints, parse_names
+from pdtp.workload import Workload
+
+
+def _timed(fn: Any, repeat: int) -> tuple[float, Any]:
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+def core_only(models: list[Any], gpus: list[str], budgets: list[int]) -> float:
+    """Seconds for the Rust calls alone (side options + every budget), one process."""
+    work = Workload()._core_dict()
+    inputs = []
+    for m in models:
+        for g in gpus:
+            ctx = resolve_context(m, g)
+            inputs.append((*ctx.inputs, ctx.gpu.gpus_per_node, ctx.gpu_memory_utilization))
+    start = time.perf_counter()
+    for mi, gi, ci, max_tp, util in inputs:
+        _core.sweep_budgets(mi, gi, ci, work, "moriio", budgets, max_tp, None, util)
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpu", default="mi300x,h200,b200", help="GPU types (default 3)")
+    ap.add_argument("--gpus", default="1-512", help="budgets (default 1-512)")
+    ap.add_argument("--workers", default=None, help="worker counts (default 1..cpu_count)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per setting (median)")
+    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = ap.parse_args(argv)
+
+    gpus = parse_names(args.gpu)
+    gpus = [gpus] if isinstance(gpus, str) else gpus
+    budgets = sorted(set(parse_ints(args.gpus)))
+    models = pdtp.models()
+    n = len(models) * len(gpus) * len(budgets)
+    cpus = os.cpu_count() or 1
+    worker_counts = parse_ints(args.workers) if args.workers else list(range(1, cpus + 1))
+
+    def run(workers: int, frame: bool) -> Any:
+        return pdtp.sweep(models, gpus=budgets, gpu=gpus, workers=workers, as_frame=frame)
+
+    # Warm up once (catalog parsing, caches, the extension) so runs measure the sweep.
+    pdtp.sweep(models[:2], gpus=budgets[:8], gpu=gpus, workers=1, as_frame=False)
+    core_s = statistics.median(core_only(models, gpus, budgets) for _ in range(args.repeat))
+    results: list[dict[str, Any]] = []
+    for w in worker_counts:
+        rows_s, rows = _timed(lambda w=w: run(w, False), args.repeat)
+        frame_s, _ = _timed(lambda w=w: run(w, True), args.repeat)
+        assert len(rows) == n
+        results.append(
+            {
+                "workers": w,
+                "rows_s": rows_s,
+                "rows_per_s": n / rows_s,
+                "frame_s": frame_s,
+                "frame_per_s": n / frame_s,
+            }
+        )
+    infeasible = sum(r["status"] != "OPTIMAL" for r in rows)
+
+    print(
+        f"grid: {len(models)} models x {len(budgets)} budgets ({budgets[0]}..{budgets[-1]}) x "
+        f"{len(gpus)} GPU types ({', '.join(gpus)}) = {n:,} scenarios "
+        f"({infeasible:,} infeasible)"
+    )
+    print(f"machine: {cpus} CPU(s), Python {platform.python_version()}, {platform.machine()}")
+    print(f"median of {args.repeat} runs\n")
+    print("| workers | list of dicts | scenarios/s | DataFrame | scenarios/s |")
+    print("|--:|--:|--:|--:|--:|")
+    for r in results:
+        print(
+            f"| {r['workers']} | {r['rows_s']:.2f} s | {r['rows_per_s']:,.0f} | "
+            f"{r['frame_s']:.2f} s | {r['frame_per_s']:,.0f} |"
+        )
+    print(
+        f"\nRust core alone (one process, no rows): {core_s:.3f} s = {n / core_s:,.0f} scenarios/s"
+    )
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(
+                {
+                    "scenarios": n,
+                    "infeasible": infeasible,
+                    "models": len(models),
+                    "gpus": gpus,
+                    "budgets": [budgets[0], budgets[-1]],
+                    "cpus": cpus,
+                    "core_s": core_s,
+                    "results": results,
+                },
+                f,
+                indent=2,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""``pdtp.plot`` and ``pdtp plot``: charts are written as PNG / SVG from sweep rows or files,
+and the pairs chart's cells are exactly what ``pdtp.check`` says."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import pdtp
+from pdtp.check import check
+from pdtp.cli import main
+from pdtp.errors import InvalidArgumentError
+
+pytest.importorskip("matplotlib")
+
+from pdtp import plot  # after the skip: charts need matplotlib
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return pdtp.sweep(
+        ["llama-3.1-8b", "llama-3.1-70b", "deepseek-v3"],
+        gpus=range(1, 65),
+        gpu=["mi300x", "h100"],
+        workers=1,
+        as_frame=False,
+    )
+
+
+def test_throughput_chart_png_and_svg(rows, tmp_path):
+    png, svg = tmp_path / "t.png", tmp_path / "t.svg"
+    fig = plot.throughput_chart(rows, png)
+    assert png.read_bytes().startswith(PNG)
+    axes = fig.get_axes()
+    assert [a.get_title() for a in axes] == ["h100", "mi300x"]
+    assert "GPU budget" in axes[0].get_xlabel() and "requests/s per GPU" in axes[0].get_ylabel()
+    # One line per model in each panel; deepseek-v3 does not fit on h100 below 16 GPUs.
+    assert len(axes[0].get_lines()) == 3
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "deepseek-v3",
+    }
+    plot.throughput_chart(rows, svg, gpu="mi300x", models=["llama-3.1-8b"], title="x")
+    assert b"<svg" in svg.read_bytes()[:500]
+
+
+def test_throughput_values_are_requests_per_gpu(rows):
+    fig = plot.throughput_chart(rows, gpu="mi300x", models=["llama-3.1-70b"])
+    xs, ys = fig.get_axes()[0].get_lines()[0].get_data()
+    by_budget = {
+        r["gpus"]: r for r in rows if r["gpu"] == "mi300x" and r["model"] == "llama-3.1-70b"
+    }
+    for x, y in zip(xs, ys):
+        r = by_budget[int(x)]
+        if r["requests_per_s"] is None:
+            assert y != y  # NaN: a gap in the line
+        else:
+            assert y == pytest.approx(r["requests_per_s"] / r["gpus"])
+
+
+def test_throughput_from_dataframe_and_file(rows, tmp_path):
+    pd = pytest.importorskip("pandas")
+    out = tmp_path / "s.csv"
+    pdtp.sweep("llama-3.1-8b", gpus=range(1, 17), workers=1, output=out)
+    plot.throughput_chart(str(out), tmp_path / "a.png")
+    df = pdtp.sweep("llama-3.1-8b", gpus=range(1, 17), workers=1)
+    assert isinstance(df, pd.DataFrame)
+    plot.throughput_chart(df, tmp_path / "b.png")
+    assert (tmp_path / "a.png").stat().st_size > 1000
+
+
+def test_pairs_grid_matches_check():
+    sizes = [1, 2, 4, 5, 8]
+    for model in ("llama-3.1-70b", "llama-2-13b", "deepseek-v3"):
+        for connector in ("moriio", "nixl", "nixl-legacy"):
+            grid = plot.pairs_grid(model, connector, sizes)
+            for i, p in enumerate(sizes):
+                for j, d in enumerate(sizes):
+                    r = check(model, p, d, connector=connector, alternatives=0)
+                    if r.ok:
+                        assert grid[i][j] == ("valid_warning" if r.warnings else "valid")
+                    else:
+                        assert grid[i][j] == r.violations[0].code
+
+
+def test_pairs_chart(tmp_path):
+    out = tmp_path / "p.png"
+    fig = plot.pairs_chart(["llama-3.1-70b", "deepseek-v3"], ["moriio", "nixl"], out)
+    assert out.read_bytes().startswith(PNG)
+    axes = fig.get_axes()
+    assert len(axes) == 4
+    assert "llama-3.1-70b" in axes[0].get_title() and "connector: moriio" in axes[0].get_ylabel()
+    # Sizes that load either model: 1, 2, 4, 8 (tp=3, 5, 6, 7 load neither).
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["1", "2", "4", "8"]
+    labels = {t.get_text() for t in axes[0].texts}
+    assert {"ok", "KV"} <= labels  # llama-3.1-70b under MoRIIO: P4/D8 breaks the head rule
+    legend = " ".join(t.get_text() for t in fig.legends[0].get_texts())
+    assert "valid" in legend and "KV heads" in legend
+
+
+def test_bad_file_extension(rows, tmp_path):
+    with pytest.raises(InvalidArgumentError, match=".png or .svg"):
+        plot.throughput_chart(rows, tmp_path / "x.jpg")
+    with pytest.raises(InvalidArgumentError, match="no sweep rows"):
+        plot.throughput_chart(rows, gpu="b200")
+
+
+def run(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_plot(capsys, tmp_path):
+    out = tmp_path / "t.svg"
+    code, text, err = run(
+        capsys,
+        "plot",
+        "throughput",
+        "--models",
+        "llama-3.1-8b,qwen3-8b",
+        "--gpus",
+        "1-32",
+        "--gpu",
+        "h200",
+        "-o",
+        str(out),
+    )
+    assert code == 0, err
+    assert "wrote" in text and out.exists()
+    sweep_file = tmp_path / "s.jsonl"
+    pdtp.sweep("llama-3.1-8b", gpus=range(1, 9), gpu=["h100"], workers=1, output=sweep_file)
+    code, _, err = run(
+        capsys, "plot", "throughput", "--input", str(sweep_file), "-o", str(tmp_path / "f.png")
+    )
+    assert code == 0, err
+    code, _, err = run(
+        capsys,
+        "plot",
+        "pairs",
+        "--models",
+        "qwen3-235b-a22b",
+        "--connector",
+        "moriio",
+        "--max-tp",
+        "16",
+        "-o",
+        str(tmp_path / "p.png"),
+    )
+    assert code == 0, err
+    code, _, err = run(capsys, "plot", "pairs", "-o", str(tmp_path / "p.gif"))
+    assert code == 2 and ".png or .svg" in err
+
+
+def test_importing_pdtp_does_not_import_matplotlib():
+    import subprocess
+
+    code = "import sys, pdtp, pdtp.cli; assert 'matplotlib' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
