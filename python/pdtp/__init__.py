@@ -40,17 +40,29 @@ _LAZY: dict[str, str] = {
     "predict_decode": "pdtp.perf",
     "evaluate": "pdtp.perf",
     "Estimate": "pdtp.perf",
-    "solve": "pdtp.solve",
-    "Plan": "pdtp.solve",
+    "solve": "pdtp.planner",
+    "Plan": "pdtp.planner",
+    "size_for": "pdtp.autoscale",
+    "replan": "pdtp.autoscale",
+    "Replan": "pdtp.autoscale",
+    "MoveCost": "pdtp.autoscale",
+    "solve_fleet": "pdtp.fleet",
+    "FleetPlan": "pdtp.fleet",
+    "calibrate": "pdtp.calibration",
+    "sweep": "pdtp.sweeps",
 }
 
 if TYPE_CHECKING:
     from ._gpu import GPU
     from ._model import Model
+    from .autoscale import MoveCost, Replan, replan, size_for
+    from .calibration import calibrate
     from .catalog import gpu, gpus, model, models
     from .constants import Constants
+    from .fleet import FleetPlan, solve_fleet
     from .perf import Estimate, evaluate, predict_decode, predict_prefill
-    from .solve import Plan, solve
+    from .planner import Plan, solve
+    from .sweeps import sweep
     from .workload import Workload
 
 
@@ -76,7 +88,15 @@ __all__ = [
     "evaluate",
     "predict_decode",
     "predict_prefill",
+    "calibrate",
     "solve",
+    "size_for",
+    "replan",
+    "Replan",
+    "MoveCost",
+    "solve_fleet",
+    "FleetPlan",
+    "sweep",
     "CheckResult",
     "CheckWarning",
     "ConfigError",
