@@ -42,6 +42,20 @@ def _add_model_flags(p: argparse.ArgumentParser, *, need_heads: bool = True) -> 
     )
 
 
+def _add_workload_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("workload")
+    g.add_argument("--isl", type=int, default=2048, help="prompt tokens (default 2048)")
+    g.add_argument("--osl", type=int, default=512, help="output tokens (default 512)")
+    g.add_argument(
+        "--ttft", type=_slo, default=2000.0, metavar="MS",
+        help="TTFT bound in ms or 'none' (default 2000)",
+    )  # fmt: skip
+    g.add_argument(
+        "--tpot", type=_slo, default=50.0, metavar="MS",
+        help="TPOT bound in ms or 'none' (default 50)",
+    )  # fmt: skip
+
+
 def _add_pair_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prefill-tp", "-P", type=int, required=True, metavar="P", help="prefill TP size"
@@ -107,23 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus", type=int, required=True, help="GPU budget")
     s.add_argument("--gpu", default="mi300x", help="GPU type (see `pdtp gpus`; default mi300x)")
     s.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
-    g = s.add_argument_group("workload")
-    g.add_argument("--isl", type=int, default=2048, help="prompt tokens (default 2048)")
-    g.add_argument("--osl", type=int, default=512, help="output tokens (default 512)")
-    g.add_argument(
-        "--ttft",
-        type=_slo,
-        default=2000.0,
-        metavar="MS",
-        help="TTFT bound in ms or 'none' (default 2000)",
-    )
-    g.add_argument(
-        "--tpot",
-        type=_slo,
-        default=50.0,
-        metavar="MS",
-        help="TPOT bound in ms or 'none' (default 50)",
-    )
+    _add_workload_flags(s)
     o = s.add_argument_group("options")
     o.add_argument(
         "--weight-dtype", help="serve weights as bf16, fp8, fp4 ... (default: the checkpoint's)"
@@ -138,6 +136,76 @@ def build_parser() -> argparse.ArgumentParser:
     )
     o.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
     o.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    z = sub.add_parser(
+        "size-for",
+        help="the fewest GPUs that serve a demand (autoscaler sizing)",
+        description=(
+            "The plan with the fewest GPUs that serves --demand requests/s within the SLOs, "
+            "at most --max-gpus (ties: most headroom)."
+        ),
+        epilog="example: pdtp size-for llama-3.1-70b --demand 25 --max-gpus 64 --gpu h100",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    z.add_argument("model", nargs="?", help="catalog name or HF id (see `pdtp models`)")
+    z.add_argument("--config", metavar="PATH", help="HF config.json or model folder instead")
+    z.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
+    z.add_argument("--max-gpus", type=int, required=True, help="GPU budget ceiling")
+    z.add_argument("--gpu", default="mi300x", help="GPU type (default mi300x)")
+    z.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    _add_workload_flags(z)
+    z.add_argument("--weight-dtype", help="serve weights as bf16, fp8, fp4 ...")
+    z.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
+    z.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
+    z.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
+    z.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    z.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
+    z.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    r = sub.add_parser(
+        "replan",
+        help="re-plan a running deployment for a new demand with the fewest moves",
+        description=(
+            "Given the current deployment (a `pdtp solve --json` output or a JSON dict with "
+            "model, gpu, prefill {tp, instances}, decode {tp, instances}), find a plan that "
+            "serves --demand within --max-gpus while starting and stopping the fewest GPUs."
+        ),
+        epilog=(
+            "examples:\n  pdtp solve llama-3.1-70b --gpus 16 --json > now.json\n"
+            "  pdtp replan --current now.json --demand 30 --max-gpus 64\n"
+            "  cat now.json | pdtp replan --current - --demand 5 --max-gpus 64 "
+            "--move-cost start=1,stop=1,gpu=1"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument("--current", required=True, metavar="FILE", help="JSON file, or - for stdin")
+    r.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
+    r.add_argument("--max-gpus", type=int, required=True, help="GPU budget ceiling")
+    r.add_argument("--gpu", help="GPU type (default: the current plan's)")
+    r.add_argument("--connector", help="connector (default: the current plan's)")
+    r.add_argument("--move-cost", metavar="K=V,...", help="weights: start, stop, restart, gpu")
+    r.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
+    r.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    f = sub.add_parser(
+        "fleet",
+        help="share one GPU pool among many models (CP-SAT, node placement)",
+        description=(
+            "Split --gpus GPUs (nodes of --gpus-per-node) among the models of a CSV "
+            "(columns model,demand_rps[,weight,isl,osl,ttft_ms,tpot_ms]), every instance inside "
+            "one node, maximising the minimum served fraction of demand (or the weighted total)."
+        ),
+        epilog="example: pdtp fleet --demands demands.csv --gpus 512 --gpu mi300x",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    f.add_argument("--demands", required=True, metavar="CSV", help="model,demand_rps[,weight,...]")
+    f.add_argument("--gpus", type=int, required=True, help="GPUs in the pool")
+    f.add_argument("--gpu", default="mi300x", help="GPU type (default mi300x)")
+    f.add_argument("--gpus-per-node", type=int, default=8)
+    f.add_argument("--objective", choices=["max_min", "weighted"], default="max_min")
+    f.add_argument("--connector", default="moriio")
+    f.add_argument("--time-limit", type=float, default=10.0, metavar="S")
+    f.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     sub.add_parser("models", help="list the built-in model catalog").add_argument(
         "--json", action="store_true"
@@ -355,73 +423,40 @@ def _fmt_slo(v: float | None) -> str:
     return "none" if v is None else f"{v:g} ms"
 
 
-def _cmd_solve(args: argparse.Namespace) -> int:
-    from .errors import InfeasibleError
-    from .planner import solve
+def _workload(args: argparse.Namespace) -> Any:
     from .workload import Workload
 
-    model = _solve_model(args)
-    workload = Workload(isl=args.isl, osl=args.osl, ttft_ms=args.ttft, tpot_ms=args.tpot)
-    try:
-        plan = solve(
-            model,
-            args.gpus,
-            gpu=args.gpu,
-            workload=workload,
-            connector=args.connector,
-            max_tp=args.max_tp,
-            max_acks=args.max_acks,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            time_limit_s=args.time_limit,
-            method=args.method,
-        )
-    except InfeasibleError as e:
-        if args.json:
-            print(
-                json.dumps(
-                    {"status": "INFEASIBLE", "reason": str(e), "reasons": list(e.reasons)}, indent=2
-                )
-            )
-        else:
-            print(f"INFEASIBLE: {e}")
-            for r in e.reasons[1:]:
-                print(f"  - {r}")
-        return EXIT_INVALID
-    if args.json:
-        d = plan.to_dict()
-        if not args.no_commands:
-            d["vllm_commands"] = plan.vllm_commands()
-        print(json.dumps(d, indent=2))
-        return EXIT_OK
+    return Workload(isl=args.isl, osl=args.osl, ttft_ms=args.ttft, tpot_ms=args.tpot)
+
+
+def _print_infeasible(e: Any, as_json: bool) -> int:
+    if as_json:
+        out = {"status": "INFEASIBLE", "reason": str(e), "reasons": list(e.reasons)}
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"INFEASIBLE: {e}")
+        for r in e.reasons[1:]:
+            print(f"  - {r}")
+    return EXIT_INVALID
+
+
+def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
     w = plan.workload
     print(
         f"{plan.model} on {plan.gpus} x {plan.gpu} ({plan.connector}); isl={w.isl} osl={w.osl} "
         f"ttft<={_fmt_slo(w.ttft_ms)} tpot<={_fmt_slo(w.tpot_ms)}"
     )
-    print(f"plan: {plan.status} ({plan.method}, {plan.solve_ms:.1f} ms)\n")
+    print(header or f"plan: {plan.status} ({plan.method}, {plan.solve_ms:.1f} ms)")
+    print()
+    rows = [
+        ["prefill", plan.prefill.instances, plan.prefill.tp, plan.prefill.gpus,
+         f"{plan.prefill_capacity_rps:,.2f}", f"TTFT {plan.ttft_ms:,.0f} ms"],
+        ["decode", plan.decode.instances, plan.decode.tp, plan.decode.gpus,
+         f"{plan.decode_capacity_rps:,.2f}",
+         f"TPOT {plan.tpot_ms:,.1f} ms at batch {plan.decode_batch}"],
+    ]  # fmt: skip
     print(
-        table(
-            ["side", "instances", "tp", "GPUs", "capacity req/s", "latency"],
-            [
-                [
-                    "prefill",
-                    plan.prefill.instances,
-                    plan.prefill.tp,
-                    plan.prefill.gpus,
-                    f"{plan.prefill_capacity_rps:,.2f}",
-                    f"TTFT {plan.ttft_ms:,.0f} ms",
-                ],
-                [
-                    "decode",
-                    plan.decode.instances,
-                    plan.decode.tp,
-                    plan.decode.gpus,
-                    f"{plan.decode_capacity_rps:,.2f}",
-                    f"TPOT {plan.tpot_ms:,.1f} ms at batch {plan.decode_batch}",
-                ],
-            ],
-            indent="  ",
-        )
+        table(["side", "instances", "tp", "GPUs", "capacity req/s", "latency"], rows, indent="  ")
     )
     print(
         f"\nserves {plan.requests_per_s:,.2f} req/s = {plan.output_tokens_per_s:,.0f} output "
@@ -431,10 +466,176 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         print(f"\nrejected: {r}")
     for wr in plan.warnings:
         print(f"\n! {wr.code}: {wr.message}")
-    if not args.no_commands:
+    if commands:
         print("\nlaunch (one line per instance):")
         for line in plan.vllm_commands():
             print(f"  {line}")
+
+
+def _plan_json(plan: Any, commands: bool) -> dict[str, Any]:
+    d: dict[str, Any] = plan.to_dict()
+    if commands:
+        d["vllm_commands"] = plan.vllm_commands()
+    return d
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from .errors import InfeasibleError
+    from .planner import solve
+
+    try:
+        plan = solve(
+            _solve_model(args),
+            args.gpus,
+            gpu=args.gpu,
+            workload=_workload(args),
+            connector=args.connector,
+            max_tp=args.max_tp,
+            max_acks=args.max_acks,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            time_limit_s=args.time_limit,
+            method=args.method,
+        )
+    except InfeasibleError as e:
+        return _print_infeasible(e, args.json)
+    if args.json:
+        print(json.dumps(_plan_json(plan, not args.no_commands), indent=2))
+    else:
+        _print_plan(plan, commands=not args.no_commands)
+    return EXIT_OK
+
+
+def _cmd_size_for(args: argparse.Namespace) -> int:
+    from .autoscale import size_for
+    from .errors import InfeasibleError
+
+    try:
+        plan = size_for(
+            _solve_model(args),
+            args.demand,
+            max_gpus=args.max_gpus,
+            gpu=args.gpu,
+            workload=_workload(args),
+            connector=args.connector,
+            max_tp=args.max_tp,
+            max_acks=args.max_acks,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+        )
+    except InfeasibleError as e:
+        return _print_infeasible(e, args.json)
+    if args.json:
+        print(json.dumps(_plan_json(plan, not args.no_commands), indent=2))
+    else:
+        header = f"fewest GPUs serving {args.demand:g} req/s (at most {args.max_gpus})"
+        _print_plan(plan, commands=not args.no_commands, header=header)
+    return EXIT_OK
+
+
+def _read_json_arg(path: str, what: str) -> Any:
+    text = sys.stdin.read() if path == "-" else None
+    if text is None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise UsageError(f"{what}: cannot read {path!r}: {e.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{what}: {path!r} is not JSON ({e.msg} at line {e.lineno})") from None
+
+
+def _cmd_replan(args: argparse.Namespace) -> int:
+    from .autoscale import replan
+    from .errors import InfeasibleError
+
+    current = _read_json_arg(args.current, "--current")
+    move_cost: dict[str, float] = {}
+    for item in (args.move_cost or "").split(","):
+        if item.strip():
+            key, _, value = item.partition("=")
+            try:
+                move_cost[key.strip()] = float(value)
+            except ValueError:
+                raise UsageError(f"--move-cost: expected key=number, got {item!r}") from None
+    try:
+        r = replan(
+            current,
+            args.demand,
+            max_gpus=args.max_gpus,
+            gpu=args.gpu,
+            connector=args.connector,
+            move_cost=move_cost or None,
+        )
+    except InfeasibleError as e:
+        return _print_infeasible(e, args.json)
+    if args.json:
+        d = r.to_dict()
+        if not args.no_commands:
+            d["plan"]["vllm_commands"] = r.plan.vllm_commands()
+        print(json.dumps(d, indent=2))
+        return EXIT_OK
+    print(f"replan: {r.summary()}\n")
+    _print_plan(r.plan, commands=not args.no_commands, header=f"new plan (move cost {r.cost:g})")
+    return EXIT_OK
+
+
+def _cmd_fleet(args: argparse.Namespace) -> int:
+    import csv
+
+    from .fleet import solve_fleet
+
+    try:
+        with open(args.demands, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise UsageError(f"--demands: cannot read {args.demands!r}: {e.strerror}") from None
+    demands = []
+    for i, row in enumerate(rows, start=2):
+        try:
+            entry: dict[str, Any] = {"model": row["model"], "demand_rps": float(row["demand_rps"])}
+            if row.get("weight"):
+                entry["weight"] = float(row["weight"])
+            wl = {k: row[k] for k in ("isl", "osl", "ttft_ms", "tpot_ms") if row.get(k)}
+            if wl:
+                entry["workload"] = {
+                    k: (int(v) if k in ("isl", "osl") else float(v)) for k, v in wl.items()
+                }
+        except (KeyError, ValueError) as e:
+            raise UsageError(
+                f"--demands line {i}: needs columns model,demand_rps[,weight,isl,osl,ttft_ms,"
+                f"tpot_ms] with numbers ({e})"
+            ) from None
+        demands.append(entry)
+    fp = solve_fleet(
+        demands,
+        gpus=args.gpus,
+        gpu=args.gpu,
+        gpus_per_node=args.gpus_per_node,
+        objective=args.objective,
+        time_limit_s=args.time_limit,
+        connector=args.connector,
+    )
+    if args.json:
+        print(json.dumps(fp.to_dict(), indent=2))
+        return EXIT_OK
+    from .catalog import resolve_model
+
+    head = f"fleet on {args.gpus} x {args.gpu}: {fp.status} (gap {fp.gap:.2%})"
+    print(f"{head}, {fp.gpus_used} GPUs used\n")
+    out = []
+    for d in demands:
+        name = resolve_model(d["model"]).name
+        plan, frac = fp.plans.get(name), fp.served_fraction.get(name, 0.0)
+        cells = ["-", "-", "-"]
+        if plan is not None:
+            cells = [
+                f"{plan.prefill.instances}xP{plan.prefill.tp}",
+                f"{plan.decode.instances}xD{plan.decode.tp}",
+                str(plan.gpus_used),
+            ]
+        out.append([name, f"{d['demand_rps']:g}", *cells, f"{frac:.0%}"])
+    print(table(["model", "demand req/s", "prefill", "decode", "GPUs", "served"], out, indent="  "))
     return EXIT_OK
 
 
@@ -533,6 +734,9 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
+    "size-for": _cmd_size_for,
+    "replan": _cmd_replan,
+    "fleet": _cmd_fleet,
     "check": _cmd_check,
     "map": _cmd_map,
     "solve": _cmd_solve,
