@@ -11,21 +11,22 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _core
-from ._validate import optional_positive_int, positive_int, positive_number
-from .check import MAX_TP, CheckWarning, check
-from .errors import InfeasibleError, InvalidArgumentError
+from ._validate import positive_number
+from .check import CheckWarning, check
+from .errors import InvalidArgumentError
 from .perf import (
     DEFAULT_GPU,
     DEFAULT_UTILIZATION,
-    Context,
     SidePoint,
     bottleneck,
-    resolve_context,
 )
-from .workload import Workload, resolve_workload
+from .workload import Workload
+
+if TYPE_CHECKING:
+    from .sizing import CandidateTable
 
 METHODS = ("cpsat", "enumerate")
 # Budgets beyond this are not one deployment; they would only slow the oracle.
@@ -167,69 +168,45 @@ def solve(
     >>> plan.status, plan.gpus_used <= 24
     ('OPTIMAL', True)
     """
+    from .sizing import candidate_table  # sizing builds on Plan: import it at call time
+
     start = time.perf_counter()
-    ctx = resolve_context(model, gpu, constants, gpu_memory_utilization)
-    w = resolve_workload(workload)
-    budget = positive_int("gpus", gpus, maximum=MAX_GPUS)
-    tp_bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or ctx.gpu.gpus_per_node
-    acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
     limit = positive_number("time_limit_s", time_limit_s)
     if method not in METHODS:
         raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    from .connectors import resolve_connector
-
-    conn = resolve_connector(connector)
-    m, g, c = ctx.inputs
-    args = (m, g, c, w._core_dict(), conn.name, budget, tp_bound, acks, ctx.gpu_memory_utilization)
-    prefill_rows, decode_rows, cands, valid_pairs, rejected_row = _core.candidate_table(*args)
-    prefill = {r[0]: SidePoint.from_row(r) for r in prefill_rows}
-    decode = {r[0]: SidePoint.from_row(r) for r in decode_rows}
+    table = candidate_table(
+        model,
+        gpus=gpus,
+        gpu=gpu,
+        workload=workload,
+        connector=connector,
+        max_tp=max_tp,
+        max_acks=max_acks,
+        gpu_memory_utilization=gpu_memory_utilization,
+        constants=constants,
+    )
+    cands = list(table.rows)
     if not cands:
-        raise _infeasible(ctx, w, conn.name, budget, tp_bound, acks, prefill, decode, valid_pairs)
+        raise table.infeasible()
 
     if method == "enumerate":
+        ctx, w = table.ctx, table.workload
         remaining = max(1e-3, limit - (time.perf_counter() - start))
-        best, complete = _core.enumerate_best(*args, remaining)
+        best, complete = _core.enumerate_best(
+            *ctx.inputs, w._core_dict(), table.connector.name, table.budget, table.max_tp,
+            table.max_acks, ctx.gpu_memory_utilization, remaining,
+        )  # fmt: skip
         if best is None:  # the deadline struck before the first candidate: use the table's
             best = min(cands, key=_sort_key)
         p, np_, d, nd, _, _ = best
         status = "OPTIMAL" if complete else "FEASIBLE"
     else:
-        p, np_, d, nd, status = _cpsat_choose(cands, prefill, decode, budget, start, limit)
-
-    pp, dp = prefill[p], decode[d]
-    rps = min(np_ * pp.requests_per_s, nd * dp.requests_per_s)
-    rejected = _rejected_note(ctx, conn.name, acks, rejected_row, rps, prefill, decode)
-    warnings = check(ctx.model, p, d, connector=conn.name, max_acks=acks, alternatives=0).warnings
-    return Plan(
-        model=ctx.model.name,
-        model_id=ctx.model.hf_id or ctx.model.name,
-        gpu=ctx.gpu.name,
-        connector=conn.name,
-        workload=w,
-        gpus=budget,
-        prefill=Side(p, np_),
-        decode=Side(d, nd),
-        requests_per_s=rps,
-        output_tokens_per_s=rps * w.osl,
-        ttft_ms=pp.latency_ms,
-        tpot_ms=dp.latency_ms,
-        decode_batch=dp.batch,
-        prefill_capacity_rps=np_ * pp.requests_per_s,
-        decode_capacity_rps=nd * dp.requests_per_s,
-        status=status,
-        method=method,
-        solve_ms=(time.perf_counter() - start) * 1e3,
-        gpus_per_node=ctx.gpu.gpus_per_node,
-        gpu_memory_utilization=ctx.gpu_memory_utilization,
-        kv_dtype=ctx.model.kv_dtype,
-        visible_devices_env=ctx.gpu.visible_devices_env,
-        kv_connector=conn.kv_connector,
-        prefill_role=conn.prefill_role,
-        decode_role=conn.decode_role,
-        rejected=rejected,
-        warnings=warnings,
-    )
+        p, np_, d, nd, status = _cpsat_choose(
+            cands, table.prefill, table.decode, table.budget, start, limit
+        )
+    rps = table.served(p, np_, d, nd)
+    rejected = _rejected_note(table, rps)
+    return table.plan(p, np_, d, nd, status=status, method=method, rejected=rejected)
 
 
 def _sort_key(row: tuple[int, ...]) -> tuple[int, ...]:
@@ -275,46 +252,19 @@ def _cpsat_choose(
     return p, np_, d, nd, "FEASIBLE"
 
 
-def _rejected_note(
-    ctx: Context,
-    connector: str,
-    max_acks: int | None,
-    row: tuple[int, ...] | None,
-    served: float,
-    prefill: dict[int, SidePoint],
-    decode: dict[int, SidePoint],
-) -> tuple[str, ...]:
+def _rejected_note(table: CandidateTable, served: float) -> tuple[str, ...]:
     """Why the best split the rules forbid was not chosen (when it would serve more)."""
-    if row is None:
+    if table.rejected_row is None:
         return ()
-    p, np_, d, nd, _, _ = row
-    blind = min(np_ * prefill[p].requests_per_s, nd * decode[d].requests_per_s)
+    p, np_, d, nd, _, _ = table.rejected_row
+    blind = table.served(p, np_, d, nd)
     if blind <= served * (1 + 1e-9):
         return ()
-    r = check(ctx.model, p, d, connector=connector, max_acks=max_acks, alternatives=0)
+    connector = table.connector.name
+    r = check(table.ctx.model, p, d, connector=connector, max_acks=table.max_acks, alternatives=0)
     why = r.violations[0].message if r.violations else "rejected by the connector's rules"
     gain = (blind / served - 1) * 100 if served > 0 else math.inf
     return (
         f"{np_}x prefill tp={p} + {nd}x decode tp={d} would serve {blind:.2f} req/s "
         f"(+{gain:.1f}%), but {connector} rejects P{p}/D{d}: {why}",
     )
-
-
-# ---- infeasibility --------------------------------------------------------------------------
-
-
-def _infeasible(
-    ctx: Context,
-    w: Workload,
-    connector: str,
-    budget: int,
-    max_tp: int,
-    max_acks: int | None,
-    prefill: dict[int, SidePoint],
-    decode: dict[int, SidePoint],
-    valid_pairs: int,
-) -> InfeasibleError:
-    from .infeasible import explain
-
-    binding, reasons = explain(ctx, w, connector, budget, max_tp, max_acks, prefill, decode)
-    return InfeasibleError(binding, reasons)

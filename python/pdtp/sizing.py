@@ -75,6 +75,10 @@ class CandidateTable:
     decode: dict[int, SidePoint]
     pairs: tuple[tuple[int, int], ...]
     started: float
+    # The core's rows for those pairs: (P, best prefill count, D, best decode count,
+    # served units, GPUs used) at the budget, and the best pair the rules reject.
+    rows: tuple[tuple[int, int, int, int, int, int], ...] = ()
+    rejected_row: tuple[int, int, int, int, int, int] | None = None
 
     # ---- what the table says --------------------------------------------------------------
 
@@ -252,7 +256,7 @@ def candidate_table(
     acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
     conn = resolve_connector(connector)
     m, g, c = ctx.inputs
-    prefill_rows, decode_rows, cands, _, _ = _core.candidate_table(
+    prefill_rows, decode_rows, cands, _, rejected_row = _core.candidate_table(
         m, g, c, w._core_dict(), conn.name, budget, tp_bound, acks, ctx.gpu_memory_utilization
     )
     return CandidateTable(
@@ -266,4 +270,6 @@ def candidate_table(
         decode={r[0]: SidePoint.from_row(r) for r in decode_rows},
         pairs=tuple((r[0], r[2]) for r in cands),
         started=started,
+        rows=tuple(cands),
+        rejected_row=rejected_row,
     )
