@@ -928,3 +928,21 @@ def test_weight_bytes_scale_with_dtype() -> None:
     )
     assert math.isclose(m.active_weight_bytes, m.weight_bytes)
     assert m.with_dtypes() is m
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("num_hidden_layers", 10**6), ("num_hidden_layers", 2**40), ("hidden_size", 2**33)],
+)
+def test_absurd_sizes_are_config_errors_not_memory_exhaustion(field: str, value: int) -> None:
+    # Found by the hypothesis test: 2**31 layers used to build a 2**31-entry layer list.
+    base = {
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+    }
+    with pytest.raises(ConfigError, match=field):
+        Model.from_hf_config({**base, field: value})

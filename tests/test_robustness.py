@@ -72,3 +72,104 @@ def test_no_panic_on_any_input(which, args, kw):
     except ALLOWED:
         pass
     # Anything else (PanicException is a BaseException) fails the test by propagating.
+
+
+# ---- the planning API: same promise, fewer examples (each call does more work) ----------
+
+planning_values = st.one_of(
+    st.integers(min_value=-2, max_value=600),
+    st.sampled_from([0, 2**31, 2**63, 2**70, -(2**63)]),
+    st.booleans(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.sampled_from(["", "8", "h100", "llama-3.1-8b", "nixl"]),
+)
+PLANNING_MODELS = ["llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v3", "gemma-2b"]
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    which=st.sampled_from(["solve", "evaluate", "predict_prefill", "predict_decode", "size_for"]),
+    model=st.sampled_from(PLANNING_MODELS),
+    gpu=st.sampled_from(["mi300x", "h100", "b200", "tpu", 3]),
+    values=st.lists(planning_values, min_size=6, max_size=6),
+)
+def test_planning_api_never_panics(which, model, gpu, values):
+    a, b, c, d, e, f = values
+    try:
+        if which == "solve":
+            pdtp.solve(
+                model,
+                a,
+                gpu=gpu,
+                max_tp=b,
+                max_acks=c,
+                time_limit_s=1.0,
+                gpu_memory_utilization=d if isinstance(d, float) else 0.9,
+                workload={"isl": e, "osl": f} if e is not None else None,
+            )
+        elif which == "evaluate":
+            pdtp.evaluate(
+                model,
+                gpu=gpu,
+                prefill_tp=a,
+                prefill_instances=b,
+                decode_tp=c,
+                decode_instances=d,
+                workload={"isl": e, "osl": f},
+            )
+        elif which == "predict_prefill":
+            pdtp.predict_prefill(model, gpu=gpu, tp=a, isl=b)
+        elif which == "predict_decode":
+            pdtp.predict_decode(model, gpu=gpu, tp=a, isl=b, osl=c, batch=d)
+        else:
+            pdtp.size_for(model, a, max_gpus=b, gpu=gpu)
+    except ALLOWED:
+        pass
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "num_attention_heads",
+                "num_key_value_heads",
+                "hidden_size",
+                "num_hidden_layers",
+                "intermediate_size",
+                "vocab_size",
+                "head_dim",
+                "num_local_experts",
+                "num_experts_per_tok",
+                "kv_lora_rank",
+                "model_type",
+                "torch_dtype",
+                "quantization_config",
+                "text_config",
+                "layer_types",
+            ]
+        ),
+        planning_values,
+        max_size=12,
+    )
+)
+def test_config_parser_only_raises_config_errors(cfg):
+    base = {
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+    }
+    try:
+        m = pdtp.Model.from_hf_config({**base, **cfg})
+    except pdtp.ConfigError:
+        return
+    # Whatever parsed must be plannable without a crash.
+    try:
+        pdtp.check(m, 1, 1)
+        pdtp.solve(m, 8, gpu="h100", method="enumerate")
+    except ALLOWED:
+        pass

@@ -220,6 +220,13 @@ _PATTERN_BLOCKS: Final[Mapping[str, tuple[str, str]]] = {
 }
 
 
+# Sanity bounds on config integers: far above any real model (the largest have ~200 layers
+# and dimensions below 2^20), low enough that a corrupt file fails with a clear error
+# instead of exhausting memory on per-layer lists.
+MAX_CONFIG_INT = 1 << 31
+MAX_LAYERS = 100_000
+
+
 def normalize_weight_dtype(value: str, *, argument: str = "weight_dtype") -> str:
     """Map a weight dtype spelling (``"bfloat16"``, ``"mxfp4"``, ``"awq"`` ...) to one of
     :data:`WEIGHT_DTYPE_BYTES`'s keys."""
@@ -801,6 +808,10 @@ class _Cfg:
         if value < minimum:
             kind = "positive" if minimum == 1 else f">= {minimum}"
             raise self.error(path, f"must be {kind} ({what}), got {value}")
+        if value > MAX_CONFIG_INT:
+            # No real dimension comes near this; a corrupt value must not reach arithmetic
+            # (or a per-layer list) as an int of any size.
+            raise self.error(path, f"must be at most {MAX_CONFIG_INT} ({what}), got {value}")
         return value
 
     def req_int(self, keys: Sequence[str], what: str, *, minimum: int = 1) -> int:
@@ -1278,6 +1289,10 @@ def _layer_plan(cfg: _Cfg, heads: int) -> list[_Layer]:
         )
 
     num_layers = cfg.req_int(layer_keys, "the number of layers")
+    if num_layers > MAX_LAYERS:
+        hit = cfg.first(layer_keys)
+        where = hit[1] if hit else cfg.where(layer_keys[0])
+        raise cfg.error(where, f"must be at most {MAX_LAYERS} layers, got {num_layers}")
     if cfg.model_type == "falcon_h1":
         return [_Layer("attention", "mlp", also_mamba=True) for _ in range(num_layers)]
 
