@@ -136,6 +136,66 @@ mod tests {
         assert!(m.prefill[1].readers.is_empty());
     }
 
+    /// rules.md §4 restated independently: the heads rank `r` of `tp` holds.
+    fn held(h: i64, tp: i64, r: i64, mla: bool) -> Vec<i64> {
+        if mla {
+            vec![0]
+        } else if tp <= h {
+            (r * (h / tp)..(r + 1) * (h / tp)).collect()
+        } else {
+            vec![r / (tp / h)]
+        }
+    }
+
+    /// Every pair P, D in 1..=64 and every KV-head count 1..=128, MLA or not, every
+    /// connector: each decode rank receives exactly the heads it holds, once each, from
+    /// ranks that hold them; acks equal `expected_ack_count`; MoRIIO reads `remote_tp_rank`.
+    #[test]
+    fn exhaustive_map_properties() {
+        let mut valid = 0;
+        for prof in crate::connector::PROFILES {
+            for p in 1..=64 {
+                for d in 1..=64 {
+                    for h in 1..=128 {
+                        for mla in [false, true] {
+                            let Ok(m) = transfer_map(p, d, h, mla, prof) else {
+                                continue;
+                            };
+                            valid += 1;
+                            let acks = rules::expected_ack_count(p, d).unwrap();
+                            let mut readers = vec![Vec::new(); p as usize];
+                            for dr in &m.decode {
+                                assert_eq!(dr.heads, held(h, d, dr.rank, mla));
+                                let mut got: Vec<i64> = Vec::new();
+                                for (src, heads) in &dr.sources {
+                                    let theirs = held(h, p, *src, mla);
+                                    assert!(heads.iter().all(|x| theirs.contains(x)));
+                                    got.extend(heads);
+                                    readers[*src as usize].push(dr.rank);
+                                }
+                                got.sort_unstable();
+                                assert_eq!(got, dr.heads, "{} P{p} D{d} H{h} {mla}", prof.name);
+                                if prof.name == "moriio" {
+                                    let want = rules::remote_tp_rank(dr.rank, d, p).unwrap();
+                                    assert_eq!(dr.sources.len(), 1);
+                                    assert_eq!(dr.sources[0].0, want);
+                                }
+                            }
+                            for pr in &m.prefill {
+                                assert_eq!(pr.expected_acks, acks);
+                                assert_eq!(pr.readers, readers[pr.rank as usize]);
+                                if prof.name == "moriio" && d >= p {
+                                    assert_eq!(pr.readers.len() as i64, acks);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(valid > 10_000, "only {valid} valid combinations");
+    }
+
     #[test]
     fn nixl_reslices() {
         let m = transfer_map(4, 8, 8, false, profile("nixl").unwrap()).unwrap();

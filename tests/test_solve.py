@@ -30,6 +30,10 @@ def key(plan):
     return (plan.prefill.tp, plan.prefill.instances, plan.decode.tp, plan.decode.instances)
 
 
+def test_required_gpus_are_in_the_catalog():
+    assert set(REQUIRED_GPUS) <= {g.name for g in pdtp.gpus()}
+
+
 @pytest.mark.parametrize("connector", ["moriio", "nixl"])
 @pytest.mark.parametrize("gpu", REQUIRED_GPUS)
 def test_cpsat_agrees_with_oracle(gpu, connector):
@@ -46,7 +50,7 @@ def test_cpsat_agrees_with_oracle(gpu, connector):
     assert agreed > 100
 
 
-@pytest.mark.parametrize("gpu", REQUIRED_GPUS)
+@pytest.mark.parametrize("gpu", [g.name for g in pdtp.gpus()])
 def test_every_plan_passes_check_and_evaluate(gpu):
     plans = 0
     for m in models():
