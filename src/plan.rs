@@ -155,8 +155,12 @@ pub fn side_option(
 }
 
 fn side_options(pb: &Problem, prefill: bool) -> Vec<SideOption> {
-    let bound = pb.max_tp.min(pb.gpus).max(0);
-    (1..=bound)
+    side_options_upto(pb, pb.max_tp.min(pb.gpus), prefill)
+}
+
+/// One side's options for TP sizes 1..=bound.
+pub fn side_options_upto(pb: &Problem, bound: i64, prefill: bool) -> Vec<SideOption> {
+    (1..=bound.max(0))
         .map(|tp| {
             side_option(
                 &pb.model,

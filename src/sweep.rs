@@ -10,7 +10,7 @@
 //! what a planner that does not know vLLM's heterogeneous-TP rules would deploy.
 
 use crate::check::pair_ok;
-use crate::plan::{best_counts, side_option, Candidate, Problem, SideOption};
+use crate::plan::{best_counts, side_options_upto, Candidate, Problem, SideOption};
 
 /// One budget's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,23 +37,6 @@ struct Usable {
     units: i64,
 }
 
-fn side(pb: &Problem, bound: i64, prefill: bool) -> Vec<SideOption> {
-    (1..=bound)
-        .map(|tp| {
-            side_option(
-                &pb.model,
-                &pb.shape,
-                &pb.gpu,
-                &pb.constants,
-                &pb.workload,
-                pb.gpu_memory_utilization,
-                tp,
-                prefill,
-            )
-        })
-        .collect()
-}
-
 fn usable(options: &[SideOption]) -> Vec<Usable> {
     options
         .iter()
@@ -69,8 +52,8 @@ fn usable(options: &[SideOption]) -> Vec<Usable> {
 pub fn sweep_budgets(pb: &Problem, budgets: &[i64]) -> Sweep {
     let largest = budgets.iter().copied().max().unwrap_or(0);
     let bound = pb.max_tp.min(largest).max(0);
-    let prefill = side(pb, bound, true);
-    let decode = side(pb, bound, false);
+    let prefill = side_options_upto(pb, bound, true);
+    let decode = side_options_upto(pb, bound, false);
     let (ps, ds) = (usable(&prefill), usable(&decode));
     // Pair validity, once: ok[i][j] for usable prefill i and usable decode j.
     let ok: Vec<Vec<bool>> = ps
