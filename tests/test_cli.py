@@ -103,26 +103,51 @@ def test_python_dash_m_and_help():
 
 
 def test_size_for_replan_fleet(capsys, tmp_path):
-    code, out, _ = run(capsys, "size-for", "llama-3.1-70b", "--demand", "25", "--max-gpus", "64", "--json")
+    code, out, _ = run(
+        capsys, "size-for", "llama-3.1-70b", "--demand", "25", "--max-gpus", "64", "--json"
+    )
     assert code == 0
     sized = json.loads(out)
     assert sized["requests_per_s"] >= 25 and sized["gpus_used"] <= 64
     now = tmp_path / "now.json"
     code, out, _ = run(capsys, "solve", "llama-3.1-70b", "--gpus", "16", "--json")
     now.write_text(out)
-    code, out, _ = run(capsys, "replan", "--current", str(now), "--demand", "30", "--max-gpus", "64", "--json")
+    code, out, _ = run(
+        capsys, "replan", "--current", str(now), "--demand", "30", "--max-gpus", "64", "--json"
+    )
     assert code == 0
     r = json.loads(out)
     assert r["plan"]["requests_per_s"] >= 30 and r["changed"] is True
-    code, out, _ = run(capsys, "replan", "--current", str(now), "--demand", "30", "--max-gpus", "64")
+    code, out, _ = run(
+        capsys, "replan", "--current", str(now), "--demand", "30", "--max-gpus", "64"
+    )
     assert code == 0 and out.startswith("replan: ")
     demands = tmp_path / "d.csv"
     demands.write_text("model,demand_rps,weight\nllama-3.1-70b,20,1\nqwen3-30b-a3b,50,1\n")
-    code, out, _ = run(capsys, "fleet", "--demands", str(demands), "--gpus", "64", "--time-limit", "2")
+    code, out, _ = run(
+        capsys, "fleet", "--demands", str(demands), "--gpus", "64", "--time-limit", "2"
+    )
     assert code == 0 and "OPTIMAL" in out and "qwen3-30b-a3b" in out
-    code, _, _ = run(capsys, "size-for", "llama-3.1-405b", "--demand", "5", "--max-gpus", "8", "--gpu", "h100")
+    code, _, _ = run(
+        capsys, "size-for", "llama-3.1-405b", "--demand", "5", "--max-gpus", "8", "--gpu", "h100"
+    )
     assert code == 1
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
     code, _, err = run(capsys, "replan", "--current", str(bad), "--demand", "1", "--max-gpus", "8")
     assert code == 2 and "not JSON" in err
+
+
+def test_check_with_gpu_reports_memory(capsys):
+    code, out, _ = run(
+        capsys, "check", "--model", "llama-3.1-405b", "-P", "8", "-D", "8", "--gpu", "h100"
+    )
+    assert code == 1 and "weights_do_not_fit" in out and "P16/D16" in out
+    code, out, _ = run(
+        capsys, "check", "--model", "llama-3.1-405b", "-P", "8", "-D", "8", "--gpu", "mi300x"
+    )
+    assert code == 0 and "prefill fits, decode fits" in out
+    code, _, _ = run(
+        capsys, "check", "--heads", "64", "--kv-heads", "8", "-P", "8", "-D", "8", "--gpu", "h100"
+    )
+    assert code == 2

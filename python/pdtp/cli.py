@@ -97,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pair_flags(c)
     c.add_argument("--max-acks", type=int, metavar="K", help="cap on release acks per prefill rank")
     c.add_argument("--max-tp", type=int, metavar="T", help="largest TP size to propose instead")
+    c.add_argument(
+        "--gpu",
+        help="also check that each side fits in this GPU's memory (needs --model or --config)",
+    )
+    c.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
 
     s = sub.add_parser(
         "solve",
@@ -335,19 +340,32 @@ def _shape(args: argparse.Namespace) -> Any:
 def _cmd_check(args: argparse.Namespace) -> int:
     from .check import check
 
+    model = _shape(args)
+    if args.gpu:
+        if not (args.model or args.config):
+            raise UsageError("--gpu needs the whole model: give --model NAME or --config PATH")
+        from .catalog import resolve_model
+
+        model = resolve_model(args.model or args.config)
     r = check(
-        _shape(args),
+        model,
         args.prefill_tp,
         args.decode_tp,
         connector=args.connector,
         max_acks=args.max_acks,
         max_tp=args.max_tp,
+        gpu=args.gpu,
+        gpu_memory_utilization=args.gpu_memory_utilization,
     )
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))
         return EXIT_OK if r.ok else EXIT_INVALID
     print(f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  connector={r.connector}")
     print("VALID" if r.ok else f"INVALID ({len(r.violations)} violation(s))")
+    if r.gpu is not None:
+        fit = {True: "fits", False: "does not fit"}
+        p_fit, d_fit = fit[bool(r.prefill_fits)], fit[bool(r.decode_fits)]
+        print(f"memory on {r.gpu}: prefill {p_fit}, decode {d_fit}")
     for v in r.violations:
         err = f"  [vLLM {v.vllm_error}]" if v.vllm_error else ""
         print(f"\n  x {v.code} ({v.side}){err}\n    {v.message}\n    hint: {v.hint}")

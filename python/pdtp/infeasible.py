@@ -13,8 +13,7 @@ if TYPE_CHECKING:
     from .perf import Context, SidePoint
     from .workload import Workload
 
-GB = 1e9
-GIB = float(1 << 30)
+GIB = float(1 << 30)  # memory messages use GiB, the unit GPU memory is sold in
 
 
 def _sizes(xs: list[int]) -> str:
@@ -82,7 +81,7 @@ def explain(
     if not funnels["prefill"][1]:
         room = ctx.gpu_memory_utilization * g.memory_bytes - ctx.constants.reserve_bytes
         msg = (
-            f"no tp <= {bound} fits {m.weight_bytes / GB:.0f} GB of {m.weight_dtype} weights "
+            f"no tp <= {bound} fits {m.weight_bytes / GIB:.0f} GiB of {m.weight_dtype} weights "
             f"on {g.memory_bytes / GIB:.0f} GiB {g.name} GPUs ({room / GIB:.0f} GiB usable each at "
             f"gpu_memory_utilization={ctx.gpu_memory_utilization:g})"
         )

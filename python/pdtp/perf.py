@@ -232,17 +232,18 @@ def side_violations(
     """Memory and SLO violations of one side (pdtp's own limits: vLLM has no message)."""
     out: list[Violation] = []
     gpu, model, tp = ctx.gpu, ctx.model, point.tp
-    per_gpu_gb = model.weight_bytes / tp / 1e9
-    usable_gb = ctx.gpu_memory_utilization * gpu.memory_bytes / 1e9
+    gib = float(1 << 30)  # GPU memory is sold in GiB ("80 GB" H100 = 80 GiB)
+    per_gpu_gib = model.weight_bytes / tp / gib
+    usable_gib = ctx.gpu_memory_utilization * gpu.memory_bytes / gib
     if not point.fits_weights:
         out.append(
             Violation(
                 "weights_do_not_fit",
                 side,
-                f"{side}_tp={tp}: {per_gpu_gb:.1f} GB of {model.weight_dtype} weights per GPU plus "
-                f"the {ctx.constants.reserve_bytes / 1e9:.0f} GB runtime reserve exceed "
-                f"{usable_gb:.1f} GB ({ctx.gpu_memory_utilization:g} of {gpu.name}'s "
-                f"{gpu.memory_bytes / 1e9:.0f} GB)",
+                f"{side}_tp={tp}: {per_gpu_gib:.1f} GiB of {model.weight_dtype} weights per GPU "
+                f"plus the {ctx.constants.reserve_bytes / gib:.1f} GiB runtime reserve exceed "
+                f"{usable_gib:.1f} GiB ({ctx.gpu_memory_utilization:g} of {gpu.name}'s "
+                f"{gpu.memory_bytes / gib:.0f} GiB)",
                 f"raise {side}_tp, use fp8 weights, or a GPU with more memory",
             )
         )
