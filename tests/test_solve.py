@@ -268,3 +268,18 @@ def test_cli_solve(capsys):
     assert d["status"] == "OPTIMAL" and len(d["vllm_commands"]) >= 2
     assert main(["solve", "llama-3.1-405b", "--gpus", "8", "--gpu", "h100"]) == 1
     assert "INFEASIBLE" in capsys.readouterr().out
+
+
+def test_first_solve_with_a_short_limit_does_not_wait_for_ortools():
+    # In a fresh interpreter OR-Tools is not imported yet (0.4-0.7 s): with a 0.2 s limit the
+    # solve must not spend that, and still return a proven plan (by the exhaustive oracle).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time, pdtp; pdtp.model('llama-3.1-70b'); t = time.perf_counter(); "
+        "p = pdtp.solve('llama-3.1-70b', 24, time_limit_s=0.2); "
+        "print(p.status, p.method, 'ortools' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["OPTIMAL", "enumerate", "False"]
