@@ -92,9 +92,9 @@ def explain(
                 fixes.append("use fp8 weights")
         tmin = _min_tp_for_weights(ctx, m.weight_bytes)
         if tmin is not None:
-            more = f" and at least {2 * tmin} GPUs" if 2 * tmin > budget else ""
-            spans = ", so TP spans nodes" if tmin > g.gpus_per_node else ""
-            fixes.append(f"allow tp={tmin} with max_tp={tmin}{spans}{more}")
+            more = f", gpus >= {2 * tmin}" if 2 * tmin > budget else ""
+            spans = " (TP then spans nodes)" if tmin > g.gpus_per_node else ""
+            fixes.append(f"allow tp={tmin}: max_tp={tmin}{spans}{more}")
         return done(msg + (": " + " or ".join(fixes) if fixes else ""))
     for side in ("prefill", "decode"):
         fits_w, fits_kv, slo = funnels[side][1:]
