@@ -33,16 +33,26 @@ fn rule_error(py: Python<'_>, e: RuleError) -> PyErr {
     }
 }
 
-/// Run core code so that a Rust panic can never reach Python as `PanicException`: it
-/// becomes a `PdtpError` that says it is a bug.
+/// A Rust panic must never reach Python as `PanicException`: it becomes a `PdtpError`
+/// that says it is a bug.
+fn internal(py: Python<'_>) -> PyErr {
+    pdtp_error(
+        py,
+        "PdtpError",
+        "internal error in pdtp's Rust core (please report)".into(),
+    )
+}
+
+/// Run quick core code with panics caught (the GIL stays held: it is microseconds).
 fn shielded<T>(py: Python<'_>, f: impl FnOnce() -> T) -> PyResult<T> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|_| {
-        pdtp_error(
-            py,
-            "PdtpError",
-            "internal error in pdtp's Rust core (please report)".into(),
-        )
-    })
+    catch_unwind(AssertUnwindSafe(f)).map_err(|_| internal(py))
+}
+
+/// Run heavy core code with the GIL released (other Python threads keep running) and
+/// panics caught.
+fn released<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+    py.allow_threads(|| catch_unwind(AssertUnwindSafe(f)))
+        .map_err(|_| internal(py))
 }
 
 fn profile(py: Python<'_>, name: &str) -> PyResult<&'static ConnectorProfile> {
@@ -158,25 +168,16 @@ fn alternatives(
         num_kv_heads,
         is_mla,
     };
-    py.allow_threads(|| {
-        catch_unwind(AssertUnwindSafe(|| {
-            check::alternatives(
-                &shape,
-                prefill_tp,
-                decode_tp,
-                prof,
-                max_acks,
-                &prefill_sizes,
-                &decode_sizes,
-                limit,
-            )
-        }))
-    })
-    .map_err(|_| {
-        pdtp_error(
-            py,
-            "PdtpError",
-            "internal error in pdtp's Rust core (please report)".into(),
+    released(py, || {
+        check::alternatives(
+            &shape,
+            prefill_tp,
+            decode_tp,
+            prof,
+            max_acks,
+            &prefill_sizes,
+            &decode_sizes,
+            limit,
         )
     })
 }
@@ -217,19 +218,9 @@ fn transfer_map(
             transfer::MAX_MAP_TP
         )));
     }
-    let result = py
-        .allow_threads(|| {
-            catch_unwind(AssertUnwindSafe(|| {
-                transfer::transfer_map(prefill_tp, decode_tp, kv_heads, is_mla, prof)
-            }))
-        })
-        .map_err(|_| {
-            pdtp_error(
-                py,
-                "PdtpError",
-                "internal error in pdtp's Rust core (please report)".into(),
-            )
-        })?;
+    let result = released(py, || {
+        transfer::transfer_map(prefill_tp, decode_tp, kv_heads, is_mla, prof)
+    })?;
     match result {
         Ok(m) => Ok((
             m.decode
@@ -342,14 +333,6 @@ fn workload(d: &Bound<'_, PyDict>) -> PyResult<Workload> {
     })
 }
 
-fn internal(py: Python<'_>) -> PyErr {
-    pdtp_error(
-        py,
-        "PdtpError",
-        "internal error in pdtp's Rust core (please report)".into(),
-    )
-}
-
 /// Prefill of one request on one instance: `(t_p, ttft, requests_per_s, fits,
 /// kv_capacity_tokens, weights_fit)`.
 #[pyfunction]
@@ -460,11 +443,7 @@ fn problem<'a>(
     let m = model_perf(model)?;
     Ok(Problem {
         model: m,
-        shape: Shape {
-            num_attention_heads: m.num_attention_heads as i64,
-            num_kv_heads: m.num_kv_heads,
-            is_mla: m.is_mla,
-        },
+        shape: m.shape(),
         gpu: gpu_perf(gpu)?,
         constants: constants(consts)?,
         workload: workload(work)?,
@@ -502,9 +481,7 @@ fn candidate_table(
     let pb = problem(
         py, model, gpu, consts, work, connector, gpus, max_tp, max_acks, util,
     )?;
-    let table = py
-        .allow_threads(|| catch_unwind(AssertUnwindSafe(|| plan::build_table(&pb))))
-        .map_err(|_| internal(py))?;
+    let table = released(py, || plan::build_table(&pb))?;
     Ok((
         table.prefill.iter().map(side_row).collect(),
         table.decode.iter().map(side_row).collect(),
@@ -528,11 +505,7 @@ fn side_option(
     util: f64,
 ) -> PyResult<SideRow> {
     let m = model_perf(model)?;
-    let shape = Shape {
-        num_attention_heads: m.num_attention_heads as i64,
-        num_kv_heads: m.num_kv_heads,
-        is_mla: m.is_mla,
-    };
+    let shape = m.shape();
     let (g, c, w) = (gpu_perf(gpu)?, constants(consts)?, workload(work)?);
     shielded(py, || {
         side_row(&plan::side_option(
@@ -565,13 +538,7 @@ fn enumerate_best(
     let deadline = std::time::Duration::try_from_secs_f64(time_limit_s)
         .ok()
         .and_then(|d| std::time::Instant::now().checked_add(d));
-    let (best, complete) = py
-        .allow_threads(|| {
-            catch_unwind(AssertUnwindSafe(|| {
-                plan::enumerate_best_until(&pb, deadline)
-            }))
-        })
-        .map_err(|_| internal(py))?;
+    let (best, complete) = released(py, || plan::enumerate_best_until(&pb, deadline))?;
     Ok((best.as_ref().map(cand_row), complete))
 }
 
@@ -598,13 +565,7 @@ fn sweep_budgets(
     let pb = problem(
         py, model, gpu, consts, work, connector, 0, max_tp, max_acks, util,
     )?;
-    let sweep = py
-        .allow_threads(|| {
-            catch_unwind(AssertUnwindSafe(|| {
-                crate::sweep::sweep_budgets(&pb, &budgets)
-            }))
-        })
-        .map_err(|_| internal(py))?;
+    let sweep = released(py, || crate::sweep::sweep_budgets(&pb, &budgets))?;
     Ok((
         sweep.prefill.iter().map(side_row).collect(),
         sweep.decode.iter().map(side_row).collect(),

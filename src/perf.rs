@@ -28,6 +28,17 @@ pub struct ModelPerf {
     pub kv_dtype_bytes: f64,
 }
 
+impl ModelPerf {
+    /// The three numbers the connector rules need.
+    pub fn shape(&self) -> crate::check::Shape {
+        crate::check::Shape {
+            num_attention_heads: self.num_attention_heads as i64,
+            num_kv_heads: self.num_kv_heads,
+            is_mla: self.is_mla,
+        }
+    }
+}
+
 /// What the performance model needs to know about a GPU type.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GpuPerf {
