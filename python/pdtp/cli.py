@@ -497,12 +497,26 @@ def _plan_json(plan: Any, commands: bool) -> dict[str, Any]:
     return d
 
 
-def _cmd_solve(args: argparse.Namespace) -> int:
+def _emit_plan(make: Any, args: argparse.Namespace, header: str = "") -> int:
+    """Run a planner; print its plan (table or JSON) or why nothing fits."""
     from .errors import InfeasibleError
-    from .planner import solve
 
     try:
-        plan = solve(
+        plan = make()
+    except InfeasibleError as e:
+        return _print_infeasible(e, args.json)
+    if args.json:
+        print(json.dumps(_plan_json(plan, not args.no_commands), indent=2))
+    else:
+        _print_plan(plan, commands=not args.no_commands, header=header)
+    return EXIT_OK
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from .planner import solve
+
+    return _emit_plan(
+        lambda: solve(
             _solve_model(args),
             args.gpus,
             gpu=args.gpu,
@@ -513,22 +527,16 @@ def _cmd_solve(args: argparse.Namespace) -> int:
             gpu_memory_utilization=args.gpu_memory_utilization,
             time_limit_s=args.time_limit,
             method=args.method,
-        )
-    except InfeasibleError as e:
-        return _print_infeasible(e, args.json)
-    if args.json:
-        print(json.dumps(_plan_json(plan, not args.no_commands), indent=2))
-    else:
-        _print_plan(plan, commands=not args.no_commands)
-    return EXIT_OK
+        ),
+        args,
+    )
 
 
 def _cmd_size_for(args: argparse.Namespace) -> int:
     from .autoscale import size_for
-    from .errors import InfeasibleError
 
-    try:
-        plan = size_for(
+    return _emit_plan(
+        lambda: size_for(
             _solve_model(args),
             args.demand,
             max_gpus=args.max_gpus,
@@ -538,15 +546,10 @@ def _cmd_size_for(args: argparse.Namespace) -> int:
             max_tp=args.max_tp,
             max_acks=args.max_acks,
             gpu_memory_utilization=args.gpu_memory_utilization,
-        )
-    except InfeasibleError as e:
-        return _print_infeasible(e, args.json)
-    if args.json:
-        print(json.dumps(_plan_json(plan, not args.no_commands), indent=2))
-    else:
-        header = f"fewest GPUs serving {args.demand:g} req/s (at most {args.max_gpus})"
-        _print_plan(plan, commands=not args.no_commands, header=header)
-    return EXIT_OK
+        ),
+        args,
+        header=f"fewest GPUs serving {args.demand:g} req/s (at most {args.max_gpus})",
+    )
 
 
 def _read_json_arg(path: str, what: str) -> Any:
