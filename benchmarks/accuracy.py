@@ -41,7 +41,9 @@ from pdtp.calibration import (
 )
 from pdtp.constants import Constants
 
-DEFAULT_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "perf-points.csv"
+DEFAULT_REFERENCE = (
+    Path(__file__).resolve().parents[1] / "tests" / "data" / "reference" / "perf-points.csv"
+)
 KIND_LABELS = {"tpot_ms": "TPOT", "ttft_ms": "TTFT", "output_tokens_per_s": "throughput"}
 SETTINGS = ("default", "calibrated_cv", "calibrated_in_sample")
 SETTING_LABELS = {

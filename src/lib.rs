@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod connector;
+pub mod layout;
 pub mod perf;
 pub mod plan;
 pub mod rules;

@@ -177,6 +177,77 @@ pub fn decode_step_time(
         + c.step_overhead
 }
 
+/// The work of one engine step: what a scheduler batched together. vLLM's continuous
+/// batching with chunked prefill mixes decode tokens and prompt chunks in one step, so one
+/// step-time function serves prefill instances, decode instances, aggregated serving and the
+/// simulator alike.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StepBatch {
+    /// Sequences generating one token this step.
+    pub decode_seqs: f64,
+    /// KV tokens those sequences attend over, summed over the sequences.
+    pub decode_context_tokens: f64,
+    /// Prompt tokens computed this step (whole prompts or chunks).
+    pub prefill_tokens: f64,
+    /// Σ over prompt chunks of `chunk × (tokens already cached + chunk / 2)`: the causal
+    /// attention work of the chunks (a whole prompt of n tokens contributes n²/2).
+    pub prefill_attention_work: f64,
+}
+
+impl StepBatch {
+    /// A step that only decodes `seqs` sequences of mean context `context`.
+    pub fn decode(seqs: f64, context: f64) -> StepBatch {
+        StepBatch {
+            decode_seqs: seqs,
+            decode_context_tokens: seqs * context,
+            ..StepBatch::default()
+        }
+    }
+
+    /// A step that prefills one whole prompt of `tokens` tokens.
+    pub fn prefill(tokens: f64) -> StepBatch {
+        StepBatch {
+            prefill_tokens: tokens,
+            prefill_attention_work: tokens * tokens / 2.0,
+            ..StepBatch::default()
+        }
+    }
+
+    /// Tokens this step computes (decode tokens + prompt tokens).
+    pub fn tokens(&self) -> f64 {
+        self.decode_seqs + self.prefill_tokens
+    }
+}
+
+/// Seconds one engine step of `layout` takes for `batch`. This is the one step-cost
+/// function: prefill and decode times, aggregated serving and the simulator are built on it.
+pub fn step_time(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    layout: &crate::layout::Layout,
+    batch: &StepBatch,
+) -> f64 {
+    let tp = layout.tp.max(1);
+    let t = tp as f64;
+    let tokens = batch.tokens();
+    let weights = weight_bytes_touched(m, tokens.max(1.0)) / t;
+    let kv = batch.decode_context_tokens * kv_bytes_per_token_per_rank(m, tp);
+    let memory = (weights + kv) / (g.hbm_bandwidth * c.mbu);
+    let decode_flops = 2.0 * m.active_params * batch.decode_seqs;
+    let prefill_flops = 2.0 * m.active_params * batch.prefill_tokens
+        + 4.0
+            * m.num_attention_layers
+            * m.num_attention_heads
+            * m.head_dim
+            * batch.prefill_attention_work;
+    let compute = decode_flops / (t * g.peak_flops * c.mfu_decode)
+        + prefill_flops / (t * g.peak_flops * c.mfu_prefill);
+    memory.max(compute)
+        + 2.0 * m.num_layers * allreduce_time(g, c, tp, tokens * m.hidden_size * 2.0)
+        + c.step_overhead
+}
+
 /// Decode operating point of one instance.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DecodePoint {
@@ -350,6 +421,21 @@ pub(crate) mod tests {
             ..w
         };
         assert_eq!(decode_point(&m, &g, &c, 8, &tight, 0.9).batch, 0);
+    }
+
+    #[test]
+    fn step_time_reproduces_prefill_and_decode() {
+        let (m, g, c) = (llama70(), h100(), consts());
+        for tp in [1, 2, 4, 8] {
+            let l = crate::layout::Layout::tp(tp);
+            let p = step_time(&m, &g, &c, &l, &StepBatch::prefill(2048.0));
+            assert!((p - prefill_time(&m, &g, &c, tp, 2048.0)).abs() < 1e-12 * p.max(1.0));
+            for b in [1.0, 7.0, 64.0] {
+                let d = step_time(&m, &g, &c, &l, &StepBatch::decode(b, 2304.0));
+                let want = decode_step_time(&m, &g, &c, tp, b, 2304.0);
+                assert!((d - want).abs() < 1e-12, "tp={tp} b={b}: {d} vs {want}");
+            }
+        }
     }
 
     #[test]

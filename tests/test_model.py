@@ -1,6 +1,6 @@
 """Model.from_hf_config: shapes, parameter counts, KV bytes, dtypes and clear errors.
 
-Reference numbers come from ``shared/reference`` (models.json rows and verbatim HF configs);
+Reference numbers come from ``tests/data/reference`` (models.json rows and verbatim HF configs);
 nothing here touches the network.
 """
 
@@ -17,18 +17,9 @@ from pdtp import Model
 from pdtp.errors import ConfigError, InvalidArgumentError
 
 
-def _reference_dir() -> pathlib.Path:
-    # The repository and shared/ sit side by side (CI layout); fall back to shared/ inside.
-    here = pathlib.Path(__file__).resolve()
-    for candidate in (here.parents[2] / "shared", here.parents[1] / "shared"):
-        if (candidate / "reference").is_dir():
-            return candidate / "reference"
-    return here.parents[2] / "shared" / "reference"
-
-
-REFERENCE = _reference_dir()
+REFERENCE = pathlib.Path(__file__).resolve().parent / "data" / "reference"
 ROWS: list[dict[str, Any]] = (
-    json.loads((REFERENCE / "models.json").read_text()) if REFERENCE.is_dir() else []
+    json.loads((REFERENCE / "models.json").read_text())
 )
 
 
