@@ -16,11 +16,8 @@ import pytest
 from pdtp import Model
 from pdtp.errors import ConfigError, InvalidArgumentError
 
-
 REFERENCE = pathlib.Path(__file__).resolve().parent / "data" / "reference"
-ROWS: list[dict[str, Any]] = (
-    json.loads((REFERENCE / "models.json").read_text())
-)
+ROWS: list[dict[str, Any]] = json.loads((REFERENCE / "models.json").read_text())
 
 
 def _hf(reference_dir: pathlib.Path, stem: str) -> pathlib.Path:
