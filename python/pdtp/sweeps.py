@@ -321,6 +321,12 @@ def _chunks(groups: Sequence[Group], size: int) -> list[list[Group]]:
 def _watch_parent(parent: int) -> None:
     """Worker initializer: exit when the parent dies (``kill -9`` of a sweep must not leave
     idle workers behind; a normal exit or Ctrl-C already ends them)."""
+    import signal
+
+    # Ctrl-C reaches the whole process group; the parent alone handles it (it cancels the
+    # queued chunks and exits 130), so a worker finishes its chunk instead of printing a
+    # KeyboardInterrupt traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         try:  # the kernel kills this worker when its parent dies
             import ctypes
@@ -356,11 +362,12 @@ def _local(
         for index, chunk in enumerate(chunks):
             yield index, _run_chunk(chunk, opts)
         return
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=min(workers, len(chunks)),
         initializer=_watch_parent,
         initargs=(os.getpid(),),
-    ) as pool:
+    )
+    try:
         pending: dict[Future[list[Row]], int] = {}
         todo = enumerate(chunks)
         # Keep a bounded queue in flight so results stream back as chunks finish.
@@ -373,6 +380,12 @@ def _local(
                 nxt = next(todo, None)
                 if nxt is not None:
                     pending[pool.submit(_run_chunk, nxt[1], opts)] = nxt[0]
+    except BaseException:
+        # Ctrl-C, an error, or the caller stopped reading: drop the queued chunks rather
+        # than solve them first (what the `with` form's shutdown would do).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _ray(
