@@ -317,13 +317,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="charts (PNG/SVG): requests/s per GPU vs budget; valid P/D pairs",
         description=(
             "throughput: requests/s per GPU against the GPU budget, one line per model and a "
-            "panel per GPU type (from a `pdtp sweep` file, or sweeps it). pairs: for each "
-            "model and connector, which (prefill TP, decode TP) pairs vLLM accepts, and the "
-            "rule each other pair breaks. Needs matplotlib (pip install 'pdtp[plot]')."
+            "panel per GPU type, connector and workload (from a `pdtp sweep` file, or sweeps "
+            "it); the 10 models with the highest peak unless --models or --top say otherwise. "
+            "pairs: for each model and connector, which (prefill TP, decode TP) pairs vLLM "
+            "accepts, and the rule each other pair breaks. Needs matplotlib "
+            "(pip install 'pdtp[plot]')."
         ),
         epilog=(
             "examples:\n  pdtp plot throughput -o throughput.png --gpu mi300x,h200\n"
             "  pdtp plot throughput --input sweep.csv -o throughput.svg\n"
+            "  pdtp plot throughput --input sweep.csv --gpu h200 --connector nixl --top 5 "
+            "-o top5.png\n"
             "  pdtp plot pairs --models llama-3.1-70b,deepseek-v3 --connector moriio,nixl "
             "-o pairs.png"
         ),
@@ -346,8 +350,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pl.add_argument("--gpu", help="throughput: GPU types (default mi300x)")
     pl.add_argument("--gpus", help="throughput: budgets (default 1-512)")
-    pl.add_argument("--connector", help="moriio (default); pairs: a list, e.g. moriio,nixl")
-    pl.add_argument("--max-tp", type=int, help="pairs: largest TP size shown (default 8)")
+    pl.add_argument(
+        "--connector",
+        help="one or a list, e.g. moriio,nixl (default: throughput moriio, or the file's; "
+        "pairs moriio,nixl)",
+    )
+    pl.add_argument(
+        "--max-tp",
+        type=int,
+        help="pairs: largest TP size shown (default 8); throughput: largest TP swept",
+    )
     pl.add_argument("--title", help="chart title")
 
     m = sub.add_parser(
