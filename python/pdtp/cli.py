@@ -542,11 +542,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
         fit = {True: "fits", False: "does not fit"}
         p_fit, d_fit = fit[bool(r.prefill_fits)], fit[bool(r.decode_fits)]
         print(f"memory on {r.gpu}: prefill {p_fit}, decode {d_fit}")
+    # vLLM's messages verbatim; pdtp's hints and warnings in this command's flags.
     for v in r.violations:
         err = f"  [vLLM {v.vllm_error}]" if v.vllm_error else ""
-        print(f"\n  x {v.code} ({v.side}){err}\n    {v.message}\n    hint: {v.hint}")
+        hint = in_cli_words(v.hint, args._flags)
+        print(f"\n  x {v.code} ({v.side}){err}\n    {v.message}\n    hint: {hint}")
     for w in r.warnings:
-        print(f"\n  ! {w.code}\n    {w.message}")
+        print(f"\n  ! {w.code}\n    {in_cli_words(w.message, args._flags)}")
     if r.alternatives:
         alts = ", ".join(f"P{p}/D{d}" for p, d in r.alternatives)
         print(f"\nnearest valid pairs: {alts}")

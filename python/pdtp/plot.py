@@ -122,10 +122,16 @@ def _workload_key(r: Any) -> tuple[int, int, float | None, float | None]:
     return (int(r["isl"]), int(r["osl"]), _slo(r["slo_ttft_ms"]), _slo(r["slo_tpot_ms"]))
 
 
-def _workload_label(w: tuple[int, int, float | None, float | None]) -> str:
+def _workload_label(w: tuple[int, int, float | None, float | None], fields: Sequence[int]) -> str:
+    """The workload's fields at positions ``fields`` (0 isl, 1 osl, 2 TTFT, 3 TPOT)."""
     isl, osl, ttft, tpot = w
-    slo = ", ".join(f"{k} ≤ {v:g} ms" for k, v in (("TTFT", ttft), ("TPOT", tpot)) if v is not None)
-    return f"isl={isl}, osl={osl}" + (f", {slo}" if slo else "")
+    parts = {
+        0: f"isl={isl}",
+        1: f"osl={osl}",
+        2: "no TTFT bound" if ttft is None else f"TTFT ≤ {ttft:g} ms",
+        3: "no TPOT bound" if tpot is None else f"TPOT ≤ {tpot:g} ms",
+    }
+    return ", ".join(parts[i] for i in fields)
 
 
 def _per_gpu(r: Any) -> float:
@@ -191,6 +197,9 @@ def throughput_chart(
     workloads = sorted({_workload_key(r) for r in rows}, key=lambda w: tuple(
         -1.0 if x is None else x for x in w
     ))  # fmt: skip
+    # Panels name the workload fields that differ; the figure title, the ones all share.
+    varying = [i for i in range(4) if len({w[i] for w in workloads}) > 1]
+    same = [i for i in range(4) if i not in varying]
     facets = [
         (w, g, c)
         for w in workloads
@@ -234,7 +243,7 @@ def throughput_chart(
         if len(connector_names) > 1:
             parts.append(f"connector: {c}")
         if len(workloads) > 1:
-            parts.append(_workload_label(w))
+            parts.append(_workload_label(w, varying))
         label = "\n".join(parts) if parts else g
         if len(label) <= 16:  # a GPU or connector name: bold, like a heading
             ax.set_title(label, fontsize=12, fontweight="bold")
@@ -280,8 +289,8 @@ def throughput_chart(
         shared = []
         if len(gpu_names) == 1 and len(facets) > 1:
             shared.append(f"GPU: {gpu_names[0]}")
-        if len(workloads) == 1:
-            shared.append(_workload_label(workloads[0]))
+        if same:
+            shared.append(_workload_label(workloads[0], same))
         if len(connector_names) == 1:
             shared.append(f"connector: {connector_names[0]}")
         if cut:
