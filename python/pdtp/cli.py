@@ -517,6 +517,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .check import check
 
     model = _shape(args)
+    if _given(args, args._parser, "gpu_memory_utilization") and not args.gpu:
+        raise UsageError("--gpu-memory-utilization only applies to the memory check: add --gpu")
     if args.gpu:
         if not (args.model or args.config):
             raise UsageError("--gpu needs the whole model: give --model NAME or --config PATH")
@@ -611,6 +613,8 @@ def _solve_model(args: argparse.Namespace) -> Any:
         raise UsageError("give a MODEL name or --config PATH (one of them)")
     if args.config:
         _existing_path(args.config, "--config")
+    elif args.model.endswith(".json") or args.model.startswith(("./", "../", "/", "~")):
+        _existing_path(args.model, "MODEL")  # a path, not a name: say the file is missing
     model = resolve_model(args.model or args.config)
     if args.weight_dtype or args.kv_dtype:
         model = model.with_dtypes(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
@@ -1140,7 +1144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"pdtp {command}: error: {where}: {reason}")
             return EXIT_USAGE
     except KeyboardInterrupt:
-        _say(f"pdtp{' ' + command if command else ''}: interrupted")
+        # On a terminal, start a fresh line (after the echoed ^C or a progress bar).
+        fresh = "\n" if sys.stderr.isatty() else ""
+        _say(f"{fresh}pdtp{' ' + command if command else ''}: interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         _silence_stdout()
