@@ -1011,9 +1011,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     _reject_together(
         args, ("json",), ("output",), "--json writes JSON Lines to stdout, -o writes a file"
     )
-    if args.grid:
-        _existing_path(args.grid, "GRID_FILE")
-    return cli_main(args)
+    return cli_main(args)  # a missing GRID_FILE is an OSError: main names it
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -1089,8 +1087,6 @@ def _path_flag(args: argparse.Namespace, filename: str) -> str | None:
             )
         ):
             return f"{flag} {value}"
-    if getattr(args, "grid", None) == filename:
-        return f"GRID_FILE {filename}"
     return None
 
 
