@@ -151,7 +151,7 @@ def test_ordinary_lines_read_as_before():
     assert line.endswith("'  # node 0, prefill 0")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     argv=st.lists(st.text(st.characters(exclude_characters="\0"), max_size=20), min_size=1),
     value=st.text(st.characters(exclude_characters="\0"), max_size=20),

@@ -57,13 +57,19 @@ def _matplotlib() -> Any:
     return importlib.import_module("matplotlib.pyplot")
 
 
+def _chart_suffix(path: str | os.PathLike[str]) -> str:
+    """The file type (checked before any drawing, so a wrong name costs nothing)."""
+    suffix = pathlib.Path(path).suffix.lower()
+    if suffix not in (".png", ".svg"):
+        raise InvalidArgumentError(f"chart file must end in .png or .svg, got {str(path)!r}")
+    return suffix
+
+
 def _save(fig: Any, path: str | os.PathLike[str] | None) -> None:
     if path is None:
         return
     p = pathlib.Path(path)
-    suffix = p.suffix.lower()
-    if suffix not in (".png", ".svg"):
-        raise InvalidArgumentError(f"chart file must end in .png or .svg, got {str(path)!r}")
+    suffix = _chart_suffix(p)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file where the folder should be
@@ -162,6 +168,8 @@ def throughput_chart(
     without it the ``top`` models by peak requests/s per GPU are drawn (``None`` or 0: all),
     and the legend says which. Budgets a model cannot serve leave a gap. Returns the
     matplotlib Figure."""
+    if path is not None:
+        _chart_suffix(path)
     plt = _matplotlib()
     rows = _rows(data)
     connectors_wanted, gpus_wanted = _names(connector), _names(gpu)
@@ -336,6 +344,8 @@ def pairs_chart(
     """A heatmap per model (columns) and connector (rows) over (prefill TP, decode TP): each
     cell valid, valid with a warning, or the code of the first rule vLLM rejects it with.
     Returns the matplotlib Figure."""
+    if path is not None:
+        _chart_suffix(path)
     plt = _matplotlib()
     listed_colormap = importlib.import_module("matplotlib.colors").ListedColormap
     patch = importlib.import_module("matplotlib.patches").Patch
@@ -449,6 +459,7 @@ def cli_main(args: Any) -> int:
         v = parse_names(text)
         return [v] if isinstance(v, str) else list(v)
 
+    _chart_suffix(args.output)
     if args.max_tp is not None and args.max_tp < 1:
         raise InvalidArgumentError(f"max_tp must be a positive integer (>= 1), got {args.max_tp}")
     plt = _matplotlib()
