@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
@@ -55,10 +56,22 @@ WEIGHT_DTYPE_BYTES: Final[Mapping[str, float]] = {
 }
 KV_DTYPE_BYTES: Final[Mapping[str, int]] = {"bf16": 2, "fp16": 2, "fp8": 1}
 
-# vLLM's DeepSeek-MLA family (ModelConfig.is_deepseek_mla): MLA only when the config also sets
-# kv_lora_rank (rules.md §4).
+# vLLM's DeepSeek-MLA family (vLLM 0.33 ModelArchConfigConvertor.is_deepseek_mla): MLA only
+# when the config also sets kv_lora_rank (rules.md §4).
 MLA_MODEL_TYPES: Final[frozenset[str]] = frozenset(
     {
+        "axk1",
+        "deepseek_v41",
+        "dots3_note",
+        "k3_dspark",
+        "glm5_next",
+        "glm5_next_text",
+        "glm4_moe_lite_mtp",
+        "bailing_hybrid",
+        "bailing_hybrid_mtp",
+        "bailing_hybrid_v3_mtp",
+        "hy_v4",
+        "hy_v4_mtp",
         "deepseek_v2",
         "deepseek_v3",
         "deepseek_v32",
@@ -225,6 +238,15 @@ _PATTERN_BLOCKS: Final[Mapping[str, tuple[str, str]]] = {
 # instead of exhausting memory on per-layer lists.
 MAX_CONFIG_INT = 1 << 31
 MAX_LAYERS = 100_000
+# The largest config.json pdtp reads. Real ones are under 1 MiB (quantized checkpoints list
+# ignored modules); anything bigger is refused before it is read into memory.
+MAX_CONFIG_BYTES = 16 << 20
+# Nesting deeper than this is no config (real ones nest 3-4 levels); refused before the JSON
+# parser recurses into it.
+MAX_JSON_DEPTH = 64
+# Upper bound for every integer field of a Model (parameter counts included): far above any
+# model (10^16 parameters), and exactly representable as a float for the Rust core.
+MAX_MODEL_INT = 1 << 53
 
 
 def normalize_weight_dtype(value: str, *, argument: str = "weight_dtype") -> str:
@@ -739,9 +761,14 @@ class Model:
 
 def _check_int(who: str, fname: str, value: object, minimum: int) -> None:
     # bool is an int subclass; True silently meaning 1 layer would hide a broken config.
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not minimum <= value <= MAX_MODEL_INT
+    ):
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ConfigError(f"{who}: field {fname!r} must be {kind}, got {value!r}")
+        shown = value if not isinstance(value, int) or value.bit_length() < 200 else "<huge>"
+        raise ConfigError(f"{who}: field {fname!r} must be {kind} up to 2**53, got {shown!r}")
 
 
 def _check_arg_int(argument: str, value: object, minimum: int) -> None:
@@ -770,6 +797,11 @@ def _load_source(
         except UnicodeDecodeError:
             raise ConfigError("<json text>: not valid UTF-8") from None
     if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
+        if len(source) > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"<json text>: {len(source):,} characters is larger than pdtp's config size "
+                f"limit ({MAX_CONFIG_BYTES >> 20} MiB); real configs are a few MiB at most"
+            )
         return _parse_json(source, "<json text>"), "<json text>", None, None
     if not isinstance(source, str | os.PathLike):
         raise ConfigError(
@@ -806,17 +838,45 @@ def _load_source(
 
 def _read_text(path: str) -> str:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        with open(path, "rb") as fh:
+            # Read one byte past the limit: a larger file (or an endless one such as
+            # /dev/zero) is refused after MAX_CONFIG_BYTES, never read whole.
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: larger than pdtp's config size limit ({MAX_CONFIG_BYTES >> 20} MiB); "
+                f"real configs are a few MiB at most"
+            )
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a UTF-8 text file") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _json_depth(text: str) -> int:
+    """Deepest bracket nesting outside strings (regex scans, no recursion)."""
+    depth = deepest = 0
+    for m in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if m.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def _parse_json(text: str, label: str) -> Mapping[str, Any]:
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _json_depth(text) > MAX_JSON_DEPTH:
+        raise ConfigError(
+            f"{label}: JSON nested more than {MAX_JSON_DEPTH} levels deep; a config.json nests "
+            f"a few levels (text_config, quantization_config)"
+        )
     try:
         data = json.loads(text)
+    except RecursionError:  # belt and braces: the depth check above should catch it
+        raise ConfigError(f"{label}: JSON nested too deeply to be a config") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{label}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
@@ -884,6 +944,11 @@ class _Cfg:
         self.model_type = ""
         defaults: Mapping[str, Any] = {}
         mt = data.get("model_type")
+        if mt is not None and not isinstance(mt, str):
+            raise ConfigError(
+                f"{label}: field '{prefix}model_type' must be a string such as 'llama', "
+                f"got {_json_type(mt)}"
+            )
         if isinstance(mt, str):
             self.model_type = mt
             defaults = _TEXT_CLASS_DEFAULTS.get(mt, {})
@@ -1013,7 +1078,7 @@ class _Cfg:
 @dataclass(slots=True)
 class _Layer:
     # "attention" | "mamba" | "linear_attention" (Gated DeltaNet) | "kda" (Kimi Delta
-    # Attention) | "linear" | "none"
+    # Attention) | "short_conv" (LFM2) | "linear" | "none"
     mixer: str
     # "mlp" (dense or MoE, decided by the MoE rules) | "dense" | "moe" | "dense+moe" (Gemma-4:
     # a dense MLP and an expert block side by side) | "linear" | "none"
@@ -1045,6 +1110,7 @@ def _parse_config(
     top_type = data.get("model_type") if isinstance(data.get("model_type"), str) else ""
     model_type = cfg.model_type or str(top_type)
     types = {model_type, str(top_type)}
+    _refuse_model_type(cfg, types, label)
 
     hidden = cfg.req_int(("hidden_size", "d_model", "n_embd", "model_dim"), "the hidden size")
     heads = cfg.req_int(
@@ -1177,6 +1243,37 @@ _UNMODELLED_KEYS: Final[tuple[tuple[str, str], ...]] = (
         "hyper-connections)",
     ),
 )
+
+
+# Model types vLLM serves that pdtp refuses, with the reason (checked before any shape is
+# read, so the message names the architecture rather than a field it happens to lack).
+UNMODELLED_MODEL_TYPES: Final[Mapping[str, str]] = {
+    "mamba": "attention-free (Mamba): no KV cache for prefill to hand to decode",
+    "mamba2": "attention-free (Mamba-2): no KV cache for prefill to hand to decode",
+    "falcon_mamba": "attention-free (Mamba): no KV cache for prefill to hand to decode",
+    "rwkv": "attention-free (RWKV): no KV cache for prefill to hand to decode",
+    "xlstm": "attention-free (xLSTM): no KV cache for prefill to hand to decode",
+    "deepseek_v4": "compressed sparse attention (per-layer KV compression, hyper-connections)",
+    "deepseek_v41": "compressed sparse attention (per-layer KV compression, hyper-connections)",
+    "zamba2": "attention blocks shared across layers (num_mem_blocks)",
+    "longcat_flash": "two attention blocks per layer and zero-computation experts",
+    "longcat_flash_ngram": "two attention blocks per layer and zero-computation experts",
+    "inkling_text": "short-convolution attention state (TML caches)",
+    "inkling_mm_model": "short-convolution attention state (TML caches)",
+    "whisper": "encoder-decoder speech model",
+    "qwen4_exp": "indexed attention with a compressed indexer and n-gram embeddings",
+    "qwen4_exp_text": "indexed attention with a compressed indexer and n-gram embeddings",
+    "ernie4_5_vl_moe": "separate text and vision expert sets (moe_intermediate_size per modality)",
+}
+
+
+def _refuse_model_type(cfg: _Cfg, types: set[str], label: str) -> None:
+    for mt in sorted(t for t in types if t in UNMODELLED_MODEL_TYPES):
+        raise ConfigError(
+            f"{label}: model_type {mt!r} is an architecture vLLM serves that pdtp does not "
+            f"model ({UNMODELLED_MODEL_TYPES[mt]}); pdtp sizes decoder models whose attention "
+            f"keeps a KV cache it can compute"
+        )
 
 
 def _refuse_unmodelled(cfg: _Cfg, types: set[str]) -> None:
@@ -1354,7 +1451,7 @@ def _state_bytes(cfg: _Cfg, layers: list[_Layer], hidden: int, model_type: str) 
     for layer in layers:
         kinds = [layer.mixer] + (["mamba"] if layer.also_mamba else [])
         for kind in kinds:
-            if kind not in ("mamba", "linear_attention", "kda"):
+            if kind not in ("mamba", "linear_attention", "kda", "short_conv"):
                 continue
             if kind not in per:
                 per[kind] = _one_state(cfg, kind, hidden, model_type)
@@ -1364,6 +1461,9 @@ def _state_bytes(cfg: _Cfg, layers: list[_Layer], hidden: int, model_type: str) 
 
 def _one_state(cfg: _Cfg, kind: str, hidden: int, model_type: str) -> int:
     ssm = _ssm_dtype_bytes(cfg)
+    if kind == "short_conv":  # vLLM ShortConv: (L_cache - 1) past inputs of the hidden size
+        kernel = cfg.int_or(("conv_L_cache",), "the short-conv kernel", 3, minimum=1)
+        return hidden * (kernel - 1) * 2
     if kind == "kda":
         kda = _kda_dims(cfg)
         proj = kda.heads * kda.head_dim
@@ -1380,6 +1480,19 @@ def _one_state(cfg: _Cfg, kind: str, hidden: int, model_type: str) -> int:
 
 
 def _text_config(data: Mapping[str, Any], label: str) -> _Cfg:
+    thinker = data.get("thinker_config")  # Qwen2.5/3-Omni: the language model is the thinker's
+    if thinker is not None:
+        if not isinstance(thinker, Mapping):
+            raise ConfigError(
+                f"{label}: field 'thinker_config' must be an object, got {_json_type(thinker)}"
+            )
+        sub = thinker.get("text_config")
+        if not isinstance(sub, Mapping):
+            raise ConfigError(
+                f"{label}: field 'thinker_config.text_config' must be an object, "
+                f"got {_json_type(sub)}"
+            )
+        return _Cfg(sub, label, "thinker_config.text_config.", data)
     for key in _TEXT_CONFIG_KEYS:
         sub = data.get(key)
         if sub is None:
@@ -1440,8 +1553,15 @@ class _Shapes:
         self, cfg: _Cfg, hidden: int, heads: int, kv_heads: int, model_type: str, types: set[str]
     ) -> None:
         self.hidden, self.heads, self.kv_heads = hidden, heads, kv_heads
-        head_dim = cfg.opt_int(
-            ("head_dim", "attention_head_dim", "kv_channels"), "head_dim", minimum=1
+        mla = bool(types & MLA_MODEL_TYPES) and cfg.raw("kv_lora_rank") is not None
+        # MLA heads are qk_nope + qk_rope; a head_dim key there is informational (GLM-5 sets
+        # it to qk_nope_head_dim, GLM-5-Next to 0) and vLLM does not read it.
+        head_dim = (
+            None
+            if mla
+            else cfg.opt_int(
+                ("head_dim", "attention_head_dim", "kv_channels"), "head_dim", minimum=1
+            )
         )
         if head_dim is None and cfg.raw("kv_lora_rank") is not None:
             # MLA: the query/key head is the no-rope part plus the rope part.
@@ -1504,6 +1624,14 @@ class _Shapes:
             "the MLP width",
             minimum=1,
         )
+        if width is not None and cfg.flag("block_auto_adjust_ff_dim", False):
+            # LFM2 (vLLM Lfm2MLP): 2/3 of the width, times the multiplier, rounded up.
+            width = int(2 * width / 3)
+            mult = cfg.number("block_ffn_dim_multiplier", "the FFN multiplier", maximum=1024.0)
+            if mult is not None:
+                width = int(mult * width)
+            multiple = cfg.int_or(("block_multiple_of",), "the FFN rounding", 256, minimum=1)
+            width = multiple * -(-width // multiple)
         if width is not None:
             return width
         ratio = cfg.number("expansion_ratio", "the MLP expansion ratio", maximum=1024.0)  # MPT
@@ -1561,6 +1689,7 @@ _TOPK_KEYS: Final[tuple[str, ...]] = (
     "experts_per_token",
     "num_experts_per_token",
     "top_k_experts",
+    "moe_k",
     "moe_topk",
     "top_k",
     "moe_top_k",
@@ -1732,6 +1861,15 @@ def _layer_plan(cfg: _Cfg, heads: int) -> list[_Layer]:
         single_block = any(k in ("mlp", "moe") for k in kinds)
         return [_typed_layer(cfg, key, i, k, single_block) for i, k in enumerate(kinds)]
 
+    full_idx = cfg.seq("full_attn_idxs")
+    if full_idx is not None:  # LFM2: attention at these layers, short convolutions elsewhere
+        wanted = _layer_index_set(
+            cfg, full_idx, cfg.where("full_attn_idxs"), 0, num_layers - 1, "a layer index"
+        )
+        return [
+            _Layer("attention" if i in wanted else "short_conv", "mlp") for i in range(num_layers)
+        ]
+
     swa_pattern = _per_layer_flags(cfg, "hybrid_layer_pattern", num_layers)
     if swa_pattern is not None:  # MiMo-V2: 1 = sliding-window layer, 0 = full attention
         return [_Layer("attention", "mlp", window="sliding" if f else "") for f in swa_pattern]
@@ -1832,9 +1970,20 @@ _TYPED_LAYERS: Final[Mapping[str, tuple[str, str, bool]]] = {
     "local_attention": ("attention", "sliding", False),
     "chunked_attention": ("attention", "chunked", False),
     "deepseek_sparse_attention": ("attention", "", True),
+    "indexed_attention": ("attention", "", True),
     "sparse_attention": ("attention", "", True),
     "linear_attention": ("linear_attention", "", False),
     "mamba": ("mamba", "", False),
+    "conv": ("short_conv", "", False),
+}
+# What "linear_attention" layers are per model type (transformers 5 names every recurrent
+# mixer so); Gated DeltaNet (Qwen3-Next / Qwen3.5 / OLMo-Hybrid) otherwise.
+_LINEAR_MIXER: Final[Mapping[str, str]] = {
+    "nemotron_h": "mamba",
+    "nemotron_h_omni": "mamba",
+    "granitemoehybrid": "mamba",
+    "bamba": "mamba",
+    "kimi_linear": "kda",
 }
 
 
@@ -1852,7 +2001,9 @@ def _typed_layer(cfg: _Cfg, key: str, i: int, kind: object, single_block: bool) 
             f"(one block per entry)",
         )
     mixer, window, sparse = known
-    ffn = "none" if single_block and mixer in ("attention", "mamba") else "mlp"
+    if mixer == "linear_attention":
+        mixer = _LINEAR_MIXER.get(cfg.model_type, mixer)
+    ffn = "none" if single_block and mixer not in ("none",) else "mlp"
     return _Layer(mixer, ffn, window=window, sparse=sparse)
 
 
@@ -1969,6 +2120,11 @@ def _assign_moe_layers(cfg: _Cfg, layers: list[_Layer], moe: _MoE, types: set[st
             for j, v in enumerate(mlp_only)
         }
         moe_at = [a and i not in dense_idx for i, a in enumerate(moe_at)]
+    start = cfg.opt_int(("moe_layer_start_index",), "the first MoE layer")
+    if start is not None:  # ERNIE-4.5 (vLLM ernie45_moe)
+        end = cfg.int_or(("moe_layer_end_index",), "the last MoE layer", n - 1)
+        step = cfg.int_or(("moe_layer_interval",), "the MoE layer interval", 1, minimum=1)
+        moe_at = [a and start <= i <= end and (i + 1) % step == 0 for i, a in enumerate(moe_at)]
     period = cfg.opt_int(("expert_layer_period",), "the MoE layer period", minimum=1)
     if period is not None:
         offset = cfg.int_or(("expert_layer_offset",), "the MoE layer offset", 0)
@@ -2025,6 +2181,8 @@ def _count_params(
             if kda is None:
                 kda = _kda_params(cfg, hidden)
             dense += kda + hidden
+        elif layer.mixer == "short_conv":
+            dense += _short_conv_params(cfg, hidden) + hidden
         elif layer.mixer == "linear":
             dense += hidden * hidden
         if layer.also_mamba:
@@ -2192,7 +2350,13 @@ class _KdaDims:
 
 
 def _kda_dims(cfg: _Cfg) -> _KdaDims:
-    linear = cfg.obj("linear_attn_config") or {}
+    linear = cfg.obj("linear_attn_config")
+    if linear is None:  # transformers 5 KimiLinearConfig: flat linear_* keys
+        return _KdaDims(
+            heads=cfg.req_int(("linear_num_heads",), "the KDA heads"),
+            head_dim=cfg.req_int(("linear_head_dim",), "the KDA head size"),
+            conv=cfg.int_or(("linear_conv_kernel_dim",), "the KDA conv kernel", 4, minimum=1),
+        )
     path = cfg.where("linear_attn_config")
 
     def get(key: str, what: str, default: int | None = None) -> int:
@@ -2206,6 +2370,14 @@ def _kda_dims(cfg: _Cfg) -> _KdaDims:
         head_dim=get("head_dim", "the KDA head size"),
         conv=get("short_conv_kernel_size", "the KDA conv kernel", 4),
     )
+
+
+def _short_conv_params(cfg: _Cfg, hidden: int) -> int:
+    """One LFM2 short-convolution mixer: in_proj (B, C, x gates), the depthwise conv and
+    out_proj (vLLM ShortConv)."""
+    kernel = cfg.int_or(("conv_L_cache",), "the short-conv kernel", 3, minimum=1)
+    bias = cfg.flag("conv_bias", False)
+    return hidden * 3 * hidden + hidden * kernel + hidden * hidden + (4 * hidden if bias else 0)
 
 
 def _kda_params(cfg: _Cfg, hidden: int) -> int:
