@@ -28,11 +28,25 @@ import json
 import math
 import os
 import re
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
 from .errors import ConfigError, InvalidArgumentError
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 2
+_REPR.maxstring = 80
+_REPR.maxother = 80
+_REPR.maxlong = 40
+
+
+def _shown(value: object) -> str:
+    """A bounded repr for messages: config values can be nested 1,000 deep or megabytes long,
+    and ``repr`` of those would recurse or flood the terminal."""
+    return _REPR.repr(value)
+
 
 __all__ = [
     "KV_DTYPE_BYTES",
@@ -255,7 +269,7 @@ def normalize_weight_dtype(value: str, *, argument: str = "weight_dtype") -> str
     if not isinstance(value, str) or value.strip().lower() not in _WEIGHT_DTYPE_ALIASES:
         raise InvalidArgumentError(
             f"{argument} must be one of {sorted(WEIGHT_DTYPE_BYTES)} (or a spelling such as "
-            f"'bfloat16', 'mxfp4', 'nvfp4', 'awq', 'gptq'), got {value!r}"
+            f"'bfloat16', 'mxfp4', 'nvfp4', 'awq', 'gptq'), got {_shown(value)}"
         )
     return _WEIGHT_DTYPE_ALIASES[value.strip().lower()]
 
@@ -266,7 +280,7 @@ def normalize_kv_dtype(value: str, *, argument: str = "kv_dtype") -> str:
     if not isinstance(value, str) or value.strip().lower() not in _KV_DTYPE_ALIASES:
         raise InvalidArgumentError(
             f"{argument} must be one of {sorted(KV_DTYPE_BYTES)} (or 'fp8_e4m3', 'bfloat16', "
-            f"...), got {value!r}"
+            f"...), got {_shown(value)}"
         )
     return _KV_DTYPE_ALIASES[value.strip().lower()]
 
@@ -300,7 +314,7 @@ class AttentionGroup:
     index_bytes: int = 0
 
     def __post_init__(self) -> None:
-        who = f"AttentionGroup({self.kind!r})"
+        who = f"AttentionGroup({_shown(self.kind)})"
         if self.kind not in ATTENTION_KINDS:
             raise ConfigError(f"{who}: field 'kind' must be one of {list(ATTENTION_KINDS)}")
         for fname in ("num_layers", "num_kv_heads", "head_dim"):
@@ -424,9 +438,11 @@ class Model:
     serve_ref: str | None = None
 
     def __post_init__(self) -> None:
-        who = f"Model {self.name!r}" if isinstance(self.name, str) else "Model"
+        who = f"Model {_shown(self.name)}" if isinstance(self.name, str) else "Model"
         if not isinstance(self.name, str) or not self.name.strip():
-            raise ConfigError(f"{who}: field 'name' must be a non-empty string, got {self.name!r}")
+            raise ConfigError(
+                f"{who}: field 'name' must be a non-empty string, got {_shown(self.name)}"
+            )
         for fname in _POSITIVE_INT_FIELDS:
             _check_int(who, fname, getattr(self, fname), 1)
         for fname in _NON_NEGATIVE_INT_FIELDS:
@@ -434,27 +450,28 @@ class Model:
         if self.moe_intermediate_size is not None:
             _check_int(who, "moe_intermediate_size", self.moe_intermediate_size, 1)
         for fname in ("is_mla", "tie_word_embeddings"):
-            if not isinstance(getattr(self, fname), bool):
-                raise ConfigError(
-                    f"{who}: field {fname!r} must be a bool, got {getattr(self, fname)!r}"
-                )
+            flag = getattr(self, fname)
+            if not isinstance(flag, bool):
+                raise ConfigError(f"{who}: field {fname!r} must be a bool, got {_shown(flag)}")
         if self.weight_dtype not in WEIGHT_DTYPE_BYTES:
             raise ConfigError(
                 f"{who}: field 'weight_dtype' must be one of {sorted(WEIGHT_DTYPE_BYTES)}, "
-                f"got {self.weight_dtype!r}"
+                f"got {_shown(self.weight_dtype)}"
             )
         if self.kv_dtype not in KV_DTYPE_BYTES:
             raise ConfigError(
                 f"{who}: field 'kv_dtype' must be one of {sorted(KV_DTYPE_BYTES)}, "
-                f"got {self.kv_dtype!r}"
+                f"got {_shown(self.kv_dtype)}"
             )
         if self.quantized_scope not in ("linear", "experts"):
             raise ConfigError(
                 f"{who}: field 'quantized_scope' must be 'linear' or 'experts', "
-                f"got {self.quantized_scope!r}"
+                f"got {_shown(self.quantized_scope)}"
             )
         if self.hf_id is not None and not isinstance(self.hf_id, str):
-            raise ConfigError(f"{who}: field 'hf_id' must be a string or None, got {self.hf_id!r}")
+            raise ConfigError(
+                f"{who}: field 'hf_id' must be a string or None, got {_shown(self.hf_id)}"
+            )
         if not isinstance(self.model_type, str):
             raise ConfigError(f"{who}: field 'model_type' must be a string")
         if isinstance(self.aliases, str) or not all(isinstance(a, str) for a in self.aliases):
@@ -468,7 +485,7 @@ class Model:
         ):
             raise ConfigError(
                 f"{who}: field 'serve_ref' must be a non-empty string or None, "
-                f"got {self.serve_ref!r}"
+                f"got {_shown(self.serve_ref)}"
             )
         self._check_relations(who)
         object.__setattr__(self, "attention_groups", self._groups(who))
@@ -510,7 +527,7 @@ class Model:
                 )
             if (g.kind == "mla") != self.is_mla:
                 raise ConfigError(
-                    f"{who}: field 'attention_groups[{i}]' is {g.kind!r} but is_mla is "
+                    f"{who}: field 'attention_groups[{i}]' is {_shown(g.kind)} but is_mla is "
                     f"{self.is_mla}"
                 )
             out.append(g)
@@ -767,13 +784,16 @@ def _check_int(who: str, fname: str, value: object, minimum: int) -> None:
         or not minimum <= value <= MAX_MODEL_INT
     ):
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        shown = value if not isinstance(value, int) or value.bit_length() < 200 else "<huge>"
-        raise ConfigError(f"{who}: field {fname!r} must be {kind} up to 2**53, got {shown!r}")
+        raise ConfigError(
+            f"{who}: field {_shown(fname)} must be {kind} up to 2**53, got {_shown(value)}"
+        )
 
 
 def _check_arg_int(argument: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgumentError(f"{argument} must be an integer >= {minimum}, got {value!r}")
+        raise InvalidArgumentError(
+            f"{argument} must be an integer >= {minimum}, got {_shown(value)}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -810,7 +830,7 @@ def _load_source(
         )
     path = os.fspath(source)
     if not isinstance(path, str) or not path.strip():
-        raise ConfigError(f"{path!r}: expected a path to config.json or a model folder")
+        raise ConfigError(f"{_shown(path)}: expected a path to config.json or a model folder")
     if os.path.isdir(path):
         folder = path
         config_path = os.path.join(path, "config.json")
@@ -922,7 +942,8 @@ def _positive_number(cfg: _Cfg, value: object, path: str, what: str, maximum: fl
         or not 0 < value <= maximum
     ):
         raise cfg.error(
-            path, f"must be a finite positive number up to {maximum:g} ({what}), got {value!r}"
+            path,
+            f"must be a finite positive number up to {maximum:g} ({what}), got {_shown(value)}",
         )
     return float(value)
 
@@ -1006,7 +1027,7 @@ class _Cfg:
             return ints[0]
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(
-                path, f"must be an integer ({what}), got {_json_type(value)} {value!r}"
+                path, f"must be an integer ({what}), got {_json_type(value)} {_shown(value)}"
             )
         if value < minimum:
             kind = "positive" if minimum == 1 else f">= {minimum}"
@@ -1270,7 +1291,7 @@ UNMODELLED_MODEL_TYPES: Final[Mapping[str, str]] = {
 def _refuse_model_type(cfg: _Cfg, types: set[str], label: str) -> None:
     for mt in sorted(t for t in types if t in UNMODELLED_MODEL_TYPES):
         raise ConfigError(
-            f"{label}: model_type {mt!r} is an architecture vLLM serves that pdtp does not "
+            f"{label}: model_type {_shown(mt)} is an architecture vLLM serves that pdtp does not "
             f"model ({UNMODELLED_MODEL_TYPES[mt]}); pdtp sizes decoder models whose attention "
             f"keeps a KV cache it can compute"
         )
@@ -1283,7 +1304,7 @@ def _refuse_unmodelled(cfg: _Cfg, types: set[str]) -> None:
             raise cfg.error(
                 hit[1],
                 f"is set: {what} is not modelled by pdtp, whose KV-cache and weight figures "
-                f"would be wrong for it; expected a config without {key!r}",
+                f"would be wrong for it; expected a config without {_shown(key)}",
             )
 
 
@@ -1315,6 +1336,20 @@ def _attention_layer_shapes(
             for i in attention:
                 if (i + 1) % pattern:
                     layers[i].window = "sliding"
+    if (
+        types & {"llama4", "llama4_text"}
+        and cfg.seq("layer_types") is None
+        and cfg.raw("attention_chunk_size") is not None
+    ):
+        # Llama-4 (vLLM llama4.py): RoPE layers use chunked local attention, the NoPE layers
+        # (every no_rope_layer_interval-th, 4 by default) attend globally.
+        rope = _per_layer_flags(cfg, "no_rope_layers", n)
+        if rope is None:
+            every = cfg.int_or(("no_rope_layer_interval",), "the NoPE layer interval", 4, minimum=1)
+            rope = [(i + 1) % every != 0 for i in range(n)]
+        for i in attention:
+            if rope[i]:
+                layers[i].window = "chunked"
     gemma4 = bool(types & {"gemma4", "gemma4_text"})
     if gemma4:
         global_dim = cfg.opt_int(("global_head_dim",), "the full-attention head size", minimum=1)
@@ -1356,14 +1391,20 @@ def _attention_layer_shapes(
             layers[i].kv_shared = True
     # Sparse attention: DSA indexers (DeepSeek-V3.2, GLM-5) and MiniMax-M3's block index.
     sparse_cfg = cfg.obj("sparse_attention_config")
-    if sparse_cfg is not None and sparse_cfg.get("use_sparse_attention", True):
+    use_sparse = True if sparse_cfg is None else sparse_cfg.get("use_sparse_attention", True)
+    if not isinstance(use_sparse, bool):
+        raise cfg.error(
+            f"{cfg.where('sparse_attention_config')}.use_sparse_attention",
+            f"must be true or false, got {_json_type(use_sparse)}",
+        )
+    if sparse_cfg is not None and use_sparse:
         flags = sparse_cfg.get("sparse_attention_freq")
         path = f"{cfg.where('sparse_attention_config')}.sparse_attention_freq"
         if not isinstance(flags, list) or len(flags) != n:
             raise cfg.error(path, f"must be a list of one 0/1 flag per layer ({n} layers)")
         for i, f in enumerate(flags):
             if isinstance(f, bool) or f not in (0, 1):
-                raise cfg.error(f"{path}[{i}]", f"must be 0 or 1, got {f!r}")
+                raise cfg.error(f"{path}[{i}]", f"must be 0 or 1, got {_shown(f)}")
             if f:
                 layers[i].sparse = True
     elif is_mla and cfg.raw("index_topk") is not None:
@@ -1439,7 +1480,13 @@ def _attention_groups(
 
 def _ssm_dtype_bytes(cfg: _Cfg) -> int:
     hit = cfg.first(("mamba_ssm_cache_dtype", "mamba_ssm_dtype"))
-    return 4 if hit is not None and hit[0] in ("float32", "fp32") else 2
+    if hit is None:
+        return 2
+    value, path = hit
+    allowed = ("auto", "float32", "fp32", "bfloat16", "float16")
+    if value not in allowed:
+        raise cfg.error(path, f"must be one of {list(allowed)}, got {_shown(value)}")
+    return 4 if value in ("float32", "fp32") else 2
 
 
 def _state_bytes(cfg: _Cfg, layers: list[_Layer], hidden: int, model_type: str) -> int:
@@ -1809,7 +1856,7 @@ def _layer_plan(cfg: _Cfg, heads: int) -> list[_Layer]:
             if ch not in _PATTERN_BLOCKS:
                 raise cfg.error(
                     path,
-                    f"has unknown block {ch!r} at layer {i}; expected one of "
+                    f"has unknown block {_shown(ch)} at layer {i}; expected one of "
                     f"'M' (Mamba), '*' (attention), '-' (MLP), 'E' (MoE)",
                 )
             mixer, ffn = _PATTERN_BLOCKS[ch]
@@ -1901,9 +1948,11 @@ def _per_layer_flags(cfg: _Cfg, key: str, num_layers: int) -> list[bool] | None:
     """A per-layer list of 0/1 flags (MiMo-V2 hybrid_layer_pattern, MiniMax-M3 / MiMo-V2
     moe_layer_freq, sparse_attention_freq), checked for length and values."""
     hit = cfg.raw(key)
-    if hit is None or not isinstance(hit[0], list):
-        return None
+    if hit is None or (key == "moe_layer_freq" and not isinstance(hit[0], list)):
+        return None  # moe_layer_freq may also be one integer frequency (DeepSeek, Kimi)
     values, path = hit
+    if not isinstance(values, list):
+        raise cfg.error(path, f"must be a list of one 0/1 flag per layer, got {_json_type(values)}")
     if len(values) != num_layers:
         raise cfg.error(
             path,
@@ -1913,7 +1962,7 @@ def _per_layer_flags(cfg: _Cfg, key: str, num_layers: int) -> list[bool] | None:
     flags = []
     for i, v in enumerate(values):
         if isinstance(v, bool) or v not in (0, 1):
-            raise cfg.error(f"{path}[{i}]", f"must be 0 or 1 (one flag per layer), got {v!r}")
+            raise cfg.error(f"{path}[{i}]", f"must be 0 or 1 (one flag per layer), got {_shown(v)}")
         flags.append(v == 1)
     return flags
 
@@ -1997,7 +2046,7 @@ def _typed_layer(cfg: _Cfg, key: str, i: int, kind: object, single_block: bool) 
     if known is None:
         raise cfg.error(
             path,
-            f"is {kind!r}; expected one of {sorted(_TYPED_LAYERS)} or 'mlp'/'moe' "
+            f"is {_shown(kind)}; expected one of {sorted(_TYPED_LAYERS)} or 'mlp'/'moe' "
             f"(one block per entry)",
         )
     mixer, window, sparse = known
@@ -2005,6 +2054,15 @@ def _typed_layer(cfg: _Cfg, key: str, i: int, kind: object, single_block: bool) 
         mixer = _LINEAR_MIXER.get(cfg.model_type, mixer)
     ffn = "none" if single_block and mixer not in ("none",) else "mlp"
     return _Layer(mixer, ffn, window=window, sparse=sparse)
+
+
+def _block_flag(cfg: _Cfg, block: Mapping[str, Any], key: str, path: str) -> bool:
+    value = block.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise cfg.error(f"{path}.{key}", f"must be true or false, got {_json_type(value)}")
+    return value
 
 
 def _deci_layer(cfg: _Cfg, i: int, block: object, heads: int) -> _Layer:
@@ -2018,9 +2076,9 @@ def _deci_layer(cfg: _Cfg, i: int, block: object, heads: int) -> _Layer:
     if not isinstance(attn, Mapping) or not isinstance(ffn, Mapping):
         raise cfg.error(path, "must hold 'attention' and 'ffn' objects")
     layer = _Layer("attention", "dense")
-    if attn.get("no_op"):
+    if _block_flag(cfg, attn, "no_op", f"{path}.attention"):
         layer.mixer = "none"
-    elif attn.get("replace_with_linear"):
+    elif _block_flag(cfg, attn, "replace_with_linear", f"{path}.attention"):
         layer.mixer = "linear"
     else:
         group = attn.get("n_heads_in_group")
@@ -2037,9 +2095,9 @@ def _deci_layer(cfg: _Cfg, i: int, block: object, heads: int) -> _Layer:
                 f"({group}) must divide num_attention_heads ({heads})",
             )
         layer.kv_heads = heads // group
-    if ffn.get("no_op"):
+    if _block_flag(cfg, ffn, "no_op", f"{path}.ffn"):
         layer.ffn = "none"
-    elif ffn.get("replace_with_linear"):
+    elif _block_flag(cfg, ffn, "replace_with_linear", f"{path}.ffn"):
         layer.ffn = "linear"
     elif ffn.get("intermediate_size") is not None:
         layer.intermediate = cfg.to_int(
@@ -2107,7 +2165,8 @@ def _assign_moe_layers(cfg: _Cfg, layers: list[_Layer], moe: _MoE, types: set[st
         for j, kind in enumerate(mlp_types):
             if kind not in ("dense", "sparse"):
                 raise cfg.error(
-                    cfg.where(f"mlp_layer_types[{j}]"), f"is {kind!r}; expected 'dense' or 'sparse'"
+                    cfg.where(f"mlp_layer_types[{j}]"),
+                    f"is {_shown(kind)}; expected 'dense' or 'sparse'",
                 )
         moe_at = [a and k == "sparse" for a, k in zip(moe_at, mlp_types)]
     sparse_step = cfg.opt_int(("decoder_sparse_step",), "the MoE layer step", minimum=1)
@@ -2410,12 +2469,14 @@ def _activation_dtype(cfg: _Cfg) -> str:
         return "bf16"
     value, path = hit
     if not isinstance(value, str) or value.lower() not in _WEIGHT_DTYPE_ALIASES:
-        raise cfg.error(path, f"must be a dtype such as 'bfloat16' or 'float16', got {value!r}")
+        raise cfg.error(
+            path, f"must be a dtype such as 'bfloat16' or 'float16', got {_shown(value)}"
+        )
     dtype = _WEIGHT_DTYPE_ALIASES[value.lower()]
     if dtype == "fp32":
         return "bf16"
     if dtype not in ("bf16", "fp16"):
-        raise cfg.error(path, f"must be a 16/32-bit float dtype, got {value!r}")
+        raise cfg.error(path, f"must be a 16/32-bit float dtype, got {_shown(value)}")
     return dtype
 
 
@@ -2427,7 +2488,10 @@ def _quantization(cfg: _Cfg, sidecar: _Sidecar | None) -> tuple[str | None, str,
         q = content.get("quantization", content)
         if not isinstance(q, Mapping):
             raise ConfigError(f"{sidecar_path}: field 'quantization' must be an object")
-        kv = _modelopt_kv(q.get("kv_cache_quant_algo"))
+        kv = _modelopt_kv(
+            q.get("kv_cache_quant_algo"),
+            f"{sidecar_path}: field 'quantization.kv_cache_quant_algo'",
+        )
         algo = q.get("quant_algo")
         if algo is not None:
             where = f"{sidecar_path}: field 'quantization.quant_algo'"
@@ -2447,7 +2511,7 @@ def _quantization(cfg: _Cfg, sidecar: _Sidecar | None) -> tuple[str | None, str,
     if method is None and "config_groups" in qc:
         method = "compressed-tensors"
     if not isinstance(method, str):
-        raise cfg.error(f"{path}.quant_method", f"must be a string, got {method!r}")
+        raise cfg.error(f"{path}.quant_method", f"must be a string, got {_shown(method)}")
     m = method.lower().replace("_", "-")
     where = f"{path}.quant_method"
     if m in ("fp8", "fbgemm-fp8", "ptpc-fp8"):
@@ -2473,10 +2537,12 @@ def _quantization(cfg: _Cfg, sidecar: _Sidecar | None) -> tuple[str | None, str,
         bits = qc.get("bits", qc.get("w_bit", 4))
         return _int_bits(cfg, bits, f"{path}.bits"), "linear", None
     if m == "bitsandbytes":
-        if qc.get("load_in_4bit"):
-            return "int4", "linear", None
-        if qc.get("load_in_8bit"):
-            return "int8", "linear", None
+        for bits_key, dtype in (("load_in_4bit", "int4"), ("load_in_8bit", "int8")):
+            flag = qc.get(bits_key, False)
+            if not isinstance(flag, bool):
+                raise cfg.error(f"{path}.{bits_key}", f"must be true or false, got {_shown(flag)}")
+            if flag:
+                return dtype, "linear", None
         raise cfg.error(path, "(bitsandbytes) needs load_in_4bit or load_in_8bit")
     if m == "compressed-tensors":
         return _compressed_tensors(cfg, qc, path)
@@ -2487,10 +2553,9 @@ def _quantization(cfg: _Cfg, sidecar: _Sidecar | None) -> tuple[str | None, str,
         inner = nested or {}
         algo = qc.get("quant_algo") or inner.get("quant_algo")
         kv_algo = qc.get("kv_cache_quant_algo") or inner.get("kv_cache_quant_algo")
-        kv = _modelopt_kv(kv_algo)
-        scheme = qc.get("kv_cache_scheme")
-        if kv is None and isinstance(scheme, Mapping) and scheme.get("num_bits") == 8:
-            kv = "fp8"
+        kv = _modelopt_kv(kv_algo, f"{cfg.label}: field '{path}.kv_cache_quant_algo'")
+        scheme_kv = _kv_scheme(cfg, qc.get("kv_cache_scheme"), f"{path}.kv_cache_scheme")
+        kv = kv or scheme_kv
         where = f"{cfg.label}: field '{path}.quant_algo'"
         if isinstance(algo, str) and algo.upper() == "MIXED_PRECISION":
             return _modelopt_mixed(cfg, {**inner, **qc}, where), "linear", kv
@@ -2499,14 +2564,14 @@ def _quantization(cfg: _Cfg, sidecar: _Sidecar | None) -> tuple[str | None, str,
         return _quark(cfg, qc, path)
     raise cfg.error(
         where,
-        f"is {method!r}, which pdtp cannot size; expected fp8, mxfp4, awq, gptq, "
+        f"is {_shown(method)}, which pdtp cannot size; expected fp8, mxfp4, awq, gptq, "
         f"compressed-tensors, modelopt, quark or bitsandbytes (or pass weight_dtype=...)",
     )
 
 
 def _int_bits(cfg: _Cfg, bits: object, path: str) -> str:
     if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (2, 3, 4, 8):
-        raise cfg.error(path, f"must be 2, 3, 4 or 8, got {bits!r}")
+        raise cfg.error(path, f"must be 2, 3, 4 or 8, got {_shown(bits)}")
     # 2/3-bit checkpoints are rare in serving; sizing them as 4-bit errs on the safe side.
     return "int8" if bits == 8 else "int4"
 
@@ -2524,20 +2589,22 @@ def _compressed_tensors(cfg: _Cfg, qc: Mapping[str, Any], path: str) -> tuple[st
             raise cfg.error(f"{path}.config_groups.{gname}.weights", "must be an object")
         bits = weights.get("num_bits")
         kind = weights.get("type", "int")
+        if kind not in ("int", "float"):
+            raise cfg.error(
+                f"{path}.config_groups.{gname}.weights.type",
+                f"must be 'int' or 'float', got {_shown(kind)}",
+            )
         gp = f"{path}.config_groups.{gname}.weights"
         if bits == 8:
             dtypes.add("fp8" if kind == "float" else "int8")
         elif bits == 4:
             dtypes.add("fp4" if kind == "float" else "int4")
         else:
-            raise cfg.error(f"{gp}.num_bits", f"must be 4 or 8, got {bits!r}")
+            raise cfg.error(f"{gp}.num_bits", f"must be 4 or 8, got {_shown(bits)}")
     # Mixed groups: size by the widest, so the memory check stays conservative.
     order = ["fp4", "int4", "int8", "fp8"]
     wd = max(dtypes, key=order.index)
-    kv = None
-    scheme = qc.get("kv_cache_scheme")
-    if isinstance(scheme, Mapping) and scheme.get("num_bits") == 8:
-        kv = "fp8"
+    kv = _kv_scheme(cfg, qc.get("kv_cache_scheme"), f"{path}.kv_cache_scheme")
     return wd, "linear", kv
 
 
@@ -2581,14 +2648,32 @@ def _modelopt_algo(algo: object, where: str) -> str:
         "W8A8_SQ_PER_CHANNEL": "int8",
     }
     if not isinstance(algo, str) or algo.upper() not in table:
-        raise ConfigError(f"{where} is {algo!r}; expected one of {sorted(table)}")
+        raise ConfigError(f"{where} is {_shown(algo)}; expected one of {sorted(table)}")
     return table[algo.upper()]
 
 
-def _modelopt_kv(algo: object) -> str | None:
-    if isinstance(algo, str) and algo.upper() in ("FP8", "NVFP4_KV", "FP8_KV"):
+def _modelopt_kv(algo: object, where: str = "kv_cache_quant_algo") -> str | None:
+    """ModelOpt's KV-cache algorithm: FP8 caches (NVFP4 KV is sized as FP8, the nearest
+    cache dtype pdtp models); none for null / "NONE"."""
+    if algo is None or (isinstance(algo, str) and algo.upper() in ("", "NONE")):
+        return None
+    if isinstance(algo, str) and algo.upper() in ("FP8", "NVFP4", "NVFP4_KV", "FP8_KV"):
         return "fp8"
-    return None
+    raise ConfigError(
+        f"{where} is {_shown(algo)}; expected 'FP8', 'NVFP4' or null (KV-cache quantization)"
+    )
+
+
+def _kv_scheme(cfg: _Cfg, scheme: object, path: str) -> str | None:
+    """compressed-tensors kv_cache_scheme: 8-bit caches are FP8."""
+    if scheme is None:
+        return None
+    if not isinstance(scheme, Mapping):
+        raise cfg.error(path, f"must be an object or null, got {_json_type(scheme)}")
+    bits = scheme.get("num_bits")
+    if isinstance(bits, bool) or bits not in (8, 16):
+        raise cfg.error(f"{path}.num_bits", f"must be 8 or 16, got {_shown(bits)}")
+    return "fp8" if bits == 8 else None
 
 
 def _quark(cfg: _Cfg, qc: Mapping[str, Any], path: str) -> tuple[str, str, str | None]:
@@ -2612,7 +2697,7 @@ def _quark(cfg: _Cfg, qc: Mapping[str, Any], path: str) -> tuple[str, str, str |
     else:
         raise cfg.error(
             f"{path}.global_quant_config.weight.dtype",
-            f"is {dtype!r}; expected fp8_e4m3, fp4, int8 or int4",
+            f"is {_shown(dtype)}; expected fp8_e4m3, fp4, int8 or int4",
         )
     kv = None
     kv_cfg = qc.get("kv_cache_quant_config")
