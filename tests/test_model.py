@@ -299,7 +299,10 @@ def _without(key: str) -> dict[str, Any]:
         ({**LLAMA_8B, "num_experts": 8, "num_experts_per_tok": 9}, "num_experts_per_tok"),
         ({**LLAMA_8B, "num_experts": "8"}, "num_experts"),
         ({**LLAMA_8B, "layer_types": ["full_attention"] * 3}, "layer_types"),
-        ({**LLAMA_8B, "layer_types": ["full_attention"] * 31 + ["bogus_attention"]}, "layer_types[31]"),
+        (
+            {**LLAMA_8B, "layer_types": ["full_attention"] * 31 + ["bogus_attention"]},
+            "layer_types[31]",
+        ),
         ({**LLAMA_8B, "hybrid_override_pattern": "M-X*"}, "hybrid_override_pattern"),
         ({**LLAMA_8B, "hybrid_override_pattern": "M-M*"}, "hybrid_override_pattern"),
         (

@@ -49,6 +49,7 @@ def _shown(value: object) -> str:
 
 
 __all__ = [
+    "AttentionGroup",
     "KV_DTYPE_BYTES",
     "MLA_MODEL_TYPES",
     "WEIGHT_DTYPE_BYTES",
@@ -247,6 +248,12 @@ _PATTERN_BLOCKS: Final[Mapping[str, tuple[str, str]]] = {
 }
 
 
+# A Hugging Face repository id, "org/name" (the Hub's rules: letters, digits, '-', '_', '.',
+# at most 96 characters each part, no leading '-' or '.').
+HF_ID_PATTERN: Final = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"
+)
+
 # Sanity bounds on config integers: far above any real model (the largest have ~200 layers
 # and dimensions below 2^20), low enough that a corrupt file fails with a clear error
 # instead of exhausting memory on per-layer lists.
@@ -433,9 +440,15 @@ class Model:
     #: Recurrent state one sequence keeps in Mamba / linear-attention layers (conv + SSM
     #: state, all such layers, unsharded): constant in the context length.
     state_bytes_per_sequence: int = 0
-    #: What ``vllm serve`` should be given to load this model: the HF id or local folder the
-    #: user named (see :func:`pdtp.catalog.resolve_model`); None when only a shape is known.
-    serve_ref: str | None = None
+    #: What ``vllm serve`` should be given to load this model: the HF id the user named (an
+    #: instruct id stays instruct), the catalog entry's canonical id, or the absolute path of
+    #: the local config folder (see :func:`pdtp.catalog.resolve_model`). None when only a
+    #: shape is known. Launch lines use ``serve_ref or hf_id or name``. Not part of equality:
+    #: the same shape served under another name is the same model to the planner.
+    serve_ref: str | None = field(default=None, compare=False)
+    #: One line saying how the name the user gave became ``serve_ref`` (a catalog alias, a
+    #: Hub lookup), for outputs to print; None when ``serve_ref`` is what the user wrote.
+    serve_note: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         who = f"Model {_shown(self.name)}" if isinstance(self.name, str) else "Model"
@@ -480,13 +493,13 @@ class Model:
         # hashable and immutable.
         object.__setattr__(self, "aliases", tuple(self.aliases))
         _check_int(who, "state_bytes_per_sequence", self.state_bytes_per_sequence, 0)
-        if self.serve_ref is not None and (
-            not isinstance(self.serve_ref, str) or not self.serve_ref.strip()
-        ):
-            raise ConfigError(
-                f"{who}: field 'serve_ref' must be a non-empty string or None, "
-                f"got {_shown(self.serve_ref)}"
-            )
+        for fname in ("serve_ref", "serve_note"):
+            value = getattr(self, fname)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(
+                    f"{who}: field {fname!r} must be a non-empty string or None, "
+                    f"got {_shown(value)}"
+                )
         self._check_relations(who)
         object.__setattr__(self, "attention_groups", self._groups(who))
 
@@ -753,10 +766,15 @@ class Model:
         kv_dtype: str | None = None,
         hf_id: str | None = None,
         aliases: Sequence[str] = (),
+        serve_ref: str | None = None,
     ) -> Model:
         """Read a Hugging Face config: a path to ``config.json``, a model folder, a dict, or JSON
         text. A folder's (or config file's) sibling ``hf_quant_config.json`` (NVIDIA ModelOpt)
         is read too. ``weight_dtype`` / ``kv_dtype`` override what the config implies.
+
+        ``serve_ref`` (what ``vllm serve`` loads) defaults to the absolute path of the folder
+        when ``source`` is a path, else to the HF id (``hf_id`` or the config's
+        ``_name_or_path`` when that is an ``org/name`` id).
 
         Raises :class:`ConfigError` naming the file (or ``<dict>``), the field and what was
         expected whenever the config cannot be modelled.
@@ -764,7 +782,7 @@ class Model:
         wd = normalize_weight_dtype(weight_dtype) if weight_dtype is not None else None
         kd = normalize_kv_dtype(kv_dtype) if kv_dtype is not None else None
         data, label, sidecar, default_name = _load_source(source)
-        return _parse_config(
+        model = _parse_config(
             data,
             label,
             sidecar,
@@ -774,6 +792,12 @@ class Model:
             hf_id=hf_id,
             aliases=tuple(aliases),
         )
+        if serve_ref is None:
+            if isinstance(source, str | os.PathLike) and label not in ("<json text>",):
+                serve_ref = os.path.dirname(os.path.abspath(label))
+            else:
+                serve_ref = model.hf_id
+        return replace(model, serve_ref=serve_ref) if serve_ref else model
 
 
 def _check_int(who: str, fname: str, value: object, minimum: int) -> None:
@@ -1407,6 +1431,20 @@ def _attention_layer_shapes(
                 raise cfg.error(f"{path}[{i}]", f"must be 0 or 1, got {_shown(f)}")
             if f:
                 layers[i].sparse = True
+    elif is_mla and cfg.seq("indexer_types") is not None:
+        kinds = cfg.seq("indexer_types") or []
+        if len(kinds) != n:
+            raise cfg.error(
+                cfg.where("indexer_types"),
+                f"has {len(kinds)} entries; expected one per layer ({n})",
+            )
+        for i in attention:
+            if kinds[i] not in ("full", "shared"):
+                raise cfg.error(
+                    cfg.where(f"indexer_types[{i}]"),
+                    f"is {_shown(kinds[i])}; expected 'full' (own indexer) or 'shared'",
+                )
+            layers[i].sparse = kinds[i] == "full"
     elif is_mla and cfg.raw("index_topk") is not None:
         freq = cfg.int_or(("index_topk_freq",), "the indexer layer frequency", 1, minimum=1)
         offset = cfg.int_or(("index_skip_topk_offset",), "the indexer layer offset", 2)
@@ -1555,8 +1593,9 @@ def _hf_id_from(cfg: _Cfg) -> str | None:
     if hit is None or not isinstance(hit[0], str):
         return None
     value: str = hit[0]
-    # Only an "org/name" id is worth keeping; local paths say nothing about the model.
-    if value.count("/") == 1 and not value.startswith((".", "/", "~")):
+    # Only an "org/name" id with the Hub's characters is worth keeping: local paths say
+    # nothing about the model, and anything else may be a hostile string.
+    if HF_ID_PATTERN.match(value) and ".." not in value:
         return value
     return None
 
@@ -1614,7 +1653,7 @@ class _Shapes:
             # MLA: the query/key head is the no-rope part plus the rope part.
             head_dim = cfg.int_or(
                 ("qk_nope_head_dim",), "the MLA no-rope head size", 128, minimum=1
-            ) + cfg.req_int(("qk_rope_head_dim",), "the MLA rope head size")
+            ) + cfg.req_int(("qk_rope_head_dim",), "the MLA rope head size", minimum=0)
         if head_dim is None:
             if hidden % heads:
                 raise cfg.error(
@@ -1632,7 +1671,10 @@ class _Shapes:
                 qk_nope_head_dim=cfg.int_or(
                     ("qk_nope_head_dim",), "the MLA no-rope head size", 128, minimum=1
                 ),
-                qk_rope_head_dim=cfg.req_int(("qk_rope_head_dim",), "the MLA rope head size"),
+                # 0 is NoPE MLA (GLM-5-Next).
+                qk_rope_head_dim=cfg.req_int(
+                    ("qk_rope_head_dim",), "the MLA rope head size", minimum=0
+                ),
                 v_head_dim=cfg.int_or(("v_head_dim",), "v_head_dim", 128, minimum=1),
             )
         # V heads narrower than K heads (MiMo-V2); MLA configs use v_head_dim for the latent.
@@ -2033,6 +2075,8 @@ _LINEAR_MIXER: Final[Mapping[str, str]] = {
     "granitemoehybrid": "mamba",
     "bamba": "mamba",
     "kimi_linear": "kda",
+    "glm5_next": "kda",
+    "glm5_next_text": "kda",
 }
 
 
