@@ -45,7 +45,7 @@ def _shape(m: Model) -> str:
     parts = [" + ".join(kinds)]
     recurrent = m.num_layers - m.num_attention_layers
     if m.state_bytes_per_sequence:
-        parts.append(f"{recurrent} recurrent")
+        parts.append(f"{recurrent} recurrent" if recurrent else "Mamba beside attention")
     if m.is_moe:
         parts.append(f"MoE {m.num_experts}/{m.experts_per_token}")
     return ", ".join(parts)

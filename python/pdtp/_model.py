@@ -1448,10 +1448,10 @@ def _attention_layer_shapes(
     elif is_mla and cfg.raw("index_topk") is not None:
         freq = cfg.int_or(("index_topk_freq",), "the indexer layer frequency", 1, minimum=1)
         offset = cfg.int_or(("index_skip_topk_offset",), "the indexer layer offset", 2)
-        pattern = cfg.raw("index_topk_pattern")
+        topk_pattern = cfg.text("index_topk_pattern")  # "F"/"S" per layer
         for i in attention:
-            if pattern is not None and isinstance(pattern[0], str) and i < len(pattern[0]):
-                layers[i].sparse = pattern[0][i] != "S"
+            if topk_pattern is not None and i < len(topk_pattern):
+                layers[i].sparse = topk_pattern[i] != "S"
             else:  # vLLM deepseek_v32: an indexer unless this layer reuses the last top-k
                 layers[i].sparse = max(i - offset + 1, 0) % freq == 0
 
