@@ -321,6 +321,13 @@ def _slo(text: str) -> float | None:
     return value
 
 
+def _model_arg(args: argparse.Namespace) -> Any:
+    """MODEL/--model as a name; --config as a path, so a missing file is reported as one."""
+    from pathlib import Path
+
+    return args.model if getattr(args, "model", None) else Path(args.config)
+
+
 def _shape(args: argparse.Namespace) -> Any:
     from .check import ModelShape, model_shape
 
@@ -328,7 +335,7 @@ def _shape(args: argparse.Namespace) -> Any:
     if len(given) > 1:
         raise UsageError("give only one of --model and --config")
     if given:
-        return model_shape(getattr(args, given[0]))
+        return model_shape(_model_arg(args))
     heads = getattr(args, "heads", None)
     if args.kv_heads is None:
         raise UsageError("give --model NAME, --config PATH, or the head counts (--kv-heads H)")
@@ -346,7 +353,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             raise UsageError("--gpu needs the whole model: give --model NAME or --config PATH")
         from .catalog import resolve_model
 
-        model = resolve_model(args.model or args.config)
+        model = resolve_model(_model_arg(args))
     r = check(
         model,
         args.prefill_tp,
@@ -431,7 +438,7 @@ def _solve_model(args: argparse.Namespace) -> Any:
 
     if bool(args.model) == bool(args.config):
         raise UsageError("give a MODEL name or --config PATH (one of them)")
-    model = resolve_model(args.model or args.config)
+    model = resolve_model(_model_arg(args))
     if args.weight_dtype or args.kv_dtype:
         model = model.with_dtypes(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     return model

@@ -125,7 +125,7 @@ class CandidateTable:
         ).warnings
         return Plan(
             model=ctx.model.name,
-            model_id=ctx.model.hf_id or ctx.model.name,
+            model_id=ctx.model.serve_ref or ctx.model.hf_id or ctx.model.name,
             gpu=ctx.gpu.name,
             connector=conn.name,
             workload=w,
