@@ -19,7 +19,6 @@ from .adapter import MORIIO, PlannedInstance
 from .launch import MORIIO_BACKEND_KEY_SINCE, launch
 from .ports import instance_ports
 from .proxy import Backend, proxy
-from .scripts import _IMPORT_NAME
 
 if TYPE_CHECKING:
     from .build import Deployment
@@ -123,10 +122,9 @@ def _proxy_objects(dep: Deployment, name: str, image: str, px: Any) -> list[dict
         "python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], "
         f"sys.argv[2])' {shlex.quote(px.source_url)} /tmp/{px.file_name}"
     )
-    imports = ", ".join(_IMPORT_NAME.get(p, p) for p in px.pip_packages)
     script = " && ".join(
         [
-            f"(python3 -c {shlex.quote(f'import {imports}')} || pip install "
+            f"(python3 -c {shlex.quote(px.import_check)} || pip install "
             f"{shlex.join(px.pip_packages)})",
             fetch,
             f"exec python3 /tmp/{px.file_name} {shlex.join(px.args)}",

@@ -39,6 +39,8 @@ MORIIO_REGEX = (Version(0, 16, 0), Version(0, 19, 1))  # releases importing `reg
 MORIIO_FIXED_HTTP_PORT = 10001
 MORIIO_FIXED_DISCOVERY_PORT = 36367
 NIXL_PROXY_PATH = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
+# The module each pip package installs, where the names differ (checked before starting).
+_IMPORT_NAME = {"pyzmq": "zmq"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,11 @@ class Proxy:
     @property
     def file_name(self) -> str:
         return self.source_path.rsplit("/", 1)[-1]
+
+    @property
+    def import_check(self) -> str:
+        """Python that fails unless the proxy's packages are installed."""
+        return "import " + ", ".join(_IMPORT_NAME.get(p, p) for p in self.pip_packages)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -15,9 +15,6 @@ from .adapter import MORIIO
 if TYPE_CHECKING:
     from .build import DeployedInstance, Deployment
 
-# Import name of each pip package the proxies need (checked before starting).
-_IMPORT_NAME = {"pyzmq": "zmq"}
-
 
 def _comment(text: str) -> str:
     """``text`` as one shell comment line (newlines cannot end the comment early)."""
@@ -91,7 +88,6 @@ def node_script(dep: Deployment, node: int) -> str:
 
 def proxy_script(dep: Deployment) -> str:
     px = dep.proxy
-    imports = ", ".join(_IMPORT_NAME.get(p, p) for p in px.pip_packages)
     needs = f"pip install {' '.join(px.pip_packages)}"
     if px.needs_vllm:
         needs += f" (and vLLM {dep.vllm_version} itself: the proxy imports it)"
@@ -125,7 +121,7 @@ def proxy_script(dep: Deployment) -> str:
         "  python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], "
         f'sys.argv[2])\' {shlex.quote(px.source_url)} "$proxy_py"',
         "fi",
-        f"if ! python3 -c {shlex.quote(f'import {imports}')} 2>/dev/null; then",
+        f"if ! python3 -c {shlex.quote(px.import_check)} 2>/dev/null; then",
         f"  echo {shlex.quote('the proxy needs: ' + needs)} >&2",
         "  exit 1",
         "fi",
