@@ -240,6 +240,14 @@ BAD_INPUT = [
     (["plot", "pairs", "-o", "{tmp}/c.gif"], "--output"),
     (["plot", "pairs", "--models", "qwen3-8b", "-o", "{tmp}/good.csv/c.png"], "--output"),
     (["plot", "pairs", "--max-tp", "0", "-o", "{tmp}/c.png"], "--max-tp"),
+    (["deploy"], "--plan"),
+    (["deploy", "--plan", "{tmp}/bad.json"], "--plan"),
+    (["deploy", "llama-3.1-8b", "--gpus", "8", "--node-hosts", "a;b"], "--node-hosts"),
+    (["deploy", "llama-3.1-8b", "--gpus", "8", "--ports", "http=x"], "--ports"),
+    (
+        ["deploy", "llama-3.1-8b", "--gpus", "8", "--node-hosts", "h0", "-o", "{tmp}/good.csv/d"],
+        "--output",
+    ),
     (["map", "--kv-heads", "0", "-P", "1", "-D", "1"], "--kv-heads"),
     (["map", "--kv-heads", "4", "-P", "4", "-D", "8", "--connector", "zz"], "--connector"),
     (["map", "--model", "llama-3.1-70b", "--mla", "-P", "4", "-D", "8"], "--mla"),
@@ -396,7 +404,7 @@ def test_ctrl_c_during_a_parallel_sweep(tmp_path):
     assert p.poll() is None, "the sweep finished before it could be interrupted"
     os.killpg(p.pid, signal.SIGINT)  # the whole group: the parent and its workers
     try:
-        _, err = p.communicate(timeout=30)
+        _, err = p.communicate(timeout=120)  # a shared, busy machine: generous
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
