@@ -389,7 +389,7 @@ def test_cli_deploy(capsys, tmp_path):
         (["deploy", "--plan", str(plan), "llama-3.1-8b"], "give one of"),
         (["deploy"], "give one of"),
         (["deploy", "--plan", str(plan), "--node-hosts", hosts, "--ports", "http=x"], "--ports"),
-        (["deploy", "--plan", str(plan), "--node-hosts", "a;b"], "node_hosts"),
+        (["deploy", "--plan", str(plan), "--node-hosts", "a;b"], "--node-hosts"),
     ]:
         code, _, err = run(capsys, *argv)
         assert code == 2 and match in err and "Traceback" not in err, (argv, err)

@@ -17,7 +17,7 @@ from ._gpu import GPU
 from ._model import Model
 from .errors import ConfigError, UnknownNameError
 
-__all__ = ["gpu", "gpus", "model", "models", "resolve_model"]
+__all__ = ["gpu", "gpus", "model", "model_source", "models", "resolve_model"]
 
 
 def model(
@@ -79,6 +79,17 @@ def _named_model(name: str) -> Model:
 def models() -> list[Model]:
     """Every catalog model, sorted by name."""
     return sorted((_catalog_model(i) for i in range(len(_model_entries()))), key=lambda m: m.name)
+
+
+def model_source(name: str | Model) -> tuple[str, bool]:
+    """Where a catalog model's shape numbers come from, and whether a primary copy of its
+    config was found (``False``: only secondary transcriptions)."""
+    key = name.name if isinstance(name, Model) else name
+    index = _lookup(_model_index(), key)
+    if index is None:
+        raise UnknownNameError(_unknown("model", key, _model_index(), _model_names()))
+    entry = _model_entries()[index]
+    return str(entry.get("source", "")), bool(entry.get("verified", True))
 
 
 def gpu(name: str | GPU) -> GPU:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ._shell import command_line
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -57,27 +58,35 @@ def kv_transfer_config(plan: Plan, role: str, port: int, proxy_ip: str) -> str:
 
 def commands(plan: Plan, *, base_port: int = 8100, proxy_ip: str = "127.0.0.1") -> list[str]:
     """Ports only need to differ between instances that share a node, so each instance
-    uses ``base_port + its slot on the node``: any fleet size stays in the port range."""
+    uses ``base_port + its slot on the node``: any fleet size stays in the port range.
+    Each line is built as an environment and an argv list and quoted word by word
+    (:func:`pdtp._shell.command_line`): the model id and the JSON config are one literal
+    argument each, whatever the input spelled."""
     lines = []
     slots: dict[int, int] = {}
     for role, index, node, devices in plan.placement():
         ordinal = slots.get(node, 0)
         slots[node] = ordinal + 1
         port = base_port + ordinal
-        env = [f"{plan.visible_devices_env}={','.join(map(str, devices))}"]
+        env = {plan.visible_devices_env: ",".join(map(str, devices))}
         if plan.kv_connector == "NixlConnector":
             # Instances sharing a node need distinct NIXL side channels.
-            env.append(f"VLLM_NIXL_SIDE_CHANNEL_PORT={NIXL_SIDE_CHANNEL_BASE + ordinal}")
+            env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(NIXL_SIDE_CHANNEL_BASE + ordinal)
         tp = plan.prefill.tp if role == "prefill" else plan.decode.tp
-        args = [
-            "vllm serve",
+        argv = [
+            "vllm",
+            "serve",
             plan.model_id,
-            f"--tensor-parallel-size {tp}",
-            f"--port {port}",
-            f"--gpu-memory-utilization {plan.gpu_memory_utilization:g}",
+            "--tensor-parallel-size",
+            str(tp),
+            "--port",
+            str(port),
+            "--gpu-memory-utilization",
+            f"{plan.gpu_memory_utilization:g}",
         ]
         if plan.kv_dtype == "fp8":
-            args.append("--kv-cache-dtype fp8")
-        args.append(f"--kv-transfer-config '{kv_transfer_config(plan, role, port, proxy_ip)}'")
-        lines.append(f"{' '.join(env)} {' '.join(args)}  # node {node}, {role} {index}")
+            argv += ["--kv-cache-dtype", "fp8"]
+        argv += ["--kv-transfer-config", kv_transfer_config(plan, role, port, proxy_ip)]
+        # The comment holds only pdtp's own numbers and role names.
+        lines.append(f"{command_line(argv, env)}  # node {node}, {role} {index}")
     return lines

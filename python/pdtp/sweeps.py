@@ -11,6 +11,7 @@ with the same file skips them, so a killed sweep loses at most one chunk.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib
 import itertools
@@ -321,6 +322,15 @@ def _chunks(groups: Sequence[Group], size: int) -> list[list[Group]]:
 def _watch_parent(parent: int) -> None:
     """Worker initializer: exit when the parent dies (``kill -9`` of a sweep must not leave
     idle workers behind; a normal exit or Ctrl-C already ends them)."""
+    import signal
+
+    # Ctrl-C reaches the whole process group; the parent alone handles it (it cancels the
+    # queued chunks and exits 130), so a worker finishes its chunk instead of printing a
+    # KeyboardInterrupt traceback of its own. The parent forked this worker with SIGINT
+    # blocked (see _sigint_blocked): ignore it first, then unblock (a pending one is dropped).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         try:  # the kernel kills this worker when its parent dies
             import ctypes
@@ -349,6 +359,22 @@ def _default_workers(scenarios: int) -> int:
     return (os.cpu_count() or 1) if scenarios >= PARALLEL_MIN_SCENARIOS else 1
 
 
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT held back while worker processes are forked, so that a Ctrl-C in that moment
+    reaches the parent afterwards and never a worker that has not yet set it aside."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _local(
     chunks: list[list[Group]], opts: _Options, workers: int
 ) -> Iterator[tuple[int, list[Row]]]:
@@ -356,16 +382,19 @@ def _local(
         for index, chunk in enumerate(chunks):
             yield index, _run_chunk(chunk, opts)
         return
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=min(workers, len(chunks)),
         initializer=_watch_parent,
         initargs=(os.getpid(),),
-    ) as pool:
+    )
+    try:
         pending: dict[Future[list[Row]], int] = {}
         todo = enumerate(chunks)
-        # Keep a bounded queue in flight so results stream back as chunks finish.
-        for index, chunk in itertools.islice(todo, 2 * workers):
-            pending[pool.submit(_run_chunk, chunk, opts)] = index
+        # Keep a bounded queue in flight so results stream back as chunks finish. The first
+        # submit forks the workers.
+        with _sigint_blocked():
+            for index, chunk in itertools.islice(todo, 2 * workers):
+                pending[pool.submit(_run_chunk, chunk, opts)] = index
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -373,6 +402,12 @@ def _local(
                 nxt = next(todo, None)
                 if nxt is not None:
                     pending[pool.submit(_run_chunk, nxt[1], opts)] = nxt[0]
+    except BaseException:
+        # Ctrl-C, an error, or the caller stopped reading: drop the queued chunks rather
+        # than solve them first (what the `with` form's shutdown would do).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _ray(

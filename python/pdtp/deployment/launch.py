@@ -19,10 +19,10 @@ Release facts (each checked against vLLM's source in tests/test_deploy_vllm.py):
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from .._shell import command_line
 from .adapter import MORIIO, PlannedInstance, PlanView
 from .ports import InstancePorts, PortBases
 from .versions import Version
@@ -48,8 +48,7 @@ class Launch:
     @property
     def command(self) -> str:
         """The shell line (every value quoted): ``NAME=value … vllm serve …``."""
-        env = [f"{name}={shlex.quote(value)}" for name, value in self.env]
-        return " ".join([*env, shlex.join(self.argv)])
+        return command_line(self.argv, dict(self.env))
 
     def to_dict(self) -> dict[str, Any]:
         return {
