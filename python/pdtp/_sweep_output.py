@@ -286,7 +286,8 @@ class _Lock:
                 ) from None
             try:
                 head = _read_head(fd)
-                if head and not head.startswith(_LOCK_SIGNATURE):
+                # pdtp's: empty, or its signature (whole, or cut short by a kill).
+                if not (head.startswith(_LOCK_SIGNATURE) or _LOCK_SIGNATURE.startswith(head)):
                     raise OutputFileError(
                         f"{self.path} exists and was not written by pdtp; pdtp uses this name "
                         f"to lock {self.output}: move the file away or choose another output"
@@ -537,17 +538,12 @@ def _arrow_schema(pa: Any) -> Any:
     return pa.schema([(c, arrow[TYPES[c]]) for c in COLUMNS])
 
 
-def arrow_table(rows: Sequence[Row], merged_through: int | None = None) -> Any:
+def arrow_table(rows: Sequence[Row]) -> Any:
+    """Rows as a pyarrow Table with pdtp's schema."""
     pa, _ = _pyarrow()
     schema = _arrow_schema(pa)
     cols = list(zip(*rows)) if rows else [() for _ in COLUMNS]
-    table = pa.table(
-        {f.name: pa.array(list(v), type=f.type) for f, v in zip(schema, cols)}
-    ).replace_schema_metadata(None)
-    if merged_through is not None:
-        meta = json.dumps({"version": 1, "merged_through": merged_through})
-        table = table.replace_schema_metadata({_META_KEY: meta.encode()})
-    return table
+    return pa.table({f.name: pa.array(list(v), type=f.type) for f, v in zip(schema, cols)})
 
 
 def _parquet_meta(path: pathlib.Path) -> int:
@@ -571,13 +567,20 @@ def _parquet_meta(path: pathlib.Path) -> int:
     return n
 
 
+class _Unreadable(OutputFileError):
+    """A file with a .parquet name that pyarrow cannot read."""
+
+
 def _parquet_rows(path: pathlib.Path) -> list[tuple[str, Row]]:
     """The rows of one Parquet file, each with where it is ("<file>, row N")."""
     _, pq = _pyarrow()
     try:
         table = pq.read_table(path)
-    except Exception as e:
-        raise _foreign(path, f"not a readable Parquet file: {e}") from None
+    except Exception as e:  # pyarrow raises several classes for a file that is not Parquet
+        raise _Unreadable(
+            f"{path} is not a pdtp sweep file of this version (not a readable Parquet file: "
+            f"{e}); pdtp leaves it as it is: choose another output file"
+        ) from None
     if not table.schema.remove_metadata().equals(_arrow_schema(_pyarrow()[0])):
         raise _foreign(path, "its columns differ")
     if table.num_rows > MAX_ROWS:
@@ -600,10 +603,11 @@ class Store:
     returns the rows already there; ``append`` adds a chunk; ``close`` merges Parquet parts
     and releases the lock.
 
-    CSV and JSON Lines are appended per chunk with one ``write``. Parquet cannot be appended:
-    each chunk is a part file in ``<name>.parts/`` (written to a temporary name and renamed,
-    so a kill never leaves a torn one), merged into ``<name>`` when the sweep ends, or on
-    the next run."""
+    CSV and JSON Lines are appended per chunk with one ``write`` (and synced to disk when the
+    sweep ends). Parquet cannot be appended: each chunk is a part file in ``<name>.parts/``
+    (written to a temporary name and renamed, so a kill never leaves a torn one), merged
+    into ``<name>`` — written aside, synced, then renamed over it — when the sweep ends, or
+    on the next run."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = pathlib.Path(path)
@@ -741,8 +745,23 @@ class Store:
         parts, leftovers = self._parts_dir()
         self._next_part = max([self._merged_through, *(n for n, _ in parts)]) + 1
         found: list[tuple[str, Row]] = []
-        for f in ([self.path] if main else []) + [p for _, p in parts]:
-            found.extend(_parquet_rows(f))
+        if main:
+            found.extend(_parquet_rows(self.path))
+        for n, part in list(parts):
+            try:
+                found.extend(_parquet_rows(part))
+            except _Unreadable:
+                # Parts are written to a temporary name and renamed, so a kill never tears
+                # one; a crash of the machine can (parts are not fsynced: they are only a
+                # cache of the main file's future rows). Recomputed, like a torn line.
+                warnings.warn(
+                    f"{part}: unreadable (the machine crashed while writing it?); "
+                    + ("dropped: its scenarios are computed again" if repair else "left out"),
+                    SweepFileWarning,
+                    stacklevel=5,
+                )
+                parts.remove((n, part))
+                leftovers.append(part)
             if len(found) > MAX_ROWS:
                 raise _too_many(self.path)
         _unique(iter(found))
@@ -767,7 +786,6 @@ class Store:
         name = self.parts / f"part-{self._next_part:06d}.parquet"
         tmp = name.with_name(name.name + ".tmp")
         pq.write_table(arrow_table(rows), tmp)
-        _fsync_path(tmp)
         os.replace(tmp, name)
         self._next_part += 1
 
