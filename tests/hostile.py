@@ -46,8 +46,28 @@ import pdtp
 TIMEOUT_S = float(os.environ.get("PDTP_HOSTILE_TIMEOUT_S", "60"))
 _MARK = "@@pdtp-hostile-outcome@@"
 
+# Set in the child itself (a preexec_fn is unsafe when the parent has threads): the cap on
+# its address space, from the environment.
+_LIMIT = """
+import os, sys
+if os.environ.get("PDTP_HOSTILE_MEMORY") and sys.platform == "linux":
+    import resource
+    _cap = int(os.environ["PDTP_HOSTILE_MEMORY"])
+    resource.setrlimit(resource.RLIMIT_AS, (_cap, _cap))
+"""
+# `python -m pdtp ARGV`, with the cap.
+_CLI_CHILD = (
+    _LIMIT
+    + """
+import runpy
+sys.argv = ["pdtp", *sys.argv[1:]]
+runpy.run_module("pdtp", run_name="__main__", alter_sys=True)
+"""
+)
 # Run in the child: execute the source, report how it ended as one JSON line on stdout.
-_CHILD = f"""
+_CHILD = (
+    _LIMIT
+    + f"""
 import json, sys, traceback
 def _report(**kw):
     sys.stdout.flush()
@@ -62,6 +82,7 @@ except BaseException as e:
 else:
     _report(how="returned", value=repr(_ns.get("result"))[:2000])
 """
+)
 
 
 @dataclass(frozen=True)
@@ -148,20 +169,12 @@ class Pending:
         )
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONFAULTHANDLER": "1", "PYTHONIOENCODING": "utf-8"}
-
-
-def _limit_memory(memory_bytes: int | None) -> Callable[[], None] | None:
-    if memory_bytes is None or sys.platform != "linux":
-        return None
-
-    def limit() -> None:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-
-    return limit
+def _env(memory_bytes: int | None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1", "PYTHONIOENCODING": "utf-8"}
+    env.pop("PDTP_HOSTILE_MEMORY", None)
+    if memory_bytes is not None:
+        env["PDTP_HOSTILE_MEMORY"] = str(int(memory_bytes))
+    return env
 
 
 def start_api(
@@ -178,9 +191,8 @@ def start_api(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_env(),
+        env=_env(memory_bytes),
         cwd=cwd,
-        preexec_fn=_limit_memory(memory_bytes),
     )
     return Pending(source, proc, timeout_s, cli=False)
 
@@ -193,15 +205,15 @@ def start_cli(
     memory_bytes: int | None = None,
     cwd: str | os.PathLike[str] | None = None,
 ) -> Pending:
-    """Start ``python -m pdtp ARGV`` (stdin: the bytes given, or nothing)."""
+    """Start ``python -m pdtp ARGV`` (stdin: the bytes given, or nothing); ``memory_bytes``
+    caps its address space (Linux)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pdtp", *argv],
+        [sys.executable, "-c", _CLI_CHILD, *argv],
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_env(),
+        env=_env(memory_bytes),
         cwd=cwd,
-        preexec_fn=_limit_memory(memory_bytes),
     )
     if stdin is not None:
         assert proc.stdin is not None

@@ -181,6 +181,10 @@ def test_every_public_integer_argument_names_itself_when_out_of_range(function, 
     expect_error_here(call, value, names=[field])
 
 
+# A subprocess that allocates without bound gets a MemoryError here, not the machine's OOM.
+MEMORY_CAP = 4 << 30
+
+
 # ---- 2. grid files and sweep arguments: the CLI, every case in its own process ----------------
 
 # YAML aliases: a short file that expands to a huge value if followed blindly.
@@ -283,11 +287,19 @@ FLAG_CASES: dict[str, tuple[list[str], list[str]]] = {
 }
 
 
-# These also run through the real entry point (`python -m pdtp`), in subprocesses started
-# together: the ones that could run code, recurse or read forever if handled wrongly.
-IN_SUBPROCESS = {"grid:python-object-tag", "grid:deep-nesting", "grid:dev-zero"} | {
+# These run through the real entry point (`python -m pdtp`), in subprocesses started
+# together (and capped in memory): the ones that could run code, recurse, allocate or read
+# forever if handled wrongly. The rest run in-process (cheaper).
+IN_SUBPROCESS = {
+    "grid:python-object-tag",
+    "grid:deep-nesting",
+    "grid:dev-zero",
+    "grid:alias-bomb-flat",
+    "grid:gpus-too-many",
     "flag:gpus-range-too-long",
     "flag:output-unwritable",
+    "flag:workloads-product",
+    "flag:grid-too-large",
 }
 
 
@@ -330,18 +342,18 @@ def cli_subprocesses(tmp_path_factory):
             _grid_folder(folder, case)
         else:
             (folder / "afile").write_text("not a folder")
-        started[key] = (folder, start_cli(_argv(kind, case), cwd=folder))
+        started[key] = (folder, start_cli(_argv(kind, case), cwd=folder, memory_bytes=MEMORY_CAP))
     return started
 
 
-@pytest.mark.parametrize("case", sorted(GRID_CASES))
+@pytest.mark.parametrize("case", sorted(c for c in GRID_CASES if f"grid:{c}" not in IN_SUBPROCESS))
 def test_grid_file_errors_name_the_file_and_the_field(tmp_path, monkeypatch, case):
     monkeypatch.chdir(_grid_folder(tmp_path, case))
     expect_cli_error_here(_argv("grid", case), *_names("grid", case))
     assert not (tmp_path / "PWNED").exists()  # YAML tags never run code
 
 
-@pytest.mark.parametrize("case", sorted(FLAG_CASES))
+@pytest.mark.parametrize("case", sorted(c for c in FLAG_CASES if f"flag:{c}" not in IN_SUBPROCESS))
 def test_sweep_flag_errors_name_the_field_and_the_limit(tmp_path, monkeypatch, case):
     monkeypatch.chdir(_grid_folder(tmp_path, "missing-file"))
     expect_cli_error_here(_argv("flag", case), *_names("flag", case))
@@ -412,11 +424,16 @@ def test_parse_ints_returns_positive_integers_or_names_the_field(text):
 
 
 def test_sweep_grid_size_limit_from_the_api():
-    with pytest.raises(InvalidArgumentError, match=r"10,000,000") as e:
-        pdtp.sweep("all", gpus=range(1, 30_000), gpu="all", workers=1)
-    assert "scenarios" in str(e.value)
-    with pytest.raises(InvalidArgumentError, match=r"gpus must be at most 1048576"):
-        pdtp.sweep("llama-3.1-8b", gpus=range(1, 1 << 40), workers=1)
+    """In a subprocess with capped memory: without the limit, these fill the machine."""
+    runs = [
+        start_api(
+            "pdtp.sweep('all', gpus=range(1, 30_000), gpu='all', workers=1)",
+            memory_bytes=MEMORY_CAP,
+        ),
+        start_api("pdtp.sweep('llama-3.1-8b', gpus=range(1, 1 << 40))", memory_bytes=MEMORY_CAP),
+    ]
+    assert_pdtp_error(runs[0].result(), "scenarios", "10,000,000", error=InvalidArgumentError)
+    assert_pdtp_error(runs[1].result(), "gpus must be at most 1048576")
 
 
 # ---- 3. other areas' reproducers: xfail until their owners' fixes land --------------------
@@ -424,7 +441,6 @@ def test_sweep_grid_size_limit_from_the_api():
 # Subprocess probes for reproducers that hang or exhaust memory today: all started at once,
 # each killed at this backstop (a fixed planner answers in well under a second).
 HANG_BACKSTOP_S = 20.0
-MEMORY_CAP = 4 << 30
 
 
 def _owned(owner: str, why: str) -> pytest.MarkDecorator:

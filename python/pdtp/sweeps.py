@@ -434,6 +434,14 @@ def sweep(
     """
     if backend not in BACKENDS:
         raise InvalidArgumentError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if output is not None and not isinstance(output, str | os.PathLike):
+        raise ArgumentTypeError(
+            f"output must be a file name (str or path), got {type(output).__name__}"
+        )
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(
+            f"progress must be a function (done, total), got {type(progress).__name__}"
+        )
     n_workers = optional_positive_int("workers", workers, maximum=4096)
     size = positive_int("chunk_size", chunk_size, maximum=1 << 24)
     tp_override = optional_positive_int("max_tp", max_tp, maximum=MAX_TP)
