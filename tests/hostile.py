@@ -37,7 +37,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pdtp
@@ -115,47 +115,64 @@ class Outcome:
         return f"{head} (rc={self.returncode})\nstdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-4000:]}"
 
 
-@dataclass
 class Pending:
-    """A started subprocess; ``result()`` waits for it (killing it at the time limit)."""
+    """A started subprocess; ``result()`` waits for it (killing it at the time limit). Its
+    output is read as it comes (a full pipe must not look like a hang), and the limit runs
+    from the start, so processes started together end together."""
 
-    what: str
-    proc: subprocess.Popen[bytes]
-    timeout_s: float
-    cli: bool
-    # The time limit runs from the start, so processes started together end together.
-    started: float = field(default_factory=time.monotonic)
-    _outcome: Outcome | None = field(default=None, repr=False)
+    def __init__(self, what: str, proc: subprocess.Popen[bytes], timeout_s: float, cli: bool):
+        self.what, self.proc, self.timeout_s, self.cli = what, proc, timeout_s, cli
+        self.started = time.monotonic()
+        self._outcome: Outcome | None = None
+        self._chunks: dict[str, list[bytes]] = {"out": [], "err": []}
+        self._readers = [
+            threading.Thread(target=self._drain, args=(stream, self._chunks[key]), daemon=True)
+            for key, stream in (("out", proc.stdout), ("err", proc.stderr))
+        ]
+        for t in self._readers:
+            t.start()
+
+    @staticmethod
+    def _drain(stream: Any, into: list[bytes]) -> None:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            into.append(chunk)
 
     def result(self) -> Outcome:
         if self._outcome is None:
             self._outcome = self._wait()
         return self._outcome
 
+    def _text(self, key: str) -> str:
+        return b"".join(self._chunks[key]).decode("utf-8", "replace")
+
     def _wait(self) -> Outcome:
         left = max(0.0, self.started + self.timeout_s - time.monotonic())
         try:
-            out, err = self.proc.communicate(timeout=left)
+            self.proc.wait(timeout=left)
+            timed_out = False
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out, err = self.proc.communicate()
+            self.proc.wait()
+            timed_out = True
+        for t in self._readers:
+            t.join()
+        stdout, stderr = self._text("out"), self._text("err")
+        rc = self.proc.returncode
+        head, mark, report = stdout.rpartition(_MARK)
+        if timed_out and not (mark and not self.cli):
             return Outcome(
                 "timeout",
                 self.what,
-                stdout=out.decode("utf-8", "replace"),
-                stderr=err.decode("utf-8", "replace"),
+                stdout=stdout,
+                stderr=stderr,
                 detail=f"no answer within {self.timeout_s:g} s (a hang?)",
             )
-        stdout = out.decode("utf-8", "replace")
-        stderr = err.decode("utf-8", "replace")
-        rc = self.proc.returncode
         if self.cli:
             how = "crashed" if rc < 0 else "exited"
             return Outcome(how, self.what, returncode=rc, stdout=stdout, stderr=stderr)
-        head, mark, report = stdout.rpartition(_MARK)
         if not mark:
             return Outcome("crashed", self.what, returncode=rc, stdout=stdout, stderr=stderr)
-        data = json.loads(report)
+        data = json.loads(report)  # the call ended (even if the interpreter then lingered)
         return Outcome(
             data["how"],
             self.what,
@@ -310,13 +327,14 @@ def assert_pdtp_error(
 
 
 def assert_cli_error(outcome: Outcome, *names: str, exit_code: int = 2) -> Outcome:
-    """The command exited with ``exit_code`` (2: bad input), printed no traceback, and its
-    stderr names each of ``names``."""
+    """The command exited with ``exit_code`` (2: bad input; 1: a "no" such as an infeasible
+    demand), printed no traceback, and its output (stderr, then stdout) names each of
+    ``names``."""
     assert outcome.how == "exited", f"expected exit {exit_code}, got:\n{outcome.describe()}"
     assert "Traceback (most recent call last)" not in outcome.stderr, outcome.describe()
     assert outcome.returncode == exit_code, outcome.describe()
-    missing = _names_all(outcome.stderr, names)
-    assert not missing, f"stderr does not name {missing}:\n{outcome.describe()}"
+    missing = _names_all(outcome.stderr + outcome.stdout, names)
+    assert not missing, f"the output does not name {missing}:\n{outcome.describe()}"
     return outcome
 
 

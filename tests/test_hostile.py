@@ -440,7 +440,7 @@ def test_sweep_grid_size_limit_from_the_api():
 
 # Subprocess probes for reproducers that hang or exhaust memory today: all started at once,
 # each killed at this backstop (a fixed planner answers in well under a second).
-HANG_BACKSTOP_S = 20.0
+HANG_BACKSTOP_S = 30.0
 
 
 def _owned(owner: str, why: str) -> pytest.MarkDecorator:
@@ -477,19 +477,17 @@ def slow_probes(tmp_path_factory):
     }
 
 
-@_owned("plan", "size_for never returns for demand 1e30 (a count loop stops changing)")
 def test_size_for_huge_demand_ends(slow_probes):
     assert_pdtp_error(slow_probes["size_for"].result(), "demand_rps")
 
 
-@_owned("plan", "`pdtp size-for --demand 1e30` never returns")
 def test_cli_size_for_huge_demand_ends(slow_probes):
-    assert_cli_error(slow_probes["size-for-cli"].result(), "demand")
+    """An answer (INFEASIBLE, naming the demand, exit 1), not a hang."""
+    assert_cli_error(slow_probes["size-for-cli"].result(), "demand_rps=1e+30", exit_code=1)
 
 
-@_owned("plan", "`pdtp replan --demand 1e30` never returns")
 def test_cli_replan_huge_demand_ends(slow_probes):
-    assert_cli_error(slow_probes["replan-cli"].result(), "demand")
+    assert_cli_error(slow_probes["replan-cli"].result(), "demand_rps=1e+30", exit_code=1)
 
 
 @_owned("plan", "`pdtp fleet --demands /dev/zero` reads forever")
@@ -502,17 +500,14 @@ def test_calibrate_from_an_endless_file(slow_probes):
     assert_pdtp_error(slow_probes["calibrate-dev-zero"].result(), "/dev/zero")
 
 
-@_owned("models", "a config.json nested 100,000 deep raises RecursionError")
 def test_deeply_nested_config(slow_probes):
     assert_pdtp_error(slow_probes["config-deep"].result(), "config.json", error=pdtp.ConfigError)
 
 
-@_owned("models", "no size limit on config files (64 MB is read and parsed)")
 def test_huge_config_is_refused_by_size(slow_probes):
     assert_pdtp_error(slow_probes["config-200mb"].result(), "config.json", error=pdtp.ConfigError)
 
 
-@_owned("models", "JSON nested 1,000 deep raises RecursionError, naming no field")
 def test_config_text_nested_1000_deep():
     expect_error_here(
         pdtp.Model.from_hf_config, '{"a": ' + "[" * 1000 + "]" * 1000 + "}", error=pdtp.ConfigError
