@@ -440,7 +440,7 @@ def test_sweep_grid_size_limit_from_the_api():
 
 # Subprocess probes for reproducers that hang or exhaust memory today: all started at once,
 # each killed at this backstop (a fixed planner answers in well under a second).
-HANG_BACKSTOP_S = 30.0
+HANG_BACKSTOP_S = 20.0
 
 
 def _owned(owner: str, why: str) -> pytest.MarkDecorator:
