@@ -9,13 +9,16 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ._core import expected_ack_count, remote_tp_rank, validate_kv_heads
+from . import _core
+from ._validate import int64_arguments
 from .check import CheckResult, CheckWarning, ModelShape, Violation, check
 from .connectors import Connector, connectors
 from .errors import (
+    ArgumentTypeError,
     ConfigError,
     InfeasibleError,
     InvalidArgumentError,
+    OutputFileError,
     PdtpError,
     RuleAssertionError,
     RuleNotImplementedError,
@@ -23,6 +26,12 @@ from .errors import (
     UnknownNameError,
 )
 from .transfer import TransferMap, transfer_map
+
+# vLLM's rule functions straight from the Rust core, with out-of-range and wrong-type
+# arguments reported as pdtp errors naming the argument (not PyO3's bare OverflowError).
+remote_tp_rank = int64_arguments(_core.remote_tp_rank)
+validate_kv_heads = int64_arguments(_core.validate_kv_heads)
+expected_ack_count = int64_arguments(_core.expected_ack_count)
 
 __version__ = "0.1.0"
 
@@ -84,6 +93,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ArgumentTypeError",
     "GPU",
     "Constants",
     "Estimate",
@@ -112,6 +122,7 @@ __all__ = [
     "InvalidArgumentError",
     "Model",
     "ModelShape",
+    "OutputFileError",
     "PdtpError",
     "RuleAssertionError",
     "RuleNotImplementedError",

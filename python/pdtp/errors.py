@@ -8,9 +8,11 @@ written against vLLM's behaviour (``except ValueError``) keeps working.
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentTypeError",
     "ConfigError",
     "InfeasibleError",
     "InvalidArgumentError",
+    "OutputFileError",
     "PdtpError",
     "RuleAssertionError",
     "RuleNotImplementedError",
@@ -33,6 +35,17 @@ class RuleNotImplementedError(PdtpError, NotImplementedError):
 
 class InvalidArgumentError(PdtpError, ValueError):
     """An argument is outside its allowed values; the message names the field."""
+
+
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument has the wrong type; the message names the field and what it accepts.
+    Also a ``TypeError``, so ``except TypeError`` keeps working."""
+
+
+class OutputFileError(InvalidArgumentError):
+    """An output file cannot be used: another run is writing it, pdtp did not write it, a
+    row in it is damaged, or it cannot be written. The message names the file (and the
+    line) and what to do; the file is left as it is."""
 
 
 class ConfigError(PdtpError, ValueError):
