@@ -513,7 +513,7 @@ def _emit_plan(make: Any, args: argparse.Namespace, header: str = "") -> int:
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
-    from .planner import solve
+    from .planning.solve import solve
 
     return _emit_plan(
         lambda: solve(
@@ -533,7 +533,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
 
 def _cmd_size_for(args: argparse.Namespace) -> int:
-    from .autoscale import size_for
+    from .planning.size_for import size_for
 
     return _emit_plan(
         lambda: size_for(
@@ -567,8 +567,8 @@ def _read_json_arg(path: str, what: str) -> Any:
 
 
 def _cmd_replan(args: argparse.Namespace) -> int:
-    from .autoscale import replan
     from .errors import InfeasibleError
+    from .planning.replan import replan
 
     current = _read_json_arg(args.current, "--current")
     move_cost: dict[str, float] = {}
@@ -604,7 +604,7 @@ def _cmd_replan(args: argparse.Namespace) -> int:
 def _cmd_fleet(args: argparse.Namespace) -> int:
     import csv
 
-    from .fleet import solve_fleet
+    from .planning.fleet import solve_fleet
 
     try:
         with open(args.demands, newline="", encoding="utf-8") as f:
