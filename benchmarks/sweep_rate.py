@@ -45,9 +45,7 @@ def core_only(models: list[Any], gpus: list[str], budgets: list[int]) -> float:
     for m in models:
         for g in gpus:
             ctx = resolve_context(m, g)
-            scenarios.append(
-                sweep_scenario(ctx, Workload(), "moriio", ctx.gpu.gpus_per_node, None)
-            )
+            scenarios.append(sweep_scenario(ctx, Workload(), "moriio", ctx.gpu.gpus_per_node, None))
     start = time.perf_counter()
     for scenario in scenarios:
         _core.sweep_budgets(scenario, budgets)

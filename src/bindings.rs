@@ -1264,8 +1264,40 @@ fn placement(
     Some(out)
 }
 
-/// Each node's contents mapped to a pattern of its class that holds them.
+/// Each node's contents mapped to a pattern of its class that holds them: by runs of
+/// identical nodes where the sizes form a chain (cost independent of the pool's size), else
+/// from the full placement.
 fn pattern_usage(c: &Candidates, sol: &Solution) -> Option<Vec<(usize, i64)>> {
+    let types = c.scenario.gpu_types.len();
+    let patterns: Vec<plan::Pattern> = (0..types)
+        .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
+        .collect();
+    let mut per_type: Vec<std::collections::BTreeMap<i64, i64>> = vec![Default::default(); types];
+    for ch in sol.iter().flatten() {
+        for (row, n) in [(ch.pair.prefill, ch.prefill), (ch.pair.decode, ch.decode)] {
+            let it = c.rows[row].item?;
+            *per_type[it.gpu_type].entry(it.piece).or_default() += n * it.pieces;
+        }
+    }
+    let runs: Option<Vec<_>> = (0..types)
+        .map(|t| c.cluster.fill_runs(t, &per_type[t]))
+        .collect();
+    if let Some(runs) = runs {
+        let mut counts: std::collections::BTreeMap<usize, i64> = Default::default();
+        for (class, contents, nodes) in runs.into_iter().flatten() {
+            let j = patterns.iter().position(|p| {
+                p.class == class
+                    && contents.iter().all(|(s, k)| {
+                        p.items
+                            .iter()
+                            .find(|(ps, _)| ps == s)
+                            .is_some_and(|(_, pk)| pk >= k)
+                    })
+            })?;
+            *counts.entry(j).or_default() += nodes;
+        }
+        return Some(counts.into_iter().collect());
+    }
     let placed = placement(c, sol, None)?;
     let node_class: std::collections::HashMap<usize, usize> = c
         .cluster

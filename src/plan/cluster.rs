@@ -466,6 +466,74 @@ impl Cluster {
         Ok(true)
     }
 
+    /// How many nodes of each class end up with each content when `counts` (piece size →
+    /// items, a divisibility chain) are placed first fit, largest first: `(class, contents
+    /// as (size, items) descending, nodes)`. Works on runs of identical nodes, so its cost
+    /// does not grow with the number of nodes or items. None: the sizes are not a chain or
+    /// do not fit.
+    #[allow(clippy::type_complexity)]
+    pub fn fill_runs(
+        &self,
+        t: usize,
+        counts: &BTreeMap<i64, i64>,
+    ) -> Option<Vec<(usize, Vec<(i64, i64)>, i64)>> {
+        let active: Vec<(i64, i64)> = counts
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(&s, &n)| (s, n))
+            .collect();
+        if active.windows(2).any(|w| w[1].0 % w[0].0 != 0) {
+            return None;
+        }
+        // Runs in node order: (class, nodes, free left, contents).
+        let mut runs: Vec<(usize, i64, i64, Vec<(i64, i64)>)> = self
+            .of_type(t)
+            .map(|(ci, c)| (ci, c.count, c.free, Vec::new()))
+            .collect();
+        for &(s, n) in active.iter().rev() {
+            let mut left = n;
+            let mut next = Vec::with_capacity(runs.len() + 2);
+            for (ci, count, free, contents) in runs {
+                let per = free / s;
+                if left == 0 || per == 0 {
+                    next.push((ci, count, free, contents));
+                    continue;
+                }
+                let full = (left / per).min(count);
+                let with = |k: i64| {
+                    let mut c = contents.clone();
+                    c.push((s, k));
+                    c
+                };
+                if full > 0 {
+                    next.push((ci, full, free - per * s, with(per)));
+                    left -= full * per;
+                }
+                let rest = count - full;
+                if rest > 0 && left > 0 {
+                    // left < per here: one node takes the remainder
+                    next.push((ci, 1, free - left * s, with(left)));
+                    left = 0;
+                    if rest > 1 {
+                        next.push((ci, rest - 1, free, contents));
+                    }
+                } else if rest > 0 {
+                    next.push((ci, rest, free, contents));
+                }
+            }
+            if left > 0 {
+                return None;
+            }
+            runs = next;
+        }
+        Some(
+            runs.into_iter()
+                .filter(|r| !r.3.is_empty())
+                .map(|(ci, count, _, contents)| (ci, contents, count))
+                .collect(),
+        )
+    }
+
     /// Which node each item goes to: for every GPU type, `placed[k]` lists the caller's
     /// node number of each of the `counts[k]` items of `sizes[k]`, in order. Exact for
     /// chains (first fit, largest first) and two sizes; `Err(TooLarge)` otherwise.
@@ -671,6 +739,43 @@ mod tests {
             .all(|p| p.items.iter().map(|(s, k)| s * k).sum::<i64>() <= cl.classes[p.class].free));
         let placed = cl.place(0, &c).err();
         assert!(placed.is_some() || cl.fits_chain(0, &c) == Some(true));
+    }
+
+    #[test]
+    fn fill_runs_match_the_node_by_node_placement() {
+        let cl = cluster(&[(0, 8, 3), (0, 5, 1), (0, 8, 2), (0, 2, 1)], &[8]);
+        for counts in [
+            vec![(8, 2), (4, 3), (2, 4), (1, 3)],
+            vec![(4, 7)],
+            vec![(2, 9), (1, 9)],
+            vec![(8, 5)],
+        ] {
+            let counts: BTreeMap<i64, i64> = counts.into_iter().collect();
+            let runs = cl.fill_runs(0, &counts);
+            let placed = cl.place(0, &counts);
+            assert_eq!(runs.is_some(), placed.is_ok(), "{counts:?}");
+            let (Some(runs), Ok(placed)) = (runs, placed) else {
+                continue;
+            };
+            // Per node contents from the placement, as a multiset of contents.
+            let mut per_node: BTreeMap<usize, BTreeMap<i64, i64>> = BTreeMap::new();
+            for (s, nodes) in &placed {
+                for &n in nodes {
+                    *per_node.entry(n).or_default().entry(*s).or_default() += 1;
+                }
+            }
+            let mut from_place: Vec<Vec<(i64, i64)>> = per_node
+                .values()
+                .map(|c| c.iter().rev().map(|(&s, &k)| (s, k)).collect())
+                .collect();
+            let mut from_runs: Vec<Vec<(i64, i64)>> = runs
+                .iter()
+                .flat_map(|(_, c, n)| std::iter::repeat_n(c.clone(), *n as usize))
+                .collect();
+            from_place.sort();
+            from_runs.sort();
+            assert_eq!(from_place, from_runs, "{counts:?}");
+        }
     }
 
     #[test]

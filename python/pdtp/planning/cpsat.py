@@ -39,6 +39,10 @@ Solution = list[Any]  # one _core.Choice or None per model
 MARGIN_S = 0.01
 
 
+class OutOfTime(Exception):
+    """The time limit passed while the model was being built (a very large model)."""
+
+
 @dataclass(frozen=True)
 class Decision:
     """What a planner decided: one ``_core.Choice`` (or None) per model, how sure it is
@@ -67,7 +71,15 @@ def _lean_model_class(cp_model: Any) -> Any:
 class OneModel:
     """The CP-SAT model of one scenario's candidates: built once, solved stage by stage."""
 
-    def __init__(self, cands: Any, *, presolve: bool = False, workers: int = 1, seed: int = 0):
+    def __init__(
+        self,
+        cands: Any,
+        *,
+        presolve: bool = False,
+        workers: int = 1,
+        seed: int = 0,
+        deadline: float | None = None,
+    ):
         from ortools.sat.python import cp_model  # lazy: OR-Tools costs ~0.5 s to import
 
         self.cp = cp_model
@@ -98,7 +110,9 @@ class OneModel:
             )
 
         self.pair_ids = [i for i, p in enumerate(self.pairs) if usable(p)]
+        self.deadline = deadline
         self.z = {i: m.new_bool_var(f"z{i}") for i in self.pair_ids}
+        self._check_time()
         by_model: dict[int, list[Any]] = {}
         on_row: dict[int, list[Any]] = {}
         for i in self.pair_ids:
@@ -117,6 +131,8 @@ class OneModel:
         self.n: dict[int, Any] = {}
         self.x: dict[int, Any] = {}
         for r, zs in on_row.items():
+            if r % 512 == 0:
+                self._check_time()
             row = self.rows[r]
             x = sum(zs) if len(zs) > 1 else zs[0]
             lo = row.need if demand_rows and row.need is not None else 1
@@ -124,13 +140,22 @@ class OneModel:
             m.add(v <= row.most * x)
             m.add(v >= lo * x)
             self.n[r], self.x[r] = v, x
+        self.model_rows: dict[int, list[int]] = {}
+        for r in self.n:
+            self.model_rows.setdefault(self.rows[r].model, []).append(r)
+        self._check_time()
         self._packing()
+        self._check_time()
         self._terms_cache: dict[str, Any] = {}
         self.served: dict[int, Any] = {}
         self.fraction: dict[int, Any] = {}
         self.aux_hints: list[tuple[Any, Any]] = []
 
     # ---- structure ---------------------------------------------------------------------
+
+    def _check_time(self) -> None:
+        if self.deadline is not None and time.perf_counter() > self.deadline - MARGIN_S:
+            raise OutOfTime
 
     def _packing(self) -> None:
         m, cands = self.model, self.cands
@@ -176,27 +201,21 @@ class OneModel:
         """served[k] ≤ each side's capacity (maximising pushes it to their minimum)."""
         if k not in self.served:
             m = self.model
-            sides: dict[str, list[tuple[Any, int]]] = {"prefill": [], "decode": []}
-            for r, v in self.n.items():
+            sides: dict[str, list[tuple[Any, int, int]]] = {"prefill": [], "decode": []}
+            for r in self.model_rows.get(k, ()):
                 row = self.rows[r]
-                if row.model == k:
-                    sides[row.role].append((v, row.units))
-            top = min(sum(row_most * u for row_most, u in self._caps(k, side)) for side in sides)
+                sides[row.role].append((self.n[r], row.units, row.most))
+            top = min(sum(u * most for _, u, most in items) for items in sides.values())
             s = m.new_int_var(0, max(0, top), f"served{k}")
             for items in sides.values():
                 m.add(
                     s
-                    <= self.cp.LinearExpr.weighted_sum([v for v, _ in items], [u for _, u in items])
+                    <= self.cp.LinearExpr.weighted_sum(
+                        [v for v, _, _ in items], [u for _, u, _ in items]
+                    )
                 )
             self.served[k] = s
         return self.served[k]
-
-    def _caps(self, k: int, side: str) -> list[tuple[int, int]]:
-        return [
-            (self.rows[r].most, self.rows[r].units)
-            for r in self.n
-            if self.rows[r].model == k and self.rows[r].role == side
-        ] or [(0, 0)]
 
     def _fraction(self, k: int) -> Any:
         """A model's served fraction in steps of 1/scale: f·demand ≤ scale·served."""
@@ -345,7 +364,9 @@ class OneModel:
         params = solver.parameters
         params.num_workers = self.workers
         params.random_seed = self.seed
-        params.max_time_in_seconds = max(1e-3, seconds)
+        # CP-SAT notices its limit a little late on large models (measured: 5% over at 16,000
+        # pairs): ask for 95% of what is left.
+        params.max_time_in_seconds = max(1e-3, 0.95 * seconds)
         if not self.presolve:
             # A model this small is proven from the hint and the bound faster than presolve
             # runs (measured: 0.2 ms vs 2-7 ms per stage).

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from .cpsat import MARGIN_S, Decision, OneModel, Solution
+from .cpsat import MARGIN_S, Decision, OneModel, OutOfTime, Solution
 
 METHODS = ("cpsat", "enumerate")
 
@@ -75,6 +75,11 @@ def by_oracle(cands: Any, deadline: float, note: str = "") -> Decision:
     return Decision(best, status, 0.0 if complete else None, None, "enumerate")
 
 
+def starting_plan(cands: Any) -> Solution | None:
+    """CP-SAT's starting plan: the Rust closed forms' best (single-model planners)."""
+    return cands.hint()
+
+
 def decide(
     cands: Any,
     *,
@@ -99,6 +104,14 @@ def decide(
         if fallback is not None:
             return fallback
         return by_oracle(cands, deadline)
-    start = hint if hint is not None else cands.hint()
-    model = OneModel(cands, presolve=presolve, workers=workers)
+    start = hint if hint is not None else starting_plan(cands)
+    try:
+        model = OneModel(cands, presolve=presolve, workers=workers, deadline=deadline)
+    except OutOfTime:
+        # A model too large to build within the limit: the starting plan stands.
+        if fallback is not None:
+            return fallback
+        if start is None:
+            return by_oracle(cands, deadline)
+        return Decision(start, "FEASIBLE", None, None, "closed-form")
     return model.decide(start, deadline, bound)

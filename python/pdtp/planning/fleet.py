@@ -22,9 +22,10 @@ much (below one step at any allocation otherwise), so such a model still gets th
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -33,7 +34,7 @@ from ..errors import InfeasibleError, InvalidArgumentError
 from ..perf import DEFAULT_UTILIZATION
 from ..workload import Workload
 from . import infeasible, plan, scenario
-from .cpsat import MARGIN_S, Decision
+from .cpsat import MARGIN_S, Decision, OutOfTime
 from .decide import decide
 from .plan import Plan
 
@@ -46,9 +47,6 @@ WEIGHT_SCALE = 1_000
 # Work budgets of the frontiers (served levels) and of the DP over them (levels x GPUs).
 MAX_LEVELS = 200_000
 MAX_DP_CELLS = 30_000_000
-# Model elements CP-SAT's Python builder handles per second (about); a model that would
-# take more than half of the time left is not built: the closed-form plan is returned.
-BUILD_RATE = 200_000
 
 
 @dataclass(frozen=True)
@@ -66,7 +64,6 @@ class FleetPlan:
     plans: Mapping[str, Plan]
     served_fraction: Mapping[str, float]
     demand_rps: Mapping[str, float]
-    placement: tuple[tuple[tuple[str, str, int], ...], ...]
     gpus: int
     gpus_per_node: int
     gpus_used: int
@@ -76,6 +73,16 @@ class FleetPlan:
     solve_ms: float
     method: str = "cpsat"
     pool: str = ""
+    # The per-node placement, computed on first use (see ``placement``).
+    placer: Callable[[], tuple[tuple[tuple[str, str, int], ...], ...]] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    @functools.cached_property
+    def placement(self) -> tuple[tuple[tuple[str, str, int], ...], ...]:
+        """One entry per node of the pool: the instances on it as ``(model name,
+        "prefill"|"decode", tp)``."""
+        return self.placer() if self.placer is not None else ()
 
     @property
     def min_served_fraction(self) -> float:
@@ -179,24 +186,36 @@ def _parse_demand(i: int, entry: Any) -> tuple[Any, Any, Any, Any, Any]:
 # ---- node patterns and packing --------------------------------------------------------------
 
 
-def _pack(counts: Mapping[int, int], caps: Sequence[int]) -> list[dict[int, int]] | None:
-    """First-fit decreasing of ``counts[size]`` instances into nodes of ``caps``; the
-    per-node size counts, or None when they do not fit."""
-    free = list(caps)
-    nodes: list[dict[int, int]] = [{} for _ in caps]
+def _packs(counts: Mapping[int, int], caps: Sequence[tuple[int, int]]) -> bool:
+    """Whether ``counts[size]`` instances fit first fit, largest first, into the nodes
+    ``caps`` (runs of ``(free GPUs, nodes)``). Worked on runs of identical nodes, so its
+    cost does not grow with the pool; exact for sizes that divide each other (a hint only
+    needs "fits", CP-SAT decides the rest)."""
+    runs = [list(c) for c in caps]
     for s in sorted(counts, reverse=True):
         left = counts[s]
-        for n, room in enumerate(free):
-            if not left:
-                break
-            k = min(left, room // s)
-            if k:
-                nodes[n][s] = nodes[n].get(s, 0) + k
-                free[n] -= k * s
-                left -= k
+        nxt: list[list[int]] = []
+        for free, n in runs:
+            per = free // s
+            if not left or not per:
+                nxt.append([free, n])
+                continue
+            full = min(n, left // per)
+            if full:
+                nxt.append([free - per * s, full])
+                left -= full * per
+            rest = n - full
+            if rest and left:
+                nxt.append([free - left * s, 1])
+                left = 0
+                if rest > 1:
+                    nxt.append([free, rest - 1])
+            elif rest:
+                nxt.append([free, rest])
         if left:
-            return None
-    return nodes
+            return False
+        runs = nxt
+    return True
 
 
 # ---- closed-form sizing (bound and hint) ----------------------------------------------------
@@ -323,16 +342,26 @@ def _rebuild(steps: list[tuple[list[tuple[int, int, _Config]], Any]], g: int) ->
 class _Bounds:
     """Valid bounds on the order's stages from the closed forms, and the starting plan."""
 
-    def __init__(self, entries: list[_Entry], caps: list[int], pool: int, stages: Any) -> None:
+    def __init__(
+        self,
+        entries: list[_Entry],
+        caps: list[tuple[int, int]],
+        pool: int,
+        stages: Any,
+        deadline: float,
+    ) -> None:
         self.entries, self.caps, self.pool, self.stages = entries, caps, pool, stages
+        self.deadline = deadline
         weighted = [e for e in entries if e.weight > 0 and e.units]
 
         def fits(t: int) -> bool:
+            if time.perf_counter() > deadline - MARGIN_S:
+                raise OutOfTime
             return sum(_config_for(e, t)[1] for e in weighted) <= pool
 
         def packs(t: int) -> bool:
             cfgs = [_config_for(e, t)[0] if e.weight > 0 else None for e in entries]
-            return fits(t) and _pack(_size_counts(entries, cfgs), caps) is not None
+            return fits(t) and _packs(_size_counts(entries, cfgs), caps)
 
         self.t_ub = _largest_t(fits, 0, SCALE)
         self.t_hint = self.t_ub if packs(self.t_ub) else _largest_t(packs, 0, self.t_ub)
@@ -342,6 +371,8 @@ class _Bounds:
         self._dp: tuple[int, Any, Any] | None = None
 
     def _totals(self, lower_t: int) -> tuple[Any, Any]:
+        if time.perf_counter() > self.deadline - MARGIN_S:
+            raise OutOfTime
         if self._dp is None or self._dp[0] != lower_t:
             lower = {k: lower_t if e.weight > 0 else 0 for k, e in enumerate(self.entries)}
             best, steps = _best_totals(self.entries, lower, self.pool)
@@ -352,12 +383,21 @@ class _Bounds:
         """The DP's best configurations (weighted total, then fewest GPUs) when they pack."""
         if not self.dp:
             return None
-        best, steps = self._totals(lower_t)
+        try:
+            best, steps = self._totals(lower_t)
+        except OutOfTime:
+            return None
         top = int(best[self.pool])
         cfgs = _rebuild(steps, int((best >= top).argmax()))
-        return cfgs if _pack(_size_counts(self.entries, cfgs), self.caps) is not None else None
+        return cfgs if _packs(_size_counts(self.entries, cfgs), self.caps) else None
 
     def __call__(self, stage: int, fixed: list[int]) -> int | None:
+        try:
+            return self._bound(stage, fixed)
+        except OutOfTime:  # no time left for the DP: CP-SAT goes on without this bound
+            return None
+
+    def _bound(self, stage: int, fixed: list[int]) -> int | None:
         terms = dict(self.stages[stage].terms)
         if terms == {"min_fraction": 1}:
             return self.t_ub
@@ -481,12 +521,13 @@ def solve_fleet(
     cands = _core.candidates(sc.core)
     rows = cands.rows
     weights, _, demand_units, _ = cands.fleet_terms
+    by_model: dict[int, list[Any]] = {}
+    for pair in cands.pairs:
+        by_model.setdefault(pair.model, []).append(pair)
     entries: list[_Entry] = []
     for k, (_, _, d, wt, label) in enumerate(parsed):
         options = []
-        for pair in cands.pairs:
-            if pair.model != k:
-                continue
+        for pair in by_model.get(k, ()):
             a, b = rows[pair.prefill], rows[pair.decode]
             units = demand_units[k]
             options.append(
@@ -535,18 +576,19 @@ def _decide(
     bounds: _Bounds | None = None
     hint: list[Any] | None = None
     if single:
-        caps = [free for _, free in sc.pool.nodes]
-        bounds = _Bounds(entries, caps, sc.pool.gpus, cands.stages)
+        caps = [(free, count) for _, free, count in sc.pool.runs()]
+        try:
+            bounds = _Bounds(entries, caps, sc.pool.gpus, cands.stages, deadline)
+        except OutOfTime:
+            return _nothing(len(entries))
         # The closed-form t, then the DP's best total above it (when it packs).
         max_min = "min_fraction" in dict(cands.stages[0].terms)
         start = bounds.relaxed_best(bounds.t_hint if max_min else 0) or bounds.hint
         hint = _to_solution(entries, start)
     # Without OR-Tools in time, or with a model too large to build in the time left, the
     # closed-form plan stands: OPTIMAL only when it meets every bound.
-    size = len(cands.pairs) * 4 + len(cands.rows) + 200
-    left = deadline - time.perf_counter() - MARGIN_S
-    fallback = _closed_form(cands, hint, bounds)
-    if size / BUILD_RATE > left / 2 and fallback is not None:
+    fallback = _closed_form(cands, hint, bounds) or _nothing(len(entries))
+    if time.perf_counter() > deadline - MARGIN_S:
         return fallback
     return decide(
         cands,
@@ -559,6 +601,12 @@ def _decide(
         presolve=False,
         workers=workers,
     )
+
+
+def _nothing(models: int) -> Decision:
+    """The plan that serves nothing: always feasible, what is left when time runs out
+    before any better plan is known."""
+    return Decision([None] * models, "FEASIBLE", None, None, "closed-form")
 
 
 def _closed_form(cands: Any, hint: list[Any] | None, bounds: _Bounds | None) -> Decision | None:
@@ -586,6 +634,10 @@ def _usage_of(cands: Any, solution: list[Any]) -> list[tuple[int, int]] | None:
         return None
 
 
+def _nth(placed: Callable[[], list[list[plan.Placement]]], k: int) -> list[plan.Placement]:
+    return placed()[k]
+
+
 def _result(
     sc: scenario.Scenario,
     cands: Any,
@@ -595,34 +647,47 @@ def _result(
     started: float,
 ) -> FleetPlan:
     sol = decision.solution or [None] * len(entries)
-    usage = decision.usage if decision.usage is not None else _usage_of(cands, sol)
-    placed = plan.placements(sc, cands, sol, usage)
+    status = decision.status if decision.status in ("OPTIMAL", "FEASIBLE") else "FEASIBLE"
+    full = Decision(sol, status, decision.gap, decision.usage, decision.method)
+
+    @functools.cache
+    def placed() -> list[list[plan.Placement]]:
+        usage = decision.usage if decision.usage is not None else _usage_of(cands, sol)
+        return plan.placements(sc, cands, sol, usage)
+
     plans: dict[str, Plan] = {}
     served: dict[str, float] = {}
     demand: dict[str, float] = {}
     used = 0
-    by_node: dict[int, list[tuple[str, str, int]]] = {}
-    status = decision.status if decision.status in ("OPTIMAL", "FEASIBLE") else "FEASIBLE"
-    full = Decision(sol, status, decision.gap, usage, decision.method)
     for k, (e, ch) in enumerate(zip(entries, sol)):
         demand[e.name] = e.demand
         if ch is None:
             served[e.name] = 1.0 if e.demand == 0 else 0.0
             continue
-        p = plan.build(sc, cands, full, k, started=started, assignment=placed[k], status=status)
+        p = plan.build(
+            sc, cands, full, k, started=started, placer=functools.partial(_nth, placed, k),
+            status=status,
+        )  # fmt: skip
         plans[e.name] = p
         served[e.name] = 1.0 if e.demand == 0 else min(1.0, p.requests_per_s / e.demand)
         used += p.gpus_used
-        for q in placed[k]:
-            tp = p.prefill.tp if q.role == "prefill" else p.decode.tp
-            for node in q.nodes:
-                by_node.setdefault(node, []).append((e.name, q.role, tp))
-    placement = tuple(tuple(by_node.get(n, ())) for n in range(len(sc.pool.nodes)))
+
+    def by_node() -> tuple[tuple[tuple[str, str, int], ...], ...]:
+        nodes: dict[int, list[tuple[str, str, int]]] = {}
+        for k, e in enumerate(entries):
+            p = plans.get(e.name)
+            if p is None:
+                continue
+            for q in placed()[k]:
+                tp = p.prefill.tp if q.role == "prefill" else p.decode.tp
+                for node in q.nodes:
+                    nodes.setdefault(node, []).append((e.name, q.role, tp))
+        return tuple(tuple(nodes.get(n, ())) for n in range(sc.pool.node_count))
+
     return FleetPlan(
         plans=MappingProxyType(plans),
         served_fraction=MappingProxyType(served),
         demand_rps=MappingProxyType(demand),
-        placement=placement,
         gpus=sc.pool.gpus,
         gpus_per_node=sc.pool.node_size[0],
         gpus_used=used,
@@ -632,4 +697,5 @@ def _result(
         solve_ms=(time.perf_counter() - started) * 1e3,
         method=decision.method,
         pool=sc.pool.describe(),
+        placer=by_node,
     )

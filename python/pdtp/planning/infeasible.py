@@ -184,7 +184,7 @@ def _one_type(
     ]
     stranded = [r for r in usable if not r.placeable]
     if usable and len(stranded) == len(usable):
-        largest = max((free for k, free in pool.nodes if k == t), default=0)
+        largest = pool.largest_free(t)
         sizes = ", ".join(str(s) for s in sorted({r.tp for r in stranded}))
         binding = (
             f"no node fits an instance: tp {sizes} need that many free {g.name} GPUs on one "

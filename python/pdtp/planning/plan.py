@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..check import CheckWarning, check
@@ -100,8 +102,17 @@ class Plan:
     cost_per_hour: float | None = None
     vllm_version: str | None = None
     pool: str = ""
-    assignment: tuple[Placement, ...] = ()
     notes: tuple[str, ...] = ()
+    # Where the instances run, computed on first use (a pool of a million GPUs has as many
+    # instances: listing them is the caller's choice, not part of the solve's time).
+    placer: Callable[[], Sequence[Placement]] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    @cached_property
+    def assignment(self) -> tuple[Placement, ...]:
+        """Every instance's :class:`Placement`, prefill first."""
+        return tuple(self.placer()) if self.placer is not None else ()
 
     @property
     def gpus_used(self) -> int:
@@ -204,7 +215,7 @@ def build(
     started: float,
     rejected: tuple[str, ...] = (),
     notes: tuple[str, ...] = (),
-    assignment: list[Placement] | None = None,
+    placer: Callable[[], Sequence[Placement]] | None = None,
     status: str | None = None,
 ) -> Plan:
     """The :class:`Plan` of one model's choice in a decision."""
@@ -222,8 +233,12 @@ def build(
     cost = None
     if prices[p.gpu_type] is not None and prices[d.gpu_type] is not None:
         cost = p.gpus * np_ * prices[p.gpu_type] + d.gpus * nd * prices[d.gpu_type]
-    if assignment is None:
-        assignment = placements(sc, cands, decision.solution, decision.usage)[model]
+    if placer is None:
+        solution, usage = decision.solution, decision.usage
+
+        def placer() -> Sequence[Placement]:
+            return placements(sc, cands, solution, usage)[model]
+
     warnings = check(
         entry.model, p.tp, d.tp, connector=sc.connector.name, max_acks=sc.max_acks, alternatives=0
     ).warnings
@@ -260,8 +275,8 @@ def build(
         cost_per_hour=cost,
         vllm_version=sc.vllm_version,
         pool=pool.describe(),
-        assignment=tuple(assignment),
         notes=notes,
+        placer=placer,
     )
 
 

@@ -17,6 +17,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .. import _core
@@ -43,31 +44,33 @@ MAX_PRICE = 1e6
 @dataclass(frozen=True)
 class Pool:
     """The GPU pool: its types (catalog GPUs with their node size and price) and its nodes
-    in the caller's order as ``(type index, free GPUs)``; ``devices[n]`` lists node n's free
-    device ids when the caller gave them."""
+    in the caller's order as runs of identical nodes ``(type index, free GPUs, nodes)`` —
+    node ``n`` is the n-th node of that order; ``devices[n]`` lists node n's free device
+    ids when the caller gave them."""
 
     types: tuple[GPU, ...]
     node_size: tuple[int, ...]
     prices: tuple[float | None, ...]
-    nodes: tuple[tuple[int, int], ...]
+    node_runs: tuple[tuple[int, int, int], ...]
     devices: Mapping[int, tuple[int, ...]]
 
-    @property
+    @cached_property
     def gpus(self) -> int:
-        return sum(free for _, free in self.nodes)
+        return sum(free * n for _, free, n in self.node_runs)
+
+    @cached_property
+    def node_count(self) -> int:
+        return sum(n for _, _, n in self.node_runs)
 
     def gpus_of(self, t: int) -> int:
-        return sum(free for k, free in self.nodes if k == t)
+        return sum(free * n for k, free, n in self.node_runs if k == t)
+
+    def largest_free(self, t: int) -> int:
+        return max((free for k, free, _ in self.node_runs if k == t), default=0)
 
     def runs(self) -> list[tuple[int, int, int]]:
-        """Consecutive identical nodes as ``(type, free, count)``: the core's node list."""
-        out: list[tuple[int, int, int]] = []
-        for t, free in self.nodes:
-            if out and out[-1][0] == t and out[-1][1] == free:
-                out[-1] = (t, free, out[-1][2] + 1)
-            else:
-                out.append((t, free, 1))
-        return out
+        """The node runs: the core's node list."""
+        return list(self.node_runs)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -76,6 +79,15 @@ class Pool:
     def describe(self) -> str:
         """``24 x mi300x`` or ``16 x mi355x + 32 x mi300x``."""
         return " + ".join(f"{self.gpus_of(t)} x {g.name}" for t, g in enumerate(self.types))
+
+
+def _add_run(runs: list[tuple[int, int, int]], t: int, free: int, count: int) -> None:
+    if count <= 0:
+        return
+    if runs and runs[-1][0] == t and runs[-1][1] == free:
+        runs[-1] = (t, free, runs[-1][2] + count)
+    else:
+        runs.append((t, free, count))
 
 
 def _count(field: str, value: Any, *, minimum: int, maximum: int) -> int:
@@ -127,7 +139,8 @@ def resolve_pool(
         per_type = [(_gpu_type("gpu", gpu if gpu is not None else DEFAULT_GPU), source, field)]
     types: list[GPU] = []
     sizes: list[int] = []
-    node_list: list[tuple[int, int]] = []
+    runs: list[tuple[int, int, int]] = []
+    nodes_seen = 0
     devices: dict[int, tuple[int, ...]] = {}
     for t, (g, spec, where) in enumerate(per_type):
         if g.name in (x.name for x in types):
@@ -138,7 +151,9 @@ def resolve_pool(
         if gpus is not None:
             count = positive_int(where, spec, maximum=MAX_GPUS)
             full, rest = divmod(count, size)
-            node_list += [(t, size)] * full + ([(t, rest)] if rest else [])
+            _add_run(runs, t, size, full)
+            _add_run(runs, t, rest, 1 if rest else 0)
+            nodes_seen += full + (1 if rest else 0)
             continue
         if isinstance(spec, (str, bytes, Mapping)) or not isinstance(spec, Sequence):
             raise TypeError(
@@ -158,11 +173,12 @@ def resolve_pool(
                         f"{at} must list distinct device ids of a {size}-GPU {g.name} node"
                     )
                 free = len(ids)
-                devices[len(node_list)] = ids
+                devices[nodes_seen] = ids
             else:
                 free = _count(at, entry, minimum=0, maximum=size)
-            node_list.append((t, free))
-    total = sum(f for _, f in node_list)
+            _add_run(runs, t, free, 1)
+            nodes_seen += 1
+    total = sum(f * n for _, f, n in runs)
     if total < 1:
         raise InvalidArgumentError(f"{field} has no free GPU")
     if total > MAX_GPUS:
@@ -171,7 +187,7 @@ def resolve_pool(
         types=tuple(types),
         node_size=tuple(sizes),
         prices=tuple(_price(g, prices) for g in types),
-        nodes=tuple(node_list),
+        node_runs=tuple(runs),
         devices=devices,
     )
 
