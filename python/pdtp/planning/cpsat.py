@@ -27,6 +27,7 @@ the same input gives the same plan.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,7 @@ class Decision:
     method: str
 
 
+@functools.cache
 def _lean_model_class(cp_model: Any) -> Any:
     """``CpModel`` without its camelCase aliases: OR-Tools adds ~60 of them to every new
     model (about 2 ms); pdtp only calls the snake_case methods."""
