@@ -15,9 +15,9 @@
 use std::cmp::Ordering;
 
 use crate::check::pair_ok;
+use crate::plan::cluster::{most_served, room, Fit};
 use crate::plan::cluster::{Cluster, Item, TooLarge};
 use crate::plan::order::{cmp_lex, lexicographic, Term};
-use crate::plan::relax::{most_served, room, Fit};
 use crate::plan::{side_option, Objective, Scenario, SideOption};
 
 /// One budget's plan: `prefill_instances` × prefill TP + `decode_instances` × decode TP.

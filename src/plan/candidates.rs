@@ -328,7 +328,7 @@ impl Candidates {
     /// (exact where the node search allows, else what a relaxed plan that fits serves): a
     /// value some plan reaches.
     pub fn most_served(&self, model: usize) -> i64 {
-        use super::relax::{most_served, room, Fit};
+        use super::cluster::{most_served, room, Fit};
         let cl = &self.cluster;
         self.pairs
             .iter()

@@ -11,82 +11,15 @@
 use std::cmp::Ordering;
 
 use super::candidates::{Candidates, Pair};
-use super::cluster::{Cluster, Item, TooLarge};
+use super::cluster::{most_served, room, Fit, Item, TooLarge};
 use super::order::{Choice, Order, Sense, Solution, Term, Value};
 use super::scenario::Objective;
 
 /// Largest prefill count a ratio hint scans per pair (the ratio repeats with scale).
 const RATIO_SCAN: i64 = 2048;
 
-/// Exact packing, or the relaxation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fit {
-    Exact,
-    Relaxed,
-}
-
-/// The most decode instances next to `np` prefill instances of a pair (None: `np` do not
-/// fit); `Err(TooLarge)` when an exact search would be too large.
-pub fn room(cl: &Cluster, a: Item, np: i64, b: Item, fit: Fit) -> Result<Option<i64>, TooLarge> {
-    cl.most_beside(a, np, b, fit == Fit::Exact)
-}
-
 fn ceil_div(a: i64, b: i64) -> i64 {
     (a + b - 1) / b
-}
-
-/// The most one pair serves (capacity units `ua`, `ub` per instance) and the fewest
-/// instances that serve it: `(np, nd, value)`.
-pub fn most_served(
-    ua: i64,
-    ub: i64,
-    most_a: i64,
-    room: &dyn Fn(i64) -> Result<Option<i64>, TooLarge>,
-) -> Result<Option<(i64, i64, i64)>, TooLarge> {
-    if ua <= 0 || ub <= 0 {
-        return Ok(None);
-    }
-    let fits = |np: i64| -> Result<Option<i64>, TooLarge> { Ok(room(np)?.filter(|&n| n >= 1)) };
-    if fits(1)?.is_none() {
-        return Ok(None);
-    }
-    // Largest np that still leaves room for one decode instance.
-    let (mut lo, mut hi) = (1_i64, most_a.max(1));
-    while lo < hi {
-        let mid = lo + (hi - lo + 1) / 2;
-        if fits(mid)?.is_some() {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    let np_max = lo;
-    // Largest np with np·A ≤ room(np)·B (0 when even one prefill instance out-serves all
-    // the decode room).
-    let balanced = |np: i64| -> Result<bool, TooLarge> {
-        Ok(fits(np)?.is_some_and(|nd| (np as i128) * (ua as i128) <= (nd as i128) * (ub as i128)))
-    };
-    let (mut lo, mut hi) = (0_i64, np_max);
-    while lo < hi {
-        let mid = lo + (hi - lo + 1) / 2;
-        if balanced(mid)? {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    let mut best = 0_i64;
-    for np in [lo, lo + 1] {
-        if (1..=np_max).contains(&np) {
-            if let Some(nd) = fits(np)? {
-                best = best.max(np.saturating_mul(ua).min(nd.saturating_mul(ub)));
-            }
-        }
-    }
-    if best <= 0 {
-        return Ok(None);
-    }
-    Ok(Some((ceil_div(best, ua), ceil_div(best, ub), best)))
 }
 
 fn items(c: &Candidates, pair: Pair) -> (Item, Item) {

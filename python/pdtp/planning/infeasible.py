@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import _core
-from ..check import check
 from ..errors import InfeasibleError
+from ..violations import pair_rules
 
 if TYPE_CHECKING:
     from ..perf import Context, SidePoint
@@ -139,17 +139,13 @@ def explain(
             )
     ps, ds = funnels["prefill"][3], funnels["decode"][3]
     pairs = [(pt, dt) for pt in ps for dt in ds]
-    valid = [
-        (pt, dt)
-        for pt, dt in pairs
-        if check(m, pt, dt, connector=connector, max_acks=max_acks, alternatives=0).ok
-    ]
+    valid = [(pt, dt) for pt, dt in pairs if not pair_rules(m, pt, dt, connector, max_acks)[0]]
     if not valid:
         pt, dt = max(pairs, key=lambda x: (min(x), -abs(x[0] - x[1])))
-        why = check(m, pt, dt, connector=connector, max_acks=max_acks, alternatives=0)
+        why = pair_rules(m, pt, dt, connector, max_acks)[0][0].message
         return done(
             f"no usable pair passes {connector}'s rules (usable prefill tp {_sizes(ps)}, decode "
-            f"tp {_sizes(ds)}); e.g. P{pt}/D{dt}: {why.violations[0].message}"
+            f"tp {_sizes(ds)}); e.g. P{pt}/D{dt}: {why}"
         )
     pt, dt = min(valid, key=lambda x: (x[0] + x[1], x[0]))
     return done(
@@ -267,8 +263,8 @@ def _instances(demand: float, rps: float) -> float:
 def most_served(sc: Scenario) -> float:
     """Requests/s the pool serves at most (the throughput plan's closed-form value)."""
     core = _core.Scenario(
-        models=[_spec(sc, 0)],
-        gpu_types=[_gpu_spec(sc, t) for t in range(len(sc.pool.types))],
+        models=list(sc.specs[:1]),
+        gpu_types=list(sc.gpu_specs),
         nodes=sc.pool.runs(),
         connector=sc.connector_key,
         objective="throughput",
@@ -284,28 +280,4 @@ def most_served(sc: Scenario) -> float:
     return min(
         ch.prefill_instances * rows[ch.prefill].requests_per_s,
         ch.decode_instances * rows[ch.decode].requests_per_s,
-    )
-
-
-def _spec(sc: Scenario, model: int) -> Any:
-    from ..perf import gpu_inputs, model_inputs
-
-    e = sc.models[model]
-    return _core.ModelSpec(
-        name=e.name,
-        model=model_inputs(e.model),
-        workload=e.workload._core_dict(),
-        gpus=[gpu_inputs(g, e.model.weight_dtype) for g in sc.pool.types],
-    )
-
-
-def _gpu_spec(sc: Scenario, t: int) -> Any:
-    from ..perf import constant_inputs
-
-    g = sc.pool.types[t]
-    return _core.GpuType(
-        name=g.name,
-        vendor=g.vendor,
-        constants=constant_inputs(sc.constants[t]),
-        node_size=sc.pool.node_size[t],
     )

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..check import CheckWarning, check
 from ..perf import DEFAULT_UTILIZATION, bottleneck
+from ..violations import CheckWarning, pair_rules
 from ..workload import Workload
 
 if TYPE_CHECKING:
@@ -239,9 +239,8 @@ def build(
         def placer() -> Sequence[Placement]:
             return placements(sc, cands, solution, usage)[model]
 
-    warnings = check(
-        entry.model, p.tp, d.tp, connector=sc.connector.name, max_acks=sc.max_acks, alternatives=0
-    ).warnings
+    violations, found = pair_rules(entry.model, p.tp, d.tp, sc.connector.name, sc.max_acks)
+    warnings = () if violations else found
     return Plan(
         model=entry.model.name,
         model_id=entry.reference,
@@ -293,15 +292,8 @@ def rule_note(
     bp, bd, cp_, cd = rows[b.prefill], rows[b.decode], rows[c.prefill], rows[c.decode]
     served = min(b.prefill_instances * bp.requests_per_s, b.decode_instances * bd.requests_per_s)
     mine = min(c.prefill_instances * cp_.requests_per_s, c.decode_instances * cd.requests_per_s)
-    r = check(
-        sc.models[0].model,
-        bp.tp,
-        bd.tp,
-        connector=sc.connector.name,
-        max_acks=sc.max_acks,
-        alternatives=0,
-    )
-    why = r.violations[0].message if r.violations else "rejected by the connector's rules"
+    broken, _ = pair_rules(sc.models[0].model, bp.tp, bd.tp, sc.connector.name, sc.max_acks)
+    why = broken[0].message if broken else "rejected by the connector's rules"
     what = f"{b.prefill_instances}x prefill tp={bp.tp} + {b.decode_instances}x decode tp={bd.tp}"
     name = sc.connector.name
     if demand is None:

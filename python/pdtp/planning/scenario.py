@@ -259,6 +259,9 @@ class Scenario:
     constants: tuple[Constants, ...]
     objective: str
     core: _core.Scenario
+    # The core's typed inputs, kept to ask the core another question of the same pool.
+    specs: tuple[_core.ModelSpec, ...] = ()
+    gpu_specs: tuple[_core.GpuType, ...] = ()
 
     def context(self, model: int, gpu_type: int) -> Context:
         """The performance-model inputs of one model on one GPU type."""
@@ -368,6 +371,8 @@ def build(
         constants=consts,
         objective=objective,
         core=core,
+        specs=tuple(specs),
+        gpu_specs=tuple(gpu_types),
     )
 
 
