@@ -50,6 +50,9 @@ _LAZY: dict[str, str] = {
     "FleetPlan": "pdtp.planning.fleet",
     "calibrate": "pdtp.calibration",
     "sweep": "pdtp.sweeps",
+    "deploy": "pdtp.deployment",
+    "deploy_diff": "pdtp.deployment",
+    "Deployment": "pdtp.deployment",
 }
 
 if TYPE_CHECKING:
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     from .calibration import calibrate
     from .catalog import gpu, gpus, model, models
     from .constants import Constants
+    from .deployment import Deployment, deploy, deploy_diff
     from .perf import Estimate, evaluate, predict_decode, predict_prefill
     from .planning.fleet import FleetPlan, solve_fleet
     from .planning.plan import Plan
@@ -99,6 +103,9 @@ __all__ = [
     "solve_fleet",
     "FleetPlan",
     "sweep",
+    "deploy",
+    "deploy_diff",
+    "Deployment",
     "CheckResult",
     "CheckWarning",
     "ConfigError",

@@ -54,7 +54,7 @@ class Placement(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         return {
             "role": self.role,
-            "instance": self.instance,
+            "index": self.instance,
             "node": self.node,
             "nodes": list(self.nodes),
             "devices": list(self.devices),
@@ -157,6 +157,13 @@ class Plan:
             "gap": self.gap,
             "method": self.method,
             "solve_ms": self.solve_ms,
+            # What `pdtp deploy --plan` needs to launch the plan as solved.
+            "gpus_per_node": self.gpus_per_node,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "kv_dtype": self.kv_dtype,
+            "kv_connector": self.kv_connector,
+            "prefill_role": self.prefill_role,
+            "decode_role": self.decode_role,
             "placement": [p.to_dict() for p in self.assignment],
             "rejected": list(self.rejected),
             "notes": list(self.notes),
@@ -187,6 +194,13 @@ class Plan:
         from .placement import commands
 
         return commands(self, base_port=base_port, proxy_ip=proxy_ip)
+
+    def deploy(self, **kwargs: Any) -> Any:
+        """This plan as per-node scripts, Kubernetes manifests or JSON: a
+        :class:`pdtp.Deployment` (same arguments as :func:`pdtp.deploy`)."""
+        from ..deployment import deploy
+
+        return deploy(self, **kwargs)
 
 
 def placements(sc: Scenario, cands: Any, solution: list[Any], usage: Any) -> list[list[Placement]]:

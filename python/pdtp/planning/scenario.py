@@ -240,8 +240,9 @@ class ModelEntry:
 
     @property
     def reference(self) -> str:
-        """What a launch line names: the HF id, else the catalog name."""
-        return self.model.hf_id or self.model.name
+        """What a launch line names: the reference the user gave (``serve_ref``), else the
+        HF id, else the catalog name."""
+        return self.model.serve_ref or self.model.hf_id or self.model.name
 
 
 @dataclass(frozen=True)
