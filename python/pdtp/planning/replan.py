@@ -334,6 +334,9 @@ def replan(
     conn, _ = scenario.resolve_connector_key(target_conn, vllm_version)
     same_connector = cur.connector is None or _same_connector(cur.connector, conn.name)
 
+    # A running side that names no GPU type runs on the one the pool is planned on.
+    default_gpu = pool.names[0] if len(pool.types) == 1 else None
+
     def running(side: Side) -> tuple[int | None, int, int]:
         t = _type_index(pool, cur.gpu_of(side)) if same_connector else None
         return (t, side.tp, side.instances)
@@ -394,14 +397,25 @@ def replan(
         cost += _side_cost(weights, old, tp, n, keep)
     return Replan(
         plan=new,
-        current_prefill=cur.prefill,
-        current_decode=cur.decode,
+        current_prefill=_named(cur.prefill, cur.gpu_of(cur.prefill) or default_gpu),
+        current_decode=_named(cur.decode, cur.gpu_of(cur.decode) or default_gpu),
         start=tuple(start),
         stop=tuple(stop),
         cost=cost,
         gpus_delta=new.gpus_used - cur.prefill.gpus - cur.decode.gpus,
         move_cost=weights,
     )
+
+
+def _named(side: Side, gpu: str | None) -> Side:
+    if side.gpu is not None or gpu is None:
+        return side
+    from ..catalog import gpu as find_gpu
+
+    try:
+        return Side(side.tp, side.instances, find_gpu(gpu).name)
+    except LookupError:
+        return Side(side.tp, side.instances, gpu)
 
 
 def _type_index(pool: scenario.Pool, name: str | None) -> int | None:
