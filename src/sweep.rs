@@ -66,20 +66,33 @@ pub struct Sweep {
     pub points: Vec<SweepPoint>,
 }
 
-/// The best plan of one pair on one budget's nodes.
-fn pair_plan(cl: &Cluster, p: &SideOption, d: &SideOption) -> Option<SweepPlan> {
+/// The best plan of one pair on one budget's nodes. `caps[s]`: items of `s` GPUs the nodes
+/// hold (one per node each), for the sizes in one node.
+fn pair_plan(cl: &Cluster, caps: &[i64], p: &SideOption, d: &SideOption) -> Option<SweepPlan> {
     let (a, b): (Item, Item) = (cl.item(0, p.tp)?, cl.item(0, d.tp)?);
-    let exact = |np: i64| room(cl, a, np, b, Fit::Exact);
-    let found = match most_served(p.units, d.units, cl.most(a), &exact) {
-        Ok(x) => x,
-        // Unreachable for catalog node sizes (≤ 8): sizes that do not divide each other are
-        // then at least 3, two per node at most, which the exact closed form covers.
-        Err(TooLarge) => most_served(p.units, d.units, cl.most(a), &|np| {
-            room(cl, a, np, b, Fit::Relaxed)
-        })
-        .ok()
-        .flatten()
-        .filter(|&(np, nd, _)| cl.fits(&[(a, np), (b, nd)]) == Ok(true)),
+    let (sp, sd) = (p.tp as usize, d.tp as usize);
+    let found = if a.pieces == 1 && b.pieces == 1 && (sp % sd == 0 || sd % sp == 0) {
+        // Sizes that divide each other: the per-size capacity cuts are exact (cluster.rs),
+        // with the capacities computed once per budget.
+        let room = |np: i64| -> Result<Option<i64>, TooLarge> {
+            let mut best = i64::MAX;
+            for s in [sp, sd] {
+                let left = caps[s] - (sp / s) as i64 * np;
+                if left < 0 {
+                    return Ok(None);
+                }
+                let per = (sd / s) as i64;
+                if per > 0 {
+                    best = best.min(left / per);
+                }
+            }
+            Ok(Some(best))
+        };
+        most_served(p.units, d.units, caps[sp], &room)
+            .ok()
+            .flatten()
+    } else {
+        general_plan(cl, a, b, p, d)
     };
     found.map(|(np, nd, value)| SweepPlan {
         prefill_tp: p.tp,
@@ -89,6 +102,28 @@ fn pair_plan(cl: &Cluster, p: &SideOption, d: &SideOption) -> Option<SweepPlan> 
         value,
         gpus_used: p.tp * np + d.tp * nd,
     })
+}
+
+/// Sizes that do not divide each other, or instances spanning whole nodes.
+fn general_plan(
+    cl: &Cluster,
+    a: Item,
+    b: Item,
+    p: &SideOption,
+    d: &SideOption,
+) -> Option<(i64, i64, i64)> {
+    let exact = |np: i64| room(cl, a, np, b, Fit::Exact);
+    match most_served(p.units, d.units, cl.most(a), &exact) {
+        Ok(x) => x,
+        // Unreachable for catalog node sizes (≤ 8): sizes that do not divide each other are
+        // then at least 3, two per node at most, which the exact closed form covers.
+        Err(TooLarge) => most_served(p.units, d.units, cl.most(a), &|np| {
+            room(cl, a, np, b, Fit::Relaxed)
+        })
+        .ok()
+        .flatten()
+        .filter(|&(np, nd, _)| cl.fits(&[(a, np), (b, nd)]) == Ok(true)),
+    }
 }
 
 /// Best plans for every budget in `budgets` of a one-model, one-GPU-type scenario (its
@@ -134,6 +169,9 @@ pub fn sweep_budgets(sc: &Scenario, budgets: &[i64]) -> Sweep {
         .iter()
         .map(|&gpus| {
             let cl = Cluster::uniform(node, gpus.max(0));
+            let caps: Vec<i64> = (0..=node.max(bound))
+                .map(|s| if s == 0 { 0 } else { cl.cap(0, s) })
+                .collect();
             let tp_cap = max_tp.min(gpus);
             let mut best: Option<SweepPlan> = None;
             let mut blind: Option<(SweepPlan, bool)> = None;
@@ -145,10 +183,30 @@ pub fn sweep_budgets(sc: &Scenario, budgets: &[i64]) -> Sweep {
                     if d.tp > tp_cap || p.tp + d.tp > gpus {
                         break;
                     }
-                    let Some(plan) = pair_plan(&cl, p, d) else {
+                    let valid = ok[i][j];
+                    // A pair that serves less than the plans found even with the whole pool
+                    // on each side cannot come first (served comes first in the order).
+                    let most = |o: &SideOption| {
+                        let n = if (o.tp as usize) < caps.len() {
+                            caps[o.tp as usize]
+                        } else {
+                            0
+                        };
+                        let n = if o.tp > node {
+                            cl.item(0, o.tp).map_or(0, |it| cl.most(it))
+                        } else {
+                            n
+                        };
+                        n.saturating_mul(o.units)
+                    };
+                    let reach = most(p).min(most(d));
+                    let beaten = |x: Option<&SweepPlan>| x.is_some_and(|x| reach < x.value);
+                    if beaten(blind.as_ref().map(|b| &b.0)) && (!valid || beaten(best.as_ref())) {
+                        continue;
+                    }
+                    let Some(plan) = pair_plan(&cl, &caps, p, d) else {
                         continue;
                     };
-                    let valid = ok[i][j];
                     if valid && best.is_none_or(|b| better(&plan, &b)) {
                         best = Some(plan);
                     }
