@@ -490,7 +490,6 @@ def test_cli_replan_huge_demand_ends(slow_probes):
     assert_cli_error(slow_probes["replan-cli"].result(), "demand_rps=1e+30", exit_code=1)
 
 
-@_owned("plan", "`pdtp fleet --demands /dev/zero` reads forever")
 def test_cli_fleet_demands_from_an_endless_file(slow_probes):
     assert_cli_error(slow_probes["fleet-dev-zero"].result(), "/dev/zero")
 
@@ -514,7 +513,6 @@ def test_config_text_nested_1000_deep():
     )
 
 
-@_owned("plan", "solve_fleet weight 1e308 raises OverflowError")
 def test_fleet_weight_beyond_float_range():
     expect_error_here(
         pdtp.solve_fleet,
@@ -527,7 +525,6 @@ def test_fleet_weight_beyond_float_range():
     )
 
 
-@_owned("plan", "demand far above the pool: OPTIMAL with 0 GPUs used (fractions round to 0)")
 def test_fleet_demand_far_above_capacity_is_not_an_empty_optimum():
     demands = [("llama-3.1-70b", 1e12), ("llama-3.1-8b", 1e12)]
     try:
@@ -540,7 +537,6 @@ def test_fleet_demand_far_above_capacity_is_not_an_empty_optimum():
 HOSTILE_NAMES = ["org/x;touch${IFS}PWNED;#", "org/$(touch PWNED)", "org/x' `touch PWNED` '"]
 
 
-@_owned("ux", "model names go unquoted into the `vllm serve` lines")
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
 def test_launch_lines_quote_hostile_model_names(tmp_path, name):
     folder = tmp_path / "dir$(touch PWNED)"
@@ -567,7 +563,6 @@ def test_launch_lines_quote_hostile_model_names(tmp_path, name):
         assert "$(" not in line.replace(shlex.quote(plan.model_id), "")
 
 
-@_owned("ux", "a closed stdout (`| head`) prints a BrokenPipeError traceback")
 def test_cli_closed_pipe_is_quiet():
     proc = subprocess.Popen(
         [
@@ -593,7 +588,6 @@ def test_cli_closed_pipe_is_quiet():
     assert "Traceback" not in err, err
 
 
-@_owned("ux", "Ctrl-C prints a KeyboardInterrupt traceback")
 def test_cli_ctrl_c_is_quiet(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "pdtp", "sweep", "--models", "all", "--gpu", "all", "--gpus",

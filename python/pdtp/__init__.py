@@ -1,7 +1,7 @@
 """pdtp — valid, throughput-optimal prefill/decode tensor-parallel splits for vLLM.
 
 Importing pdtp is cheap: the Rust core loads at once, the catalog and the performance model
-on first use, and OR-Tools only when a solve needs CP-SAT.
+on first use, and OR-Tools only when a planner needs CP-SAT.
 """
 
 from __future__ import annotations
@@ -49,14 +49,14 @@ _LAZY: dict[str, str] = {
     "predict_decode": "pdtp.perf",
     "evaluate": "pdtp.perf",
     "Estimate": "pdtp.perf",
-    "solve": "pdtp.planner",
-    "Plan": "pdtp.planner",
-    "size_for": "pdtp.autoscale",
-    "replan": "pdtp.autoscale",
-    "Replan": "pdtp.autoscale",
-    "MoveCost": "pdtp.autoscale",
-    "solve_fleet": "pdtp.fleet",
-    "FleetPlan": "pdtp.fleet",
+    "solve": "pdtp.planning.solve",
+    "Plan": "pdtp.planning.plan",
+    "size_for": "pdtp.planning.size_for",
+    "replan": "pdtp.planning.replan",
+    "Replan": "pdtp.planning.replan",
+    "MoveCost": "pdtp.planning.replan",
+    "solve_fleet": "pdtp.planning.fleet",
+    "FleetPlan": "pdtp.planning.fleet",
     "calibrate": "pdtp.calibration",
     "sweep": "pdtp.sweeps",
     "deploy": "pdtp.deployment",
@@ -67,14 +67,16 @@ _LAZY: dict[str, str] = {
 if TYPE_CHECKING:
     from ._gpu import GPU
     from ._model import Model
-    from .autoscale import MoveCost, Replan, replan, size_for
     from .calibration import calibrate
     from .catalog import gpu, gpus, model, models
     from .constants import Constants
     from .deployment import Deployment, deploy, deploy_diff
-    from .fleet import FleetPlan, solve_fleet
     from .perf import Estimate, evaluate, predict_decode, predict_prefill
-    from .planner import Plan, solve
+    from .planning.fleet import FleetPlan, solve_fleet
+    from .planning.plan import Plan
+    from .planning.replan import MoveCost, Replan, replan
+    from .planning.size_for import size_for
+    from .planning.solve import solve
     from .sweeps import sweep
     from .workload import Workload
 

@@ -265,9 +265,18 @@ def _gpus() -> tuple[GPU, ...]:
                 source=e["source"],
                 arch=e.get("arch", ""),
                 verified=bool(e.get("verified", True)),
+                price_per_hour=(e.get("price") or {}).get("usd_per_gpu_hour"),
+                price_source=_price_source(e.get("price")),
             )
         )
     return tuple(out)
+
+
+def _price_source(price: Any) -> str:
+    if not price:
+        return ""
+    date = price.get("as_of")
+    return f"{price.get('source', '')}" + (f" (as of {date})" if date else "")
 
 
 def _si(value: float, exponent: int) -> float:

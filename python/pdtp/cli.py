@@ -104,18 +104,22 @@ def _add_pair_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def _add_solve_flags(p: argparse.ArgumentParser, *, gpus_required: bool) -> Any:
-    """`solve`'s model, budget, workload and option flags (shared with `deploy`); returns the
-    options group for more."""
+def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
+    """`solve`'s model, pool, objective, workload and option flags (shared with `deploy`);
+    returns the options group for more."""
     p.add_argument(
         "model", nargs="?", metavar="MODEL", help="catalog name or HF id (see `pdtp models`)"
     )
     p.add_argument(
         "--config", metavar="PATH", help="HF config.json or model folder instead of MODEL"
     )
-    p.add_argument("--gpus", type=int, required=gpus_required, help="GPU budget")
-    p.add_argument("--gpu", default="mi300x", help="GPU type (see `pdtp gpus`; default mi300x)")
+    _add_pool_flags(p, "--gpus")
     p.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    p.add_argument(
+        "--objective", choices=["throughput", "tokens_per_dollar", "cost"], default="throughput",
+        help="most req/s (default), most output tokens per USD, or the cheapest plan for --demand",
+    )  # fmt: skip
+    p.add_argument("--demand", type=float, metavar="RPS", help="req/s to serve (--objective cost)")
     _add_workload_flags(p)
     o = p.add_argument_group("options")
     o.add_argument(
@@ -187,11 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "examples:\n  pdtp solve llama-3.1-70b --gpus 24\n"
             "  pdtp solve meta-llama/Llama-3.1-8B-Instruct --gpus 8 --gpu h100 --connector nixl\n"
+            "  pdtp solve llama-3.1-70b --nodes 8,8,5,3        # free GPUs per node\n"
+            "  pdtp solve llama-3.1-70b --gpus mi355x=16,mi300x=32\n"
+            "  pdtp solve llama-3.1-70b --gpus h200=16,b200=16 --connector nixl "
+            "--objective tokens_per_dollar\n"
             "  pdtp solve --config ./my-model/config.json --gpus 16 --tpot none --json"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    o = _add_solve_flags(s, gpus_required=True)
+    o = _add_solve_flags(s)
     o.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
     o.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -210,15 +218,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     z.add_argument("--config", metavar="PATH", help="HF config.json or model folder instead")
     z.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
-    z.add_argument("--max-gpus", type=int, required=True, help="GPU budget ceiling")
-    z.add_argument("--gpu", default="mi300x", help="GPU type (default mi300x)")
+    _add_pool_flags(z, "--max-gpus")
     z.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    z.add_argument(
+        "--objective", choices=["gpus", "cost"], default="gpus",
+        help="fewest GPUs (default) or fewest USD per hour",
+    )  # fmt: skip
     _add_workload_flags(z)
     z.add_argument("--weight-dtype", help="serve weights as bf16, fp8, fp4 ...")
     z.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
     z.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
     z.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
     z.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    z.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
+    z.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
     z.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
     z.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -240,10 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--current", required=True, metavar="FILE", help="JSON file, or - for stdin")
     r.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
-    r.add_argument("--max-gpus", type=int, required=True, help="GPU budget ceiling")
+    r.add_argument("--max-gpus", metavar="N", help="GPUs in the pool: a count, or TYPE=N,TYPE=N")
+    r.add_argument("--nodes", metavar="LIST", help="free GPUs per node instead: 8,8,5,3")
     r.add_argument("--gpu", help="GPU type (default: the current plan's)")
     r.add_argument("--connector", help="connector (default: the current plan's)")
     r.add_argument("--move-cost", metavar="K=V,...", help="weights: start, stop, restart, gpu")
+    r.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
     r.add_argument(
         "--no-commands", action="store_true", help="omit the vllm serve lines of started instances"
     )
@@ -262,9 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     f.add_argument("--demands", required=True, metavar="CSV", help="model,demand_rps[,weight,...]")
-    f.add_argument("--gpus", type=int, required=True, help="GPUs in the pool")
-    f.add_argument("--gpu", default="mi300x", help="GPU type (default mi300x)")
-    f.add_argument("--gpus-per-node", type=int, default=8)
+    f.add_argument("--gpus", metavar="N", help="GPUs in the pool: a count, or TYPE=N,TYPE=N")
+    f.add_argument("--nodes", metavar="LIST", help="free GPUs per node instead: 8,8,5,3")
+    f.add_argument("--gpu", help="GPU type (default mi300x)")
+    f.add_argument("--gpus-per-node", type=int, help="node size (default: the GPU type's)")
     f.add_argument("--objective", choices=["max_min", "weighted"], default="max_min")
     f.add_argument("--connector", default="moriio")
     f.add_argument("--time-limit", type=float, default=10.0, metavar="S")
@@ -416,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _add_solve_flags(d, gpus_required=False)
+    _add_solve_flags(d)
     w = d.add_argument_group("deployment")
     w.add_argument("--plan", metavar="FILE", help="a `pdtp solve --json` file (or - for stdin)")
     w.add_argument(
@@ -549,6 +565,89 @@ def _slo(text: str) -> float | None:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0 ms or 'none', got {text!r}")
     return value
+
+
+def _add_pool_flags(p: argparse.ArgumentParser, flag: str) -> None:
+    g = p.add_argument_group(f"GPU pool (give one of {flag} and --nodes)")
+    g.add_argument(
+        flag, metavar="N",
+        help="GPUs: a count on full nodes of the GPU type (the last one partial), or several "
+        "types as TYPE=N,TYPE=N (e.g. mi355x=16,mi300x=32)",
+    )  # fmt: skip
+    g.add_argument(
+        "--nodes", metavar="LIST",
+        help="free GPUs per node, e.g. 8,8,5,3; several types as TYPE:8,8;TYPE:4",
+    )  # fmt: skip
+    g.add_argument("--gpu", help="GPU type of a single-type pool (default mi300x)")
+    g.add_argument("--gpus-per-node", type=int, help="node size (default: the GPU type's)")
+    g.add_argument(
+        "--prices", metavar="TYPE=USD,...",
+        help="USD per GPU-hour, overriding the catalog's (cost objectives)",
+    )  # fmt: skip
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{what}: expected integers separated by commas, got {text!r}") from None
+
+
+def _pool(args: argparse.Namespace, flag: str) -> dict[str, Any]:
+    """``gpus``/``nodes`` keywords from ``--gpus N | TYPE=N,...`` and ``--nodes``."""
+    gpus = getattr(args, flag.lstrip("-").replace("-", "_"))
+    nodes = args.nodes
+    if (gpus is None) == (nodes is None):
+        raise UsageError(f"give {flag} (a GPU count or TYPE=N,...) or --nodes, one of them")
+    out: dict[str, Any] = {}
+    if gpus is not None:
+        if "=" in gpus:
+            pairs = [item.partition("=") for item in gpus.split(",") if item.strip()]
+            out["gpus"] = {k.strip(): _ints(v, flag)[0] if v.strip() else 0 for k, _, v in pairs}
+        else:
+            values = _ints(gpus, flag)
+            if len(values) != 1:
+                raise UsageError(f"{flag}: one count or TYPE=N,TYPE=N, got {gpus!r}")
+            out["gpus"] = values[0]
+    elif ":" in nodes:
+        groups = [g.partition(":") for g in nodes.split(";") if g.strip()]
+        out["nodes"] = {k.strip(): _ints(v, "--nodes") for k, _, v in groups}
+    else:
+        out["nodes"] = _ints(nodes, "--nodes")
+    if getattr(args, "prices", None):
+        prices: dict[str, float] = {}
+        for item in args.prices.split(","):
+            k, _, v = item.partition("=")
+            try:
+                prices[k.strip()] = float(v)
+            except ValueError:
+                raise UsageError(f"--prices: expected TYPE=USD, got {item!r}") from None
+        out["prices"] = prices
+    return out
+
+
+# Input files larger than this are refused (a demands CSV or a plan JSON is a few kB).
+MAX_INPUT_BYTES = 16 << 20
+
+
+def _read_text(path: str, what: str) -> str:
+    """A text file (``-``: stdin), at most MAX_INPUT_BYTES, without NUL bytes."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(MAX_INPUT_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"{what}: cannot read {path!r}: {e.strerror}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise UsageError(f"{what}: {path!r} is larger than {MAX_INPUT_BYTES >> 20} MiB")
+    if b"\0" in data:
+        raise UsageError(f"{what}: {path!r} is not a text file (it holds NUL bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what}: {path!r} is not UTF-8 text") from None
 
 
 def _model_arg(args: argparse.Namespace) -> Any:
@@ -714,10 +813,11 @@ def _print_infeasible(e: Any, args: argparse.Namespace, as_json: bool | None = N
 def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
     w = plan.workload
     print(
-        f"{plan.model} on {plan.gpus} x {plan.gpu} ({plan.connector}); isl={w.isl} osl={w.osl} "
-        f"ttft<={_fmt_slo(w.ttft_ms)} tpot<={_fmt_slo(w.tpot_ms)}"
+        f"{plan.model} on {plan.pool or f'{plan.gpus} x {plan.gpu}'} ({plan.connector}); "
+        f"isl={w.isl} osl={w.osl} ttft<={_fmt_slo(w.ttft_ms)} tpot<={_fmt_slo(w.tpot_ms)}"
     )
-    print(header or f"plan: {plan.status} ({plan.method}, {plan.solve_ms:.1f} ms)")
+    gap = "" if plan.status == "OPTIMAL" or plan.gap is None else f", gap {plan.gap:.2%}"
+    print(header or f"plan: {plan.status} ({plan.method}{gap}, {plan.solve_ms:.1f} ms)")
     print()
     rows = [
         ["prefill", plan.prefill.instances, plan.prefill.tp, plan.prefill.gpus,
@@ -726,13 +826,19 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
          f"{plan.decode_capacity_rps:,.2f}",
          f"TPOT {plan.tpot_ms:,.1f} ms at batch {plan.decode_batch}"],
     ]  # fmt: skip
-    print(
-        table(["side", "instances", "tp", "GPUs", "capacity req/s", "latency"], rows, indent="  ")
-    )
+    head = ["side", "instances", "tp", "GPUs", "capacity req/s", "latency"]
+    if plan.prefill.gpu != plan.decode.gpu:
+        head.insert(1, "gpu")
+        rows[0].insert(1, plan.prefill.gpu)
+        rows[1].insert(1, plan.decode.gpu)
+    print(table(head, rows, indent="  "))
+    cost = f", ${plan.cost_per_hour:,.2f}/h" if plan.cost_per_hour is not None else ""
     print(
         f"\nserves {plan.requests_per_s:,.2f} req/s = {plan.output_tokens_per_s:,.0f} output "
-        f"tok/s on {plan.gpus_used} of {plan.gpus} GPUs; bottleneck: {plan.bottleneck}"
+        f"tok/s on {plan.gpus_used} of {plan.gpus} GPUs{cost}; bottleneck: {plan.bottleneck}"
     )
+    for note in plan.notes:
+        print(f"\nnote: {note}")
     for r in plan.rejected:
         print(f"\nrejected: {r}")
     for wr in plan.warnings:
@@ -765,16 +871,46 @@ def _emit_plan(make: Any, args: argparse.Namespace, header: str = "") -> int:
     return EXIT_OK
 
 
+def _solve_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`solve`'s keywords from its flags (also `deploy`'s)."""
+    return {
+        **_pool(args, "--gpus"),
+        "gpu": args.gpu,
+        "gpus_per_node": args.gpus_per_node,
+        "workload": _workload(args),
+        "connector": args.connector,
+        "objective": args.objective,
+        "demand_rps": args.demand,
+        "max_tp": args.max_tp,
+        "max_acks": args.max_acks,
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "time_limit_s": args.time_limit,
+        "method": args.method,
+    }
+
+
 def _cmd_solve(args: argparse.Namespace) -> int:
-    from .planner import solve
+    from .planning.solve import solve
 
     return _emit_plan(
-        lambda: solve(
+        lambda: solve(_solve_model(args), **_solve_options(args)),
+        args,
+    )
+
+
+def _cmd_size_for(args: argparse.Namespace) -> int:
+    from .planning.size_for import size_for
+
+    return _emit_plan(
+        lambda: size_for(
             _solve_model(args),
-            args.gpus,
+            args.demand,
+            **{"max_gpus" if k == "gpus" else k: v for k, v in _pool(args, "--max-gpus").items()},
             gpu=args.gpu,
+            gpus_per_node=args.gpus_per_node,
             workload=_workload(args),
             connector=args.connector,
+            objective=args.objective,
             max_tp=args.max_tp,
             max_acks=args.max_acks,
             gpu_memory_utilization=args.gpu_memory_utilization,
@@ -782,37 +918,13 @@ def _cmd_solve(args: argparse.Namespace) -> int:
             method=args.method,
         ),
         args,
-    )
-
-
-def _cmd_size_for(args: argparse.Namespace) -> int:
-    from .autoscale import size_for
-
-    return _emit_plan(
-        lambda: size_for(
-            _solve_model(args),
-            args.demand,
-            max_gpus=args.max_gpus,
-            gpu=args.gpu,
-            workload=_workload(args),
-            connector=args.connector,
-            max_tp=args.max_tp,
-            max_acks=args.max_acks,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-        ),
-        args,
-        header=f"fewest GPUs serving {args.demand:g} req/s (at most {args.max_gpus})",
+        header=f"fewest {'USD/h' if args.objective == 'cost' else 'GPUs'} serving "
+        f"{args.demand:g} req/s",
     )
 
 
 def _read_json_arg(path: str, what: str) -> Any:
-    text = sys.stdin.read() if path == "-" else None
-    if text is None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise UsageError(f"{what} {path}: cannot read: {e.strerror}") from None
+    text = _read_text(path, what)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -820,19 +932,21 @@ def _read_json_arg(path: str, what: str) -> Any:
 
 
 def _cmd_replan(args: argparse.Namespace) -> int:
-    from .autoscale import replan
     from .errors import InfeasibleError
+    from .planning.replan import replan
 
     current = _read_json_arg(args.current, "--current")
     move_cost = _key_values(args.move_cost, "--move-cost", float)
     try:
+        pool = {"max_gpus" if k == "gpus" else k: v for k, v in _pool(args, "--max-gpus").items()}
         r = replan(
             current,
             args.demand,
-            max_gpus=args.max_gpus,
+            **pool,
             gpu=args.gpu,
             connector=args.connector,
             move_cost=move_cost or None,
+            time_limit_s=args.time_limit,
         )
     except InfeasibleError as e:
         return _print_infeasible(e, args)
@@ -884,7 +998,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         "ports": _key_values(args.ports, "--ports", int) or None,
         "backend": args.backend,
     }
-    solve_given = bool(args.model or args.config or args.gpus)
+    solve_given = bool(args.model or args.config or args.gpus or args.nodes)
     sources = [bool(args.plan), bool(args.diff), solve_given]
     if sum(sources) != 1:
         raise UsageError(
@@ -913,23 +1027,10 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         plan: Any = _read_json_arg(args.plan, "--plan")
     else:
         from .errors import InfeasibleError
-        from .planner import solve
+        from .planning.solve import solve
 
-        if args.gpus is None:
-            raise UsageError("give --gpus with a MODEL (or --plan FILE)")
         try:
-            plan = solve(
-                _solve_model(args),
-                args.gpus,
-                gpu=args.gpu,
-                workload=_workload(args),
-                connector=args.connector,
-                max_tp=args.max_tp,
-                max_acks=args.max_acks,
-                gpu_memory_utilization=args.gpu_memory_utilization,
-                time_limit_s=args.time_limit,
-                method=args.method,
-            )
+            plan = solve(_solve_model(args), **_solve_options(args))
         except InfeasibleError as e:
             return _print_infeasible(e, args, as_json=args.format == "json")
     dep = deploy(
@@ -969,8 +1070,6 @@ def _write_files(directory: str, files: dict[str, str]) -> None:
 
 
 DEMAND_COLUMNS = ("model", "demand_rps")
-# A demands file lists models, one line each: a megabyte is tens of thousands of them.
-DEMANDS_MAX_BYTES = 16 * 2**20
 DEMAND_OPTIONAL = ("weight", "isl", "osl", "ttft_ms", "tpot_ms")
 
 
@@ -984,15 +1083,10 @@ def _read_demands(path: str) -> list[dict[str, Any]]:
     from .workload import Workload
 
     columns = ",".join(DEMAND_COLUMNS) + "[," + ",".join(DEMAND_OPTIONAL) + "]"
+    text = _read_text(path, "--demands")  # bounded: `--demands /dev/zero` ends at once
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            text = f.read(DEMANDS_MAX_BYTES + 1)  # bounded: `--demands /dev/zero` never ends
-        if len(text) > DEMANDS_MAX_BYTES:
-            raise UsageError(f"--demands {path}: larger than {DEMANDS_MAX_BYTES:,} bytes")
         lines = list(csv.reader(io.StringIO(text, newline="")))
-    except OSError as e:
-        raise UsageError(f"--demands {path}: cannot read: {e.strerror}") from None
-    except (UnicodeDecodeError, csv.Error) as e:
+    except csv.Error as e:
         raise UsageError(f"--demands {path}: not a CSV text file ({e})") from None
     if not lines:
         raise UsageError(f"--demands {path} is empty: expected a header line {columns}")
@@ -1049,12 +1143,12 @@ def _read_demands(path: str) -> list[dict[str, Any]]:
 
 
 def _cmd_fleet(args: argparse.Namespace) -> int:
-    from .fleet import solve_fleet
+    from .planning.fleet import solve_fleet
 
     demands = _read_demands(args.demands)
     fp = solve_fleet(
         demands,
-        gpus=args.gpus,
+        **_pool(args, "--gpus"),
         gpu=args.gpu,
         gpus_per_node=args.gpus_per_node,
         objective=args.objective,
@@ -1066,7 +1160,8 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         return EXIT_OK
     from .catalog import resolve_model
 
-    head = f"fleet on {args.gpus} x {args.gpu}: {fp.status} (gap {fp.gap:.2%})"
+    gap = "" if fp.gap is None else f" (gap {fp.gap:.2%})"
+    head = f"fleet on {fp.pool}: {fp.status}{gap}, {fp.method}"
     print(f"{head}, {fp.gpus_used} GPUs used\n")
     out = []
     for d in demands:

@@ -9,9 +9,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from . import _core
-from ._validate import optional_positive_int, positive_int, positive_number
-from .check import MAX_TP, Violation, check
+from ._validate import MAX_TP, optional_positive_int, positive_int, positive_number
+from .connectors import resolve_connector
 from .constants import Constants, constants_for
+from .violations import Violation, pair_rules
 from .workload import MAX_TOKENS, Workload, resolve_workload
 
 if TYPE_CHECKING:
@@ -354,11 +355,12 @@ def evaluate(
     np_ = positive_int("prefill_instances", prefill_instances, maximum=1 << 24)
     nd = positive_int("decode_instances", decode_instances, maximum=1 << 24)
     acks = optional_positive_int("max_acks", max_acks)
-    rules = check(ctx.model, p, d, connector=connector, max_acks=acks, alternatives=0)
+    conn = resolve_connector(connector)
+    rule_violations, _ = pair_rules(ctx.model, p, d, conn.name, acks)
     pp = side_point(ctx, w, p, prefill=True)
     dp = side_point(ctx, w, d, prefill=False)
     violations = [
-        *rules.violations,
+        *rule_violations,
         *side_violations(ctx, w, pp, "prefill"),
         *side_violations(ctx, w, dp, "decode"),
     ]
@@ -368,7 +370,7 @@ def evaluate(
     return Estimate(
         model=ctx.model.name,
         gpu=ctx.gpu.name,
-        connector=rules.connector,
+        connector=conn.name,
         prefill_tp=p,
         prefill_instances=np_,
         decode_tp=d,

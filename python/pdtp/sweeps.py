@@ -186,7 +186,7 @@ def _explainer(
     the budget only through min(max_tp, budget), budget < 2, the smallest split that fits
     (reached only below 2·max_tp) and whether twice the smallest weight-fitting TP exceeds
     the budget."""
-    from .infeasible import _min_tp_for_weights, explain
+    from .planning.infeasible import _min_tp_for_weights, explain
 
     tmin = _min_tp_for_weights(ctx, ctx.model.weight_bytes)
     memo: dict[Key, str] = {}
@@ -210,19 +210,11 @@ def _explainer(
 
 def _run_group(g: Group, opts: _Options) -> list[Row]:
     start = time.perf_counter()
+    from .planning.scenario import sweep_scenario
+
     ctx = resolve_context(g.model, g.gpu, opts.constants, opts.gpu_memory_utilization)
-    m, gp, c = ctx.inputs
-    prows, drows, points = _core.sweep_budgets(
-        m,
-        gp,
-        c,
-        g.workload._core_dict(),
-        g.connector,
-        list(g.budgets),
-        g.max_tp,
-        opts.max_acks,
-        ctx.gpu_memory_utilization,
-    )
+    scenario = sweep_scenario(ctx, g.workload, g.connector, g.max_tp, opts.max_acks)
+    prows, drows, points = _core.sweep_budgets(scenario, list(g.budgets))
     prefill = [SidePoint.from_row(r) for r in prows]
     decode = [SidePoint.from_row(r) for r in drows]
     w = g.workload

@@ -249,7 +249,7 @@ def _instances(
     sides: dict[str, tuple[int, int]], gpus_per_node: int, placement: Any
 ) -> tuple[PlannedInstance, ...]:
     if placement is None:
-        from ..placement import place
+        from ..planning.placement import place
 
         placement = place(
             [("prefill", sides["prefill"][0])] * sides["prefill"][1]

@@ -221,6 +221,7 @@ def replan_diff(r: Any, current: Any = None, **options: Any) -> DeployDiff:
         "prefill": r.current_prefill.to_dict(),
         "decode": r.current_decode.to_dict(),
     }
+    old.pop("placement", None)  # the new plan's; the current counts are placed afresh
     if isinstance(current, Mapping):
         given = {k: current[k] for k in _LAUNCH_KEYS if current.get(k) is not None}
         if given.get("gpu", base["gpu"]) != base["gpu"]:

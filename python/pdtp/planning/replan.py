@@ -1,97 +1,28 @@
-"""For autoscalers: ``size_for`` (the fewest GPUs that serve a demand) and ``replan`` (a plan
-for the new demand that moves as few instances as possible, with the diff to apply).
-
-Both are exact and closed-form: the candidate table (one Rust call) gives each usable TP
-size's per-instance capacity, so for every valid (P, D) pair the fewest instances serving a
-demand ``d`` are ``ceil(d / A_P)`` and ``ceil(d / B_D)``; the pairs are few (at most the
-number of TP sizes squared), so enumerating them is both exact and fast (well under a
-millisecond). No CP-SAT model is needed, and OR-Tools is never imported.
-"""
+"""``pdtp.replan``: a plan for a new demand that moves as few instances as possible, with
+the diff to apply (stop, then start). The same one model as ``solve`` decides, with the
+re-plan's move cost as its objective."""
 
 from __future__ import annotations
 
 import math
 import numbers
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, NamedTuple
 
-from ._validate import positive_int
-from .check import MAX_TP
-from .errors import InvalidArgumentError
-from .perf import DEFAULT_GPU, DEFAULT_UTILIZATION
-from .planner import Plan, Side
-from .sizing import CandidateTable, candidate_table, demand_value
+from .._validate import positive_int, positive_number
+from ..check import MAX_TP
+from ..errors import InfeasibleError, InvalidArgumentError
+from ..perf import DEFAULT_GPU, DEFAULT_UTILIZATION
+from . import infeasible, plan, scenario
+from .decide import METHODS, decide
+from .plan import Plan, Side
 
-__all__ = ["Move", "MoveCost", "Replan", "replan", "size_for"]
+__all__ = ["Move", "MoveCost", "Replan", "replan"]
 
 # Instance counts beyond this are not one deployment (same bound as pdtp.evaluate).
 MAX_INSTANCES = 1 << 24
-
-
-# ---- size_for -------------------------------------------------------------------------------
-
-
-def size_for(
-    model: Any,
-    demand_rps: float,
-    *,
-    max_gpus: int,
-    gpu: Any = DEFAULT_GPU,
-    workload: Any = None,
-    connector: str = "moriio",
-    max_tp: int | None = None,
-    max_acks: int | None = None,
-    gpu_memory_utilization: float = DEFAULT_UTILIZATION,
-    constants: Any = None,
-) -> Plan:
-    """The plan with the fewest GPUs that serves ``demand_rps`` requests/s within the SLOs.
-
-    Ties go to the most headroom (served − demand), then the documented ``solve`` order
-    (smaller TP sizes: P + D, then P; then fewer instances). Exact: every valid pair is
-    sized in closed form. Raises :class:`pdtp.InfeasibleError` (with ``.reasons``) when
-    ``max_gpus`` cannot serve the demand. A demand of 0 gives the smallest valid deployment
-    (one instance each).
-
-    >>> import pdtp
-    >>> plan = pdtp.size_for("llama-3.1-70b", 10.0, max_gpus=64, gpu="mi300x")
-    >>> plan.requests_per_s >= 10.0, plan.status
-    (True, 'OPTIMAL')
-    """
-    demand = demand_value("demand_rps", demand_rps)
-    table = candidate_table(
-        model,
-        gpus=max_gpus,
-        gpu=gpu,
-        workload=workload,
-        connector=connector,
-        max_tp=max_tp,
-        max_acks=max_acks,
-        gpu_memory_utilization=gpu_memory_utilization,
-        constants=constants,
-        budget_field="max_gpus",
-    )
-    if not table.pairs:
-        raise table.infeasible()
-    best: tuple[Any, ...] | None = None
-    for p, d in table.pairs:
-        np_, nd = table.fewest(p, d, demand)
-        used = p * np_ + d * nd
-        if used > table.budget:
-            continue
-        headroom = table.served(p, np_, d, nd) - demand
-        key = (used, -headroom, p + d, p, np_ + nd, np_, d, nd)
-        if best is None or key < best:
-            best = key
-    if best is None:
-        raise table.demand_infeasible(demand)
-    p, np_, d, nd = best[3], best[5], best[6], best[7]
-    return table.plan(
-        p, np_, d, nd, method="size_for", rejected=table.rejected_note(p, np_, d, nd, demand)
-    )
-
-
-# ---- replan ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -108,6 +39,8 @@ class MoveCost:
 
     ``cost`` on a :class:`Replan` is the disruption only (start + stop + restart terms); the
     choice minimises ``cost + gpu · gpus used``, then fewer GPUs, then ``solve``'s order.
+    Weights that are not binary fractions (0.5, 2, 3 are) are compared in steps of 1e-6 of
+    the largest.
     """
 
     start: float = 1.0
@@ -254,6 +187,9 @@ class _Current:
     prefill: Side
     decode: Side
 
+    def gpu_of(self, side: Side) -> str | None:
+        return side.gpu or self.gpu
+
 
 def _count(where: str, value: Any, *, minimum: int, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -279,7 +215,11 @@ def _side_of(current: Mapping[str, Any], role: str) -> Side:
         tp, n = nested["tp"], nested["instances"]
         where = f"current[{role!r}]"
         tp_field, n_field = f"{where}['tp']", f"{where}['instances']"
+        gpu = nested.get("gpu")
+        if gpu is not None and not isinstance(gpu, str):
+            raise TypeError(f"{where}['gpu'] must be a string, got {type(gpu).__name__}")
     else:
+        gpu = None
         missing = [k for k in flat_keys if k not in current]
         if missing:
             raise InvalidArgumentError(
@@ -291,6 +231,7 @@ def _side_of(current: Mapping[str, Any], role: str) -> Side:
     return Side(
         positive_int(tp_field, tp, maximum=MAX_TP),
         _count(n_field, n, minimum=0, maximum=MAX_INSTANCES),
+        gpu,
     )
 
 
@@ -298,7 +239,7 @@ def _current(current: Any, model: Any) -> _Current:
     if isinstance(current, Plan):
         return _Current(
             model if model is not None else current.model,
-            current.gpu,
+            current.prefill.gpu or current.gpu,
             current.connector,
             current.workload,
             current.prefill,
@@ -335,18 +276,24 @@ def replan(
     current: Any,
     demand_rps: float,
     *,
-    max_gpus: int,
+    max_gpus: Any = None,
+    nodes: Any = None,
     gpu: Any = None,
+    gpus_per_node: int | None = None,
     workload: Any = None,
-    connector: str | None = None,
+    connector: Any = None,
+    vllm_version: str | None = None,
     move_cost: Any = None,
     model: Any = None,
     max_tp: int | None = None,
     max_acks: int | None = None,
     gpu_memory_utilization: float = DEFAULT_UTILIZATION,
+    time_limit_s: float = 10.0,
     constants: Any = None,
+    method: str = "cpsat",
 ) -> Replan:
-    """A plan serving ``demand_rps`` within ``max_gpus`` that disturbs ``current`` least.
+    """A plan serving ``demand_rps`` on the pool (``max_gpus`` or ``nodes``, as in
+    ``size_for``) that disturbs ``current`` least.
 
     ``current`` is a :class:`pdtp.Plan` or a dict with the same fields — ``model``,
     ``prefill: {"tp", "instances"}`` and ``decode: {...}`` (``Plan.to_dict()`` works), or
@@ -360,9 +307,9 @@ def replan(
     The cost is GPUs started and stopped, weighted by ``move_cost`` (a :class:`MoveCost`
     or a dict of its fields): keeping a side's TP size and adding or removing instances
     moves only the difference; changing it restarts the side. Among plans that serve the
-    demand (every valid pair, closed-form counts), the least ``cost + gpu · GPUs used``
-    wins; ties go to fewer GPUs, then ``solve``'s order. Raises
-    :class:`pdtp.InfeasibleError` when ``max_gpus`` cannot serve the demand.
+    demand, the least ``cost + gpu · GPUs used`` wins; ties go to fewer GPUs, then
+    ``solve``'s order. CP-SAT decides over the same model as ``solve``. Raises
+    :class:`pdtp.InfeasibleError` when the pool cannot serve the demand.
 
     >>> import pdtp
     >>> now = {"model": "llama-3.1-70b", "gpu": "mi300x",
@@ -371,41 +318,73 @@ def replan(
     >>> r.plan.requests_per_s >= 12.0, [m.role for m in r.stop]
     (True, [])
     """
+    started = time.perf_counter()
+    limit = positive_number("time_limit_s", time_limit_s)
+    if method not in METHODS:
+        raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     cur = _current(current, model)
-    demand = demand_value("demand_rps", demand_rps)
+    demand = scenario.demand_value("demand_rps", demand_rps)
     weights = _move_cost(move_cost)
-    target_gpu = gpu if gpu is not None else (cur.gpu or DEFAULT_GPU)
+    single = not isinstance(max_gpus, Mapping) and not isinstance(nodes, Mapping)
+    target_gpu = (gpu if gpu is not None else (cur.gpu or DEFAULT_GPU)) if single else gpu
     target_conn = connector if connector is not None else (cur.connector or "moriio")
-    table = candidate_table(
-        cur.model,
-        gpus=max_gpus,
-        gpu=target_gpu,
-        workload=workload if workload is not None else cur.workload,
+    pool = scenario.resolve_pool(
+        max_gpus, nodes, target_gpu, gpus_per_node, None, budget_field="max_gpus"
+    )
+    conn, _ = scenario.resolve_connector_key(target_conn, vllm_version)
+    same_connector = cur.connector is None or _same_connector(cur.connector, conn.name)
+
+    # A running side that names no GPU type runs on the one the pool is planned on.
+    default_gpu = pool.names[0] if len(pool.types) == 1 else None
+
+    def running(side: Side) -> tuple[int | None, int, int]:
+        t = _type_index(pool, cur.gpu_of(side)) if same_connector else None
+        return (t, side.tp, side.instances)
+
+    sc = scenario.build(
+        [(cur.model, workload if workload is not None else cur.workload, demand, 1.0, None)],
+        pool,
         connector=target_conn,
+        vllm_version=vllm_version,
+        objective="moves",
         max_tp=max_tp,
         max_acks=max_acks,
         gpu_memory_utilization=gpu_memory_utilization,
         constants=constants,
-        budget_field="max_gpus",
+        move_cost=(weights.start, weights.stop, weights.restart, weights.gpu),
+        running=(running(cur.prefill), running(cur.decode)),
     )
-    # A different GPU type or connector shares nothing with the running instances.
-    same_fleet = _same_name(cur.gpu, table.ctx.gpu.name, "gpu") and _same_name(
-        cur.connector, table.connector.name, "connector"
-    )
-    if not table.pairs:
-        raise table.infeasible()
-    best = _best_move(table, demand, cur, weights, same_fleet)
-    if best is None:
-        raise table.demand_infeasible(demand)
-    p, np_, d, nd = best
-    plan = table.plan(
-        p, np_, d, nd, method="replan", rejected=table.rejected_note(p, np_, d, nd, demand)
+    from .. import _core
+
+    cands = _core.candidates(sc.core)
+    if not cands.pairs:
+        raise infeasible.no_pair(sc, cands, budget_field="max_gpus")
+    decision = decide(cands, started=started, limit=limit, method=method)
+    if decision.solution is None or decision.solution[0] is None:
+        if decision.status == "INFEASIBLE":
+            raise infeasible.demand_too_high(sc, cands, demand)
+        raise InfeasibleError(
+            f"no plan found within time_limit_s={limit:g} (the search was cut short): raise "
+            "time_limit_s"
+        )
+    new = plan.build(
+        sc,
+        cands,
+        decision,
+        0,
+        started=started,
+        rejected=plan.rule_note(sc, cands, decision.solution, demand),
     )
     start: list[Move] = []
     stop: list[Move] = []
     cost = 0.0
-    for role, old, tp, n in (("prefill", cur.prefill, p, np_), ("decode", cur.decode, d, nd)):
-        keep = same_fleet and old.tp == tp
+    for role, old, side in (
+        ("prefill", cur.prefill, new.prefill),
+        ("decode", cur.decode, new.decode),
+    ):
+        kept_type = running(old)[0]
+        keep = kept_type is not None and pool.names[kept_type] == side.gpu and old.tp == side.tp
+        tp, n = side.tp, side.instances
         if keep:
             if n > old.instances:
                 start.append(Move(role, tp, n - old.instances))
@@ -417,28 +396,43 @@ def replan(
             start.append(Move(role, tp, n))
         cost += _side_cost(weights, old, tp, n, keep)
     return Replan(
-        plan=plan,
-        current_prefill=cur.prefill,
-        current_decode=cur.decode,
+        plan=new,
+        current_prefill=_named(cur.prefill, cur.gpu_of(cur.prefill) or default_gpu),
+        current_decode=_named(cur.decode, cur.gpu_of(cur.decode) or default_gpu),
         start=tuple(start),
         stop=tuple(stop),
         cost=cost,
-        gpus_delta=plan.gpus_used - cur.prefill.gpus - cur.decode.gpus,
+        gpus_delta=new.gpus_used - cur.prefill.gpus - cur.decode.gpus,
         move_cost=weights,
     )
 
 
-def _same_name(current: str | None, target: str, kind: str) -> bool:
-    if current is None:
-        return True
-    if kind == "gpu":
-        from .catalog import gpu as find_gpu
+def _named(side: Side, gpu: str | None) -> Side:
+    if side.gpu is not None or gpu is None:
+        return side
+    from ..catalog import gpu as find_gpu
 
-        try:
-            return find_gpu(current).name == target
-        except LookupError:
-            return False
-    from .connectors import resolve_connector
+    try:
+        return Side(side.tp, side.instances, find_gpu(gpu).name)
+    except LookupError:
+        return Side(side.tp, side.instances, gpu)
+
+
+def _type_index(pool: scenario.Pool, name: str | None) -> int | None:
+    """The pool's index of the running GPU type (None: not in the pool, nothing kept)."""
+    if name is None:
+        return 0 if len(pool.types) == 1 else None
+    from ..catalog import gpu as find_gpu
+
+    try:
+        canonical = find_gpu(name).name
+    except LookupError:
+        return None
+    return pool.names.index(canonical) if canonical in pool.names else None
+
+
+def _same_connector(current: str, target: str) -> bool:
+    from ..connectors import resolve_connector
 
     try:
         return resolve_connector(current).name == target
@@ -453,41 +447,3 @@ def _side_cost(w: MoveCost, old: Side, tp: int, n: int, keep: bool) -> float:
             return w.start * tp * (n - old.instances)
         return w.stop * tp * (old.instances - n)
     return (w.stop + w.restart) * old.gpus + w.start * tp * n
-
-
-def _best_move(
-    table: CandidateTable, demand: float, cur: _Current, w: MoveCost, same_fleet: bool
-) -> tuple[int, int, int, int] | None:
-    budget = table.budget
-    best: tuple[Any, ...] | None = None
-    # Keeping spare instances only pays when holding a GPU costs less than stopping it.
-    sticky = w.gpu < w.stop
-    for p, d in table.pairs:
-        np_min, nd_min = table.fewest(p, d, demand)
-        if p * np_min + d * nd_min > budget:
-            continue
-        keep_p = same_fleet and cur.prefill.tp == p
-        keep_d = same_fleet and cur.decode.tp == d
-        np_hi = max(np_min, cur.prefill.instances) if keep_p and sticky else np_min
-        nd_want = max(nd_min, cur.decode.instances) if keep_d and sticky else nd_min
-        for np_ in range(np_min, np_hi + 1):
-            room = (budget - p * np_) // d
-            if room < nd_min:
-                break
-            # The decode side's cost is convex in its count: the best count is its
-            # unconstrained optimum clamped to the room the budget leaves.
-            nd = min(nd_want, room)
-            used = p * np_ + d * nd
-            cost = (
-                _side_cost(w, cur.prefill, p, np_, keep_p)
-                + _side_cost(w, cur.decode, d, nd, keep_d)
-                + w.gpu * used
-            )
-            served = table.served(p, np_, d, nd)
-            key = (round(cost, 9), used, -served, p + d, p, np_ + nd, np_, d, nd)
-            if best is None or key < best:
-                best = key
-    if best is None:
-        return None
-    p, np_, d, nd = best[4], best[6], best[7], best[8]
-    return p, np_, d, nd

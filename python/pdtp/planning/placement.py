@@ -6,11 +6,11 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ._shell import command_line
-from .errors import InvalidArgumentError
+from .._shell import command_line
+from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from .planner import Plan
+    from .plan import Plan
 
 # MoRIIO's proxy ping port in vLLM's examples; one proxy serves every instance.
 MORIIO_PROXY_PING_PORT = 36367
