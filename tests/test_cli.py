@@ -200,7 +200,7 @@ BAD_INPUT = [
         ],
         "--gpu",
     ),
-    (["solve", "llama-3.1-70b", "--gpus", "8", "--gpus-per-node", "3"], "--gpus-per-node"),
+    (["solve", "llama-3.1-70b", "--gpus", "8", "--gpus-per-node", "0"], "--gpus-per-node"),
     (["size-for", "llama-3.1-70b", "--demand", "-1", "--max-gpus", "8"], "--demand"),
     (["size-for", "llama-3.1-70b", "--demand", "5", "--max-gpus", "0"], "--max-gpus"),
     (

@@ -534,6 +534,18 @@ def _name_the_flag(message: str, args: argparse.Namespace, flags: dict[str, str]
     return message
 
 
+def _name_the_file(e: Exception, message: str, args: argparse.Namespace) -> str:
+    """Errors about a file named on the command line start with the flag that named it."""
+    from .errors import OutputFileError
+
+    output, grid = getattr(args, "output", None), getattr(args, "grid", None)
+    if isinstance(e, OutputFileError) and output and "--output" not in message:
+        return f"--output {output}: {message}"
+    if grid and str(grid) in message and "GRID_FILE" not in message:
+        return f"GRID_FILE {grid}: {message}"
+    return message
+
+
 def _given(args: argparse.Namespace, parser: argparse.ArgumentParser, dest: str) -> bool:
     return getattr(args, dest, None) not in (None, False, parser.get_default(dest))
 
@@ -1400,7 +1412,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Rule errors from `map` (an invalid pair) are a "no", not a usage mistake.
             from .errors import RuleAssertionError, RuleNotImplementedError, RuleValueError
 
-            message = in_cli_words(str(e), args._flags)
+            message = str(e)
+            grid = getattr(args, "grid", None)
+            if not (grid and message.startswith(str(grid))):
+                # A grid file's own keys (`max_tp`) are its words, not flags: keep them.
+                message = in_cli_words(message, args._flags)
+            message = _name_the_file(e, message, args)
             if isinstance(e, (RuleValueError, RuleNotImplementedError, RuleAssertionError)):
                 _say(f"pdtp {command}: invalid pair: {message}")
                 return EXIT_INVALID

@@ -257,8 +257,10 @@ impl Order {
             .models
             .iter()
             .map(|m| {
-                if top > 0.0 {
-                    (m.weight / top * WEIGHT_SCALE as f64).round() as i64
+                if top > 0.0 && m.weight > 0.0 {
+                    // A positive weight counts at least one step: a model the caller wants
+                    // served is never rounded into "worth nothing" by a far larger weight.
+                    ((m.weight / top * WEIGHT_SCALE as f64).round() as i64).max(1)
                 } else {
                     0
                 }

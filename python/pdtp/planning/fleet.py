@@ -15,9 +15,10 @@ a starting plan and with valid bounds computed here in closed form:
   programme over GPU counts: its optimum bounds the total, its fewest GPUs for that total
   bound the last stage.
 
-Fractions are decided in steps of 1/10000 and weights in steps of 1/1000 of the largest. A
-demand beyond 10000 times what the whole pool serves its model counts as exactly that
-much (below one step at any allocation otherwise), so such a model still gets the pool.
+Fractions are decided in steps of 1/10000 and weights in steps of 1/1000 of the largest (a
+positive weight counts at least one step). A demand beyond 10000 times what the whole pool
+serves its model counts as exactly that much (below one step at any allocation otherwise), so
+such a model still gets the pool.
 """
 
 from __future__ import annotations
@@ -454,8 +455,9 @@ def solve_fleet(
     served/demand), then uses fewer GPUs. Every instance's TP group sits inside one node.
     Models that get no instances have no entry in ``plans`` (their served fraction is 0).
     Fractions are decided in steps of 1/10000 and weights in steps of 1/1000 of the
-    largest. CP-SAT decides (one worker by default: deterministic); ``time_limit_s``
-    bounds the whole call (then ``status`` is ``FEASIBLE`` with ``gap``).
+    largest (a positive weight counts at least one). CP-SAT decides (one worker by default:
+    deterministic); ``time_limit_s`` bounds the whole call (then ``status`` is ``FEASIBLE``
+    with ``gap``).
 
     >>> import pdtp
     >>> fp = pdtp.solve_fleet([("llama-3.1-8b", 40.0), ("llama-3.1-70b", 10.0)], gpus=16)
