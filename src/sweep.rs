@@ -219,9 +219,15 @@ mod tests {
     #[test]
     fn moriio_rules_cost_something_somewhere() {
         // 4 KV heads under MoRIIO: P != D needs min(P, D) >= 4, so some budget's rule-blind
-        // optimum is a pair vLLM rejects.
+        // optimum is a pair vLLM rejects (long prompts: decode wants more KV memory than
+        // prefill's TP1).
+        let long = Workload {
+            isl: 16384.0,
+            osl: 1024.0,
+            ..workload()
+        };
         let sweep = sweep_budgets(
-            &problem(small(4), "moriio", 8, workload()),
+            &problem(small(4), "moriio", 8, long),
             &(1..=64).collect::<Vec<_>>(),
         );
         assert!(sweep

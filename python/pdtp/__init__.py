@@ -40,6 +40,8 @@ _LAZY: dict[str, str] = {
     "predict_decode": "pdtp.perf",
     "evaluate": "pdtp.perf",
     "Estimate": "pdtp.perf",
+    "predict_serving": "pdtp.perf",
+    "ServingEstimate": "pdtp.perf",
     "solve": "pdtp.planner",
     "Plan": "pdtp.planner",
     "size_for": "pdtp.autoscale",
@@ -60,7 +62,14 @@ if TYPE_CHECKING:
     from .catalog import gpu, gpus, model, models
     from .constants import Constants
     from .fleet import FleetPlan, solve_fleet
-    from .perf import Estimate, evaluate, predict_decode, predict_prefill
+    from .perf import (
+        Estimate,
+        ServingEstimate,
+        evaluate,
+        predict_decode,
+        predict_prefill,
+        predict_serving,
+    )
     from .planner import Plan, solve
     from .sweeps import sweep
     from .workload import Workload
@@ -88,6 +97,8 @@ __all__ = [
     "evaluate",
     "predict_decode",
     "predict_prefill",
+    "predict_serving",
+    "ServingEstimate",
     "calibrate",
     "solve",
     "size_for",

@@ -274,6 +274,8 @@ _NON_NEGATIVE_INT_FIELDS: Final[tuple[str, ...]] = (
     "qk_rope_head_dim",
     "expert_params",
     "embedding_params",
+    "num_sliding_layers",
+    "sliding_window",
 )
 # Values to_dict() adds next to the fields; from_dict() accepts and ignores them.
 _DERIVED_KEYS: Final[frozenset[str]] = frozenset(
@@ -320,6 +322,10 @@ class Model:
     qk_rope_head_dim: int = 0
     #: Layers that keep a KV cache: fewer than num_layers in Mamba / linear-attention hybrids.
     num_attention_layers: int
+    #: Attention layers that see only the last ``sliding_window`` tokens (gpt-oss, Gemma 2/3,
+    #: Mistral v0.1 sliding windows; Llama 4 chunked attention): 0 when every layer is global.
+    num_sliding_layers: int = 0
+    sliding_window: int = 0
     tie_word_embeddings: bool = False
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
@@ -383,6 +389,16 @@ class Model:
             raise ConfigError(
                 f"{who}: field 'num_attention_layers' ({self.num_attention_layers}) exceeds "
                 f"num_layers ({self.num_layers})"
+            )
+        if self.num_sliding_layers > self.num_attention_layers:
+            raise ConfigError(
+                f"{who}: field 'num_sliding_layers' ({self.num_sliding_layers}) exceeds "
+                f"num_attention_layers ({self.num_attention_layers})"
+            )
+        if bool(self.num_sliding_layers) != bool(self.sliding_window):
+            raise ConfigError(
+                f"{who}: fields 'num_sliding_layers' and 'sliding_window' must both be 0 or "
+                f"both positive, got {self.num_sliding_layers} and {self.sliding_window}"
             )
         if self.num_dense_layers > self.num_layers:
             raise ConfigError(
@@ -952,6 +968,11 @@ def _parse_config(
             )
         kv_heads = next(h for h in layer_heads if h is not None)
 
+    sliding_window, num_sliding = _sliding_layers(cfg, model_type, num_layers)
+    num_sliding = min(num_sliding, num_attention_layers)
+    if not num_sliding:
+        sliding_window = 0
+
     num_moe_layers = sum(1 for layer in layers if layer.ffn == "moe")
     dense_width = shapes.dense_intermediate
     widths = [layer.intermediate for layer in layers if layer.intermediate]
@@ -998,6 +1019,8 @@ def _parse_config(
             kv_lora_rank=kv_lora_rank,
             qk_rope_head_dim=qk_rope,
             num_attention_layers=num_attention_layers,
+            num_sliding_layers=num_sliding,
+            sliding_window=sliding_window,
             tie_word_embeddings=shapes.tied,
             weight_dtype=final_wd,
             kv_dtype=final_kv,
@@ -1012,6 +1035,45 @@ def _parse_config(
         )
     except ConfigError as exc:
         raise ConfigError(f"{label}: {exc}") from None
+
+
+# layer_types values of attention layers limited to a window (or chunk) of recent tokens.
+_WINDOWED_LAYER_TYPES: Final[frozenset[str]] = frozenset(
+    {"sliding_attention", "chunked_attention", "local", "local_attention"}
+)
+# Models that interleave sliding-window and global layers without a layer_types list:
+# (first window layer's period rule, the config class's default window).
+_INTERLEAVED_WINDOWS: Final[Mapping[str, tuple[str, int]]] = {
+    "gemma2": ("alternate", 4096),
+    "gemma3_text": ("pattern", 4096),
+}
+
+
+def _sliding_layers(cfg: _Cfg, model_type: str, num_layers: int) -> tuple[int, int]:
+    """(window tokens, layers limited to it) as vLLM runs the model: a ``layer_types`` list
+    names them; Gemma 2 alternates (even layers local), Gemma 3 makes every
+    ``sliding_window_pattern``-th layer global; otherwise a ``sliding_window`` applies to all
+    layers unless ``use_sliding_window`` is false (Qwen2/3 carry a window they do not use)."""
+    window = cfg.opt_int(
+        ("sliding_window", "attention_chunk_size"), "the sliding window", minimum=1
+    )
+    kinds = cfg.seq("layer_types")
+    if kinds is not None and len(kinds) == num_layers:
+        count = sum(1 for k in kinds if isinstance(k, str) and k in _WINDOWED_LAYER_TYPES)
+        return (window or 0, count) if count and window else (0, 0)
+    rule = _INTERLEAVED_WINDOWS.get(model_type)
+    if rule is not None:
+        kind, default = rule
+        w = window or default
+        if kind == "alternate":
+            return w, (num_layers + 1) // 2
+        pattern = cfg.int_or(
+            ("sliding_window_pattern",), "the sliding window pattern", 6, minimum=1
+        )
+        return w, sum(1 for i in range(num_layers) if (i + 1) % pattern != 0)
+    if window and cfg.flag("use_sliding_window", True):
+        return window, num_layers
+    return 0, 0
 
 
 def _text_config(data: Mapping[str, Any], label: str) -> _Cfg:
