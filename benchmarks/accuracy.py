@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pdtp.calibration import (
+    DEFAULT_FIT,
     KINDS,
     PerfPoint,
     Table,
@@ -114,7 +115,11 @@ def _model_gpu(p: PerfPoint) -> str:
 
 
 def calibrated_on_five(
-    points: Sequence[PerfPoint], tables: dict[str, Table], *, min_rows: int = 10
+    points: Sequence[PerfPoint],
+    tables: dict[str, Table],
+    *,
+    min_rows: int = 10,
+    fit: Sequence[str] = DEFAULT_FIT,
 ) -> Predictions:
     """Per family with at least ``min_rows`` rows: start from the table fitted without this
     (model, GPU), calibrate on 5 rows spread over the family (sorted by tp, lengths and
@@ -138,7 +143,7 @@ def calibrated_on_five(
         chosen = {ordered[round(k * step)] for k in range(5)}
         first = points[ordered[0]]
         base = table.constants(first.gpu, first.engine)
-        fitted = calibrate([points[i] for i in sorted(chosen)], base=base, time_limit_s=60)
+        fitted = calibrate([points[i] for i in sorted(chosen)], base=base, fit=fit, time_limit_s=60)
         rest = [i for i in members if i not in chosen]
         for i, pr in zip(rest, predict_points([points[i] for i in rest], fitted)):
             preds[i] = pr

@@ -328,6 +328,7 @@ fn constants(d: &Bound<'_, PyDict>) -> PyResult<Constants> {
         mbu: 0.0,
         kv_read_efficiency: 0.0,
         moe_weight_efficiency: 0.0,
+        ep_weight_efficiency: 0.0,
         fp8_weight_efficiency: 0.0,
         fp4_weight_efficiency: 0.0,
         int4_weight_efficiency: 0.0,

@@ -92,6 +92,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "mbu": (0.3, 1.0),
     "kv_read_efficiency": (0.1, 1.0),
     "moe_weight_efficiency": (0.1, 2.0),
+    "ep_weight_efficiency": (0.2, 2.0),
     "fp8_weight_efficiency": (0.2, 2.0),
     "fp4_weight_efficiency": (0.2, 2.0),
     "int4_weight_efficiency": (0.2, 2.0),
@@ -107,8 +108,17 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 #: What :func:`calibrate` fits unless told otherwise: the constants a new model or GPU moves
-#: most (weight streaming, prefill compute, per-kernel and per-request fixed costs).
-DEFAULT_FIT: tuple[str, ...] = ("mbu", "mfu_prefill", "kernel_overhead_s", "api_overhead_s")
+#: most (weight streaming, prompt and decode GEMMs, per-kernel and per-request fixed costs,
+#: and for MoE models the experts' kernels). Five measured points of a model on a GPU pin
+#: them down (``benchmarks/accuracy.py``, "calibrate on 5").
+DEFAULT_FIT: tuple[str, ...] = (
+    "mbu",
+    "mfu_prefill",
+    "mfu_decode",
+    "kernel_overhead_s",
+    "api_overhead_s",
+    "moe_weight_efficiency",
+)
 
 # Residual weights of TPOT, TTFT and throughput. TTFT counts half: it holds queueing the
 # model sees only on average (bursts, scheduler polling) and its errors would otherwise pull
@@ -829,6 +839,8 @@ def _informed(name: str, points: Sequence[PerfPoint]) -> bool:
         return any(p.model.weight_dtype in ("fp8", "int8") for p in points)
     if name == "moe_weight_efficiency":
         return any(p.model.num_experts for p in points)
+    if name == "ep_weight_efficiency":
+        return any(p.model.num_experts and p.ep > 1 for p in points)
     if name == "alltoall_latency_s":
         return any(p.ep > 1 and p.dp_attention for p in points)
     if name == "allreduce_latency_s":
@@ -858,7 +870,8 @@ TABLE_LEVELS: dict[str, str] = {
     "api_overhead_s": "engine",
     "schedule_wait_steps": "engine",
     "fp4_weight_efficiency": "gpu",
-    "moe_weight_efficiency": "global",
+    "moe_weight_efficiency": "gpu",
+    "ep_weight_efficiency": "global",
 }
 
 #: GPU generations: a type without rows takes its generation's fitted constants, else its

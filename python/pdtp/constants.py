@@ -15,7 +15,8 @@ What each constant means (the step model is in ``src/perf/mod.rs``):
   ``mfu_attention``: attention FLOP efficiency, a share of the bf16 peak;
 - ``mbu``: the share of the HBM peak weights stream at; ``kv_read_efficiency``: the share
   decode attention reads the KV cache at; ``moe_weight_efficiency``: routed experts' rate
-  relative to dense weights; ``fp8/fp4/int4_weight_efficiency``: a weight format's kernels
+  relative to dense weights, ``ep_weight_efficiency`` whole experts under expert parallel
+  relative to tensor-parallel slices; ``fp8/fp4/int4_weight_efficiency``: a weight format's kernels
   relative to 16-bit ones;
 - ``allreduce_latency_s`` / ``alltoall_latency_s``: collective latency;
   ``kernel_overhead_s`` per kernel launched, ``seq_overhead_s`` per running sequence and
@@ -53,6 +54,7 @@ class Constants:
     mbu: float = 0.8
     kv_read_efficiency: float = 0.6
     moe_weight_efficiency: float = 0.8
+    ep_weight_efficiency: float = 1.0
     fp8_weight_efficiency: float = 1.0
     fp4_weight_efficiency: float = 0.8
     int4_weight_efficiency: float = 0.8
@@ -96,6 +98,7 @@ class Constants:
 _FRACTIONS = {"mfu_prefill", "mfu_decode", "mfu_attention", "mbu", "kv_read_efficiency"}
 _RELATIVE = {
     "moe_weight_efficiency",
+    "ep_weight_efficiency",
     "fp8_weight_efficiency",
     "fp4_weight_efficiency",
     "int4_weight_efficiency",

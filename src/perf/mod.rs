@@ -160,6 +160,9 @@ pub struct Constants {
     /// Routed-expert weights stream at this share of the dense weights' rate (grouped
     /// GEMMs over many small matrices).
     pub moe_weight_efficiency: f64,
+    /// Expert-parallel ranks stream whole experts (GEMMs tp× wider than a tensor-parallel
+    /// slice): their rate relative to `moe_weight_efficiency`'s.
+    pub ep_weight_efficiency: f64,
     /// Weight-format kernel efficiency relative to 16-bit weights, per format.
     pub fp8_weight_efficiency: f64,
     pub fp4_weight_efficiency: f64,
@@ -193,13 +196,14 @@ pub struct Constants {
 impl Constants {
     /// Field names, in the order of [`Constants::get`] / [`Constants::set`] (the Python
     /// names, which carry a unit suffix where the value is a time).
-    pub const FIELDS: [&'static str; 21] = [
+    pub const FIELDS: [&'static str; 22] = [
         "mfu_prefill",
         "mfu_decode",
         "mfu_attention",
         "mbu",
         "kv_read_efficiency",
         "moe_weight_efficiency",
+        "ep_weight_efficiency",
         "fp8_weight_efficiency",
         "fp4_weight_efficiency",
         "int4_weight_efficiency",
@@ -225,21 +229,22 @@ impl Constants {
             3 => &mut self.mbu,
             4 => &mut self.kv_read_efficiency,
             5 => &mut self.moe_weight_efficiency,
-            6 => &mut self.fp8_weight_efficiency,
-            7 => &mut self.fp4_weight_efficiency,
-            8 => &mut self.int4_weight_efficiency,
-            9 => &mut self.allreduce_latency,
-            10 => &mut self.alltoall_latency,
-            11 => &mut self.kernel_overhead,
-            12 => &mut self.seq_overhead,
-            13 => &mut self.step_overhead,
-            14 => &mut self.api_overhead,
-            15 => &mut self.schedule_wait_steps,
-            16 => &mut self.reserve_bytes,
-            17 => &mut self.ttft_queue_factor,
-            18 => &mut self.kv_transfer_bandwidth,
-            19 => &mut self.kv_transfer_latency,
-            20 => &mut self.max_num_seqs,
+            6 => &mut self.ep_weight_efficiency,
+            7 => &mut self.fp8_weight_efficiency,
+            8 => &mut self.fp4_weight_efficiency,
+            9 => &mut self.int4_weight_efficiency,
+            10 => &mut self.allreduce_latency,
+            11 => &mut self.alltoall_latency,
+            12 => &mut self.kernel_overhead,
+            13 => &mut self.seq_overhead,
+            14 => &mut self.step_overhead,
+            15 => &mut self.api_overhead,
+            16 => &mut self.schedule_wait_steps,
+            17 => &mut self.reserve_bytes,
+            18 => &mut self.ttft_queue_factor,
+            19 => &mut self.kv_transfer_bandwidth,
+            20 => &mut self.kv_transfer_latency,
+            21 => &mut self.max_num_seqs,
             _ => return None,
         })
     }
@@ -519,8 +524,13 @@ pub fn step_time(
     let dense = (m.weight_bytes - m.expert_weight_bytes - m.unread_weight_bytes).max(0.0)
         / tp
         / c.format_efficiency(m.dense_format);
+    let ep_efficiency = if layout.ep && layout.ep_size() > 1 {
+        c.ep_weight_efficiency
+    } else {
+        1.0
+    };
     let experts = expert_bytes_read(m, layout, tokens * dp)
-        / (c.format_efficiency(m.expert_format) * c.moe_weight_efficiency);
+        / (c.format_efficiency(m.expert_format) * c.moe_weight_efficiency * ep_efficiency);
     let stream = (dense + experts) * stage / (g.hbm_bandwidth * c.mbu);
     let flops_per_token = 2.0 * m.active_params * stage / tp / g.peak_flops;
     let decode_gemm = flops_per_token * batch.decode_seqs / c.mfu_decode;
@@ -825,6 +835,7 @@ pub(crate) mod tests {
             mbu: 0.8,
             kv_read_efficiency: 0.8,
             moe_weight_efficiency: 1.0,
+            ep_weight_efficiency: 1.0,
             fp8_weight_efficiency: 1.0,
             fp4_weight_efficiency: 1.0,
             int4_weight_efficiency: 1.0,
