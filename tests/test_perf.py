@@ -277,11 +277,14 @@ def test_serving_layouts():
 
 def test_sliding_window_layers_are_cheaper_at_long_context():
     oss = pdtp.model("gpt-oss-120b")
-    assert (oss.sliding_window, oss.num_sliding_layers, oss.num_attention_layers) == (128, 18, 36)
-    full = oss.to_dict() | {"num_sliding_layers": 0, "sliding_window": 0}
-    everything_global = pdtp.Model.from_dict(full)
-    for model, name in ((oss, "windows"), (everything_global, "global")):
-        assert model.num_attention_layers == 36, name
+    windows = [(g.kind, g.num_layers, g.window) for g in oss.attention_groups]
+    assert ("sliding", 18, 128) in windows
+    everything_global = dataclasses.replace(
+        oss,
+        attention_groups=tuple(
+            dataclasses.replace(g, kind="full", window=0) for g in oss.attention_groups
+        ),
+    )
     kw = {"gpu": "h200", "tp": 1, "isl": 8192, "osl": 1024, "concurrency": 32}
     windowed = pdtp.predict_serving(oss, **kw)
     global_ = pdtp.predict_serving(everything_global, **kw)

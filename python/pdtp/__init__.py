@@ -52,6 +52,9 @@ _LAZY: dict[str, str] = {
     "FleetPlan": "pdtp.fleet",
     "calibrate": "pdtp.calibration",
     "sweep": "pdtp.sweeps",
+    "deploy": "pdtp.deployment",
+    "deploy_diff": "pdtp.deployment",
+    "Deployment": "pdtp.deployment",
 }
 
 if TYPE_CHECKING:
@@ -61,6 +64,7 @@ if TYPE_CHECKING:
     from .calibration import calibrate
     from .catalog import gpu, gpus, model, models
     from .constants import Constants
+    from .deployment import Deployment, deploy, deploy_diff
     from .fleet import FleetPlan, solve_fleet
     from .perf import (
         Estimate,
@@ -108,6 +112,9 @@ __all__ = [
     "solve_fleet",
     "FleetPlan",
     "sweep",
+    "deploy",
+    "deploy_diff",
+    "Deployment",
     "CheckResult",
     "CheckWarning",
     "ConfigError",

@@ -283,26 +283,24 @@ _QUANT_SUFFIX = re.compile(r"(-(fp8|fp4|mxfp4|nvfp4|kv|preview|v\d+|awq|gptq|int
 
 @lru_cache(maxsize=256)
 def _catalog_name(candidates: tuple[str, ...]) -> str | None:
-    """The catalog model behind a run's model names: as given, without the quantized
-    checkpoint's suffix (``-FP8-KV``, ``-MXFP4-Preview``), or by the part after the org."""
-    from .catalog import models, resolve_model
+    """The catalog model behind a run's model names, offline: as given, without the quantized
+    checkpoint's suffix (``-FP8-KV``, ``-MXFP4-Preview``), or by the part after the org,
+    matched against catalog names, HF ids and aliases."""
+    from .catalog import models
 
     tried: list[str] = []
     for c in candidates:
         base = c.strip()
-        stripped = _QUANT_SUFFIX.sub("", base)
-        tried += [base, stripped]
-    for name in tried:
-        try:
-            resolve_model(name)
-            return name
-        except PdtpError:
-            continue
-    tails = {n.rsplit("/", 1)[-1].lower() for n in tried}
-    for m in models():
-        for alias in (m.name, m.hf_id or "", *m.aliases):
-            if alias and alias.rsplit("/", 1)[-1].lower() in tails:
-                return m.name
+        tried += [base, _QUANT_SUFFIX.sub("", base)]
+    wanted = [t.lower() for t in tried]
+    tails = {t.rsplit("/", 1)[-1] for t in wanted}
+    catalog = models()
+    for exact in (True, False):
+        for m in catalog:
+            for alias in (m.name, m.hf_id or "", *m.aliases):
+                a = alias.lower()
+                if a and (a in wanted if exact else a.rsplit("/", 1)[-1] in tails):
+                    return m.name
     return None
 
 

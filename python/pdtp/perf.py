@@ -46,12 +46,17 @@ def model_inputs(model: Model) -> dict[str, float]:
     unread = input_embedding * (
         2.0 if model.weight_bytes_per_param < 2 else model.weight_bytes_per_param
     )
+    # Sliding-window and chunked layers as one windowed group (their layer-weighted window:
+    # the models vLLM serves have one window size).
+    windowed = [g for g in model.attention_groups if g.window]
+    num_windowed = sum(g.num_layers for g in windowed)
+    window = sum(g.window * g.num_layers for g in windowed) / num_windowed if windowed else 0.0
     return {
         "num_layers": model.num_layers,
         "num_attention_layers": model.num_attention_layers,
         "num_moe_layers": model.num_moe_layers,
-        "num_sliding_layers": model.num_sliding_layers,
-        "sliding_window": model.sliding_window,
+        "num_sliding_layers": float(num_windowed),
+        "sliding_window": float(window),
         "hidden_size": model.hidden_size,
         "num_attention_heads": model.num_attention_heads,
         "num_kv_heads": model.num_kv_heads,
