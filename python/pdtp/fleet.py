@@ -700,7 +700,7 @@ def solve_fleet(
     worker by default, so the answer is deterministic.
 
     >>> import pdtp
-    >>> fp = pdtp.solve_fleet([("llama-3.1-8b", 40.0), ("llama-3.1-70b", 10.0)], gpus=16)
+    >>> fp = pdtp.solve_fleet([("llama-3.1-8b", 20.0), ("llama-3.1-70b", 5.0)], gpus=16)
     >>> fp.status, fp.min_served_fraction
     ('OPTIMAL', 1.0)
     """
