@@ -12,6 +12,10 @@ use crate::connector::{self, ConnectorProfile};
 use crate::perf::{self, Constants, GpuPerf, ModelPerf, Workload};
 use std::sync::Arc;
 
+use crate::layout::Layout;
+use crate::perf::fit::{self as perf_fit, FitOptions, FitPoint, Prior};
+use crate::perf::serving::{self, Engine, ServingWorkload};
+use crate::perf::{StepBatch, WeightFormat};
 use crate::plan::{
     self, cluster::TooLarge, oracle, relax, rule_blind, Candidates, Choice, GpuType, ModelSpec,
     MoveCost, NodeClass, Objective, Order, Pair, Role, Running, Scenario, Sense, SideOption,
@@ -290,6 +294,9 @@ fn model_perf(d: &Bound<'_, PyDict>) -> PyResult<ModelPerf> {
     Ok(ModelPerf {
         num_layers: num(d, "num_layers")?,
         num_attention_layers: num(d, "num_attention_layers")?,
+        num_moe_layers: num(d, "num_moe_layers")?,
+        num_sliding_layers: num(d, "num_sliding_layers")?,
+        sliding_window: num(d, "sliding_window")?,
         hidden_size: num(d, "hidden_size")?,
         num_attention_heads: num(d, "num_attention_heads")?,
         num_kv_heads: num(d, "num_kv_heads")? as i64,
@@ -299,10 +306,13 @@ fn model_perf(d: &Bound<'_, PyDict>) -> PyResult<ModelPerf> {
         qk_rope_head_dim: num(d, "qk_rope_head_dim")?,
         weight_bytes: num(d, "weight_bytes")?,
         expert_weight_bytes: num(d, "expert_weight_bytes")?,
+        unread_weight_bytes: num(d, "unread_weight_bytes")?,
         num_experts: num(d, "num_experts")?,
         experts_per_token: num(d, "experts_per_token")?,
         active_params: num(d, "active_params")?,
         kv_dtype_bytes: num(d, "kv_dtype_bytes")?,
+        dense_format: WeightFormat::from_code(num(d, "dense_format")?),
+        expert_format: WeightFormat::from_code(num(d, "expert_format")?),
     })
 }
 
@@ -311,23 +321,41 @@ fn gpu_perf(d: &Bound<'_, PyDict>) -> PyResult<GpuPerf> {
         memory_bytes: num(d, "memory_bytes")?,
         hbm_bandwidth: num(d, "hbm_bandwidth")?,
         peak_flops: num(d, "peak_flops")?,
+        bf16_flops: num(d, "bf16_flops")?,
         link_bandwidth: num(d, "link_bandwidth")?,
     })
 }
 
+/// Constants from a dict keyed by `Constants::FIELDS` (every field required).
 fn constants(d: &Bound<'_, PyDict>) -> PyResult<Constants> {
-    Ok(Constants {
-        mfu_prefill: num(d, "mfu_prefill")?,
-        mfu_decode: num(d, "mfu_decode")?,
-        mbu: num(d, "mbu")?,
-        allreduce_latency: num(d, "allreduce_latency_s")?,
-        step_overhead: num(d, "step_overhead_s")?,
-        reserve_bytes: num(d, "reserve_bytes")?,
-        ttft_queue_factor: num(d, "ttft_queue_factor")?,
-        kv_transfer_bandwidth: num(d, "kv_transfer_bandwidth")?,
-        kv_transfer_latency: num(d, "kv_transfer_latency_s")?,
-        max_num_seqs: num(d, "max_num_seqs")?,
-    })
+    let mut c = Constants {
+        mfu_prefill: 0.0,
+        mfu_decode: 0.0,
+        mfu_attention: 0.0,
+        mbu: 0.0,
+        kv_read_efficiency: 0.0,
+        moe_weight_efficiency: 0.0,
+        ep_weight_efficiency: 0.0,
+        fp8_weight_efficiency: 0.0,
+        fp4_weight_efficiency: 0.0,
+        int4_weight_efficiency: 0.0,
+        allreduce_latency: 0.0,
+        alltoall_latency: 0.0,
+        kernel_overhead: 0.0,
+        seq_overhead: 0.0,
+        step_overhead: 0.0,
+        api_overhead: 0.0,
+        schedule_wait_steps: 0.0,
+        reserve_bytes: 0.0,
+        ttft_queue_factor: 0.0,
+        kv_transfer_bandwidth: 0.0,
+        kv_transfer_latency: 0.0,
+        max_num_seqs: 0.0,
+    };
+    for (i, name) in Constants::FIELDS.iter().enumerate() {
+        c.set(i, num(d, name)?);
+    }
+    Ok(c)
 }
 
 fn workload(d: &Bound<'_, PyDict>) -> PyResult<Workload> {
@@ -1440,6 +1468,259 @@ fn sweep_budgets(
     ))
 }
 
+// ---- performance model v2: step time, aggregated serving, calibration fit -------------------
+
+/// A layout from Python's `(tp, pp, dp, ep)`.
+type LayoutTuple = (i64, i64, i64, bool);
+
+fn layout(t: LayoutTuple) -> Layout {
+    Layout {
+        tp: t.0,
+        pp: t.1,
+        dp: t.2,
+        ep: t.3,
+    }
+}
+
+fn engine(py: Python<'_>, name: &str) -> PyResult<Engine> {
+    match name {
+        "vllm" => Ok(Engine::Vllm),
+        "sglang" => Ok(Engine::Sglang),
+        other => Err(pdtp_error(
+            py,
+            "InvalidArgumentError",
+            format!("engine must be 'vllm' or 'sglang', got {other:?}"),
+        )),
+    }
+}
+
+fn serving_workload(py: Python<'_>, d: &Bound<'_, PyDict>) -> PyResult<ServingWorkload> {
+    let name: String = match d.get_item("engine")? {
+        Some(v) => v.extract()?,
+        None => return Err(pyo3::exceptions::PyKeyError::new_err("engine")),
+    };
+    Ok(ServingWorkload {
+        isl: num(d, "isl")?,
+        osl: num(d, "osl")?,
+        concurrency: opt_num(d, "concurrency")?,
+        num_prompts: opt_num(d, "num_prompts")?.unwrap_or(f64::INFINITY),
+        max_num_seqs: num(d, "max_num_seqs")?,
+        max_num_batched_tokens: num(d, "max_num_batched_tokens")?,
+        gpu_memory_utilization: num(d, "gpu_memory_utilization")?,
+        engine: engine(py, &name)?,
+    })
+}
+
+/// Seconds one engine step of `layout` takes for the batch (the one step-cost function).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, gpu, consts, layout, decode_seqs, decode_context_tokens, prefill_tokens, prefill_attention_work))]
+fn step_time(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    layout: LayoutTuple,
+    decode_seqs: f64,
+    decode_context_tokens: f64,
+    prefill_tokens: f64,
+    prefill_attention_work: f64,
+) -> PyResult<f64> {
+    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let batch = StepBatch {
+        decode_seqs,
+        decode_context_tokens,
+        prefill_tokens,
+        prefill_attention_work,
+    };
+    let l = self::layout(layout);
+    shielded(py, || perf::step_time(&m, &g, &c, &l, &batch))
+}
+
+/// The steady state of one aggregated instance (times in seconds).
+#[pyclass(frozen, get_all, module = "pdtp._core")]
+#[derive(Debug, Clone, Copy)]
+pub struct ServingPoint {
+    pub ttft: f64,
+    pub ttft_steady: f64,
+    pub tpot: f64,
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub batch: f64,
+    pub max_batch: f64,
+    pub batch_limited: bool,
+}
+
+impl From<serving::ServingPoint> for ServingPoint {
+    fn from(p: serving::ServingPoint) -> Self {
+        ServingPoint {
+            ttft: p.ttft,
+            ttft_steady: p.ttft_steady,
+            tpot: p.tpot,
+            requests_per_s: p.requests_per_s,
+            output_tokens_per_s: p.output_tokens_per_s,
+            batch: p.batch,
+            max_batch: p.max_batch,
+            batch_limited: p.batch_limited,
+        }
+    }
+}
+
+/// Aggregated serving of one instance; None when one sequence does not fit.
+#[pyfunction]
+fn predict_serving(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    layout: LayoutTuple,
+    work: &Bound<'_, PyDict>,
+) -> PyResult<Option<ServingPoint>> {
+    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let w = serving_workload(py, work)?;
+    let l = self::layout(layout);
+    shielded(py, || {
+        serving::serving(&m, &g, &c, &l, &w).map(ServingPoint::from)
+    })
+}
+
+/// Per-layout side numbers: `(weights_fit, max_sequences(isl + osl), prefill time,
+/// ttft, prefill requests/s, decode batch, decode max_batch, tpot, decode requests/s)`.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn layout_sides(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    layout: LayoutTuple,
+    work: &Bound<'_, PyDict>,
+    util: f64,
+) -> PyResult<(bool, f64, f64, f64, f64, i64, i64, f64, f64)> {
+    let (m, g, c, w) = (
+        model_perf(model)?,
+        gpu_perf(gpu)?,
+        constants(consts)?,
+        workload(work)?,
+    );
+    let l = self::layout(layout);
+    shielded(py, || {
+        let p = perf::prefill_point_layout(&m, &g, &c, &l, &w, util);
+        let d = perf::decode_point_layout(&m, &g, &c, &l, &w, util);
+        (
+            perf::weights_fit_layout(&m, &g, &c, &l, util),
+            perf::max_sequences(&m, &g, &c, &l, util, w.isl + w.osl),
+            p.time,
+            p.ttft,
+            p.requests_per_s,
+            d.batch,
+            d.max_batch,
+            d.tpot,
+            d.requests_per_s,
+        )
+    })
+}
+
+/// One calibration point from Python: `(model, gpu, consts, layout, workload, params,
+/// measured)` with params as `[(constant name, parameter index)]` and measured as
+/// `(tpot_s, ttft_s, output_tokens_per_s)` (NaN where not measured).
+type PointTuple<'py> = (
+    Bound<'py, PyDict>,
+    Bound<'py, PyDict>,
+    Bound<'py, PyDict>,
+    LayoutTuple,
+    Bound<'py, PyDict>,
+    Vec<(String, usize)>,
+    (f64, f64, f64),
+);
+
+fn fit_points(py: Python<'_>, points: Vec<PointTuple<'_>>) -> PyResult<Vec<FitPoint>> {
+    points
+        .into_iter()
+        .map(|(m, g, c, l, w, params, measured)| {
+            let params = params
+                .into_iter()
+                .map(|(name, index)| match Constants::field_index(&name) {
+                    Some(f) => Ok((f, index)),
+                    None => Err(pdtp_error(
+                        py,
+                        "InvalidArgumentError",
+                        format!("unknown constant {name:?}"),
+                    )),
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok(FitPoint {
+                model: model_perf(&m)?,
+                gpu: gpu_perf(&g)?,
+                constants: constants(&c)?,
+                layout: layout(l),
+                workload: serving_workload(py, &w)?,
+                params,
+                measured: [measured.0, measured.1, measured.2],
+            })
+        })
+        .collect()
+}
+
+/// Fit parameters to measured points (see `perf::fit`), with priors `(param, parent or
+/// None for 1, weight)`: `(x, cost, iterations, complete)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (points, priors, x0, lo, hi, weights, scale, max_iterations, time_limit_s))]
+fn fit_constants(
+    py: Python<'_>,
+    points: Vec<PointTuple<'_>>,
+    priors: Vec<(usize, Option<usize>, f64)>,
+    x0: Vec<f64>,
+    lo: Vec<f64>,
+    hi: Vec<f64>,
+    weights: (f64, f64, f64),
+    scale: f64,
+    max_iterations: usize,
+    time_limit_s: f64,
+) -> PyResult<(Vec<f64>, f64, usize, bool)> {
+    let pts = fit_points(py, points)?;
+    if lo.len() != x0.len() || hi.len() != x0.len() {
+        return Err(pdtp_error(
+            py,
+            "InvalidArgumentError",
+            "x0, lo and hi must have one entry per parameter".into(),
+        ));
+    }
+    let deadline = std::time::Duration::try_from_secs_f64(time_limit_s.max(0.0))
+        .ok()
+        .and_then(|d| std::time::Instant::now().checked_add(d));
+    let opts = FitOptions {
+        weights: [weights.0, weights.1, weights.2],
+        scale,
+        max_iterations,
+        deadline,
+    };
+    let priors: Vec<Prior> = priors
+        .into_iter()
+        .map(|(param, parent, weight)| Prior {
+            param,
+            parent,
+            weight,
+        })
+        .collect();
+    let res = released(py, || perf_fit::fit(&pts, &priors, &x0, &lo, &hi, opts))?;
+    Ok((res.x, res.cost, res.iterations, res.complete))
+}
+
+/// Predictions `(tpot_s, ttft_s, output_tokens_per_s)` of calibration points under
+/// parameters `x` (NaN where nothing fits).
+#[pyfunction]
+fn predict_points(
+    py: Python<'_>,
+    points: Vec<PointTuple<'_>>,
+    x: Vec<f64>,
+) -> PyResult<Vec<(f64, f64, f64)>> {
+    let pts = fit_points(py, points)?;
+    let out = released(py, || perf_fit::predict_all(&pts, &x))?;
+    Ok(out.into_iter().map(|v| (v[0], v[1], v[2])).collect())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remote_tp_rank, m)?)?;
@@ -1466,6 +1747,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPattern>()?;
     m.add_class::<PyPlaced>()?;
     m.add_class::<PyMoves>()?;
+    m.add_function(wrap_pyfunction!(step_time, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_serving, m)?)?;
+    m.add_function(wrap_pyfunction!(layout_sides, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_constants, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_points, m)?)?;
+    m.add_class::<ServingPoint>()?;
+    m.add("CONSTANT_FIELDS", Constants::FIELDS.to_vec())?;
     m.add("MAX_MAP_TP", transfer::MAX_MAP_TP)?;
     m.add("CAPACITY_SCALE", plan::CAPACITY_SCALE)?;
     Ok(())

@@ -344,13 +344,13 @@ def test_replan_lists_stop_and_start_with_launch_lines_only_for_starts(capsys, t
     code, out, _ = run(capsys, "solve", "llama-3.1-70b", "--gpus", "16", "--json")
     now.write_text(out)
     hosts = ",".join(HOSTS3)
-    code, out, _ = run(capsys, "replan", "--current", str(now), "--demand", "30",
+    code, out, _ = run(capsys, "replan", "--current", str(now), "--demand", "16",
                        "--max-gpus", "64", "--node-hosts", hosts)  # fmt: skip
     assert code == 0
     started = out.split("\nstart:")[1]
     n_start = started.count("# prefill-") + started.count("# decode-")
     assert n_start > 0 and out.count("vllm serve") == n_start
-    code, out, _ = run(capsys, "replan", "--current", str(now), "--demand", "30",
+    code, out, _ = run(capsys, "replan", "--current", str(now), "--demand", "16",
                        "--max-gpus", "64", "--node-hosts", hosts, "--json")  # fmt: skip
     r = json.loads(out)
     assert len(r["deploy"]["start"]) == r["instances_started"]
@@ -358,7 +358,7 @@ def test_replan_lists_stop_and_start_with_launch_lines_only_for_starts(capsys, t
     assert all("vllm serve" in s["command"] for s in r["deploy"]["start"])
     assert "vllm_commands" not in r["plan"]
     # Without addresses a multi-node replan still lists the moves, without launch lines.
-    code, out, _ = run(capsys, "replan", "--current", str(now), "--demand", "30", "--max-gpus",
+    code, out, _ = run(capsys, "replan", "--current", str(now), "--demand", "16", "--max-gpus",
                        "64")  # fmt: skip
     assert code == 0 and "vllm serve" not in out and "--node-hosts" in out
 

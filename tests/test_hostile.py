@@ -494,7 +494,6 @@ def test_cli_fleet_demands_from_an_endless_file(slow_probes):
     assert_cli_error(slow_probes["fleet-dev-zero"].result(), "/dev/zero")
 
 
-@_owned("perf", "calibrate('/dev/zero') reads until memory runs out")
 def test_calibrate_from_an_endless_file(slow_probes):
     assert_pdtp_error(slow_probes["calibrate-dev-zero"].result(), "/dev/zero")
 

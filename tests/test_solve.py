@@ -130,10 +130,10 @@ def test_main_job_example():
 
 
 def test_rejected_split_is_explained():
-    plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="h100")
+    plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
     assert plan.rejected, "MoRIIO forbids the rule-blind optimum here"
     assert "requires replicated KV heads" in plan.rejected[0]
-    nixl = pdtp.solve("llama-3.1-70b", gpus=24, gpu="h100", connector="nixl")
+    nixl = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x", connector="nixl")
     assert nixl.requests_per_s >= plan.requests_per_s
 
 

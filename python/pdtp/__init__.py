@@ -49,6 +49,8 @@ _LAZY: dict[str, str] = {
     "predict_decode": "pdtp.perf",
     "evaluate": "pdtp.perf",
     "Estimate": "pdtp.perf",
+    "predict_serving": "pdtp.perf",
+    "ServingEstimate": "pdtp.perf",
     "solve": "pdtp.planning.solve",
     "Plan": "pdtp.planning.plan",
     "size_for": "pdtp.planning.size_for",
@@ -71,7 +73,14 @@ if TYPE_CHECKING:
     from .catalog import gpu, gpus, model, models
     from .constants import Constants
     from .deployment import Deployment, deploy, deploy_diff
-    from .perf import Estimate, evaluate, predict_decode, predict_prefill
+    from .perf import (
+        Estimate,
+        ServingEstimate,
+        evaluate,
+        predict_decode,
+        predict_prefill,
+        predict_serving,
+    )
     from .planning.fleet import FleetPlan, solve_fleet
     from .planning.plan import Plan
     from .planning.replan import MoveCost, Replan, replan
@@ -104,6 +113,8 @@ __all__ = [
     "evaluate",
     "predict_decode",
     "predict_prefill",
+    "predict_serving",
+    "ServingEstimate",
     "calibrate",
     "solve",
     "size_for",

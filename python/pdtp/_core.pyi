@@ -1,9 +1,17 @@
 """Type stubs for pdtp's Rust core (``src/bindings.rs``). Kept honest by mypy.stubtest."""
 
+from collections.abc import Sequence
 from typing import Any, final
 
 __all__ = [
     "CAPACITY_SCALE",
+    "CONSTANT_FIELDS",
+    "ServingPoint",
+    "fit_constants",
+    "layout_sides",
+    "predict_points",
+    "predict_serving",
+    "step_time",
     "MAX_MAP_TP",
     "alternatives",
     "Candidates",
@@ -334,3 +342,62 @@ class Candidates:
     ) -> list[Placed]: ...
 
 def candidates(scenario: Scenario) -> Candidates: ...
+
+# ---- performance model v2 ------------------------------------------------------------------
+_Layout = tuple[int, int, int, bool]
+_ServingWork = dict[str, float | str | None]
+_PointTuple = tuple[
+    _Nums, _Nums, _Nums, _Layout, _ServingWork, list[tuple[str, int]], tuple[float, float, float]
+]
+
+CONSTANT_FIELDS: list[str]
+
+@final
+class ServingPoint:
+    @property
+    def ttft(self) -> float: ...
+    @property
+    def ttft_steady(self) -> float: ...
+    @property
+    def tpot(self) -> float: ...
+    @property
+    def requests_per_s(self) -> float: ...
+    @property
+    def output_tokens_per_s(self) -> float: ...
+    @property
+    def batch(self) -> float: ...
+    @property
+    def max_batch(self) -> float: ...
+    @property
+    def batch_limited(self) -> bool: ...
+
+def step_time(
+    model: _Nums,
+    gpu: _Nums,
+    consts: _Nums,
+    layout: _Layout,
+    decode_seqs: float,
+    decode_context_tokens: float,
+    prefill_tokens: float,
+    prefill_attention_work: float,
+) -> float: ...
+def predict_serving(
+    model: _Nums, gpu: _Nums, consts: _Nums, layout: _Layout, work: _ServingWork
+) -> ServingPoint | None: ...
+def layout_sides(
+    model: _Nums, gpu: _Nums, consts: _Nums, layout: _Layout, work: _Work, util: float
+) -> tuple[bool, float, float, float, float, int, int, float, float]: ...
+def fit_constants(
+    points: Sequence[_PointTuple],
+    priors: Sequence[tuple[int, int | None, float]],
+    x0: Sequence[float],
+    lo: Sequence[float],
+    hi: Sequence[float],
+    weights: tuple[float, float, float],
+    scale: float,
+    max_iterations: int,
+    time_limit_s: float,
+) -> tuple[list[float], float, int, bool]: ...
+def predict_points(
+    points: Sequence[_PointTuple], x: Sequence[float]
+) -> list[tuple[float, float, float]]: ...

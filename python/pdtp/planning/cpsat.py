@@ -317,13 +317,12 @@ class OneModel:
             p = self.pairs[i]
             on = (p.prefill, p.decode) in chosen
             m.add_hint(self.z[i], on)
+        counts: dict[int, int] = {}  # row -> instances (one pass: fleets have many models)
+        for ch in chosen.values():
+            counts[ch.prefill] = ch.prefill_instances
+            counts.setdefault(ch.decode, ch.decode_instances)
         for r, v in self.n.items():
-            count = 0
-            for ch in chosen.values():
-                if ch.prefill == r:
-                    count = ch.prefill_instances
-                elif ch.decode == r:
-                    count = ch.decode_instances
+            count = counts.get(r, 0)
             values[v] = count
             m.add_hint(v, count)
         for k, s in self.served.items():
@@ -403,9 +402,14 @@ class OneModel:
                 m.maximize(expr)
             else:
                 m.minimize(expr)
-            if current is not None:
+            if current is not None and time.perf_counter() < deadline - MARGIN_S:
                 self._hint(current)
             left = deadline - time.perf_counter() - MARGIN_S
+            if left <= 0:
+                # Building the stage used the time: a search now would only overrun the
+                # limit (and reading a large solution back costs more). Keep what stands.
+                method = "cpsat" if fixed else "closed-form"
+                return Decision(current, "FEASIBLE", self._gap(k, current, bound), usage, method)
             solver, status = self._run(left)
             if status == cp.INFEASIBLE and k == 0:
                 return Decision(None, "INFEASIBLE", None, None, "cpsat")

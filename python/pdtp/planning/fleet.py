@@ -460,7 +460,7 @@ def solve_fleet(
     with ``gap``).
 
     >>> import pdtp
-    >>> fp = pdtp.solve_fleet([("llama-3.1-8b", 40.0), ("llama-3.1-70b", 10.0)], gpus=16)
+    >>> fp = pdtp.solve_fleet([("llama-3.1-8b", 20.0), ("llama-3.1-70b", 5.0)], gpus=16)
     >>> fp.status, fp.min_served_fraction
     ('OPTIMAL', 1.0)
     """
@@ -661,6 +661,7 @@ def _result(
     served: dict[str, float] = {}
     demand: dict[str, float] = {}
     used = 0
+    rows = cands.rows
     for k, (e, ch) in enumerate(zip(entries, sol)):
         demand[e.name] = e.demand
         if ch is None:
@@ -668,7 +669,7 @@ def _result(
             continue
         p = plan.build(
             sc, cands, full, k, started=started, placer=functools.partial(_nth, placed, k),
-            status=status,
+            status=status, rows=rows,
         )  # fmt: skip
         plans[e.name] = p
         served[e.name] = 1.0 if e.demand == 0 else min(1.0, p.requests_per_s / e.demand)

@@ -231,11 +231,13 @@ def build(
     notes: tuple[str, ...] = (),
     placer: Callable[[], Sequence[Placement]] | None = None,
     status: str | None = None,
+    rows: Sequence[Any] | None = None,
 ) -> Plan:
-    """The :class:`Plan` of one model's choice in a decision."""
+    """The :class:`Plan` of one model's choice in a decision. ``rows`` is ``cands.rows``
+    when the caller has it (each access builds every row: a fleet passes it once)."""
     assert decision.solution is not None
     ch = decision.solution[model]
-    rows = cands.rows
+    rows = cands.rows if rows is None else rows
     p, d = rows[ch.prefill], rows[ch.decode]
     np_, nd = ch.prefill_instances, ch.decode_instances
     entry = sc.models[model]
