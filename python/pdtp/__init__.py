@@ -22,6 +22,17 @@ from .errors import (
     RuleValueError,
     UnknownNameError,
 )
+
+# Imported now, not lazily: the module `pdtp.simulate` would otherwise shadow the function.
+from .simulate import (
+    RateSearch,
+    SimConfig,
+    SimResult,
+    load_trace,
+    max_rate_within_slo,
+    sim_config,
+    simulate,
+)
 from .transfer import TransferMap, transfer_map
 
 __version__ = "0.1.0"
@@ -97,6 +108,13 @@ __all__ = [
     "solve_fleet",
     "FleetPlan",
     "sweep",
+    "simulate",
+    "sim_config",
+    "max_rate_within_slo",
+    "load_trace",
+    "SimConfig",
+    "SimResult",
+    "RateSearch",
     "CheckResult",
     "CheckWarning",
     "ConfigError",
