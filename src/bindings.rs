@@ -1070,9 +1070,11 @@ impl PySimResult {
         Ok(sim::quantile(sorted, q) * 1e3)
     }
 
-    /// Whether the `percentile` quantiles of TTFT and TPOT both meet the SLOs.
-    #[pyo3(signature = (percentile = 0.9))]
-    fn meets_slo(&self, py: Python<'_>, percentile: f64) -> PyResult<bool> {
+    /// Whether the `percentile` quantiles of TTFT and TPOT both meet the SLOs: over every
+    /// request, or with `steady_state` over the middle 80% by arrival (what the rate search
+    /// judges: the first requests meet an idle deployment, the last a draining one).
+    #[pyo3(signature = (percentile = 0.9, *, steady_state = false))]
+    fn meets_slo(&self, py: Python<'_>, percentile: f64, steady_state: bool) -> PyResult<bool> {
         if !(percentile > 0.0 && percentile < 1.0) {
             return Err(pdtp_error(
                 py,
@@ -1080,7 +1082,11 @@ impl PySimResult {
                 format!("percentile must be in (0, 1), got {percentile}"),
             ));
         }
-        Ok(self.inner.meets_slo_at(percentile))
+        Ok(if steady_state {
+            self.inner.meets_slo_in(percentile, sim::STEADY_STATE)
+        } else {
+            self.inner.meets_slo_at(percentile)
+        })
     }
 
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -409,7 +409,9 @@ def max_rate_within_slo(
     meet the workload's SLOs — the deployment's goodput in DistServe's sense — found by
     simulating at a few rates (doubling or halving from ``hint_rps``, then bisection down to
     ``tolerance`` relative width). Every trial serves the same ``requests`` requests (same
-    lengths, same arrival pattern scaled to the rate), so trials differ only by the rate.
+    lengths, same arrival pattern scaled to the rate), so trials differ only by the rate, and
+    is judged on its steady state: the middle 80% of the requests by arrival
+    (``SimResult.meets_slo(p, steady_state=True)``), not the ramp-up or the drain.
 
     A planner calls this once per candidate: with ``hint_rps`` the analytic capacity (the
     default for a Plan) it typically takes 6–10 simulations of a few thousand requests.
@@ -417,7 +419,7 @@ def max_rate_within_slo(
     >>> import pdtp
     >>> plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
     >>> s = pdtp.max_rate_within_slo(plan, percentile=0.9, requests=1000, tolerance=0.05)
-    >>> 0 < s.rate_rps <= s.failing_rps, s.result.meets_slo(0.9)
+    >>> 0 < s.rate_rps <= s.failing_rps, s.result.meets_slo(0.9, steady_state=True)
     (True, True)
     """
     cfg, w = _resolve(plan_or_config, workload, constants, router)

@@ -795,6 +795,7 @@ fn summarize(sim: &Sim, cfg: &Config, start: f64) -> SimResult {
     let mut ttft = Vec::with_capacity(n);
     let mut tpot = Vec::with_capacity(n);
     let mut e2e = Vec::with_capacity(n);
+    let mut tpot_each = Vec::with_capacity(n);
     let mut good = 0usize;
     let mut out_tokens = 0u64;
     for r in &sim.reqs {
@@ -804,10 +805,12 @@ fn summarize(sim: &Sim, cfg: &Config, start: f64) -> SimResult {
         if let Some(p) = per_token {
             tpot.push(p);
         }
+        tpot_each.push(per_token.unwrap_or(f64::NAN));
         e2e.push(r.finish - r.arrival);
         good += usize::from(cfg.slo.met(t, per_token));
         out_tokens += u64::from(r.osl);
     }
+    let ttft_each = ttft.clone();
     for v in [&mut ttft, &mut tpot, &mut e2e] {
         v.sort_unstable_by(f64::total_cmp);
     }
@@ -859,5 +862,7 @@ fn summarize(sim: &Sim, cfg: &Config, start: f64) -> SimResult {
         slo: cfg.slo,
         ttft_sorted: ttft,
         tpot_sorted: tpot,
+        ttft_each,
+        tpot_each,
     }
 }

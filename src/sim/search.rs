@@ -4,6 +4,9 @@
 //!
 //! Every trial serves the same requests (same lengths, same arrival pattern scaled to the
 //! rate: common random numbers), so trials differ only by the rate and the search is stable.
+//! A trial is judged on the middle of the run ([`STEADY_STATE`] of the requests by arrival):
+//! the first requests meet an empty deployment and the last ones a draining one, both
+//! kinder than the steady state a deployment serving that rate lives in.
 
 use super::requests::{Arrival, Lengths, Load, Requests};
 use super::stats::SimResult;
@@ -37,6 +40,9 @@ pub struct RateSearch {
     pub simulations: u32,
 }
 
+/// The requests (as fractions of the run, by arrival) a trial's percentiles are taken over.
+pub const STEADY_STATE: std::ops::Range<f64> = 0.1..0.9;
+
 /// Rates below this are "none": the SLO cannot be met at any load.
 const MIN_RATE: f64 = 1e-6;
 const MAX_DOUBLINGS: u32 = 64;
@@ -68,7 +74,7 @@ pub fn max_rate_within_slo(cfg: &Config, opts: &SearchOptions) -> Result<RateSea
         reqs.arrival = unit.iter().map(|t| t / rate).collect();
         simulations += 1;
         let r = simulate(cfg, &Load::Open, &reqs)?;
-        Ok((r.meets_slo_at(opts.percentile), r))
+        Ok((r.meets_slo_in(opts.percentile, STEADY_STATE), r))
     };
 
     let start = match opts.hint_rps {

@@ -95,17 +95,41 @@ pub struct SimResult {
     /// Every request's TTFT and TPOT, sorted (for any other quantile).
     pub ttft_sorted: Vec<f64>,
     pub tpot_sorted: Vec<f64>,
+    /// Every request's TTFT and TPOT in arrival order (TPOT NaN for one-token outputs).
+    pub ttft_each: Vec<f64>,
+    pub tpot_each: Vec<f64>,
+}
+
+fn meets(slo: &Slo, ttft_sorted: &[f64], tpot_sorted: &[f64], q: f64) -> bool {
+    slo.ttft.is_none_or(|b| quantile(ttft_sorted, q) <= b)
+        && slo
+            .tpot
+            .is_none_or(|b| tpot_sorted.is_empty() || quantile(tpot_sorted, q) <= b)
 }
 
 impl SimResult {
     /// Whether the `q`-quantiles of TTFT and TPOT both meet the SLOs (unbounded ones always do).
     pub fn meets_slo_at(&self, q: f64) -> bool {
-        self.slo
-            .ttft
-            .is_none_or(|b| quantile(&self.ttft_sorted, q) <= b)
-            && self
-                .slo
-                .tpot
-                .is_none_or(|b| self.tpot_sorted.is_empty() || quantile(&self.tpot_sorted, q) <= b)
+        meets(&self.slo, &self.ttft_sorted, &self.tpot_sorted, q)
+    }
+
+    /// [`Self::meets_slo_at`] over the requests whose arrival index lies in `window` (a
+    /// fraction range of the run, e.g. 0.1..0.9 leaves out the ramp-up and the drain).
+    pub fn meets_slo_in(&self, q: f64, window: std::ops::Range<f64>) -> bool {
+        let n = self.ttft_each.len();
+        let lo = ((window.start.clamp(0.0, 1.0) * n as f64) as usize).min(n);
+        let hi = ((window.end.clamp(0.0, 1.0) * n as f64).ceil() as usize).clamp(lo, n);
+        if hi == lo {
+            return self.meets_slo_at(q);
+        }
+        let mut ttft = self.ttft_each[lo..hi].to_vec();
+        let mut tpot: Vec<f64> = self.tpot_each[lo..hi]
+            .iter()
+            .copied()
+            .filter(|x| !x.is_nan())
+            .collect();
+        ttft.sort_unstable_by(f64::total_cmp);
+        tpot.sort_unstable_by(f64::total_cmp);
+        meets(&self.slo, &ttft, &tpot, q)
     }
 }
