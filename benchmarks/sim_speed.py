@@ -73,7 +73,7 @@ def _cases() -> list[tuple[str, Callable[[], Any], int]]:
             2000 * 512,
         ),
         (
-            "rate search of the 24-GPU plan (p90, 4k requests per trial)",
+            "rate search of the 24-GPU plan (p90, 10k requests per trial)",
             lambda: pdtp.max_rate_within_slo(plan),
             0,
         ),

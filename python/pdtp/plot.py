@@ -343,9 +343,7 @@ def latency_chart(
         capacity = target.get("requests_per_s")
     knee = None
     if rates is None:
-        search = max_rate_within_slo(
-            target, workload=workload, requests=requests, seed=seed, tolerance=0.02
-        )
+        search = max_rate_within_slo(target, workload=workload, seed=seed, tolerance=0.02)
         if search.rate_rps > 0:
             knee = search.rate_rps
         top = search.failing_rps if math.isfinite(search.failing_rps) else capacity
