@@ -119,6 +119,8 @@ impl Ord for Event {
 }
 
 struct Instance {
+    /// This instance's index (a request's `inst` when queued or running here).
+    id: u32,
     role: Role,
     /// 0: the entry side (aggregated or prefill), 1: decode.
     side: usize,
@@ -156,8 +158,9 @@ struct Instance {
 }
 
 impl Instance {
-    fn new(role: Role, side: usize, pool: &Pool) -> Instance {
+    fn new(id: u32, role: Role, side: usize, pool: &Pool) -> Instance {
         Instance {
+            id,
             role,
             side,
             free: pool.kv_blocks(),
@@ -216,16 +219,25 @@ impl Instance {
             .saturating_sub(prefill_tokens)
     }
 
+    /// Whether a running-list entry still stands for a request running here: the request
+    /// may have finished, been preempted (new epoch), or — prefilled here — moved on to a
+    /// decode instance, where it runs under the same epoch.
+    fn holds(&self, r: &Req, epoch: u32) -> bool {
+        r.epoch == epoch
+            && r.inst == self.id
+            && matches!(r.state, State::Prefilling | State::Decoding)
+    }
+
     /// Preempt the most recently admitted running request (vLLM's `self.running.pop()`):
     /// free its KV blocks and put it at the head of the waiting queue, to be recomputed from
     /// its prompt and the tokens it has produced. `allocated`: this step's decode blocks are
     /// already handed out (a decoding victim then frees the one it got). Returns the victim.
     fn preempt_last(&mut self, reqs: &mut [Req], allocated: bool, queue: &mut u64) -> Option<u32> {
         while let Some((id, epoch)) = self.running.pop() {
-            let r = &mut reqs[id as usize];
-            if r.epoch != epoch || !matches!(r.state, State::Prefilling | State::Decoding) {
+            if !self.holds(&reqs[id as usize], epoch) {
                 continue;
             }
+            let r = &mut reqs[id as usize];
             let freed = if r.state == State::Decoding {
                 let advanced = (self.step - r.k0) as u32;
                 let c = r.c0 + advanced;
@@ -513,10 +525,9 @@ impl<'a> Sim<'a> {
         }
         // Drop stale running entries now and then (finished or preempted requests).
         if inst.running.len() > 2 * inst.running_count as usize + 64 {
-            inst.running.retain(|&(id, epoch)| {
-                let r = &reqs[id as usize];
-                r.epoch == epoch && matches!(r.state, State::Prefilling | State::Decoding)
-            });
+            let mut running = std::mem::take(&mut inst.running);
+            running.retain(|&(id, epoch)| inst.holds(&reqs[id as usize], epoch));
+            inst.running = running;
         }
         let mut work = 0.0;
         for &(id, chunk) in &inst.chunks {
@@ -648,7 +659,8 @@ pub(super) fn run(cfg: &Config, load: &Load, requests: &Requests) -> Result<SimR
     for (s, (pool, role)) in pools.iter().zip(&roles).enumerate() {
         let start = insts.len();
         for _ in 0..pool.instances {
-            insts.push(Instance::new(*role, s, pool));
+            let id = insts.len() as u32;
+            insts.push(Instance::new(id, *role, s, pool));
         }
         sides[s] = start..insts.len();
     }
@@ -864,5 +876,57 @@ fn summarize(sim: &Sim, cfg: &Config, start: f64) -> SimResult {
         tpot_sorted: tpot,
         ttft_each,
         tpot_each,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Layout;
+    use crate::perf::tests::{consts, h100, llama70};
+
+    fn req(state: State, inst: u32) -> Req {
+        Req {
+            arrival: 0.0,
+            first_token: 0.0,
+            finish: f64::NAN,
+            isl: 100,
+            osl: 10,
+            generated: 1,
+            target: 100,
+            done: 100,
+            c0: 100,
+            k0: 0,
+            epoch: 0,
+            inst,
+            holder: 0,
+            state,
+        }
+    }
+
+    #[test]
+    fn a_stale_entry_of_a_request_decoding_elsewhere_is_not_preempted() {
+        let pool = Pool {
+            model: llama70(),
+            gpu: h100(),
+            constants: consts(),
+            layout: Layout::tp(8),
+            instances: 1,
+            gpu_memory_utilization: 0.9,
+            max_num_seqs: 8,
+            max_num_batched_tokens: 8192,
+        };
+        // Prefill instance 0 still lists request 0, which it prefilled and which now decodes
+        // on decode instance 1 under the same epoch.
+        let mut prefill = Instance::new(0, Role::Prefill, 0, &pool);
+        let mut reqs = vec![req(State::Decoding, 1)];
+        prefill.running.push((0, 0));
+        let free = prefill.free;
+        let mut queue = 0;
+        assert_eq!(prefill.preempt_last(&mut reqs, false, &mut queue), None);
+        assert_eq!(
+            (prefill.free, queue, reqs[0].state),
+            (free, 0, State::Decoding)
+        );
     }
 }

@@ -302,3 +302,47 @@ fn the_rate_search_brackets_the_slo_boundary() {
     tight.slo.ttft = Some(1e-4);
     assert_eq!(max_rate_within_slo(&tight, &opts).unwrap().rate_rps, 0.0);
 }
+
+#[test]
+fn prefill_preemptions_touch_only_their_own_instance() {
+    // Little KV on both sides: decode instances admit slowly, so prefill instances hold the KV
+    // of finished prompts and preempt their running ones, while requests they prefilled
+    // earlier decode elsewhere under the same epoch.
+    let mut prefill = pool(4, 2);
+    prefill.max_num_batched_tokens = 2048;
+    let mut decode = pool(8, 1);
+    let mut cfg = Config {
+        deployment: Deployment::Disaggregated { prefill, decode },
+        router: Router::RoundRobin,
+        slo: Slo::default(),
+    };
+    // Shrink the prefill KV to about four prompts of 3,000 tokens.
+    let target_blocks = 4 * 3000 / 16;
+    let mut util = 0.9;
+    while prefill.kv_blocks() > target_blocks && util > 0.3 {
+        util -= 0.0005;
+        prefill.gpu_memory_utilization = util;
+    }
+    // And the decode KV to about ten whole requests.
+    let mut util = 0.9;
+    while decode.kv_blocks() > 10 * 3400 / 16 && util > 0.1 {
+        util -= 0.0005;
+        decode.gpu_memory_utilization = util;
+    }
+    cfg.deployment = Deployment::Disaggregated { prefill, decode };
+    let lengths = Lengths::Uniform {
+        isl: 3000,
+        osl: 400,
+        low: 0.5,
+        high: 1.0,
+    };
+    let reqs = open(1500, 25.0, lengths, 4);
+    let r = simulate(&cfg, &Load::Open, &reqs).unwrap();
+    assert!(
+        r.sides[0].preemptions > 0,
+        "no prefill preemptions with {} blocks",
+        prefill.kv_blocks()
+    );
+    assert_eq!(r.requests, 1500);
+    assert_littles_law(&r);
+}
