@@ -221,6 +221,7 @@ def test_trace_errors_name_the_file_and_line(tmp_path, plan):
         ({"rate_rps": 1, "requests": 10**7}, "requests must be at most"),
         ({"rate_rps": 1, "arrival": "weibull"}, "arrival must be one of"),
         ({"rate_rps": 1, "arrival": "gamma", "burstiness": -1}, "burstiness"),
+        ({"rate_rps": 1, "arrival": "gamma", "burstiness": 1e300}, "burstiness"),
         ({"rate_rps": 1, "length_range": (1.0, 0.5)}, "low <= high"),
         ({"rate_rps": 1, "length_range": 0.8}, "length_range"),
         ({"rate_rps": 1, "seed": -1}, "seed"),
@@ -250,6 +251,8 @@ def test_bad_configs():
         pdtp.sim_config(MODEL, gpu="h100", tp=8, max_num_seqs=128, max_num_batched_tokens=64)
     with pytest.raises(TypeError, match="simulate needs"):
         pdtp.simulate("llama", rate_rps=1)
+    with pytest.raises(TypeError, match="trace must be a path"):
+        pdtp.simulate(pdtp.sim_config(MODEL, gpu="h100", tp=8), trace=123)
     cfg = pdtp.sim_config(MODEL, gpu="h100", tp=8)
     with pytest.raises(pdtp.InvalidArgumentError, match="belong to the SimConfig"):
         pdtp.simulate(cfg, rate_rps=1, router="least_loaded")

@@ -289,6 +289,8 @@ def _load_args(
     if arrival not in ARRIVALS:
         raise InvalidArgumentError(f"arrival must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
     b = positive_number("burstiness", burstiness)
+    if not 1e-3 <= b <= 1e3:
+        raise InvalidArgumentError(f"burstiness must be in [0.001, 1000], got {burstiness!r}")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
     if not 0 <= int(seed) < 2**64:
@@ -369,7 +371,15 @@ def simulate(
         if concurrency is None
         else positive_int("concurrency", concurrency, maximum=MAX_REQUESTS)
     )
-    tr = trace if trace is None or isinstance(trace, SimTrace) else load_trace(trace)
+    if trace is None or isinstance(trace, SimTrace):
+        tr = trace
+    elif isinstance(trace, str | os.PathLike):
+        tr = load_trace(trace)
+    else:
+        raise TypeError(
+            "trace must be a path to a CSV file or a pdtp.load_trace(...) result, got "
+            f"{type(trace).__name__}"
+        )
     if rate is None and conc is None and tr is None:
         raise InvalidArgumentError(
             "give rate_rps (open loop), concurrency (closed loop) or a trace to replay"

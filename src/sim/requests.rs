@@ -6,6 +6,10 @@ use super::rng::Rng;
 use super::{SimError, MAX_OUTPUT_TOKENS, MAX_REQUESTS, MAX_TOKENS};
 
 const LENGTH_STREAM: u64 = 1;
+/// Gamma shapes outside this range are a constant process or a single burst in practice (and
+/// far outside it the sampler loses its precision).
+pub const MIN_BURSTINESS: f64 = 1e-3;
+pub const MAX_BURSTINESS: f64 = 1e3;
 const ARRIVAL_STREAM: u64 = 2;
 
 /// How open-loop requests are spaced in time (vLLM's `benchmark_serving` offers the same).
@@ -148,9 +152,9 @@ impl Requests {
     pub fn unit_arrivals(arrival: &Arrival, n: usize, seed: u64) -> Result<Vec<f64>, SimError> {
         check_count(n)?;
         if let Arrival::Gamma { shape } = arrival {
-            if !(shape.is_finite() && *shape > 0.0) {
+            if !(MIN_BURSTINESS..=MAX_BURSTINESS).contains(shape) {
                 return Err(SimError::new(format!(
-                    "burstiness must be a positive finite number, got {shape}"
+                    "burstiness must be in [{MIN_BURSTINESS}, {MAX_BURSTINESS}], got {shape}"
                 )));
             }
         }

@@ -75,7 +75,8 @@ impl Rng {
     }
 
     /// Gamma with shape `k` > 0 and scale 1 (Marsaglia & Tsang; shape < 1 by the boost
-    /// `G(k) = G(k + 1) · U^(1/k)`).
+    /// `G(k) = G(k + 1) · U^(1/k)`). Callers keep `k` within 1e-3..=1e3: far above, the
+    /// acceptance test cancels catastrophically.
     pub fn gamma(&mut self, k: f64) -> f64 {
         if k < 1.0 {
             let u = self.uniform_open0();

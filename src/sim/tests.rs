@@ -346,3 +346,16 @@ fn prefill_preemptions_touch_only_their_own_instance() {
     assert_eq!(r.requests, 1500);
     assert_littles_law(&r);
 }
+
+#[test]
+fn burstiness_is_bounded() {
+    for shape in [0.0, 1e-4, 2e3, f64::NAN, f64::INFINITY] {
+        let e = Requests::unit_arrivals(&Arrival::Gamma { shape }, 10, 0).unwrap_err();
+        assert!(e.message.contains("burstiness"), "{shape}: {}", e.message);
+    }
+    for shape in [1e-3, 1.0, 1e3] {
+        let a = Requests::unit_arrivals(&Arrival::Gamma { shape }, 1000, 0).unwrap();
+        let mean_gap = a[999] / 999.0;
+        assert!(mean_gap > 0.0 && mean_gap < 10.0, "{shape}: {mean_gap}");
+    }
+}
