@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import pdtp
-from pdtp.calibration import predict_point
+from pdtp.calibration import predict_point, summarize
 from pdtp.catalog import gpu as find_gpu
 from pdtp.catalog import resolve_model
 
@@ -136,11 +136,16 @@ def analytic_row(row: dict[str, str]) -> dict[str, float]:
         "tpot_ms": float(row["tpot_mean_ms"]),
     }
     p = predict_point(point)
+    return _point(p["ttft_ms"], p["tpot_ms"])
+
+
+def _point(ttft_ms: float, tpot_ms: float) -> dict[str, float]:
+    """A model with one TTFT and one TPOT per row: its mean is its median."""
     return {
-        "ttft_mean": p["ttft_ms"],
-        "ttft_median": p["ttft_ms"],
-        "tpot_mean": p["tpot_ms"],
-        "tpot_median": p["tpot_ms"],
+        "ttft_mean": ttft_ms,
+        "ttft_median": ttft_ms,
+        "tpot_mean": tpot_ms,
+        "tpot_median": tpot_ms,
     }
 
 
@@ -161,12 +166,7 @@ def serving_row(row: dict[str, str]) -> dict[str, float] | None:
         )
     except TypeError:  # another signature than this benchmark knows
         return None
-    return {
-        "ttft_mean": p.ttft_ms,
-        "ttft_median": p.ttft_ms,
-        "tpot_mean": p.tpot_ms,
-        "tpot_median": p.tpot_ms,
-    }
+    return _point(p.ttft_ms, p.tpot_ms)
 
 
 # The constants the out-of-sample column fits, and the grid each is searched on.
@@ -241,22 +241,6 @@ def group_of(row: dict[str, str]) -> str:
     vendor = "AMD" if row["hw"].startswith("mi") else "NVIDIA"
     engine = "vLLM" if row["framework"] == "vllm" else "SGLang"
     return f"{engine} {vendor}"
-
-
-def _quantile(xs: Sequence[float], q: float) -> float:
-    s = sorted(xs)
-    if not s:
-        return math.nan
-    pos = q * (len(s) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def summarize(errors: Sequence[float]) -> dict[str, float]:
-    if not errors:
-        return {"n": 0, "median": math.nan, "p90": math.nan}
-    return {"n": len(errors), "median": statistics.median(errors), "p90": _quantile(errors, 0.9)}
 
 
 def run(

@@ -299,6 +299,22 @@ def _load_args(
     return str(arrival), b, int(seed), n
 
 
+def _requests_kwargs(
+    w: Workload, length_range: Any, seed: int, arrival: str, burstiness: float
+) -> dict[str, Any]:
+    """The core's keywords for the requests (lengths, arrivals, seed) and the SLOs."""
+    return {
+        "isl": w.isl,
+        "osl": w.osl,
+        "length_range": _length_range(length_range),
+        "seed": seed,
+        "arrival": arrival,
+        "burstiness": burstiness,
+        "ttft_slo_ms": w.ttft_ms,
+        "tpot_slo_ms": w.tpot_ms,
+    }
+
+
 def _resolve(
     plan_or_config: Any, workload: Any, constants: Any, router: Any
 ) -> tuple[SimConfig, Workload]:
@@ -386,18 +402,11 @@ def simulate(
         )
     return _core.simulate(
         cfg,
-        isl=w.isl,
-        osl=w.osl,
-        length_range=_length_range(length_range),
+        **_requests_kwargs(w, length_range, seed, arrival, b),
         requests=n,
-        seed=seed,
         rate_rps=rate,
         concurrency=conc,
-        arrival=arrival,
-        burstiness=b,
         trace=tr,
-        ttft_slo_ms=w.ttft_ms,
-        tpot_slo_ms=w.tpot_ms,
     )
 
 
@@ -449,16 +458,9 @@ def max_rate_within_slo(
         hint = None
     return _core.max_rate_within_slo(
         cfg,
-        isl=w.isl,
-        osl=w.osl,
-        length_range=_length_range(length_range),
+        **_requests_kwargs(w, length_range, seed, arrival, b),
         requests=n,
-        seed=seed,
-        arrival=arrival,
-        burstiness=b,
         percentile=p,
         tolerance=tol,
         hint_rps=hint,
-        ttft_slo_ms=w.ttft_ms,
-        tpot_slo_ms=w.tpot_ms,
     )
