@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
+import tempfile
 
 import pytest
 
@@ -14,6 +15,11 @@ REPO = TESTS.parent
 # `spec_rules` (the plain-Python restatement of the spec) is imported by several tests.
 sys.path.insert(0, str(TESTS))
 
+
+# Tests never touch the network: the optional Hugging Face lookup (pdtp.hub) reads only an
+# empty cache of this session's own unless a test installs a fake hub.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="pdtp-test-hf-")
 
 DATA = TESTS / "data"
 REFERENCE = DATA / "reference"

@@ -495,3 +495,13 @@ def test_public_names_and_no_ortools():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     # ... and loading them leaves pdtp.solve the function (not the pdtp.solve submodule).
     assert out.stdout.split() == ["False", "function"]
+
+
+def test_huge_demand_ends_quickly_with_a_clear_answer():
+    # Past float precision a "one more instance" loop never ended (issue 13).
+    import pdtp
+
+    with pytest.raises(pdtp.InfeasibleError):
+        pdtp.size_for("llama-3.1-70b", 1e30, max_gpus=64)
+    with pytest.raises(pdtp.InfeasibleError):
+        pdtp.size_for("llama-3.1-70b", 1e23, max_gpus=64)

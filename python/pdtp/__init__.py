@@ -61,6 +61,9 @@ _LAZY: dict[str, str] = {
     "FleetPlan": "pdtp.fleet",
     "calibrate": "pdtp.calibration",
     "sweep": "pdtp.sweeps",
+    "deploy": "pdtp.deployment",
+    "deploy_diff": "pdtp.deployment",
+    "Deployment": "pdtp.deployment",
 }
 
 if TYPE_CHECKING:
@@ -70,6 +73,7 @@ if TYPE_CHECKING:
     from .calibration import calibrate
     from .catalog import gpu, gpus, model, models
     from .constants import Constants
+    from .deployment import Deployment, deploy, deploy_diff
     from .fleet import FleetPlan, solve_fleet
     from .perf import Estimate, evaluate, predict_decode, predict_prefill
     from .planner import Plan, solve
@@ -108,6 +112,9 @@ __all__ = [
     "solve_fleet",
     "FleetPlan",
     "sweep",
+    "deploy",
+    "deploy_diff",
+    "Deployment",
     "simulate",
     "sim_config",
     "max_rate_within_slo",

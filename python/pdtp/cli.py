@@ -25,6 +25,7 @@ examples:
   pdtp check --heads 64 --kv-heads 8 --prefill-tp 4 --decode-tp 8
   pdtp check --config ./Llama-3.1-70B/config.json --prefill-tp 8 --decode-tp 8 --json
   pdtp map --kv-heads 4 --prefill-tp 4 --decode-tp 8 --connector nixl
+  pdtp deploy --plan plan.json --node-hosts 10.0.0.1,10.0.0.2 -o deploy/
 
 exit codes: 0 valid, 1 invalid, 2 usage error
 """
@@ -67,6 +68,41 @@ def _add_pair_flags(p: argparse.ArgumentParser) -> None:
         help="KV connector rule profile: moriio (default), nixl, nixl-legacy",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_solve_flags(p: argparse.ArgumentParser, *, gpus_required: bool) -> Any:
+    """`solve`'s model, budget, workload and option flags (shared with `deploy`); returns the
+    options group for more."""
+    p.add_argument("model", nargs="?", help="catalog name or HF id (see `pdtp models`)")
+    p.add_argument(
+        "--config", metavar="PATH", help="HF config.json or model folder instead of MODEL"
+    )
+    p.add_argument("--gpus", type=int, required=gpus_required, help="GPU budget")
+    p.add_argument("--gpu", default="mi300x", help="GPU type (see `pdtp gpus`; default mi300x)")
+    p.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    _add_workload_flags(p)
+    o = p.add_argument_group("options")
+    o.add_argument(
+        "--weight-dtype", help="serve weights as bf16, fp8, fp4 ... (default: the checkpoint's)"
+    )
+    o.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
+    o.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
+    o.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
+    o.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    o.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
+    o.add_argument(
+        "--time-limit", type=float, default=10.0, metavar="S", help="seconds (default 10)"
+    )
+    return o
+
+
+def _add_host_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("hosts (where the plan's nodes and the proxy run)")
+    g.add_argument(
+        "--node-hosts", metavar="H0,H1,...", help="node N's IP address or host name, in order"
+    )
+    g.add_argument("--hosts-file", metavar="FILE", help="one host per line, node 0 first")
+    g.add_argument("--proxy-host", metavar="HOST", help="where the proxy runs (default: node 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,26 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    s.add_argument("model", nargs="?", help="catalog name or HF id (see `pdtp models`)")
-    s.add_argument(
-        "--config", metavar="PATH", help="HF config.json or model folder instead of MODEL"
-    )
-    s.add_argument("--gpus", type=int, required=True, help="GPU budget")
-    s.add_argument("--gpu", default="mi300x", help="GPU type (see `pdtp gpus`; default mi300x)")
-    s.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
-    _add_workload_flags(s)
-    o = s.add_argument_group("options")
-    o.add_argument(
-        "--weight-dtype", help="serve weights as bf16, fp8, fp4 ... (default: the checkpoint's)"
-    )
-    o.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
-    o.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
-    o.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
-    o.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
-    o.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
-    o.add_argument(
-        "--time-limit", type=float, default=10.0, metavar="S", help="seconds (default 10)"
-    )
+    o = _add_solve_flags(s, gpus_required=True)
     o.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
     o.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -189,8 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--gpu", help="GPU type (default: the current plan's)")
     r.add_argument("--connector", help="connector (default: the current plan's)")
     r.add_argument("--move-cost", metavar="K=V,...", help="weights: start, stop, restart, gpu")
-    r.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
+    r.add_argument(
+        "--no-commands", action="store_true", help="omit the vllm serve lines of started instances"
+    )
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_host_flags(r)
 
     f = sub.add_parser(
         "fleet",
@@ -307,6 +327,50 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_flags(m, need_heads=False)
     _add_pair_flags(m)
+
+    d = sub.add_parser(
+        "deploy",
+        help="per-node launch scripts + proxy, Kubernetes manifests or JSON for a plan",
+        description=(
+            "Turn a plan (--plan FILE from `pdtp solve --json`, or solve's own flags) into what "
+            "runs it: --format scripts writes node-N.sh per node (each starts that node's vLLM "
+            "instances with their GPUs, ports, roles and KV-transfer config pointing at the "
+            "proxy), proxy.sh (vLLM's reference proxy/router for the connector) and README.md "
+            "(what runs where, how to start, how to test); --format k8s a StatefulSet per role, "
+            "the proxy Deployment and Services; --format json all of it as data. Settings follow "
+            "the plan's vLLM release and MoRIIO mode. --diff OLD NEW lists the instances to stop "
+            "and start (with launch lines) between two plans."
+        ),
+        epilog=(
+            "examples:\n"
+            "  pdtp solve llama-3.1-70b --gpus 24 --json > plan.json\n"
+            "  pdtp deploy --plan plan.json --node-hosts 10.0.0.1,10.0.0.2,10.0.0.3 -o deploy/\n"
+            "  pdtp deploy llama-3.1-8b --gpus 8 --connector nixl --gpu h100 --format k8s\n"
+            "  pdtp deploy --diff plan.json bigger.json --hosts-file hosts.txt"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_solve_flags(d, gpus_required=False)
+    w = d.add_argument_group("deployment")
+    w.add_argument("--plan", metavar="FILE", help="a `pdtp solve --json` file (or - for stdin)")
+    w.add_argument(
+        "--diff", nargs=2, metavar=("OLD", "NEW"), help="instances to stop/start between plans"
+    )
+    w.add_argument("--format", choices=["scripts", "k8s", "json"], default="scripts")
+    w.add_argument(
+        "-o", "--output", metavar="DIR", help="write the files here (default: print them)"
+    )
+    w.add_argument("--vllm-version", metavar="X.Y.Z", help="release to launch (default: newest)")
+    w.add_argument("--backend", choices=["rdma", "xgmi"], help="force MoRIIO's transport")
+    w.add_argument(
+        "--ports", metavar="K=V,...",
+        help="port bases: http, moriio_handshake, moriio_notify, nixl_side_channel, proxy_http, "
+        "proxy_discovery",
+    )  # fmt: skip
+    w.add_argument("--name", default="pdtp", help="k8s: object name prefix (default pdtp)")
+    w.add_argument("--namespace", help="k8s: namespace")
+    w.add_argument("--image", help="k8s: vLLM container image (default: vLLM's for the release)")
+    _add_host_flags(d)
     _add_simulate_parser(sub)
     return parser
 
@@ -327,6 +391,13 @@ def _slo(text: str) -> float | None:
     return value
 
 
+def _model_arg(args: argparse.Namespace) -> Any:
+    """MODEL/--model as a name; --config as a path, so a missing file is reported as one."""
+    from pathlib import Path
+
+    return args.model if getattr(args, "model", None) else Path(args.config)
+
+
 def _shape(args: argparse.Namespace) -> Any:
     from .check import ModelShape, model_shape
 
@@ -334,7 +405,7 @@ def _shape(args: argparse.Namespace) -> Any:
     if len(given) > 1:
         raise UsageError("give only one of --model and --config")
     if given:
-        return model_shape(getattr(args, given[0]))
+        return model_shape(_model_arg(args))
     heads = getattr(args, "heads", None)
     if args.kv_heads is None:
         raise UsageError("give --model NAME, --config PATH, or the head counts (--kv-heads H)")
@@ -352,7 +423,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             raise UsageError("--gpu needs the whole model: give --model NAME or --config PATH")
         from .catalog import resolve_model
 
-        model = resolve_model(args.model or args.config)
+        model = resolve_model(_model_arg(args))
     r = check(
         model,
         args.prefill_tp,
@@ -437,7 +508,7 @@ def _solve_model(args: argparse.Namespace) -> Any:
 
     if bool(args.model) == bool(args.config):
         raise UsageError("give a MODEL name or --config PATH (one of them)")
-    model = resolve_model(args.model or args.config)
+    model = resolve_model(_model_arg(args))
     if args.weight_dtype or args.kv_dtype:
         model = model.with_dtypes(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     return model
@@ -577,14 +648,7 @@ def _cmd_replan(args: argparse.Namespace) -> int:
     from .errors import InfeasibleError
 
     current = _read_json_arg(args.current, "--current")
-    move_cost: dict[str, float] = {}
-    for item in (args.move_cost or "").split(","):
-        if item.strip():
-            key, _, value = item.partition("=")
-            try:
-                move_cost[key.strip()] = float(value)
-            except ValueError:
-                raise UsageError(f"--move-cost: expected key=number, got {item!r}") from None
+    move_cost = _key_values(args.move_cost, "--move-cost", float)
     try:
         r = replan(
             current,
@@ -596,15 +660,136 @@ def _cmd_replan(args: argparse.Namespace) -> int:
         )
     except InfeasibleError as e:
         return _print_infeasible(e, args.json)
+    from .deployment import replan_diff
+
+    # The instances to stop and start, launch lines for the started ones only.
+    moves = replan_diff(r, current, need_hosts=False, **_host_options(args))
     if args.json:
         d = r.to_dict()
-        if not args.no_commands:
-            d["plan"]["vllm_commands"] = r.plan.vllm_commands()
+        d["deploy"] = moves.to_dict()
+        if args.no_commands:
+            for inst in d["deploy"]["start"]:
+                for key in ("env", "argv", "kv_transfer_config", "command"):
+                    inst.pop(key, None)
         print(json.dumps(d, indent=2))
         return EXIT_OK
     print(f"replan: {r.summary()}\n")
-    _print_plan(r.plan, commands=not args.no_commands, header=f"new plan (move cost {r.cost:g})")
+    _print_plan(r.plan, commands=False, header=f"new plan (move cost {r.cost:g})")
+    print(f"\n{moves.text(commands=not args.no_commands)}")
     return EXIT_OK
+
+
+def _host_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "node_hosts": args.node_hosts,
+        "hosts_file": args.hosts_file,
+        "proxy_host": args.proxy_host,
+    }
+
+
+def _key_values(text: str | None, flag: str, convert: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in (text or "").split(","):
+        if item.strip():
+            key, _, value = item.partition("=")
+            try:
+                out[key.strip()] = convert(value)
+            except ValueError:
+                raise UsageError(f"{flag}: expected key=number, got {item!r}") from None
+    return out
+
+
+def _cmd_deploy(args: argparse.Namespace) -> int:
+    from .deployment import deploy, deploy_diff
+
+    options = {
+        **_host_options(args),
+        "vllm_version": args.vllm_version,
+        "ports": _key_values(args.ports, "--ports", int) or None,
+        "backend": args.backend,
+    }
+    solve_given = bool(args.model or args.config or args.gpus)
+    sources = [bool(args.plan), bool(args.diff), solve_given]
+    if sum(sources) != 1:
+        raise UsageError(
+            "give one of: --plan FILE, --diff OLD NEW, or a MODEL with --gpus (as for solve)"
+        )
+    if args.diff:
+        old = _read_json_arg(args.diff[0], "--diff OLD")
+        new = _read_json_arg(args.diff[1], "--diff NEW")
+        moves = deploy_diff(old, new, **options)
+        if args.format == "json" and not args.output:
+            print(json.dumps(moves.to_dict(), indent=2))
+        elif args.output:
+            target = moves.target
+            files = {
+                **target.files(args.format),
+                **(moves.start_scripts() if args.format == "scripts" else {}),
+            }
+            if args.format == "json":
+                files["diff.json"] = json.dumps(moves.to_dict(), indent=2) + "\n"
+            _write_files(args.output, files)
+            print(moves.text())
+        else:
+            print(moves.text())
+        return EXIT_OK
+    if args.plan:
+        plan: Any = _read_json_arg(args.plan, "--plan")
+    else:
+        from .errors import InfeasibleError
+        from .planner import solve
+
+        if args.gpus is None:
+            raise UsageError("give --gpus with a MODEL (or --plan FILE)")
+        try:
+            plan = solve(
+                _solve_model(args),
+                args.gpus,
+                gpu=args.gpu,
+                workload=_workload(args),
+                connector=args.connector,
+                max_tp=args.max_tp,
+                max_acks=args.max_acks,
+                gpu_memory_utilization=args.gpu_memory_utilization,
+                time_limit_s=args.time_limit,
+                method=args.method,
+            )
+        except InfeasibleError as e:
+            return _print_infeasible(e, args.format == "json")
+    dep = deploy(
+        plan,
+        name=args.name,
+        namespace=args.namespace,
+        image=args.image,
+        need_hosts=args.format != "k8s",  # manifests address pods by DNS, not by node
+        **options,
+    )
+    files = dep.files(args.format)
+    if args.output:
+        _write_files(args.output, files)
+        where = f"{args.output}/README.md" if args.format == "scripts" else args.output
+        print(f"wrote {len(files)} file(s) to {args.output}; see {where}")
+    elif args.format == "scripts":
+        for name, text in files.items():
+            print(f"==> {name} <==\n{text}")
+    else:
+        print(next(iter(files.values())), end="")
+    return EXIT_OK
+
+
+def _write_files(directory: str, files: dict[str, str]) -> None:
+    import os
+
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for name, text in files.items():
+            path = os.path.join(directory, name)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            if name.endswith(".sh"):
+                os.chmod(path, 0o755)
+    except OSError as e:
+        raise UsageError(f"--output: cannot write {directory!r}: {e.strerror}") from None
 
 
 def _cmd_fleet(args: argparse.Namespace) -> int:
@@ -1105,6 +1290,7 @@ def _cmd_plot_latency(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
+    "deploy": _cmd_deploy,
     "simulate": _cmd_simulate,
     "size-for": _cmd_size_for,
     "replan": _cmd_replan,

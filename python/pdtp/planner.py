@@ -113,6 +113,13 @@ class Plan:
             "status": self.status,
             "method": self.method,
             "solve_ms": self.solve_ms,
+            # What `pdtp deploy --plan` needs to launch the plan as solved.
+            "gpus_per_node": self.gpus_per_node,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "kv_dtype": self.kv_dtype,
+            "kv_connector": self.kv_connector,
+            "prefill_role": self.prefill_role,
+            "decode_role": self.decode_role,
             "rejected": list(self.rejected),
             "warnings": [w.to_dict() for w in self.warnings],
         }
@@ -138,6 +145,13 @@ class Plan:
         from .placement import commands
 
         return commands(self, base_port=base_port, proxy_ip=proxy_ip)
+
+    def deploy(self, **kwargs: Any) -> Any:
+        """This plan as per-node scripts, Kubernetes manifests or JSON: a
+        :class:`pdtp.Deployment` (same arguments as :func:`pdtp.deploy`)."""
+        from .deployment import deploy
+
+        return deploy(self, **kwargs)
 
 
 # ---- solving --------------------------------------------------------------------------------

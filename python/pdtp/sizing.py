@@ -50,9 +50,15 @@ def instances_for(demand: float, requests_per_s: float) -> int:
     if demand <= 0:
         return 1
     n = max(1, math.ceil(demand / requests_per_s))
-    while n * requests_per_s < demand:
+    # The quotient is within a step or two of the answer; past float precision (n > 2**53)
+    # adding 1 no longer changes n * requests_per_s, so the corrections are bounded.
+    for _ in range(4):
+        if n * requests_per_s >= demand:
+            break
         n += 1
-    while n > 1 and (n - 1) * requests_per_s >= demand:
+    for _ in range(4):
+        if n <= 1 or (n - 1) * requests_per_s < demand:
+            break
         n -= 1
     return n
 
@@ -125,7 +131,7 @@ class CandidateTable:
         ).warnings
         return Plan(
             model=ctx.model.name,
-            model_id=ctx.model.hf_id or ctx.model.name,
+            model_id=ctx.model.serve_ref or ctx.model.hf_id or ctx.model.name,
             gpu=ctx.gpu.name,
             connector=conn.name,
             workload=w,
