@@ -90,8 +90,10 @@ def test_low_load_agrees_with_the_analytic_model_within_2_percent():
     """One request at a time: the simulated TTFT is prefill + KV transfer + the decode
     instance's first step, and TPOT the batch-1 decode step at the mean context — the
     performance model's own numbers (its TTFT minus its queueing factor)."""
+    from pdtp.constants import constants_for
+
     gpu, isl, osl, p_tp, d_tp = "h100", 2048, 256, 4, 8
-    c = pdtp.constants.constants_for(gpu)
+    c = constants_for(gpu)
     pre = pdtp.predict_prefill(MODEL, gpu=gpu, tp=p_tp, isl=isl)
     transfer_ms = pre.ttft_ms - c.ttft_queue_factor * pre.prefill_ms
     first = pdtp.predict_decode(MODEL, gpu=gpu, tp=d_tp, isl=isl, osl=1, batch=1)
