@@ -1,332 +1,282 @@
-"""How well the simulator reproduces measured serving runs.
+"""The simulator against measured serving, beside ``pdtp.predict_serving``, out of sample.
 
-    python benchmarks/sim_validation.py [--reference PATH] [--json PATH] [--limit N]
+    python benchmarks/sim_validation.py [--quick] [--json PATH]
 
-Every row of ``tests/data/reference/measured-serving.csv`` is one aggregated-serving run (one
-node, TP 1–8) measured by a closed-loop benchmark client: ``concurrency`` C clients, 10 × C
-requests, prompt and output lengths uniform in [0.8, 1.0] × nominal. Each row is simulated the
-same way — ``pdtp.simulate(..., concurrency=C, requests=10*C, length_range=(0.8, 1.0))`` on an
-aggregated :func:`pdtp.sim_config` launched as the benchmark's scripts launched the engine
-(see :func:`engine_settings`) — and its mean and median TTFT and TPOT are compared with the
-measured ones. The constants are pdtp's defaults: nothing here is fitted to this file, so every
-error is out of sample.
+Rows: the vLLM runs of ``tests/data/reference/measured-serving.csv`` (412 of its 619; the
+other 207 are DeepSeek-R1 under SGLang, whose scheduler — prefill batches that pause
+decoding — the simulator does not model). Each is a closed loop of C clients sending 10 × C
+requests with prompt and output lengths uniform in [0.8, 1.0] × nominal, on one aggregated
+vLLM instance launched with the benchmark's flags (:func:`pdtp.calibration.inferencemax_launch`,
+read through :func:`pdtp.calibration.load_points`, as ``benchmarks/accuracy.py`` reads them).
 
-The default constants were never fitted to these rows, and the step model is what limits the
-simulator here (its prefill is too fast on CDNA GPUs). So a second column fits two efficiency
-constants *with the simulator in the loop*, out of sample: per GPU type, engine and weight
-dtype (fp8 and fp4 kernels reach different shares of their peaks), the rows
-are split in two halves (sorted by a stable key, alternate rows), ``mfu_prefill`` and ``mbu``
-are fitted on one half by a coordinate grid search (median TTFT error + median TPOT error)
-and the other half is predicted, then the halves swap. Every row is predicted by constants
-that never saw it.
+The simulator serves each row request by request (``pdtp.simulate(sim_config(...),
+concurrency=C, requests=10*C, length_range=(0.8, 1.0))``); ``pdtp.predict_serving`` predicts
+it (:func:`pdtp.calibration.predict_points`). Both are given the same constants for a row:
 
-For comparison, the analytic model's prediction of the same rows (what ``pdtp.calibrate``
-fits, :func:`pdtp.calibration.predict_point`: TTFT = q · t_p, TPOT = the decode step at batch
-C plus the chunked-prefill share of aggregated steps) is scored on the same rows, given the
-rows' mean lengths; and ``pdtp.predict_serving`` when this pdtp has it.
+- **leave GPU type out**: :func:`pdtp.calibration.fit_table` on every row of both reference
+  files except the held-out GPU type's; the held-out type takes its generation's or its
+  vendor's constants (as in ``benchmarks/accuracy.py``);
+- **leave (model, GPU) out**: fitted on everything but this model on this GPU type;
+- **in sample**: fitted on every row (as the shipped defaults are), scored on the same rows,
+  for reference only.
 
-Rows are grouped by engine (the simulator models vLLM's scheduler; the SGLang rows are
-simulated with it all the same and reported apart) and by vendor (AMD, NVIDIA). The table
-gives n and the median / p90 of the absolute relative error.
+Those constants are fitted through ``predict_serving``: the analytic model gets its own fit,
+the simulator a borrowed one. So a third column fits them **through the simulator**, on the
+same training rows: :func:`fit_through_simulator` starts from the fold's table, and in each
+of :data:`ROUNDS` rounds simulates every training vLLM row, takes the ratio of the simulated
+to the analytic TTFT, TPOT and throughput at the current constants, and refits the table
+(the same :func:`fit_table`, the same priors) to the measured values divided by those ratios
+— i.e. it fits ``predict_serving × (simulator / predict_serving)`` = the simulator, the ratio
+frozen within a round. The held-out rows are then simulated with the result: out of sample.
+
+The table gives the absolute relative error of the mean TTFT and the mean TPOT, median / p90,
+AMD and NVIDIA apart. ``--quick`` (the test suite's run) holds out one GPU type with a
+shorter fit and one round.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
-import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pdtp
-from pdtp.calibration import predict_point, summarize
-from pdtp.catalog import gpu as find_gpu
-from pdtp.catalog import resolve_model
+from pdtp.calibration import PerfPoint, Table, fit_table, load_points, predict_points, summarize
 
-DEFAULT_REFERENCE = (
-    Path(__file__).resolve().parents[1] / "tests" / "data" / "reference" / "measured-serving.csv"
-)
-MODELS = {"Llama-3.3-70B-Instruct": "llama-3.3-70b", "DeepSeek-R1-0528": "deepseek-r1"}
-# Benchmark clients draw each length uniformly from [0.8, 1.0] x nominal (measured-serving.md).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import accuracy  # the sibling benchmark: its data files and folds
+
+DEFAULT_REFERENCE = accuracy.REFERENCE / "measured-serving.csv"
+KINDS = ("ttft_ms", "tpot_ms")
+KIND_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT"}
+METHODS = ("predict_serving", "simulator", "simulator_fitted")
+METHOD_LABELS = {
+    "predict_serving": "predict_serving",
+    "simulator": "simulator, same constants",
+    "simulator_fitted": "simulator, fitted through it",
+}
+#: Rounds of :func:`fit_through_simulator` (the third round changes the errors by < 0.2 pp).
+ROUNDS = 2
+MEASURED = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
+VENDORS = accuracy.VENDORS
+SETTINGS = ("gpu", "model_gpu", "in_sample")
+SETTING_LABELS = {
+    "gpu": "leave GPU type out",
+    "model_gpu": "leave (model, GPU) out",
+    "in_sample": "in sample",
+}
+# What the benchmark client drew lengths from (InferenceMAX: --random-range-ratio 0.8).
 LENGTH_RANGE = (0.8, 1.0)
-KINDS = ("ttft_mean", "ttft_median", "tpot_mean", "tpot_median")
 
 
-def engine_settings(row: dict[str, str]) -> dict[str, Any]:
-    """How the benchmark launched the engine for this row (InferenceMAX's scripts of that
-    time, e.g. ``benchmarks/70b_fp8_h100_slurm.sh`` and ``70b_fp8_mi300x_docker.sh``):
-
-    - vLLM on NVIDIA: ``--max-num-batched-tokens 8192 --gpu-memory-utilization 0.9``;
-    - vLLM on AMD: ``--max-num-batched-tokens 131072 --gpu-memory-utilization 0.94``;
-    - both: ``--kv-cache-dtype fp8 --max-num-seqs $CONC``, prefix caching off;
-    - SGLang (not what the simulator models): its default chunked-prefill size, 16384 tokens
-      on GPUs of 160 GiB or more and 8192 below, and a 0.9 memory share.
-    """
-    amd = row["hw"].startswith("mi")
-    conc = int(row["concurrency"])
-    if row["framework"] == "vllm":
-        return {
-            "kv_dtype": "fp8",
-            "max_num_seqs": conc,
-            "max_num_batched_tokens": max(131072 if amd else 8192, conc),
-            "gpu_memory_utilization": 0.94 if amd else 0.9,
-        }
-    big = find_gpu(row["hw"]).memory_bytes >= 160 * 2**30
-    return {
-        "kv_dtype": None,
-        "max_num_seqs": conc,
-        "max_num_batched_tokens": max(16384 if big else 8192, conc),
-        "gpu_memory_utilization": 0.9,
-    }
+def vllm_rows(reference: Path | str = DEFAULT_REFERENCE) -> list[tuple[dict[str, str], PerfPoint]]:
+    """The closed-loop vLLM rows, each with its raw CSV row (the nominal lengths)."""
+    with open(reference, newline="", encoding="utf-8") as f:
+        raw = list(csv.DictReader(f))
+    points = load_points(str(reference))
+    return [
+        (r, p)
+        for r, p in zip(raw, points, strict=True)
+        if p.engine == "vllm" and p.concurrency is not None
+    ]
 
 
-def _model(row: dict[str, str], kv_dtype: str | None) -> Any:
-    return resolve_model(MODELS[row["model"]], weight_dtype=row["precision"], kv_dtype=kv_dtype)
-
-
-def simulate_row(
-    row: dict[str, str], constants: dict[str, float] | None = None, seed: int = 0
-) -> dict[str, float]:
-    s = engine_settings(row)
+def simulate_row(row: dict[str, str], point: PerfPoint, constants: Any) -> dict[str, float]:
+    """Simulate one measured run as it was run. The output lengths' mean is the run's
+    (``implied_mean_osl`` where the file has it: some runs stopped early)."""
+    assert point.concurrency is not None and point.num_prompts is not None
     cfg = pdtp.sim_config(
-        _model(row, s["kv_dtype"]),
-        gpu=row["hw"],
-        tp=int(row["tp"]),
-        gpu_memory_utilization=s["gpu_memory_utilization"],
-        max_num_seqs=s["max_num_seqs"],
-        max_num_batched_tokens=s["max_num_batched_tokens"],
+        point.model,
+        gpu=point.gpu.name,
+        tp=point.tp,
+        gpu_memory_utilization=point.gpu_memory_utilization,
+        max_num_seqs=point.max_num_seqs,
+        max_num_batched_tokens=point.max_num_batched_tokens,
         constants=constants,
     )
-    conc = int(row["concurrency"])
+    mean_share = sum(LENGTH_RANGE) / 2
     r = pdtp.simulate(
         cfg,
-        concurrency=conc,
-        requests=10 * conc,
-        workload={"isl": int(row["isl"]), "osl": int(row["osl"])},
+        concurrency=point.concurrency,
+        requests=point.num_prompts,
+        workload={"isl": int(row["isl"]), "osl": max(1, round(point.osl / mean_share))},
         length_range=LENGTH_RANGE,
-        seed=seed,
     )
     return {
-        "ttft_mean": r.ttft_ms.mean,
-        "ttft_median": r.ttft_ms.p50,
-        "tpot_mean": r.tpot_ms.mean,
-        "tpot_median": r.tpot_ms.p50,
-        "preemptions": float(r.sides[0].preemptions),
+        "ttft_ms": r.ttft_ms.mean,
+        "tpot_ms": r.tpot_ms.mean,
+        "output_tokens_per_s": r.output_tokens_per_s,
     }
 
 
-def analytic_row(row: dict[str, str]) -> dict[str, float]:
-    """The analytic model on the row's mean lengths (0.9 x nominal)."""
-    s = engine_settings(row)
-    point = {
-        "model": MODELS[row["model"]],
-        "weight_dtype": row["precision"],
-        "kv_dtype": s["kv_dtype"] or "",
-        "gpu": row["hw"],
-        "tp": int(row["tp"]),
-        "isl": round(0.9 * int(row["isl"])),
-        "osl": round(0.9 * int(row["osl"])),
-        "concurrency": int(row["concurrency"]),
-        "ttft_ms": float(row["ttft_mean_ms"]),
-        "tpot_ms": float(row["tpot_mean_ms"]),
-    }
-    p = predict_point(point)
-    return _point(p["ttft_ms"], p["tpot_ms"])
-
-
-def _point(ttft_ms: float, tpot_ms: float) -> dict[str, float]:
-    """A model with one TTFT and one TPOT per row: its mean is its median."""
-    return {
-        "ttft_mean": ttft_ms,
-        "ttft_median": ttft_ms,
-        "tpot_mean": tpot_ms,
-        "tpot_median": tpot_ms,
-    }
-
-
-def serving_row(row: dict[str, str]) -> dict[str, float] | None:
-    """``pdtp.predict_serving`` of the row, when this pdtp has it (the perf helper's)."""
-    fn = getattr(pdtp, "predict_serving", None)
-    if fn is None:
-        return None
-    s = engine_settings(row)
-    try:
-        p = fn(
-            _model(row, s["kv_dtype"]),
-            gpu=row["hw"],
-            tp=int(row["tp"]),
-            isl=round(0.9 * int(row["isl"])),
-            osl=round(0.9 * int(row["osl"])),
-            concurrency=int(row["concurrency"]),
-        )
-    except TypeError:  # another signature than this benchmark knows
-        return None
-    return _point(p.ttft_ms, p.tpot_ms)
-
-
-# The constants the out-of-sample column fits, and the grid each is searched on.
-FIT_GRID: dict[str, list[float]] = {
-    "mfu_prefill": [round(0.1 + 0.05 * i, 3) for i in range(13)],  # 0.10 .. 0.70
-    "mbu": [round(0.5 + 0.05 * i, 3) for i in range(10)],  # 0.50 .. 0.95
-}
-
-
-def _loss(rows: Sequence[dict[str, str]], constants: dict[str, float]) -> float:
-    t, p = [], []
-    for row in rows:
-        m, pred = measured(row), simulate_row(row, constants)
-        t.append(abs(pred["ttft_mean"] / m["ttft_mean"] - 1.0))
-        p.append(abs(pred["tpot_mean"] / m["tpot_mean"] - 1.0))
-    return statistics.median(t) + statistics.median(p)
-
-
-def fit_constants(rows: Sequence[dict[str, str]]) -> dict[str, float]:
-    """``mfu_prefill`` and ``mbu`` for these rows (one GPU type): two rounds of a
-    coordinate grid search from the GPU's defaults, each move kept only if it lowers the
-    loss."""
-    from pdtp.constants import constants_for
-
-    base = constants_for(rows[0]["hw"])
-    current = {k: float(getattr(base, k)) for k in FIT_GRID}
-    best = _loss(rows, current)
-    for _ in range(2):
-        for name, grid in FIT_GRID.items():
-            for v in grid:
-                trial = {**current, name: v}
-                loss = _loss(rows, trial)
-                if loss < best - 1e-12:
-                    best, current = loss, trial
-    return current
-
-
-def split_halves(rows: Sequence[dict[str, str]]) -> tuple[list[dict[str, str]], ...]:
-    """Sort by (model, precision, tp, isl, osl, concurrency, source) and alternate, so each
-    half spans every configuration family."""
-    key = ("model", "precision", "tp", "isl", "osl", "concurrency", "source_path")
-    ordered = sorted(rows, key=lambda r: tuple(r[k] for k in key))
-    return ordered[0::2], ordered[1::2]
-
-
-def calibrated_predictions(rows: Sequence[dict[str, str]]) -> dict[int, dict[str, float]]:
-    """Simulator predictions of every row by constants fitted on the other half of its
-    (GPU, engine, weight dtype) group, keyed by ``id(row)``, with the constants used."""
-    groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
-    for r in rows:
-        groups.setdefault((r["hw"], r["framework"], r["precision"]), []).append(r)
-    out: dict[int, dict[str, float]] = {}
-    for members in groups.values():
-        first, second = split_halves(members)
-        for train, test in ((first, second), (second, first)):
-            if not train or not test:
+def fit_through_simulator(
+    points: Sequence[PerfPoint],
+    rows: Sequence[tuple[dict[str, str], PerfPoint]],
+    table: Table,
+    *,
+    rounds: int = ROUNDS,
+    max_iterations: int = 100,
+) -> Table:
+    """Refit ``table`` (fitted on ``points``) so that the simulator, not ``predict_serving``,
+    matches the measurements of ``points``; ``rows`` are the simulated ones among them (the
+    others keep the analytic model's predictions)."""
+    for _ in range(rounds):
+        ratio: dict[int, dict[str, float]] = {}
+        for row, p in rows:
+            c = table.constants(p.gpu, p.engine)
+            sim, ana = simulate_row(row, p, c), predict_points([p], c)[0]
+            ratio[id(p)] = {k: sim[k] / ana[k] for k in MEASURED}
+        target = []
+        for p in points:
+            f = ratio.get(id(p))
+            if f is None or not all(math.isfinite(v) and v > 0 for v in f.values()):
+                target.append(p)
                 continue
-            fitted = fit_constants(train)
-            for r in test:
-                out[id(r)] = {
-                    **simulate_row(r, fitted),
-                    **{f"fit_{k}": v for k, v in fitted.items()},
-                }
+            changed = {k: getattr(p, k) / f[k] for k in MEASURED if getattr(p, k) is not None}
+            target.append(dataclasses.replace(p, **changed))
+        table = fit_table(target, max_iterations=max_iterations)
+    return table
+
+
+Errors = dict[str, dict[str, dict[str, list[float]]]]
+
+
+def _empty() -> Errors:
+    return {m: {v: {k: [] for k in KINDS} for v in VENDORS} for m in METHODS}
+
+
+def _errors(
+    rows: Sequence[tuple[dict[str, str], PerfPoint]], table: Table, fitted: Table
+) -> Errors:
+    """``{method: {vendor: {kind: [abs relative error per row]}}}``: ``table`` for
+    predict_serving and the simulator, ``fitted`` (through the simulator) for the third."""
+    out = _empty()
+    for row, p in rows:
+        c = table.constants(p.gpu, p.engine)
+        preds = {
+            "predict_serving": predict_points([p], c)[0],
+            "simulator": simulate_row(row, p, c),
+            "simulator_fitted": simulate_row(row, p, fitted.constants(p.gpu, p.engine)),
+        }
+        for method, pred in preds.items():
+            for k in KINDS:
+                v = pred[k]
+                e = abs(v / p.measured(k) - 1.0) if math.isfinite(v) else math.inf
+                out[method][p.gpu.vendor][k].append(e)
     return out
 
 
-def measured(row: dict[str, str]) -> dict[str, float]:
-    return {k: float(row[f"{k}_ms"]) for k in KINDS}
+def _held_out(
+    rows: Sequence[tuple[dict[str, str], PerfPoint]],
+    everything: Sequence[PerfPoint],
+    key: Callable[[PerfPoint], str],
+    groups: Sequence[str] | None = None,
+    *,
+    max_iterations: int = 100,
+    rounds: int = ROUNDS,
+) -> Errors:
+    """Errors of the rows of each held-out group (all groups, or ``groups``), with constants
+    fitted without it (``key(point) == group`` marks a group's rows)."""
+    wanted = sorted({key(p) for _, p in rows}) if groups is None else list(groups)
+    merged = _empty()
+    for group in wanted:
+        train = [p for p in everything if key(p) != group]
+        table = fit_table(train, max_iterations=max_iterations)
+        fitted = fit_through_simulator(
+            train,
+            [(r, p) for r, p in rows if key(p) != group],
+            table,
+            rounds=rounds,
+            max_iterations=max_iterations,
+        )
+        part = _errors([(r, p) for r, p in rows if key(p) == group], table, fitted)
+        for m in METHODS:
+            for v in VENDORS:
+                for k in KINDS:
+                    merged[m][v][k] += part[m][v][k]
+    return merged
 
 
-def group_of(row: dict[str, str]) -> str:
-    vendor = "AMD" if row["hw"].startswith("mi") else "NVIDIA"
-    engine = "vLLM" if row["framework"] == "vllm" else "SGLang"
-    return f"{engine} {vendor}"
+def _model_gpu(p: PerfPoint) -> str:
+    return f"{p.model.name}/{p.gpu.name}"
 
 
-def run(
-    reference: Path | str = DEFAULT_REFERENCE, limit: int | None = None, calibrate: bool = True
-) -> dict[str, Any]:
-    with open(reference, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    if limit is not None:
-        rows = rows[:: max(1, len(rows) // limit)][:limit]
-    methods = ["simulator", "analytic"]
-    if calibrate:
-        methods.insert(1, "simulator_calibrated_cv")
-    calibrated = calibrated_predictions(rows) if calibrate else {}
-    has_serving = hasattr(pdtp, "predict_serving")
-    if has_serving:
-        methods.append("predict_serving")
-    errors: dict[str, dict[str, dict[str, list[float]]]] = {}
-    started = time.perf_counter()
-    per_row = []
-    for row in rows:
-        g = group_of(row)
-        m = measured(row)
-        preds = {"simulator": simulate_row(row), "analytic": analytic_row(row)}
-        if id(row) in calibrated:
-            preds["simulator_calibrated_cv"] = calibrated[id(row)]
-        if has_serving:
-            sp = serving_row(row)
-            if sp is not None:
-                preds["predict_serving"] = sp
-        for method, pred in preds.items():
-            for k in KINDS:
-                e = abs(pred[k] / m[k] - 1.0)
-                errors.setdefault(g, {}).setdefault(method, {}).setdefault(k, []).append(e)
-        per_row.append({"group": g, "row": {k: row[k] for k in ("hw", "model", "precision",
-                        "tp", "isl", "osl", "concurrency")}, "measured": m, **preds})  # fmt: skip
-    elapsed = time.perf_counter() - started
-    order = sorted(errors, key=lambda g: (not g.startswith("vLLM"), g))
+def run(reference: Path | str = DEFAULT_REFERENCE, *, quick: bool = False) -> dict[str, Any]:
+    started = time.monotonic()
+    rows = vllm_rows(reference)
+    # The reference rows as load_all() parsed them (the same objects fit_table sees), so a
+    # training row's simulation ratio finds its point.
+    everything = accuracy.load_all()
+    by_where = {(p.where, p.row): p for p in everything}
+    rows = [(r, by_where[(p.where, p.row)]) for r, p in rows]
+    raw: dict[str, Errors] = {}
+    if quick:
+        raw["gpu"] = _held_out(
+            rows, everything, lambda p: p.gpu.name, ["mi325x"], max_iterations=25, rounds=1
+        )
+    else:
+        raw["gpu"] = _held_out(rows, everything, lambda p: p.gpu.name)
+        raw["model_gpu"] = _held_out(rows, everything, _model_gpu)
+        # In sample: the analytic fit on every row (as the shipped defaults) and the same fit
+        # through the simulator, both scored on the rows they were fitted on.
+        table = fit_table(everything)
+        raw["in_sample"] = _errors(rows, table, fit_through_simulator(everything, rows, table))
+    settings = {
+        s: {
+            m: {f"{k}/{v}": summarize(raw[s][m][v][k]) for k in KINDS for v in VENDORS}
+            for m in METHODS
+        }
+        for s in SETTINGS
+        if s in raw
+    }
     return {
         "reference": str(reference),
         "rows": len(rows),
-        "seconds": elapsed,
-        "methods": methods,
-        "groups": {
-            g: {m: {k: summarize(v) for k, v in errors[g][m].items()} for m in errors[g]}
-            for g in order
-        },
-        "per_row": per_row,
+        "quick": quick,
+        "settings": settings,
+        "seconds": round(time.monotonic() - started, 1),
     }
 
 
 def _pct(x: float) -> str:
-    return "–" if math.isnan(x) else f"{100 * x:.0f}%"
+    return "–" if math.isnan(x) else f"{100 * x:.1f}%"
 
 
 def render_markdown(result: dict[str, Any]) -> str:
-    methods = result["methods"]
     lines = [
-        f"Simulator vs {Path(result['reference']).name}: {result['rows']} measured runs "
-        f"simulated in {result['seconds']:.1f} s (absolute relative error, median / p90)",
+        f"Simulator and predict_serving vs {Path(result['reference']).name}: the "
+        f"{result['rows']} vLLM runs, the same constants for both (absolute relative error, "
+        "median / p90)",
         "",
-        "| group | metric | n | " + " | ".join(methods) + " |",
-        "|---|---|---:|" + "---:|" * len(methods),
+        "| constants | GPUs | n | "
+        + " | ".join(f"{KIND_LABELS[k]}: {METHOD_LABELS[m]}" for k in KINDS for m in METHODS)
+        + " |",
+        "|---|---|---:|" + "---:|" * (len(KINDS) * len(METHODS)),
     ]
-    for g, data in result["groups"].items():
-        for k in KINDS:
-            n = data["simulator"][k]["n"]
+    for s, data in result["settings"].items():
+        for v in VENDORS:
+            n = data["predict_serving"][f"ttft_ms/{v}"]["n"]
+            if not n:
+                continue
             cells = []
-            for m in methods:
-                s = data.get(m, {}).get(k)
-                cells.append("–" if s is None else f"{_pct(s['median'])} / {_pct(s['p90'])}")
-            label = k.replace("_", " ").replace("ttft", "TTFT").replace("tpot", "TPOT")
-            lines.append(f"| {g} | {label} | {n} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "simulator: pdtp.simulate, closed loop of C clients, 10 x C requests, lengths in "
-        "[0.8, 1.0] x nominal, engine flags as the benchmark launched them, default "
-        "constants (never fitted to this file). simulator_calibrated_cv: the same with "
-        "mfu_prefill and mbu fitted per GPU type, engine and weight dtype on the other half "
-        "of the rows (2-fold, out of sample). analytic: pdtp.calibration.predict_point on the "
-        "mean lengths, default constants (TTFT has no median of its own).",
-    ]
+            for k in KINDS:
+                for m in METHODS:
+                    e = data[m][f"{k}/{v}"]
+                    cells.append(f"{_pct(e['median'])} / {_pct(e['p90'])}")
+            lines.append(f"| {SETTING_LABELS[s]} | {v} | {n} | " + " | ".join(cells) + " |")
+    lines += ["", f"({result['seconds']} s)"]
     return "\n".join(lines) + "\n"
 
 
 def _json_ready(x: Any) -> Any:
-    if isinstance(x, float) and math.isnan(x):
+    if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
         return {k: _json_ready(v) for k, v in x.items()}
@@ -338,19 +288,16 @@ def _json_ready(x: Any) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
+    parser.add_argument("--quick", action="store_true", help="the test suite's small run")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
-    parser.add_argument("--limit", type=int, default=None, help="an even sample of N rows")
-    parser.add_argument(
-        "--no-calibration", action="store_true", help="skip the 2-fold calibrated column"
-    )
     args = parser.parse_args(argv)
     if not args.reference.is_file():
         print(f"reference data not found: {args.reference}", file=sys.stderr)
         return 2
-    result = run(args.reference, args.limit, calibrate=not args.no_calibration)
+    result = run(args.reference, quick=args.quick)
     sys.stdout.write(render_markdown(result))
     if args.json is not None:
-        args.json.write_text(json.dumps(_json_ready(result), indent=2) + "\n")
+        args.json.write_text(json.dumps(_json_ready(result), indent=1) + "\n")
     return 0
 
 

@@ -2405,6 +2405,7 @@ fn max_rate_within_slo(
         arrival: sim_arrival(py, arrival, burstiness)?,
         seed,
         rel_tol: tolerance,
+        growth: sim::GROWTH,
         hint_rps,
     };
     let cfg = with_slo(config, ttft_slo_ms, tpot_slo_ms);
@@ -2423,7 +2424,6 @@ fn max_rate_within_slo(
         result,
     })
 }
-
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {

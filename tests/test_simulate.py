@@ -33,9 +33,10 @@ def _littles_law(r) -> None:
 
 
 def test_plan_simulation_is_typed_frozen_and_complete(plan):
-    r = pdtp.simulate(plan, rate_rps=20, requests=3000)
+    rate = 0.8 * plan.requests_per_s
+    r = pdtp.simulate(plan, rate_rps=rate, requests=3000)
     assert isinstance(r, pdtp.SimResult)
-    assert r.requests == 3000 and r.rate_rps == 20 and r.concurrency is None
+    assert r.requests == 3000 and r.rate_rps == rate and r.concurrency is None
     assert [s.role for s in r.sides] == ["prefill", "decode"]
     assert r.sides[0].instances == plan.prefill.instances
     assert r.sides[1].instances == plan.decode.instances
@@ -46,7 +47,7 @@ def test_plan_simulation_is_typed_frozen_and_complete(plan):
     assert 0 <= r.slo_attainment <= 1 and r.goodput_rps <= r.throughput_rps
     # Achieved throughput counts the drain after the last arrival, as benchmark clients do.
     assert r.throughput_rps == pytest.approx(r.requests / r.duration_s)
-    assert 15 < r.throughput_rps < 20
+    assert 0.7 * rate < r.throughput_rps < rate
     _littles_law(r)
     with pytest.raises(AttributeError):
         r.requests = 5  # type: ignore[misc]
@@ -58,17 +59,19 @@ def test_plan_simulation_is_typed_frozen_and_complete(plan):
 
 
 def test_deterministic_for_a_seed(plan):
-    a = pdtp.simulate(plan, rate_rps=25, requests=2000, seed=3, length_range=(0.8, 1.0))
-    b = pdtp.simulate(plan, rate_rps=25, requests=2000, seed=3, length_range=(0.8, 1.0))
-    c = pdtp.simulate(plan, rate_rps=25, requests=2000, seed=4, length_range=(0.8, 1.0))
+    rate = 0.8 * plan.requests_per_s
+    a = pdtp.simulate(plan, rate_rps=rate, requests=2000, seed=3, length_range=(0.8, 1.0))
+    b = pdtp.simulate(plan, rate_rps=rate, requests=2000, seed=3, length_range=(0.8, 1.0))
+    c = pdtp.simulate(plan, rate_rps=rate, requests=2000, seed=4, length_range=(0.8, 1.0))
     assert a.to_dict() == b.to_dict()
     assert a.to_dict()["ttft_ms"] != c.to_dict()["ttft_ms"]
 
 
 def test_every_request_finishes_once_under_overload_and_closed_loops(plan):
-    over = pdtp.simulate(plan, rate_rps=60, requests=3000)  # twice the plan's capacity
+    cap = plan.requests_per_s
+    over = pdtp.simulate(plan, rate_rps=2 * cap, requests=3000)  # twice the plan's capacity
     assert over.requests == 3000
-    assert over.throughput_rps < 40
+    assert over.throughput_rps < 1.3 * cap
     assert over.sides[0].queue_max > 100
     _littles_law(over)
     closed = pdtp.simulate(plan, concurrency=128, requests=2000)
@@ -78,45 +81,68 @@ def test_every_request_finishes_once_under_overload_and_closed_loops(plan):
 
 
 def test_more_load_never_lowers_the_tail(plan):
+    """Common random numbers (one seed): the same requests, only closer together. Up to a
+    little past the plan's capacity; deep in overload the decode batch sits at its cap and
+    TPOT no longer moves with the rate."""
     last = (0.0, 0.0, 0.0)
-    for rate in (5, 10, 20, 25, 30, 35):
-        r = pdtp.simulate(plan, rate_rps=rate, requests=3000)
+    for share in (0.25, 0.5, 0.75, 0.9, 1.0, 1.1):
+        r = pdtp.simulate(plan, rate_rps=share * plan.requests_per_s, requests=3000)
         now = (r.ttft_ms.p90, r.tpot_ms.p90, r.e2e_ms.p90)
-        assert all(x >= y - 1e-9 for x, y in zip(now, last)), (rate, now, last)
+        assert all(x >= y - 1e-9 for x, y in zip(now, last)), (share, now, last)
         last = now
 
 
 def test_low_load_agrees_with_the_analytic_model_within_2_percent():
-    """One request at a time: the simulated TTFT is prefill + KV transfer + the decode
-    instance's first step, and TPOT the batch-1 decode step at the mean context — the
-    performance model's own numbers (its TTFT minus its queueing factor)."""
+    """One request at a time the simulator is performance model v2's own arithmetic.
+
+    Aggregated: ``predict_serving`` at one client — TTFT = the admission delay (the request
+    overhead ``api_overhead_s`` + ``schedule_wait_steps`` decode steps) + the prefill, TPOT
+    the decode step. (A long output: at one client ``predict_serving`` still spreads the next
+    prompt's prefill over the decode steps, a share 1/osl that the one client never sends.)
+
+    Disaggregated: TTFT = the admission delay at the idle prefill instance + prefill + KV
+    transfer + the decode instance's first step (it recomputes the last prompt token); TPOT
+    the batch-1 decode step at the mean context."""
+    from pdtp import _core
     from pdtp.constants import constants_for
+    from pdtp.perf import resolve_context
 
     gpu, isl, osl, p_tp, d_tp = "h100", 2048, 256, 4, 8
+    agg = pdtp.sim_config(MODEL, gpu=gpu, tp=p_tp)
+    w = {"isl": isl, "osl": 1024}
+    r = pdtp.simulate(agg, concurrency=1, requests=30, workload=w)
+    s = pdtp.predict_serving(
+        MODEL, gpu=gpu, tp=p_tp, isl=isl, osl=1024, concurrency=1, num_prompts=10**9
+    )
+    assert r.ttft_ms.mean == pytest.approx(s.ttft_median_ms, rel=0.02)
+    assert r.tpot_ms.mean == pytest.approx(s.tpot_ms, rel=0.02)
+
     c = constants_for(gpu)
     pre = pdtp.predict_prefill(MODEL, gpu=gpu, tp=p_tp, isl=isl)
-    transfer_ms = pre.ttft_ms - c.ttft_queue_factor * pre.prefill_ms
+    transfer_ms = pre.ttft_ms - c.ttft_queue_factor * pre.prefill_ms - 1e3 * c.api_overhead_s
+    idle_s = _core.step_time(*resolve_context(MODEL, gpu).inputs, (p_tp, 1, 1, False), 0, 0, 0, 0)
+    admission_ms = 1e3 * (c.api_overhead_s + c.schedule_wait_steps * idle_s)
     first = pdtp.predict_decode(MODEL, gpu=gpu, tp=d_tp, isl=isl, osl=1, batch=1)
     dec = pdtp.predict_decode(MODEL, gpu=gpu, tp=d_tp, isl=isl, osl=osl, batch=1)
     cfg = pdtp.sim_config(MODEL, gpu=gpu, prefill_tp=p_tp, decode_tp=d_tp)
     w = {"isl": isl, "osl": osl}
     r = pdtp.simulate(cfg, concurrency=1, requests=40, workload=w)
-    ttft = pre.prefill_ms + transfer_ms + first.tpot_ms
+    ttft = admission_ms + pre.prefill_ms + transfer_ms + first.tpot_ms
     assert r.ttft_ms.mean == pytest.approx(ttft, rel=0.02)
     assert r.tpot_ms.mean == pytest.approx(dec.tpot_ms, rel=0.02)
     # A Poisson stream at 2% of the prefill capacity agrees as well.
     r = pdtp.simulate(cfg, rate_rps=0.02 * pre.requests_per_s, requests=400, workload=w)
     assert r.ttft_ms.p50 == pytest.approx(ttft, rel=0.02)
-    # Aggregated: the prompt is one step, exactly the prefill time.
-    agg = pdtp.sim_config(MODEL, gpu=gpu, tp=p_tp)
+    # Aggregated, one step of the prompt: exactly the admission delay and the prefill time.
     r = pdtp.simulate(agg, concurrency=1, requests=20, workload=w)
-    assert r.ttft_ms.mean == pytest.approx(pre.prefill_ms, rel=1e-9)
+    assert r.ttft_ms.mean == pytest.approx(admission_ms + pre.prefill_ms, rel=1e-9)
 
 
 def test_burstier_arrivals_raise_the_tail(plan):
-    poisson = pdtp.simulate(plan, rate_rps=25, requests=4000)
-    bursty = pdtp.simulate(plan, rate_rps=25, requests=4000, arrival="gamma", burstiness=0.2)
-    even = pdtp.simulate(plan, rate_rps=25, requests=4000, arrival="constant")
+    rate = 0.8 * plan.requests_per_s
+    poisson = pdtp.simulate(plan, rate_rps=rate, requests=4000)
+    bursty = pdtp.simulate(plan, rate_rps=rate, requests=4000, arrival="gamma", burstiness=0.2)
+    even = pdtp.simulate(plan, rate_rps=rate, requests=4000, arrival="constant")
     assert bursty.ttft_ms.p99 > poisson.ttft_ms.p99 > even.ttft_ms.p99
 
 
@@ -285,13 +311,15 @@ def test_the_gil_is_released_while_simulating():
 # ---- the CLI ---------------------------------------------------------------------------------
 
 
-def test_cli_simulate_table_and_json(capsys, tmp_path):
+def test_cli_simulate_table_and_json(capsys, tmp_path, plan):
     assert main([
-        "simulate", MODEL, "--gpus", "24", "--rate", "20", "--requests", "1000",
+        "simulate", MODEL, "--gpus", "24", "--rate", "12", "--requests", "1000",
         "--length-range", "0.8,1.0",
     ]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "8x prefill tp2 + 4x decode tp2" in out
+    p, d = plan.prefill, plan.decode
+    assert f"{p.instances}x prefill tp{p.tp} + {d.instances}x decode tp{d.tp}" in out
+    assert f"(pdtp solve, {plan.requests_per_s:.2f} req/s)" in out
     assert "TTFT ms" in out and "TPOT ms" in out and "goodput" in out
     assert main([
         "simulate", MODEL, "--gpu", "h100", "--tp", "8", "--instances", "2",
@@ -310,12 +338,13 @@ def test_cli_simulate_table_and_json(capsys, tmp_path):
 
 def test_cli_simulate_usage_errors(capsys):
     assert main(["simulate", MODEL, "--gpus", "24", "--requests", "10"]) == 2
-    assert "give rate_rps" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as e:
-        main(["simulate", MODEL, "--rate", "5"])
-    assert e.value.code == 2
-    with pytest.raises(SystemExit):
-        main(["simulate", MODEL, "--gpus", "24", "--rate", "5", "--length-range", "x"])
+    assert "give --rate" in capsys.readouterr().err
+    # Usage errors: exit 2 and one line naming the flag (the CLI's contract, tests/test_cli.py).
+    assert main(["simulate", MODEL, "--rate", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pdtp simulate: error: give --gpus N") and err.count("\n") == 1
+    assert main(["simulate", MODEL, "--gpus", "24", "--rate", "5", "--length-range", "x"]) == 2
+    assert "--length-range: expected LO,HI" in capsys.readouterr().err
 
 
 def test_cli_plot_latency(tmp_path, capsys):
@@ -347,24 +376,22 @@ def _load_script(name: str):
     return module
 
 
-def test_validation_script_and_the_simulator_beats_the_analytic_ttft(tmp_path, capsys):
+def test_validation_script_scores_the_simulator_beside_predict_serving(tmp_path, capsys):
+    """The quick run (one held-out GPU type): every held-out vLLM row is simulated and
+    predicted out of sample, and the simulator is about as accurate as predict_serving (the
+    issue's bar; the full run's numbers are in the README)."""
     val = _load_script("sim_validation")
     out = tmp_path / "v.json"
-    assert val.main(["--limit", "60", "--no-calibration", "--json", str(out)]) == 0
-    assert "| vLLM AMD | TTFT mean |" in capsys.readouterr().out
+    assert val.main(["--quick", "--json", str(out)]) == 0
+    assert "| leave GPU type out | AMD |" in capsys.readouterr().out
     report = json.loads(out.read_text())
-    # Queueing behind other prompts is what the analytic TTFT (q · t_p) cannot see: on the
-    # measured vLLM runs the simulator's mean TTFT must be closer, vendor by vendor.
-    for group in ("vLLM AMD", "vLLM NVIDIA"):
-        g = report["groups"][group]
-        assert g["simulator"]["ttft_mean"]["median"] < g["analytic"]["ttft_mean"]["median"]
-    # The out-of-sample fit runs (on a few rows of one group).
-    import csv
-
-    with open(val.DEFAULT_REFERENCE, newline="", encoding="utf-8") as f:
-        few = [r for r in csv.DictReader(f) if r["hw"] == "h100"][:4]
-    fitted = val.fit_constants(few)
-    assert set(fitted) == {"mfu_prefill", "mbu"}
+    held = report["settings"]["gpu"]
+    assert held["predict_serving"]["ttft_ms/AMD"]["n"] > 30
+    for kind in ("ttft_ms/AMD", "tpot_ms/AMD"):
+        ana = held["predict_serving"][kind]["median"]
+        for method in ("simulator", "simulator_fitted"):
+            assert held[method][kind]["n"] == held["predict_serving"][kind]["n"]
+            assert held[method][kind]["median"] < 1.25 * ana + 0.01, (method, kind)
 
 
 def test_speed_script_runs(capsys):

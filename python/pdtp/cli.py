@@ -477,6 +477,7 @@ PY_ARGUMENT_ALIASES = {
     "tpot_ms": "tpot",
     "time_limit_s": "time_limit",
     "demand_rps": "demand",
+    "rate_rps": "rate",
     "num_kv_heads": "kv_heads",
     "num_attention_heads": "heads",
 }

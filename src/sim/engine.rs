@@ -79,7 +79,10 @@ enum Role {
 
 #[derive(Debug, Clone, Copy)]
 enum Kind {
+    /// A client sends the request.
     Arrival(u32),
+    /// The request reaches its instance's scheduler (after the admission delay).
+    Admit(u32),
     StepEnd(u32),
     TransferDone(u32),
     /// Start a step on an idle instance once every event of this instant has been seen.
@@ -344,15 +347,35 @@ impl<'a> Sim<'a> {
         let now = self.now;
         let r = &mut self.reqs[id as usize];
         r.arrival = now;
-        r.state = State::Queued;
         r.target = r.isl;
         self.in_system += 1;
         let i = self.route(0);
         self.reqs[id as usize].inst = i as u32;
-        self.insts[i].waiting.push_back(id);
         self.insts[i].outstanding += 1;
-        self.bump_queue(0);
-        self.wake(i);
+        // The prompt reaches the scheduler after the performance model's admission delay
+        // (request overhead + its scheduling wait in steps of the instance's current decode
+        // step).
+        let delay = {
+            let inst = &self.insts[i];
+            let n = f64::from(inst.n_decode);
+            let decode = StepBatch {
+                decode_seqs: n,
+                decode_context_tokens: inst.ctx_sum as f64 + n,
+                ..StepBatch::default()
+            };
+            let pool = &self.pools[inst.side];
+            let step = pool.step_time(&decode);
+            // The performance model charges `schedule_wait_steps` steps in all. A prompt
+            // that reaches a busy instance also waits here for the step in progress to end
+            // (half a step on average): that half is part of the count, not added to it.
+            let in_progress = if inst.busy { 0.5 * step } else { 0.0 };
+            (perf::admission_delay(&pool.constants, step) - in_progress).max(0.0)
+        };
+        if delay > 0.0 && delay.is_finite() {
+            self.push(now + delay, 0, Kind::Admit(id));
+        } else {
+            self.on_admit(id);
+        }
         if self.load == Load::Open {
             let next = id as usize + 1;
             if next < self.arrivals.len() {
@@ -360,6 +383,15 @@ impl<'a> Sim<'a> {
                 self.push(t, 0, Kind::Arrival(next as u32));
             }
         }
+    }
+
+    /// The request's prompt joins its instance's waiting queue.
+    fn on_admit(&mut self, id: u32) {
+        let i = self.reqs[id as usize].inst as usize;
+        self.reqs[id as usize].state = State::Queued;
+        self.insts[i].waiting.push_back(id);
+        self.bump_queue(0);
+        self.wake(i);
     }
 
     fn on_transfer_done(&mut self, id: u32) {
@@ -735,6 +767,7 @@ pub(super) fn run(cfg: &Config, load: &Load, requests: &Requests) -> Result<SimR
         sim.advance(ev.time);
         match ev.kind {
             Kind::Arrival(id) => sim.on_arrival(id),
+            Kind::Admit(id) => sim.on_admit(id),
             Kind::StepEnd(i) => sim.on_step_end(i as usize)?,
             Kind::TransferDone(id) => sim.on_transfer_done(id),
             Kind::Wake(i) => {

@@ -35,7 +35,7 @@ mod stats;
 pub mod trace;
 
 pub use requests::{build_requests, Arrival, Lengths, Load, Requests, DEFAULT_REQUESTS};
-pub use search::{max_rate_within_slo, RateSearch, SearchOptions, STEADY_STATE};
+pub use search::{max_rate_within_slo, RateSearch, SearchOptions, GROWTH, STEADY_STATE};
 pub use stats::{quantile, Percentiles, SideStats, SimResult};
 
 use crate::layout::Layout;

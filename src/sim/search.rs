@@ -26,6 +26,9 @@ pub struct SearchOptions {
     pub rel_tol: f64,
     /// A first guess of the answer (e.g. the analytic capacity); `None` starts at 1 req/s.
     pub hint_rps: Option<f64>,
+    /// The factor each bracketing step moves the rate by from the hint until one rate
+    /// passes and one fails (2 when the hint may be far off; closer to 1 when it is good).
+    pub growth: f64,
 }
 
 /// The answer: the rate, the simulation at that rate, and how many simulations it took.
@@ -47,6 +50,9 @@ pub const STEADY_STATE: std::ops::Range<f64> = 0.1..0.9;
 const MIN_RATE: f64 = 1e-6;
 const MAX_DOUBLINGS: u32 = 64;
 
+/// The bracketing factor of [`max_rate_within_slo`] when the hint may be far off.
+pub const GROWTH: f64 = 2.0;
+
 pub fn max_rate_within_slo(cfg: &Config, opts: &SearchOptions) -> Result<RateSearch, SimError> {
     cfg.validate()?;
     if cfg.slo.ttft.is_none() && cfg.slo.tpot.is_none() {
@@ -58,6 +64,12 @@ pub fn max_rate_within_slo(cfg: &Config, opts: &SearchOptions) -> Result<RateSea
         return Err(SimError::new(format!(
             "percentile must be in (0, 1), e.g. 0.9 for p90, got {}",
             opts.percentile
+        )));
+    }
+    if !(opts.growth.is_finite() && opts.growth > 1.0 + opts.rel_tol && opts.growth <= 16.0) {
+        return Err(SimError::new(format!(
+            "growth must be in (1 + tolerance, 16], got {}",
+            opts.growth
         )));
     }
     if !(opts.rel_tol.is_finite() && opts.rel_tol >= 1e-4 && opts.rel_tol < 1.0) {
@@ -86,7 +98,7 @@ pub fn max_rate_within_slo(cfg: &Config, opts: &SearchOptions) -> Result<RateSea
     if ok {
         lo = start;
         best = Some(r);
-        hi = start * 2.0;
+        hi = start * opts.growth;
         let mut n = 0;
         loop {
             let (ok, r) = trial(hi)?;
@@ -95,7 +107,7 @@ pub fn max_rate_within_slo(cfg: &Config, opts: &SearchOptions) -> Result<RateSea
             }
             lo = hi;
             best = Some(r);
-            hi *= 2.0;
+            hi *= opts.growth;
             n += 1;
             if n >= MAX_DOUBLINGS {
                 // Never saturates (can only happen without a binding SLO): report the last.
@@ -109,7 +121,7 @@ pub fn max_rate_within_slo(cfg: &Config, opts: &SearchOptions) -> Result<RateSea
         }
     } else {
         hi = start;
-        lo = start / 2.0;
+        lo = start / opts.growth;
         loop {
             if lo < MIN_RATE {
                 return Ok(RateSearch {
@@ -125,7 +137,7 @@ pub fn max_rate_within_slo(cfg: &Config, opts: &SearchOptions) -> Result<RateSea
                 break;
             }
             hi = lo;
-            lo /= 2.0;
+            lo /= opts.growth;
         }
     }
     while hi / lo - 1.0 > opts.rel_tol {

@@ -1,6 +1,10 @@
 use super::*;
+use crate::perf::serving::{serving, Engine, ServingWorkload};
 use crate::perf::tests::{consts, h100, llama70};
-use crate::perf::{decode_step_time, kv_transfer_time, prefill_time};
+use crate::perf::{
+    admission_delay, decode_step_time, kv_transfer_time, prefill_time, step_time, Constants,
+    StepBatch,
+};
 
 fn pool(tp: i64, instances: u32) -> Pool {
     Pool {
@@ -116,13 +120,31 @@ fn more_load_never_lowers_the_tail() {
 
 #[test]
 fn at_low_load_the_analytic_model_is_reproduced() {
-    // One request at a time: TTFT = prefill + KV transfer + the decode instance's first
-    // step (it recomputes the last prompt token); TPOT = the decode step at batch 1 over
-    // the mean context.
-    let (m, g, c) = (llama70(), h100(), consts());
+    // One request at a time: TTFT = the admission delay (request overhead + the scheduling
+    // wait in steps of the idle instance) + prefill + KV transfer + the decode instance's
+    // first step (it recomputes the last prompt token); TPOT = the decode step at batch 1
+    // over the mean context.
+    let (m, g) = (llama70(), h100());
+    let c = Constants {
+        api_overhead: 0.03,
+        schedule_wait_steps: 2.5,
+        ..consts()
+    };
+    let with = |mut cfg: Config| {
+        match &mut cfg.deployment {
+            Deployment::Aggregated(p) => p.constants = c,
+            Deployment::Disaggregated { prefill, decode } => {
+                prefill.constants = c;
+                decode.constants = c;
+            }
+        }
+        cfg
+    };
+    let idle = |tp| step_time(&m, &g, &c, &Layout::tp(tp), &StepBatch::default());
     let reqs = Requests::generate(&FIXED, 50, 0).unwrap();
-    let r = simulate(&disagg(1, 1), &Load::Closed { concurrency: 1 }, &reqs).unwrap();
-    let ttft = prefill_time(&m, &g, &c, 4, 2048.0)
+    let r = simulate(&with(disagg(1, 1)), &Load::Closed { concurrency: 1 }, &reqs).unwrap();
+    let ttft = admission_delay(&c, idle(4))
+        + prefill_time(&m, &g, &c, 4, 2048.0)
         + kv_transfer_time(&m, &c, 4, 2048.0)
         + decode_step_time(&m, &g, &c, 8, 1.0, 2048.0);
     let tpot = decode_step_time(&m, &g, &c, 8, 1.0, 2048.0 + 256.0 / 2.0);
@@ -137,13 +159,34 @@ fn at_low_load_the_analytic_model_is_reproduced() {
         r.tpot.mean
     );
     // Aggregated: the prompt is one step (2048 tokens fit the 8192 budget).
-    let r = simulate(&agg(8, 1), &Load::Closed { concurrency: 1 }, &reqs).unwrap();
-    let p = prefill_time(&m, &g, &c, 8, 2048.0);
+    let r = simulate(&with(agg(8, 1)), &Load::Closed { concurrency: 1 }, &reqs).unwrap();
+    let p = admission_delay(&c, idle(8)) + prefill_time(&m, &g, &c, 8, 2048.0);
     assert!(
         (r.ttft.mean / p - 1.0).abs() < 1e-9,
         "{} vs {p}",
         r.ttft.mean
     );
+    // The aggregated mean-value model (perf v2) agrees at one client: its TTFT and TPOT.
+    let long = Lengths::Fixed {
+        isl: 2048,
+        osl: 1024,
+    };
+    let reqs = Requests::generate(&long, 30, 0).unwrap();
+    let r = simulate(&with(agg(8, 1)), &Load::Closed { concurrency: 1 }, &reqs).unwrap();
+    let w = ServingWorkload {
+        isl: 2048.0,
+        osl: 1024.0,
+        concurrency: Some(1.0),
+        num_prompts: f64::INFINITY,
+        max_num_seqs: 1024.0,
+        max_num_batched_tokens: 8192.0,
+        gpu_memory_utilization: 0.9,
+        engine: Engine::Vllm,
+    };
+    let a = serving(&m, &g, &c, &Layout::tp(8), &w).unwrap();
+    for (sim, model) in [(r.ttft.mean, a.ttft_steady), (r.tpot.mean, a.tpot)] {
+        assert!((sim / model - 1.0).abs() < 0.02, "{sim} vs {model}");
+    }
 }
 
 #[test]
@@ -272,6 +315,7 @@ fn the_rate_search_brackets_the_slo_boundary() {
         arrival: Arrival::Poisson,
         seed: 0,
         rel_tol: 0.02,
+        growth: GROWTH,
         hint_rps: None,
     };
     let s = max_rate_within_slo(&cfg, &opts).unwrap();
