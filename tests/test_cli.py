@@ -184,6 +184,11 @@ BAD_INPUT = [
     ),
     (["solve", "llama-3.1-70b", "--gpus", "8", "--weight-dtype", "int3"], "--weight-dtype"),
     (["solve", "llama-3.1-70b", "--gpus", "8", "--time-limit", "-1"], "--time-limit"),
+    (["solve", "llama-3.1-70b", "--gpus", "8", "--slo-percentile", "1.5"], "--slo-percentile"),
+    (
+        ["size-for", "llama-3.1-70b", "--demand", "5", "--max-gpus", "8", "--slo-percentile", "0"],
+        "--slo-percentile",
+    ),
     (["solve", "--config", "{tmp}/nowhere/config.json", "--gpus", "8"], "--config"),
     (["solve", "./nowhere/config.json", "--gpus", "8"], "MODEL ./nowhere/config.json: no such"),
     (

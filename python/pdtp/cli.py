@@ -133,6 +133,13 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
     o.add_argument(
         "--time-limit", type=float, default=10.0, metavar="S", help="seconds (default 10)"
     )
+    o.add_argument(
+        "--slo-percentile",
+        type=float,
+        metavar="P",
+        help="plan on goodput: the SLOs must hold at this percentile (0.9 = p90) under "
+        "Poisson arrivals, verified by simulation (default: on means)",
+    )
     return o
 
 
@@ -232,6 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
     z.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
     z.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
+    z.add_argument(
+        "--slo-percentile",
+        type=float,
+        metavar="P",
+        help="plan on goodput: the SLOs must hold at this percentile (0.9 = p90) under "
+        "Poisson arrivals, verified by simulation (default: on means)",
+    )
     z.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
     z.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -259,6 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--connector", help="connector (default: the current plan's)")
     r.add_argument("--move-cost", metavar="K=V,...", help="weights: start, stop, restart, gpu")
     r.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
+    r.add_argument(
+        "--slo-percentile",
+        type=float,
+        metavar="P",
+        help="plan on goodput: the SLOs must hold at this percentile (0.9 = p90) under "
+        "Poisson arrivals, verified by simulation (default: on means)",
+    )
     r.add_argument(
         "--no-commands", action="store_true", help="omit the vllm serve lines of started instances"
     )
@@ -856,6 +877,11 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
         f"\nserves {plan.requests_per_s:,.2f} req/s = {plan.output_tokens_per_s:,.0f} output "
         f"tok/s on {plan.gpus_used} of {plan.gpus} GPUs{cost}; bottleneck: {plan.bottleneck}"
     )
+    if plan.slo_basis != "mean":
+        print(
+            f"SLOs at {plan.slo_basis.split()[0]} (simulated goodput, Poisson arrivals); the "
+            f"analytic model on means gives this split {plan.analytic_requests_per_s:,.2f} req/s"
+        )
     for note in plan.notes:
         print(f"\nnote: {note}")
     for r in plan.rejected:
@@ -905,6 +931,7 @@ def _solve_options(args: argparse.Namespace) -> dict[str, Any]:
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "time_limit_s": args.time_limit,
         "method": args.method,
+        "slo_percentile": args.slo_percentile,
     }
 
 
@@ -935,6 +962,7 @@ def _cmd_size_for(args: argparse.Namespace) -> int:
             gpu_memory_utilization=args.gpu_memory_utilization,
             time_limit_s=args.time_limit,
             method=args.method,
+            slo_percentile=args.slo_percentile,
         ),
         args,
         header=f"fewest {'USD/h' if args.objective == 'cost' else 'GPUs'} serving "
@@ -966,6 +994,7 @@ def _cmd_replan(args: argparse.Namespace) -> int:
             connector=args.connector,
             move_cost=move_cost or None,
             time_limit_s=args.time_limit,
+            slo_percentile=args.slo_percentile,
         )
     except InfeasibleError as e:
         return _print_infeasible(e, args)
