@@ -87,9 +87,11 @@ def test_slo_percentile_errors_name_the_argument():
 
 
 def test_cli_slo_percentile(capsys):
-    argv = ["solve", MODEL, "--gpus", "8", "--gpu", GPU, "--ttft", "160", "--tpot", "20"]
-    assert main([*argv, "--slo-percentile", "0.9", "--no-commands"]) == 0
+    argv = ["solve", "llama-3.1-70b", "--gpus", "24", "--gpu", "mi300x", "--no-commands"]
+    assert main([*argv, "--slo-percentile", "0.9"]) == 0
     out = capsys.readouterr().out
-    assert "SLOs at p90 (simulated goodput" in out and "prefill  1          4" in out
-    assert main([*argv, "--no-commands"]) == 0
+    assert "SLOs at p90 (simulated goodput" in out and "the analytic model on means" in out
+    assert main(argv) == 0
     assert "simulated" not in capsys.readouterr().out
+    assert main([*argv, "--slo-percentile", "0.9", "--json"]) == 0
+    assert '"slo_basis": "p90 simulated"' in capsys.readouterr().out

@@ -32,7 +32,7 @@ from .plan import Plan
 #: Candidate splits ``solve`` verifies by simulation (the analytic best pair first).
 CANDIDATES = 4
 #: Requests per simulated trial of the rate search (the same requests at every rate).
-VERIFY_REQUESTS = 2000
+VERIFY_REQUESTS = 10_000
 #: The rate search's relative tolerance.
 VERIFY_TOLERANCE = 0.02
 #: Re-plans at a raised demand before ``size_for`` / ``replan`` give up.
