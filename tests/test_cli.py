@@ -55,8 +55,11 @@ def test_check_config_file(capsys, reference_dir):
 
 
 def test_map_table_and_json(capsys):
-    code, out, _ = run(capsys, "map", "--kv-heads", "4", "-P", "8", "-D", "4")
-    assert code == 0 and "(never read)" in out and "unread_prefill_ranks" in out
+    code, out, _ = run(
+        capsys, "map", "--kv-heads", "4", "-P", "8", "-D", "4", "--vllm-version", "0.32.0"
+    )
+    assert code == 0 and "(nobody)" in out and "unread_prefill_ranks" in out
+    assert "moriio (READ mode), vLLM 0.32.0" in out
     code, out, _ = run(capsys, "map", "--kv-heads", "4", "-P", "4", "-D", "8", "--json")
     assert code == 0
     assert [r["reads"][0]["prefill_rank"] for r in json.loads(out)["decode"]] == [
@@ -73,7 +76,15 @@ def test_map_table_and_json(capsys):
 
 def test_map_invalid_pair_exits_1(capsys):
     code, _, err = run(capsys, "map", "--kv-heads", "8", "-P", "4", "-D", "8")
+    assert code == 1 and "KV heads per rank" in err
+    code, _, err = run(
+        capsys, "map", "--kv-heads", "8", "-P", "4", "-D", "8", "--vllm-version", "0.25.0"
+    )
     assert code == 1 and "requires replicated KV heads" in err
+    code, _, err = run(
+        capsys, "map", "--kv-heads", "8", "-P", "4", "-D", "8", "--vllm-version", "0.9"
+    )
+    assert code == 2 and "0.14.0 to 0.33.0" in err
 
 
 @pytest.mark.parametrize(

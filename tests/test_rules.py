@@ -140,3 +140,103 @@ def test_error_classes_are_both_pdtp_and_vllm():
     assert issubclass(pdtp.RuleNotImplementedError, pdtp.PdtpError)
     assert issubclass(pdtp.InfeasibleError, pdtp.PdtpError)
     assert issubclass(pdtp.ConfigError, pdtp.PdtpError)
+
+
+# --- connector profiles per vLLM release ------------------------------------------------
+
+
+def test_resolve_connector_contract():
+    from pdtp.connectors import DEFAULT_VLLM_VERSION, VLLM_RELEASES, resolve_connector
+
+    assert VLLM_RELEASES[0] == "0.11.0" and VLLM_RELEASES[-1] == DEFAULT_VLLM_VERSION
+    c = resolve_connector("moriio")
+    assert (c.name, c.vllm_version, c.key, c.mode) == (
+        "moriio",
+        DEFAULT_VLLM_VERSION,
+        f"moriio@{DEFAULT_VLLM_VERSION}",
+        "read",
+    )
+    assert (c.kv_connector, c.prefill_role, c.decode_role) == (
+        "MoRIIOConnector",
+        "kv_producer",
+        "kv_consumer",
+    )
+    assert resolve_connector("MoRIIO_Write", "0.20.0").key == "moriio-write@0.20.0"
+    assert resolve_connector("moriio-write").mode == "write"
+    assert resolve_connector("nixl").mode is None
+    # A key and the same version agree; a key and another version is an error.
+    assert resolve_connector("nixl@0.14.0", "0.14.0") == resolve_connector("nixl", "0.14.0")
+    with pytest.raises(pdtp.InvalidArgumentError, match="give one"):
+        resolve_connector("nixl@0.14.0", "0.20.0")
+    # Newer than every release pdtp knows: the newest rules, and the label says so.
+    c = resolve_connector("nixl", "0.99.0")
+    assert c.rules_version == DEFAULT_VLLM_VERSION and "newest pdtp knows" in c.label
+    # nixl-legacy is NIXL before prefill TP > decode TP was accepted.
+    assert resolve_connector("nixl-legacy").vllm_version == "0.13.0"
+    with pytest.raises(pdtp.InvalidArgumentError, match='use connector="nixl"'):
+        resolve_connector("nixl-legacy", "0.20.0")
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "exc", "match"),
+    [
+        ("moriio", "0.13.0", pdtp.InvalidArgumentError, "0.14.0 to 0.33.0"),
+        ("nixl", "0.10.2", pdtp.InvalidArgumentError, "0.11.0 to 0.33.0"),
+        ("nixl", "latest", pdtp.InvalidArgumentError, "vllm_version must be a release"),
+        ("mooncake", None, pdtp.UnknownNameError, "connector must be one of"),
+    ],
+)
+def test_unknown_versions_list_what_is_covered(name, version, exc, match):
+    from pdtp.connectors import resolve_connector
+
+    with pytest.raises(exc, match=match):
+        resolve_connector(name, version)
+    with pytest.raises(exc, match=match):
+        pdtp.check(pdtp.ModelShape(64, 8), 4, 4, connector=name, vllm_version=version)
+
+
+def test_rules_differ_by_release_as_vllm_does():
+    llama70 = pdtp.ModelShape(64, 8)
+    # NIXL: P16/D8 is an assertion in 0.33.0 (replicated prefill heads, P > D) ...
+    r = pdtp.check(llama70, 16, 8, connector="nixl")
+    assert r.violations[0].vllm_error == "AssertionError" and r.violations[0].message == ""
+    # ... P > D crashes NIXL 0.11.0 with ZeroDivisionError, and is an assertion until 0.14.0.
+    r = pdtp.check(llama70, 8, 4, connector="nixl", vllm_version="0.11.0")
+    assert r.violations[0].vllm_error == "ZeroDivisionError"
+    with pytest.raises(pdtp.RuleZeroDivisionError, match="decode_tp // prefill_tp"):
+        r.raise_for_violations()
+    assert pdtp.check(llama70, 4, 2, connector="nixl", vllm_version="0.14.0").ok
+    # P < H < D: NIXL before 0.24.0 checks block lengths by the TP ratio and rejects it.
+    r = pdtp.check(pdtp.ModelShape(32, 4), 2, 8, connector="nixl", vllm_version="0.23.0")
+    assert r.violations[0].code == "kv_block_len_mismatch"
+    assert pdtp.check(pdtp.ModelShape(32, 4), 2, 8, connector="nixl").ok
+    # MoRIIO before 0.25.0 pairs rank r with rank r: vLLM raises nothing, pdtp rejects.
+    r = pdtp.check(pdtp.ModelShape(32, 4), 4, 8, vllm_version="0.24.0")
+    assert r.violations[0].code == "unreachable_rank" and r.violations[0].vllm_error is None
+    with pytest.raises(pdtp.UnworkablePairError):
+        r.raise_for_violations()
+    # WRITE mode re-slices heads from 0.33.0 only.
+    assert pdtp.check(llama70, 4, 8, connector="moriio-write").ok
+    assert not pdtp.check(llama70, 4, 8, connector="moriio-write", vllm_version="0.32.0").ok
+    r = pdtp.check(llama70, 4, 6, connector="moriio-write")
+    assert r.violations[-1].message == (
+        "MoRIIO WRITE needs one TP size to be a multiple of the other, got producer "
+        "tp_size=4, consumer tp_size=6"
+    )
+    assert r.mode == "write" and r.vllm_version == "0.33.0"
+
+
+def test_launch_lines_state_moriio_mode():
+    import json
+
+    from pdtp.placement import kv_transfer_config
+
+    class Plan:
+        kv_connector = "MoRIIOConnector"
+        prefill_role, decode_role = "kv_producer", "kv_consumer"
+
+    for connector, flag in (("moriio", "true"), ("moriio-write", "false")):
+        plan = Plan()
+        plan.connector = connector  # type: ignore[attr-defined]
+        cfg = json.loads(kv_transfer_config(plan, "prefill", 8100, "10.0.0.1"))  # type: ignore[arg-type]
+        assert cfg["kv_connector_extra_config"]["read_mode"] == flag

@@ -11,16 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 from ._core import expected_ack_count, remote_tp_rank, validate_kv_heads
 from .check import CheckResult, CheckWarning, ModelShape, Violation, check
-from .connectors import Connector, connectors
+from .connectors import Connector, connectors, resolve_connector
 from .errors import (
     ConfigError,
     InfeasibleError,
     InvalidArgumentError,
     PdtpError,
     RuleAssertionError,
+    RuleConnectorError,
     RuleNotImplementedError,
     RuleValueError,
+    RuleZeroDivisionError,
     UnknownNameError,
+    UnworkablePairError,
 )
 from .transfer import TransferMap, transfer_map
 
@@ -107,13 +110,17 @@ __all__ = [
     "ModelShape",
     "PdtpError",
     "RuleAssertionError",
+    "RuleConnectorError",
     "RuleNotImplementedError",
     "RuleValueError",
+    "RuleZeroDivisionError",
     "TransferMap",
     "UnknownNameError",
+    "UnworkablePairError",
     "Violation",
     "check",
     "connectors",
+    "resolve_connector",
     "expected_ack_count",
     "gpu",
     "gpus",

@@ -12,13 +12,16 @@ from typing import Any
 
 from . import _core
 from ._validate import flag, optional_positive_int, positive_int
-from .connectors import resolve_connector
+from .connectors import Connector, resolve_connector
 from .errors import (
     InvalidArgumentError,
     PdtpError,
     RuleAssertionError,
+    RuleConnectorError,
     RuleNotImplementedError,
     RuleValueError,
+    RuleZeroDivisionError,
+    UnworkablePairError,
 )
 
 # Largest KV/attention head count accepted (far above any real model; keeps arithmetic small).
@@ -72,14 +75,19 @@ _ERROR_CLASSES: dict[str, type[PdtpError]] = {
     "ValueError": RuleValueError,
     "NotImplementedError": RuleNotImplementedError,
     "AssertionError": RuleAssertionError,
+    "ZeroDivisionError": RuleZeroDivisionError,
+    "MoRIIOError": RuleConnectorError,
 }
 
 
 @dataclass(frozen=True)
 class Violation:
     """One broken rule. ``code`` is a stable identifier; ``message`` is vLLM's exact text
-    where vLLM has one; ``vllm_error`` names the exception vLLM raises (``None`` for
-    pdtp-only limits such as ``max_acks`` or memory)."""
+    where vLLM has one (possibly empty: a bare ``assert``; ``hint`` then says what failed);
+    ``vllm_error`` names the exception vLLM raises (``AssertionError``, ``ValueError``,
+    ``NotImplementedError``, ``ZeroDivisionError``, ``MoRIIOError``), ``None`` where vLLM
+    raises nothing: pdtp-only limits (``max_acks``, memory) and pairs vLLM accepts but that
+    cannot work (a rank waits for a peer that does not exist, or copies the wrong KV heads)."""
 
     code: str
     side: str
@@ -88,8 +96,13 @@ class Violation:
     vllm_error: str | None = None
 
     def exception(self) -> PdtpError:
-        """The exception vLLM would raise, as a pdtp error (also an instance of vLLM's)."""
-        cls = _ERROR_CLASSES.get(self.vllm_error or "", InvalidArgumentError)
+        """The exception vLLM would raise, as a pdtp error (also an instance of vLLM's
+        built-in class), carrying vLLM's message; where that message is empty, the hint."""
+        cls = _ERROR_CLASSES.get(self.vllm_error or "", UnworkablePairError)
+        if not self.message:  # a bare `assert`: vLLM says nothing, the hint says what failed
+            return cls(self.hint)
+        if self.vllm_error == "ZeroDivisionError":  # Python's text names no cause
+            return cls(f"{self.message} ({self.hint})")
         return cls(self.message)
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,6 +133,9 @@ class CheckResult:
     gpu: str | None = None
     prefill_fits: bool | None = None
     decode_fits: bool | None = None
+    #: The vLLM version the rules are of, and MoRIIO's mode ("read"/"write"; None for NIXL).
+    vllm_version: str | None = None
+    mode: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -140,6 +156,8 @@ class CheckResult:
             "prefill_tp": self.prefill_tp,
             "decode_tp": self.decode_tp,
             "connector": self.connector,
+            "vllm_version": self.vllm_version,
+            "mode": self.mode,
             "violations": [v.to_dict() for v in self.violations],
             "warnings": [w.to_dict() for w in self.warnings],
             "alternatives": [list(a) for a in self.alternatives],
@@ -154,7 +172,7 @@ def check(
     prefill_tp: int,
     decode_tp: int,
     *,
-    connector: str = "moriio",
+    connector: str | Connector = "moriio",
     max_acks: int | None = None,
     max_tp: int | None = None,
     alternatives: int = DEFAULT_ALTERNATIVES,
@@ -162,9 +180,11 @@ def check(
     workload: Any = None,
     gpu_memory_utilization: float = 0.9,
     constants: Any = None,
+    vllm_version: str | None = None,
 ) -> CheckResult:
-    """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``, ``"nixl"`` or
-    ``"nixl-legacy"``).
+    """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``: MoRIIO READ mode,
+    ``"moriio-write"``: MoRIIO WRITE mode, ``"nixl"``, ``"nixl-legacy"``) as vLLM
+    ``vllm_version`` (default: the newest release pdtp knows) would run it.
 
     ``max_acks`` caps the release acks a prefill rank may wait for (D/P when D > P);
     ``max_tp`` bounds the TP sizes proposed as alternatives (default: 16 or twice the larger
@@ -192,13 +212,13 @@ def check(
     shape = model_shape(model)
     p = positive_int("prefill_tp", prefill_tp, maximum=MAX_TP)
     d = positive_int("decode_tp", decode_tp, maximum=MAX_TP)
-    conn = resolve_connector(connector)
+    conn = resolve_connector(connector, vllm_version)
     acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
     bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
     n_alt = positive_int("alternatives", alternatives) if alternatives else 0
 
     raw_violations, raw_warnings = _core.check_pair(
-        shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, p, d, conn.name, acks
+        shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, p, d, conn.key, acks
     )
     violations = [
         Violation(code, side, message, hint, err or None)
@@ -239,7 +259,7 @@ def check(
                 shape.is_mla,
                 p,
                 d,
-                conn.name,
+                conn.key,
                 acks,
                 sizes["prefill"],
                 sizes["decode"],
@@ -257,4 +277,6 @@ def check(
         gpu=ctx.gpu.name if ctx is not None else None,
         prefill_fits=fits.get("prefill"),
         decode_fits=fits.get("decode"),
+        vllm_version=conn.vllm_version,
+        mode=conn.mode,
     )

@@ -64,7 +64,18 @@ def _add_pair_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--connector",
         default="moriio",
-        help="KV connector rule profile: moriio (default), nixl, nixl-legacy",
+        help=(
+            "KV connector: moriio (MoRIIO READ mode, default), moriio-write (MoRIIO WRITE "
+            "mode), nixl, nixl-legacy (NIXL before vLLM 0.14.0)"
+        ),
+    )
+    p.add_argument(
+        "--vllm-version",
+        metavar="X.Y.Z",
+        help=(
+            "the vLLM release whose rules apply (default: the newest pdtp knows; a newer one "
+            "uses the newest known rules)"
+        ),
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -356,11 +367,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
         max_tp=args.max_tp,
         gpu=args.gpu,
         gpu_memory_utilization=args.gpu_memory_utilization,
+        vllm_version=args.vllm_version,
     )
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))
         return EXIT_OK if r.ok else EXIT_INVALID
-    print(f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  connector={r.connector}")
+    from .connectors import resolve_connector
+
+    label = resolve_connector(r.connector, r.vllm_version).label
+    print(f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  connector={label}")
     print("VALID" if r.ok else f"INVALID ({len(r.violations)} violation(s))")
     if r.gpu is not None:
         fit = {True: "fits", False: "does not fit"}
@@ -387,12 +402,16 @@ def _cmd_map(args: argparse.Namespace) -> int:
         kv_heads=shape.num_kv_heads,
         is_mla=shape.is_mla,
         connector=args.connector,
+        vllm_version=args.vllm_version,
     )
     if args.json:
         print(json.dumps(tm.to_dict(), indent=2))
         return EXIT_OK
+    from .connectors import resolve_connector
+
     kind = "MLA latent" if tm.is_mla else f"{tm.kv_heads} KV heads"
-    print(f"P{tm.prefill_tp} -> D{tm.decode_tp}, {kind}, connector={tm.connector}\n")
+    label = resolve_connector(tm.connector, tm.vllm_version).label
+    print(f"P{tm.prefill_tp} -> D{tm.decode_tp}, {kind}, connector={label}\n")
     print(
         table(
             ["decode rank", "holds heads", "reads (prefill rank: heads)"],
@@ -409,12 +428,15 @@ def _cmd_map(args: argparse.Namespace) -> int:
     print()
     print(
         table(
-            ["prefill rank", "holds heads", "read by decode ranks", "acks expected"],
+            ["prefill rank", "holds heads", "KV to decode ranks", "released by", "acks expected"],
             [
                 [
                     p.rank,
                     ranges(p.heads),
-                    ranges(p.readers) if p.readers else "(never read)",
+                    ranges(p.readers) if p.readers else "(none)",
+                    "(decode scheduler)"
+                    if tm.mode == "write"
+                    else (ranges(p.released_by) if p.released_by else "(nobody)"),
                     p.expected_acks,
                 ]
                 for p in tm.prefill
@@ -780,9 +802,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(e))  # exits 2
     except (PdtpError, TypeError, ValueError, OverflowError) as e:
         # Rule errors from `map` (an invalid pair) are a "no", not a usage mistake.
-        from .errors import RuleAssertionError, RuleNotImplementedError, RuleValueError
+        from .errors import (
+            RuleAssertionError,
+            RuleConnectorError,
+            RuleNotImplementedError,
+            RuleValueError,
+            RuleZeroDivisionError,
+            UnworkablePairError,
+        )
 
-        if isinstance(e, (RuleValueError, RuleNotImplementedError, RuleAssertionError)):
+        rule_errors = (
+            RuleValueError,
+            RuleNotImplementedError,
+            RuleAssertionError,
+            RuleZeroDivisionError,
+            RuleConnectorError,
+            UnworkablePairError,
+        )
+        if isinstance(e, rule_errors):
             print(f"pdtp {args.command}: invalid pair: {e}", file=sys.stderr)
             return EXIT_INVALID
         print(f"pdtp {args.command}: error: {e}", file=sys.stderr)

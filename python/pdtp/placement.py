@@ -45,12 +45,18 @@ def kv_transfer_config(plan: Plan, role: str, port: int, proxy_ip: str) -> str:
     kv_role = plan.prefill_role if role == "prefill" else plan.decode_role
     config: dict[str, object] = {"kv_connector": plan.kv_connector, "kv_role": kv_role}
     if plan.kv_connector == "MoRIIOConnector":
+        from .connectors import resolve_connector
+
+        # MoRIIO's mode is stated, never left to vLLM's default (WRITE since MoRIIO first
+        # shipped): the rules pdtp checked are the rules of the mode that runs.
+        mode = resolve_connector(plan.connector).mode
         config["kv_connector_extra_config"] = {
             "proxy_ip": proxy_ip,
             "proxy_ping_port": MORIIO_PROXY_PING_PORT,
             "http_port": port,
             "handshake_port": port + 100,
             "notify_port": port + 200,
+            "read_mode": "true" if mode == "read" else "false",
         }
     return json.dumps(config, separators=(",", ":"))
 
