@@ -383,7 +383,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"memory on {r.gpu}: prefill {p_fit}, decode {d_fit}")
     for v in r.violations:
         err = f"  [vLLM {v.vllm_error}]" if v.vllm_error else ""
-        print(f"\n  x {v.code} ({v.side}){err}\n    {v.message}\n    hint: {v.hint}")
+        message = v.message or "(vLLM's assert has no message)"
+        print(f"\n  x {v.code} ({v.side}){err}\n    {message}\n    hint: {v.hint}")
     for w in r.warnings:
         print(f"\n  ! {w.code}\n    {w.message}")
     if r.alternatives:
