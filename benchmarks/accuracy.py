@@ -1,23 +1,26 @@
-"""Accuracy of pdtp's performance model against measured serving points.
+"""Accuracy of pdtp's performance model against measured serving, out of sample.
 
-    python benchmarks/accuracy.py [--reference PATH] [--json PATH]
+    python benchmarks/accuracy.py [--quick] [--json PATH]
 
-For each measurement kind (TPOT, TTFT, throughput) and GPU group (NVIDIA rows; AMD rows by
-GPU type, e.g. MI300X) it prints n, the median and the p90 of the absolute relative error
+Data: every row of ``tests/data/reference/measured-serving.csv`` (619 InferenceMAX runs) and
+``perf-points.csv`` (101 aiconfigurator / vendor points). Each row's TPOT, mean TTFT and
+output throughput are compared with :func:`pdtp.predict_serving`'s (through
+:func:`pdtp.calibration.predict_points`), as absolute relative errors, median and p90, AMD and
+NVIDIA apart. Every setting but the last predicts a row with constants fitted
+(:func:`pdtp.calibration.fit_table`) on other rows only:
 
-- with the default constants (``pdtp.constants.DEFAULTS``, per GPU type);
-- calibrated out of sample: the group's rows are split in two halves (sorted by a stable key,
-  alternate rows), ``pdtp.calibrate`` fits on one half and predicts the other, then the
-  halves swap (2-fold cross-validation), so every row is predicted by constants that never
-  saw it;
-- calibrated in sample: fitted on all the group's rows (what the model can reach at best).
+- **leave one model out**: fit on every other model's rows, predict this model's;
+- **leave one GPU type out**: fit on every other GPU type's rows; the held-out type takes its
+  generation's (MI325X ↔ MI300X, H200 ↔ H100) or its vendor's shared constants;
+- **leave one (model, GPU) out**: fit on everything but this model on this GPU type;
+- **calibrate on 5**: per (model, GPU, dtype, engine) family, start from the constants fitted
+  without the family, :func:`pdtp.calibrate` on 5 of its rows, predict the rest;
+- **in sample**: the shipped defaults (fitted on all rows), for reference only.
 
-Predictions come from :func:`pdtp.calibration.predict_point`, the same functions the fit uses.
-The default constants of H100/H200 and MI300X were themselves fitted to this file (see
-``pdtp/constants.py``), so the defaults column is in sample too; the 2-fold column is the
-honest estimate of what calibrating on one's own measurements buys. Groups are per vendor, not
-per GPU type: the NVIDIA rows are H100 but for one H200 row, which a per-GPU split could
-neither fit nor test on its own.
+The **v1** column is the model before v2 with its shipped defaults (``accuracy_v1.py``,
+stored in ``accuracy_v1.json``): out of sample on measured-serving.csv, in sample on
+perf-points.csv. ``--quick`` runs one held-out GPU type and one held-out (model, GPU) family
+with a shorter search (what the test suite checks).
 """
 
 from __future__ import annotations
@@ -26,172 +29,254 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pdtp.calibration import (
+    DEFAULT_FIT,
     KINDS,
     PerfPoint,
-    PointError,
+    Table,
     calibrate,
+    fit_table,
     load_points,
-    point_errors,
+    predict_points,
     summarize,
 )
-from pdtp.constants import Constants
 
-DEFAULT_REFERENCE = (
-    Path(__file__).resolve().parents[1] / "tests" / "data" / "reference" / "perf-points.csv"
-)
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "tests" / "data" / "reference"
+FILES = ("measured-serving.csv", "perf-points.csv")
+V1 = Path(__file__).resolve().parent / "accuracy_v1.json"
 KIND_LABELS = {"tpot_ms": "TPOT", "ttft_ms": "TTFT", "output_tokens_per_s": "throughput"}
-SETTINGS = ("default", "calibrated_cv", "calibrated_in_sample")
+VENDORS = ("AMD", "NVIDIA")
+SETTINGS = ("model", "gpu", "model_gpu", "calibrate5", "in_sample")
 SETTING_LABELS = {
-    "default": "defaults",
-    "calibrated_cv": "calibrated (2-fold, out of sample)",
-    "calibrated_in_sample": "calibrated (in sample)",
+    "v1": "v1 defaults",
+    "model": "leave model out",
+    "gpu": "leave GPU type out",
+    "model_gpu": "leave (model, GPU) out",
+    "calibrate5": "calibrate on 5",
+    "in_sample": "in sample",
 }
-# The issue's goals: (kind, group, setting, bound on the median).
-GOALS: tuple[tuple[str, str, str, float], ...] = (
-    ("tpot_ms", "NVIDIA", "default", 0.15),
-    ("tpot_ms", "NVIDIA", "calibrated_cv", 0.10),
-    ("output_tokens_per_s", "MI300X", "default", 0.25),
-    ("output_tokens_per_s", "MI300X", "calibrated_cv", 0.25),
+#: The issue's targets: (kind, statistic, bound), out of sample, on AMD and on NVIDIA.
+TARGETS: tuple[tuple[str, str, float], ...] = (
+    ("tpot_ms", "median", 0.08),
+    ("tpot_ms", "p90", 0.20),
+    ("ttft_ms", "median", 0.15),
+    ("output_tokens_per_s", "median", 0.08),
 )
+CALIBRATE_TARGET = 0.05
 
 
-def group_of(point: PerfPoint) -> str:
-    """NVIDIA rows form one group (one software stack); AMD rows are grouped per GPU type."""
-    return "NVIDIA" if point.gpu.vendor == "NVIDIA" else point.gpu.name.upper()
+def load_all() -> list[PerfPoint]:
+    points: list[PerfPoint] = []
+    for name in FILES:
+        points += load_points(REFERENCE / name)
+    return points
 
 
-def _sort_key(p: PerfPoint) -> tuple[Any, ...]:
-    return (
-        p.gpu.name,
-        p.model.name,
-        p.model.weight_dtype,
-        p.tp,
-        p.isl,
-        p.osl,
-        p.concurrency or 0,
-        p.row,
-    )
+Predictions = list[dict[str, float]]
 
 
-def split_halves(points: Sequence[PerfPoint]) -> tuple[list[PerfPoint], list[PerfPoint]]:
-    """A deterministic split: sort by (GPU, model, dtype, tp, isl, osl, concurrency, row) and
-    alternate, so each half spans every configuration family."""
-    ordered = sorted(points, key=_sort_key)
-    return ordered[0::2], ordered[1::2]
+def _with(table: Table) -> Callable[[PerfPoint], Any]:
+    return lambda p: table.constants(p.gpu, p.engine)
 
 
-def _summaries(errors: Sequence[PointError]) -> dict[str, dict[str, float]]:
-    return {k: summarize([e.rel_error for e in errors if e.kind == k]) for k in KINDS}
+def held_out(
+    points: Sequence[PerfPoint],
+    key: Callable[[PerfPoint], str],
+    *,
+    only: Sequence[str] | None = None,
+    max_iterations: int = 100,
+) -> tuple[Predictions, dict[str, Table]]:
+    """Predict every row (of the groups in ``only``) from a table fitted without its group."""
+    preds: Predictions = [{} for _ in points]
+    tables: dict[str, Table] = {}
+    groups = sorted({key(p) for p in points}) if only is None else list(only)
+    for group in groups:
+        train = [p for p in points if key(p) != group]
+        test = [i for i, p in enumerate(points) if key(p) == group]
+        table = fit_table(train, max_iterations=max_iterations)
+        tables[group] = table
+        for i, pr in zip(test, predict_points([points[i] for i in test], _with(table))):
+            preds[i] = pr
+    return preds, tables
 
 
-def evaluate_group(points: Sequence[PerfPoint]) -> dict[str, Any]:
-    """Errors of one group's rows under the three settings, and the constants fitted."""
-    default_errors = point_errors(points)
-    first, second = split_halves(points)
-    cv_errors: list[PointError] = []
-    folds: list[dict[str, float]] = []
-    for train, test in ((first, second), (second, first)):
-        if not train or not test:
-            continue  # a one-row group has nothing to cross-validate
-        fitted = calibrate(train)
-        folds.append(_fitted(fitted))
-        cv_errors.extend(point_errors(test, fitted))
-    in_sample = calibrate(points)
-    return {
-        "rows": len(points),
-        "default": _summaries(default_errors),
-        "calibrated_cv": _summaries(cv_errors),
-        "calibrated_in_sample": _summaries(point_errors(points, in_sample)),
-        "constants_in_sample": _fitted(in_sample),
-        "constants_folds": folds,
-    }
+def _family(p: PerfPoint) -> str:
+    return f"{p.model.name}/{p.model.weight_dtype}/{p.gpu.name}/{p.engine}"
 
 
-def _fitted(c: Constants) -> dict[str, float]:
-    from pdtp.calibration import DEFAULT_FIT
-
-    return {k: float(getattr(c, k)) for k in DEFAULT_FIT}
+def _model_gpu(p: PerfPoint) -> str:
+    return f"{p.model.name}/{p.gpu.name}"
 
 
-def run(reference: Path | str = DEFAULT_REFERENCE) -> dict[str, Any]:
+def calibrated_on_five(
+    points: Sequence[PerfPoint],
+    tables: dict[str, Table],
+    *,
+    min_rows: int = 10,
+    fit: Sequence[str] = DEFAULT_FIT,
+) -> Predictions:
+    """Per family with at least ``min_rows`` rows: start from the table fitted without this
+    (model, GPU), calibrate on 5 rows spread over the family (sorted by tp, lengths and
+    concurrency, evenly spaced), predict the rest."""
+    preds: Predictions = [{} for _ in points]
+    families: dict[str, list[int]] = {}
+    for i, p in enumerate(points):
+        if p.concurrency is not None:
+            families.setdefault(_family(p), []).append(i)
+    for members in families.values():
+        if len(members) < min_rows:
+            continue
+        table = tables.get(_model_gpu(points[members[0]]))
+        if table is None:
+            continue
+        ordered = sorted(
+            members,
+            key=lambda i: (points[i].tp, points[i].isl, points[i].osl, points[i].concurrency),
+        )
+        step = (len(ordered) - 1) / 4
+        chosen = {ordered[round(k * step)] for k in range(5)}
+        first = points[ordered[0]]
+        base = table.constants(first.gpu, first.engine)
+        fitted = calibrate([points[i] for i in sorted(chosen)], base=base, fit=fit, time_limit_s=60)
+        rest = [i for i in members if i not in chosen]
+        for i, pr in zip(rest, predict_points([points[i] for i in rest], fitted)):
+            preds[i] = pr
+    return preds
+
+
+def summaries(points: Sequence[PerfPoint], preds: Predictions) -> dict[str, dict[str, Any]]:
+    """Per ``kind/vendor``: n, median and p90 of the absolute relative errors."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in KINDS:
+        for vendor in VENDORS:
+            errors = []
+            for p, pr in zip(points, preds):
+                if p.gpu.vendor != vendor or getattr(p, kind) is None or kind not in pr:
+                    continue
+                v = pr[kind]
+                errors.append(abs(v / p.measured(kind) - 1.0) if math.isfinite(v) else math.inf)
+            if errors:
+                out[f"{kind}/{vendor}"] = summarize(errors)
+    return out
+
+
+def run(*, quick: bool = False) -> dict[str, Any]:
     """The whole report as a JSON-ready dict."""
-    points = load_points(reference)
-    groups: dict[str, list[PerfPoint]] = {}
-    for p in points:
-        groups.setdefault(group_of(p), []).append(p)
-    # NVIDIA first, then the AMD types by name.
-    order = sorted(groups, key=lambda g: (g != "NVIDIA", g))
-    result: dict[str, Any] = {
-        "reference": str(reference),
-        "groups": {name: evaluate_group(groups[name]) for name in order},
-    }
-    result["goals"] = [_goal(result, *g) for g in GOALS if g[1] in result["groups"]]
+    started = time.monotonic()
+    points = load_all()
+    result: dict[str, Any] = {"rows": len(points), "quick": quick, "settings": {}}
+    iters = 25 if quick else 100
+    if quick:
+        gpu_preds, _ = held_out(points, lambda p: p.gpu.name, only=["mi325x"], max_iterations=iters)
+        pair_preds, _ = held_out(
+            points, _model_gpu, only=["llama-3.3-70b/h200"], max_iterations=iters
+        )
+        result["settings"]["gpu"] = summaries(points, gpu_preds)
+        result["settings"]["model_gpu"] = summaries(points, pair_preds)
+    else:
+        model_preds, _ = held_out(points, lambda p: p.model.name)
+        gpu_preds, _ = held_out(points, lambda p: p.gpu.name)
+        pair_preds, pair_tables = held_out(points, _model_gpu)
+        five = calibrated_on_five(points, pair_tables)
+        full = fit_table(points)
+        result["settings"]["model"] = summaries(points, model_preds)
+        result["settings"]["gpu"] = summaries(points, gpu_preds)
+        result["settings"]["model_gpu"] = summaries(points, pair_preds)
+        result["settings"]["calibrate5"] = summaries(points, five)
+        result["settings"]["in_sample"] = summaries(points, predict_points(points, _with(full)))
+    if V1.is_file():
+        v1 = json.loads(V1.read_text())
+        result["settings"]["v1"] = v1["measured-serving.csv"]
+    result["targets"] = _targets(result["settings"])
+    result["seconds"] = round(time.monotonic() - started, 1)
     return result
 
 
-def _goal(result: dict[str, Any], kind: str, group: str, setting: str, bound: float) -> Any:
-    median = result["groups"][group][setting][kind]["median"]
-    return {
-        "kind": kind,
-        "group": group,
-        "setting": setting,
-        "bound": bound,
-        "median": median,
-        "met": bool(median <= bound),
-    }
+def _targets(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for setting in ("model", "gpu", "model_gpu"):
+        table = settings.get(setting)
+        if not table:
+            continue
+        for kind, stat, bound in TARGETS:
+            for vendor in VENDORS:
+                s = table.get(f"{kind}/{vendor}")
+                if s:
+                    out.append(
+                        {
+                            "setting": setting,
+                            "kind": kind,
+                            "vendor": vendor,
+                            "statistic": stat,
+                            "bound": bound,
+                            "value": s[stat],
+                            "met": bool(s[stat] <= bound),
+                        }
+                    )
+    five = settings.get("calibrate5")
+    if five:
+        for kind in KINDS:
+            for vendor in VENDORS:
+                s = five.get(f"{kind}/{vendor}")
+                if s:
+                    out.append(
+                        {
+                            "setting": "calibrate5",
+                            "kind": kind,
+                            "vendor": vendor,
+                            "statistic": "median",
+                            "bound": CALIBRATE_TARGET,
+                            "value": s["median"],
+                            "met": bool(s["median"] <= CALIBRATE_TARGET),
+                        }
+                    )
+    return out
 
 
-def _pct(x: float) -> str:
-    return "–" if math.isnan(x) else f"{100 * x:.1f}%"
+def _pct(x: float | None) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
 
 
 def render_markdown(result: dict[str, Any]) -> str:
-    """The report as markdown: one table of errors, the goals, the fitted constants."""
+    settings = result["settings"]
+    order = [s for s in ("v1", *SETTINGS) if s in settings]
     lines = [
-        f"Accuracy against `{Path(result['reference']).name}` "
-        "(absolute relative error; median / p90)",
+        "Absolute relative error, median / p90 (out of sample but for 'in sample'):",
         "",
-        "| kind | group | n | " + " | ".join(SETTING_LABELS[s] for s in SETTINGS) + " |",
-        "|---|---|---:|" + "---:|" * len(SETTINGS),
+        "| quantity | GPUs | n | " + " | ".join(SETTING_LABELS[s] for s in order) + " |",
+        "|---|---|---:|" + "---:|" * len(order),
     ]
     for kind in KINDS:
-        for group, data in result["groups"].items():
-            n = data["default"][kind]["n"]
-            if not n:
+        for vendor in VENDORS:
+            key = f"{kind}/{vendor}"
+            ns = [settings[s][key]["n"] for s in order if s != "v1" and key in settings[s]]
+            if not ns:
                 continue
-            cells = [
-                f"{_pct(data[s][kind]['median'])} / {_pct(data[s][kind]['p90'])}" for s in SETTINGS
-            ]
-            lines.append(f"| {KIND_LABELS[kind]} | {group} | {n} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "defaults: `pdtp.constants.DEFAULTS` (fitted to this file, so in sample); 2-fold: "
-        "fitted on one half of the group's rows, tested on the other, and swapped.",
-        "",
-        "Goals (median):",
-        "",
-    ]
-    for g in result["goals"]:
-        mark = "met" if g["met"] else "NOT met"
+            cells = []
+            for s in order:
+                v = settings[s].get(key)
+                cells.append(f"{_pct(v['median'])} / {_pct(v['p90'])}" if v else "–")
+            lines.append(
+                f"| {KIND_LABELS[kind]} | {vendor} | {max(ns)} | " + " | ".join(cells) + " |"
+            )
+    lines += ["", "Targets:", ""]
+    for t in result["targets"]:
+        mark = "met" if t["met"] else "NOT met"
         lines.append(
-            f"- {KIND_LABELS[g['kind']]} {g['group']} {SETTING_LABELS[g['setting']]}: "
-            f"{_pct(g['median'])} ≤ {_pct(g['bound'])} — {mark}"
+            f"- {SETTING_LABELS[t['setting']]}, {KIND_LABELS[t['kind']]} {t['vendor']} "
+            f"{t['statistic']}: {_pct(t['value'])} (≤ {_pct(t['bound'])}) — {mark}"
         )
-    lines += ["", "Constants fitted in sample:", ""]
-    for group, data in result["groups"].items():
-        consts = ", ".join(f"{k}={_fmt(v)}" for k, v in data["constants_in_sample"].items())
-        lines.append(f"- {group}: {consts}")
     return "\n".join(lines) + "\n"
 
 
 def _json_ready(x: Any) -> Any:
-    """NaN (a kind with no rows) is not JSON: write null."""
-    if isinstance(x, float) and math.isnan(x):
+    if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
         return {k: _json_ready(v) for k, v in x.items()}
@@ -200,22 +285,16 @@ def _json_ready(x: Any) -> Any:
     return x
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.4g}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
+    parser.add_argument("--quick", action="store_true", help="the test suite's small run")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
-    if not args.reference.is_file():
-        print(f"reference points not found: {args.reference}", file=sys.stderr)
-        return 2
-    result = run(args.reference)
+    result = run(quick=args.quick)
     sys.stdout.write(render_markdown(result))
+    print(f"\n({result['rows']} rows, {result['seconds']} s)")
     if args.json is not None:
-        args.json.write_text(json.dumps(_json_ready(result), indent=2) + "\n")
+        args.json.write_text(json.dumps(_json_ready(result), indent=1) + "\n")
     return 0
 
 

@@ -6,8 +6,8 @@ under-subscribed pool to one four times over-subscribed, both objectives.
     python benchmarks/autoscale_latency.py [--repeat 200] [--fleet-repeat 20] [--search]
                                            [--json out.json]
 
-``--search`` also times the fleet with every objective level searched by CP-SAT (the
-closed-form bounds and DP solution not used as a shortcut): a cross-check of the model.
+``--search`` also times the fleet with CP-SAT unaided (no closed-form starting plan or
+bounds): what the help is worth.
 
 Goals (issue 6): size_for and replan p50 <= 5 ms; solve_fleet 20 x 512 proven optimal or
 within 1 % in <= 1 s. Timings are after a warm-up that pays OR-Tools' and numpy's import.
@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 import pdtp
-import pdtp.fleet as fleet_module
+import pdtp.planning.fleet as fleet_module
 
 CASES = [
     ("llama-3.1-70b", "mi300x", "moriio", 512),
@@ -110,7 +110,9 @@ def fleet_demands(scale: float) -> list[tuple[str, float, None, float]]:
 
 def bench_fleet(repeat: int, search: bool) -> list[dict[str, Any]]:
     rows = []
-    fleet_module._ALWAYS_SEARCH = search
+    helped = fleet_module._Bounds
+    if search:
+        fleet_module._Bounds = None  # type: ignore[assignment,misc]
     try:
         for scale in FLEET_SCALES:
             for objective in ("max_min", "weighted"):
@@ -135,13 +137,13 @@ def bench_fleet(repeat: int, search: bool) -> list[dict[str, Any]]:
                         "calls": repeat,
                         **stats(times),
                         "status": ",".join(sorted(statuses)),
-                        "max_gap": max(gaps),
+                        "max_gap": max(g if g is not None else 1.0 for g in gaps),
                         "gpus_used": fp.gpus_used,
                         "min_served": fp.min_served_fraction,
                     }
                 )
     finally:
-        fleet_module._ALWAYS_SEARCH = False
+        fleet_module._Bounds = helped
     return rows
 
 
@@ -155,10 +157,8 @@ def main() -> None:
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
 
-    # Warm-up: catalog, OR-Tools and numpy imports (a forced search loads OR-Tools).
-    fleet_module._ALWAYS_SEARCH = True
+    # Warm-up: catalog, OR-Tools and numpy imports.
     pdtp.solve_fleet([("llama-3.1-8b", 50.0), ("qwen3-8b", 50.0)], gpus=8, gpu="h100")
-    fleet_module._ALWAYS_SEARCH = False
 
     rows = bench_size_for_and_replan(args.repeat)
     print(f"{'call':<9} {'model':<14} {'gpu':<7} {'max_gpus':>8} {'p50 ms':>7} {'p99 ms':>7}  note")
@@ -172,6 +172,7 @@ def main() -> None:
         fleet_rows += bench_fleet(max(1, args.fleet_repeat // 10), True)
     print()
     print("solve_fleet: 20 models, 512 GPUs (64 nodes x 8), mi300x, time_limit_s=1")
+    print("(search: CP-SAT without the closed-form starting plan and bounds)")
     print(
         f"{'route':<21} {'scale':>5} {'objective':<9} {'p50 ms':>7} {'p99 ms':>7} "
         f"{'status':<16} {'max gap':>8} {'gpus':>5} {'min served':>10}"

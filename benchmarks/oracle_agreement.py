@@ -1,30 +1,79 @@
-"""CP-SAT against the exhaustive Rust oracle on the full grid: every catalog model x every
-GPU type x every connector x budgets 1..128 (CI checks a sample of budgets).
+"""CP-SAT against the exhaustive Rust oracle: every catalog model x every GPU type x every
+connector x budgets 1..128 (full nodes, the last one partial), plus sampled pools of partly
+free nodes and of two GPU types, for ``solve``; and sampled ``size_for`` demands.
 
-    python benchmarks/oracle_agreement.py [--budgets 1-128] [--json PATH]
+    python benchmarks/oracle_agreement.py [--budgets 1-128] [--samples 2000] [--workers N]
+                                          [--json PATH]
 
-Counts scenarios where both agree on the plan (same TP sizes and instance counts), where
-both find it infeasible, and any disagreement (printed; the exit code is 1 if any).
+Counts scenarios where both agree on the plan (same TP sizes, instance counts and GPU
+types), where both find it infeasible, and any disagreement (printed; exit code 1 if any).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import pdtp
 from pdtp.connectors import connector_names
 from pdtp.sweeps import parse_ints
 
+AMD, NVIDIA = ["mi300x", "mi325x", "mi355x"], ["a100", "h100", "h200", "b200"]
 
-def outcome(model: object, budget: int, gpu: str, connector: str, method: str) -> object:
+
+def outcome(planner: str, args: tuple[Any, ...], kw: dict[str, Any], method: str) -> Any:
     try:
-        p = pdtp.solve(model, budget, gpu=gpu, connector=connector, method=method)
+        p = getattr(pdtp, planner)(*args, **kw, method=method)
     except pdtp.InfeasibleError:
         return "INFEASIBLE"
-    return (p.prefill.tp, p.prefill.instances, p.decode.tp, p.decode.instances, p.status)
+    pd, dd = p.prefill, p.decode
+    return (pd.tp, pd.instances, pd.gpu, dd.tp, dd.instances, dd.gpu, p.status)
+
+
+def compare(job: tuple[str, tuple[Any, ...], dict[str, Any]]) -> tuple[str, Any]:
+    planner, args, kw = job
+    cp = outcome(planner, args, kw, "cpsat")
+    ex = outcome(planner, args, kw, "enumerate")
+    if cp != ex:
+        return "disagree", {"planner": planner, "args": args, **kw, "cpsat": cp, "enumerate": ex}
+    return ("agree_infeasible" if cp == "INFEASIBLE" else "agree_plan"), None
+
+
+def jobs(budgets: list[int], samples: int) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
+    names = [m.name for m in pdtp.models()]
+    out = [
+        ("solve", (m,), {"gpus": b, "gpu": g.name, "connector": c})
+        for m in names
+        for g in pdtp.gpus()
+        for c in connector_names()
+        for b in budgets
+    ]
+    rng = random.Random(0)
+    for _ in range(samples):
+        m = rng.choice(names)
+        connector, family = rng.choice([("moriio", AMD), ("nixl", NVIDIA)])
+        if rng.random() < 0.5:
+            nodes: Any = [rng.randint(1, 8) for _ in range(rng.randint(1, 8))]
+            out.append(
+                ("solve", (m,), {"nodes": nodes, "gpu": rng.choice(family), "connector": connector})
+            )
+        else:
+            a, b = rng.sample(family, 2)
+            nodes = {a: [rng.randint(1, 8) for _ in range(rng.randint(1, 4))],
+                     b: [rng.randint(1, 8) for _ in range(rng.randint(1, 4))]}  # fmt: skip
+            out.append(("solve", (m,), {"nodes": nodes, "connector": connector}))
+        demand = rng.choice([0.0, 1.0, 5.0, 20.0, 80.0])
+        out.append(
+            ("size_for", (m, demand), {"max_gpus": rng.choice(budgets), "gpu": rng.choice(family),
+                                       "connector": connector})
+        )  # fmt: skip
+    return out
 
 
 def main() -> int:
@@ -32,39 +81,28 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--budgets", default="1-128")
+    ap.add_argument("--samples", type=int, default=2000, help="node / two-type / demand samples")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
-    budgets = parse_ints(args.budgets, "budgets")
+    work = jobs(parse_ints(args.budgets, "budgets"), args.samples)
     counts = {"agree_plan": 0, "agree_infeasible": 0, "disagree": 0}
-    bad: list[dict[str, object]] = []
+    bad: list[dict[str, Any]] = []
     start = time.perf_counter()
-    for m in pdtp.models():
-        for g in pdtp.gpus():
-            for c in connector_names():
-                for b in budgets:
-                    cp = outcome(m, b, g.name, c, "cpsat")
-                    ex = outcome(m, b, g.name, c, "enumerate")
-                    if cp != ex:
-                        counts["disagree"] += 1
-                        bad.append({"model": m.name, "gpu": g.name, "connector": c, "gpus": b,
-                                    "cpsat": cp, "enumerate": ex})  # fmt: skip
-                    elif cp == "INFEASIBLE":
-                        counts["agree_infeasible"] += 1
-                    else:
-                        counts["agree_plan"] += 1
-    total = sum(counts.values())
+    with ProcessPoolExecutor(args.workers) as pool:
+        for kind, row in pool.map(compare, work, chunksize=64):
+            counts[kind] += 1
+            if row is not None:
+                bad.append(row)
     wall = time.perf_counter() - start
-    print(
-        f"{total:,} scenarios ({len(pdtp.models())} models x {len(pdtp.gpus())} GPU types x "
-        f"{len(connector_names())} connectors x {len(budgets)} budgets) in {wall:.0f} s"
-    )
+    print(f"{sum(counts.values()):,} scenarios in {wall:.0f} s on {args.workers} processes")
     for k, v in counts.items():
         print(f"  {k}: {v:,}")
     for row in bad[:20]:
         print("  DISAGREE", row)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"counts": counts, "disagreements": bad}, f, indent=2)
+            json.dump({"counts": counts, "disagreements": bad}, f, indent=2, default=str)
     return 1 if bad else 0
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import pdtp
 from pdtp import _core
 from pdtp.perf import resolve_context
+from pdtp.planning.scenario import sweep_scenario
 from pdtp.sweeps import parse_ints, parse_names
 from pdtp.workload import Workload
 
@@ -40,15 +41,14 @@ def _timed(fn: Any, repeat: int) -> tuple[float, Any]:
 
 def core_only(models: list[Any], gpus: list[str], budgets: list[int]) -> float:
     """Seconds for the Rust calls alone (side options + every budget), one process."""
-    work = Workload()._core_dict()
-    inputs = []
+    scenarios = []
     for m in models:
         for g in gpus:
             ctx = resolve_context(m, g)
-            inputs.append((*ctx.inputs, ctx.gpu.gpus_per_node, ctx.gpu_memory_utilization))
+            scenarios.append(sweep_scenario(ctx, Workload(), "moriio", ctx.gpu.gpus_per_node, None))
     start = time.perf_counter()
-    for mi, gi, ci, max_tp, util in inputs:
-        _core.sweep_budgets(mi, gi, ci, work, "moriio", budgets, max_tp, None, util)
+    for scenario in scenarios:
+        _core.sweep_budgets(scenario, budgets)
     return time.perf_counter() - start
 
 

@@ -10,7 +10,17 @@ use pyo3::types::{PyDict, PyType};
 use crate::check::{self, Shape, VllmError};
 use crate::connector::{self, ConnectorProfile};
 use crate::perf::{self, Constants, GpuPerf, ModelPerf, Workload};
-use crate::plan::{self, Candidate, Problem, SideOption};
+use std::sync::Arc;
+
+use crate::layout::Layout;
+use crate::perf::fit::{self as perf_fit, FitOptions, FitPoint, Prior};
+use crate::perf::serving::{self, Engine, ServingWorkload};
+use crate::perf::{StepBatch, WeightFormat};
+use crate::plan::{
+    self, cluster::TooLarge, oracle, relax, rule_blind, Candidates, Choice, GpuType, ModelSpec,
+    MoveCost, NodeClass, Objective, Order, Pair, Role, Running, Scenario, Sense, SideOption,
+    Solution, Value, Vendor,
+};
 use crate::rules::{self, RuleError};
 use crate::transfer;
 
@@ -321,6 +331,9 @@ fn model_perf(d: &Bound<'_, PyDict>) -> PyResult<ModelPerf> {
     Ok(ModelPerf {
         num_layers: num(d, "num_layers")?,
         num_attention_layers: num(d, "num_attention_layers")?,
+        num_moe_layers: num(d, "num_moe_layers")?,
+        num_sliding_layers: num(d, "num_sliding_layers")?,
+        sliding_window: num(d, "sliding_window")?,
         hidden_size: num(d, "hidden_size")?,
         num_attention_heads: num(d, "num_attention_heads")?,
         num_kv_heads: num(d, "num_kv_heads")? as i64,
@@ -330,10 +343,13 @@ fn model_perf(d: &Bound<'_, PyDict>) -> PyResult<ModelPerf> {
         qk_rope_head_dim: num(d, "qk_rope_head_dim")?,
         weight_bytes: num(d, "weight_bytes")?,
         expert_weight_bytes: num(d, "expert_weight_bytes")?,
+        unread_weight_bytes: num(d, "unread_weight_bytes")?,
         num_experts: num(d, "num_experts")?,
         experts_per_token: num(d, "experts_per_token")?,
         active_params: num(d, "active_params")?,
         kv_dtype_bytes: num(d, "kv_dtype_bytes")?,
+        dense_format: WeightFormat::from_code(num(d, "dense_format")?),
+        expert_format: WeightFormat::from_code(num(d, "expert_format")?),
     })
 }
 
@@ -342,23 +358,41 @@ fn gpu_perf(d: &Bound<'_, PyDict>) -> PyResult<GpuPerf> {
         memory_bytes: num(d, "memory_bytes")?,
         hbm_bandwidth: num(d, "hbm_bandwidth")?,
         peak_flops: num(d, "peak_flops")?,
+        bf16_flops: num(d, "bf16_flops")?,
         link_bandwidth: num(d, "link_bandwidth")?,
     })
 }
 
+/// Constants from a dict keyed by `Constants::FIELDS` (every field required).
 fn constants(d: &Bound<'_, PyDict>) -> PyResult<Constants> {
-    Ok(Constants {
-        mfu_prefill: num(d, "mfu_prefill")?,
-        mfu_decode: num(d, "mfu_decode")?,
-        mbu: num(d, "mbu")?,
-        allreduce_latency: num(d, "allreduce_latency_s")?,
-        step_overhead: num(d, "step_overhead_s")?,
-        reserve_bytes: num(d, "reserve_bytes")?,
-        ttft_queue_factor: num(d, "ttft_queue_factor")?,
-        kv_transfer_bandwidth: num(d, "kv_transfer_bandwidth")?,
-        kv_transfer_latency: num(d, "kv_transfer_latency_s")?,
-        max_num_seqs: num(d, "max_num_seqs")?,
-    })
+    let mut c = Constants {
+        mfu_prefill: 0.0,
+        mfu_decode: 0.0,
+        mfu_attention: 0.0,
+        mbu: 0.0,
+        kv_read_efficiency: 0.0,
+        moe_weight_efficiency: 0.0,
+        ep_weight_efficiency: 0.0,
+        fp8_weight_efficiency: 0.0,
+        fp4_weight_efficiency: 0.0,
+        int4_weight_efficiency: 0.0,
+        allreduce_latency: 0.0,
+        alltoall_latency: 0.0,
+        kernel_overhead: 0.0,
+        seq_overhead: 0.0,
+        step_overhead: 0.0,
+        api_overhead: 0.0,
+        schedule_wait_steps: 0.0,
+        reserve_bytes: 0.0,
+        ttft_queue_factor: 0.0,
+        kv_transfer_bandwidth: 0.0,
+        kv_transfer_latency: 0.0,
+        max_num_seqs: 0.0,
+    };
+    for (i, name) in Constants::FIELDS.iter().enumerate() {
+        c.set(i, num(d, name)?);
+    }
+    Ok(c)
 }
 
 fn workload(d: &Bound<'_, PyDict>) -> PyResult<Workload> {
@@ -436,7 +470,6 @@ fn predict_decode(
 }
 
 type SideRow = (i64, bool, bool, bool, f64, bool, i64, i64, f64, i64);
-type CandRow = (i64, i64, i64, i64, i64, i64);
 
 fn side_row(o: &SideOption) -> SideRow {
     (
@@ -451,81 +484,6 @@ fn side_row(o: &SideOption) -> SideRow {
         o.requests_per_s,
         o.units,
     )
-}
-
-fn cand_row(c: &Candidate) -> CandRow {
-    (
-        c.prefill_tp,
-        c.prefill_instances,
-        c.decode_tp,
-        c.decode_instances,
-        c.value,
-        c.gpus_used,
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-fn problem<'a>(
-    py: Python<'_>,
-    model: &Bound<'_, PyDict>,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
-    work: &Bound<'_, PyDict>,
-    connector: &str,
-    gpus: i64,
-    max_tp: i64,
-    max_acks: Option<i64>,
-    util: f64,
-) -> PyResult<Problem<'a>> {
-    let m = model_perf(model)?;
-    Ok(Problem {
-        model: m,
-        shape: m.shape(),
-        gpu: gpu_perf(gpu)?,
-        constants: constants(consts)?,
-        workload: workload(work)?,
-        profile: profile(py, connector)?,
-        gpus,
-        max_tp,
-        max_acks,
-        gpu_memory_utilization: util,
-    })
-}
-
-/// The candidate table: `(prefill_rows, decode_rows, candidates, valid_pairs,
-/// best_rejected)`.
-#[pyfunction]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
-#[pyo3(signature = (model, gpu, consts, work, connector, gpus, max_tp, max_acks, util))]
-fn candidate_table(
-    py: Python<'_>,
-    model: &Bound<'_, PyDict>,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
-    work: &Bound<'_, PyDict>,
-    connector: &str,
-    gpus: i64,
-    max_tp: i64,
-    max_acks: Option<i64>,
-    util: f64,
-) -> PyResult<(
-    Vec<SideRow>,
-    Vec<SideRow>,
-    Vec<CandRow>,
-    usize,
-    Option<CandRow>,
-)> {
-    let pb = problem(
-        py, model, gpu, consts, work, connector, gpus, max_tp, max_acks, util,
-    )?;
-    let table = released(py, || plan::build_table(&pb))?;
-    Ok((
-        table.prefill.iter().map(side_row).collect(),
-        table.decode.iter().map(side_row).collect(),
-        table.candidates.iter().map(cand_row).collect(),
-        table.valid_pairs,
-        table.best_rejected.as_ref().map(cand_row),
-    ))
 }
 
 /// One side's operating point at one TP size (the numbers `evaluate` reports).
@@ -551,58 +509,985 @@ fn side_option(
     })
 }
 
-/// The exhaustive oracle's best candidate (or None) and whether it finished within
-/// `time_limit_s` (when not, the candidate is the best found so far).
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (model, gpu, consts, work, connector, gpus, max_tp, max_acks, util, time_limit_s))]
-fn enumerate_best(
-    py: Python<'_>,
-    model: &Bound<'_, PyDict>,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
-    work: &Bound<'_, PyDict>,
-    connector: &str,
-    gpus: i64,
-    max_tp: i64,
-    max_acks: Option<i64>,
-    util: f64,
-    time_limit_s: f64,
-) -> PyResult<(Option<CandRow>, bool)> {
-    let pb = problem(
-        py, model, gpu, consts, work, connector, gpus, max_tp, max_acks, util,
-    )?;
-    let deadline = std::time::Duration::try_from_secs_f64(time_limit_s)
-        .ok()
-        .and_then(|d| std::time::Instant::now().checked_add(d));
-    let (best, complete) = released(py, || plan::enumerate_best_until(&pb, deadline))?;
-    Ok((best.as_ref().map(cand_row), complete))
+// ---- the planning core: a typed Scenario in, typed rows, stages, hints and plans out ----
+
+fn invalid(py: Python<'_>, message: String) -> PyErr {
+    pdtp_error(py, "InvalidArgumentError", message)
 }
 
+/// One model of a scenario: its performance inputs, workload, GPU numbers per pool type
+/// (the peak depends on its weight dtype), demand and weight.
+#[pyclass(frozen, module = "pdtp._core", name = "ModelSpec")]
+struct PyModelSpec {
+    inner: ModelSpec,
+}
+
+#[pymethods]
+impl PyModelSpec {
+    #[new]
+    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0))]
+    fn new(
+        name: String,
+        model: &Bound<'_, PyDict>,
+        workload: &Bound<'_, PyDict>,
+        gpus: Vec<Bound<'_, PyDict>>,
+        demand_rps: f64,
+        weight: f64,
+    ) -> PyResult<Self> {
+        Ok(PyModelSpec {
+            inner: ModelSpec {
+                name,
+                perf: model_perf(model)?,
+                workload: self::workload(workload)?,
+                gpu_perf: gpus.iter().map(gpu_perf).collect::<PyResult<_>>()?,
+                demand_rps,
+                weight,
+            },
+        })
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+}
+
+/// One GPU type of a scenario's pool.
+#[pyclass(frozen, module = "pdtp._core", name = "GpuType")]
+struct PyGpuType {
+    inner: GpuType,
+}
+
+#[pymethods]
+impl PyGpuType {
+    #[new]
+    #[pyo3(signature = (*, name, vendor, constants, node_size, price=0))]
+    fn new(
+        py: Python<'_>,
+        name: String,
+        vendor: &str,
+        constants: &Bound<'_, PyDict>,
+        node_size: i64,
+        price: i64,
+    ) -> PyResult<Self> {
+        let vendor = match vendor {
+            "AMD" => Vendor::Amd,
+            "NVIDIA" => Vendor::Nvidia,
+            v => {
+                return Err(invalid(
+                    py,
+                    format!("vendor must be AMD or NVIDIA, got {v:?}"),
+                ))
+            }
+        };
+        if node_size < 1 || price < 0 {
+            return Err(invalid(
+                py,
+                format!("GPU type {name}: node_size must be >= 1 and price >= 0"),
+            ));
+        }
+        Ok(PyGpuType {
+            inner: GpuType {
+                name,
+                vendor,
+                constants: self::constants(constants)?,
+                node_size,
+                price,
+            },
+        })
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+}
+
+/// The planning question, validated once: models, GPU pool (types and node classes),
+/// connector ("name" or "name@X.Y.Z"), limits and objective.
+#[pyclass(frozen, module = "pdtp._core", name = "Scenario")]
+struct PyScenario {
+    inner: Arc<Scenario>,
+    connector_key: String,
+}
+
+type RunningArg = (Option<usize>, i64, i64);
+
+#[pymethods]
+impl PyScenario {
+    #[new]
+    #[pyo3(signature = (*, models, gpu_types, nodes, connector, objective, max_tp=None, max_acks=None, gpu_memory_utilization=0.9, move_cost=None, running=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        models: Vec<PyRef<'_, PyModelSpec>>,
+        gpu_types: Vec<PyRef<'_, PyGpuType>>,
+        nodes: Vec<(usize, i64, i64)>,
+        connector: &str,
+        objective: &str,
+        max_tp: Option<i64>,
+        max_acks: Option<i64>,
+        gpu_memory_utilization: f64,
+        move_cost: Option<(f64, f64, f64, f64)>,
+        running: Option<(RunningArg, RunningArg)>,
+    ) -> PyResult<Self> {
+        let types: Vec<GpuType> = gpu_types.iter().map(|g| g.inner.clone()).collect();
+        let models: Vec<ModelSpec> = models.iter().map(|m| m.inner.clone()).collect();
+        if models.is_empty() || types.is_empty() {
+            return Err(invalid(
+                py,
+                "a scenario needs a model and a GPU type".into(),
+            ));
+        }
+        if models.iter().any(|m| m.gpu_perf.len() != types.len()) {
+            return Err(invalid(
+                py,
+                "each model needs GPU numbers for every GPU type".into(),
+            ));
+        }
+        let mut classes = Vec::new();
+        for (t, free, count) in nodes {
+            let Some(g) = types.get(t) else {
+                return Err(invalid(
+                    py,
+                    format!("node class of GPU type {t}: no such type"),
+                ));
+            };
+            if !(0..=g.node_size).contains(&free) || count < 0 {
+                return Err(invalid(
+                    py,
+                    format!(
+                        "nodes of {}: free GPUs must be in [0, {}] and counts >= 0",
+                        g.name, g.node_size
+                    ),
+                ));
+            }
+            classes.push(NodeClass {
+                gpu_type: t,
+                free,
+                count,
+            });
+        }
+        if !(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0) {
+            return Err(invalid(
+                py,
+                "gpu_memory_utilization must be in (0, 1]".into(),
+            ));
+        }
+        let run = |r: RunningArg| Running {
+            gpu_type: r.0,
+            tp: r.1,
+            instances: r.2,
+        };
+        let objective = match objective {
+            "throughput" => Objective::Throughput,
+            "tokens_per_dollar" => Objective::TokensPerDollar,
+            "gpus" => Objective::FewestGpus,
+            "cost" => Objective::Cost,
+            "max_min" => Objective::MaxMin,
+            "weighted" => Objective::Weighted,
+            "moves" => {
+                let ((s, t, r, g), (p, d)) = match (move_cost, running) {
+                    (Some(w), Some(run)) => (w, run),
+                    _ => {
+                        return Err(invalid(
+                            py,
+                            "objective moves needs move_cost and running".into(),
+                        ))
+                    }
+                };
+                Objective::Moves {
+                    weights: MoveCost {
+                        start: s,
+                        stop: t,
+                        restart: r,
+                        gpu: g,
+                    },
+                    prefill: run(p),
+                    decode: run(d),
+                }
+            }
+            o => return Err(invalid(py, format!("unknown objective {o:?}"))),
+        };
+        Ok(PyScenario {
+            inner: Arc::new(Scenario {
+                models,
+                gpu_types: types,
+                nodes: classes,
+                connector: profile(py, connector)?,
+                max_tp,
+                max_acks,
+                gpu_memory_utilization,
+                objective,
+            }),
+            connector_key: connector.to_string(),
+        })
+    }
+
+    #[getter]
+    fn connector(&self) -> &str {
+        &self.connector_key
+    }
+
+    #[getter]
+    fn total_gpus(&self) -> i64 {
+        self.inner.total_gpus()
+    }
+}
+
+/// One candidate row: a model's instance kind (role, GPU type, layout) and its numbers.
+#[pyclass(frozen, module = "pdtp._core", name = "Row")]
+struct PyRow {
+    #[pyo3(get)]
+    model: usize,
+    #[pyo3(get)]
+    role: &'static str,
+    #[pyo3(get)]
+    gpu_type: usize,
+    #[pyo3(get)]
+    tp: i64,
+    #[pyo3(get)]
+    gpus: i64,
+    #[pyo3(get)]
+    loads: bool,
+    #[pyo3(get)]
+    fits_weights: bool,
+    #[pyo3(get)]
+    fits_kv: bool,
+    /// TTFT (prefill) or TPOT (decode), seconds.
+    #[pyo3(get)]
+    latency_s: f64,
+    #[pyo3(get)]
+    meets_slo: bool,
+    #[pyo3(get)]
+    batch: i64,
+    #[pyo3(get)]
+    max_batch: i64,
+    #[pyo3(get)]
+    requests_per_s: f64,
+    /// Capacity per instance in the optimisation's integer units.
+    #[pyo3(get)]
+    units: i64,
+    /// Whether some node (or set of whole free nodes) holds one instance.
+    #[pyo3(get)]
+    placeable: bool,
+    /// Node item size and items per instance (more than one: whole nodes).
+    #[pyo3(get)]
+    piece: i64,
+    #[pyo3(get)]
+    pieces: i64,
+    /// Most instances the pool holds (nothing else placed).
+    #[pyo3(get)]
+    most: i64,
+    /// Instances serving the model's demand alone (planners with a demand).
+    #[pyo3(get)]
+    need: Option<i64>,
+    #[pyo3(get)]
+    usable: bool,
+}
+
+/// A (prefill row, decode row) pair of one model.
+#[pyclass(frozen, module = "pdtp._core", name = "Pair")]
+struct PyPair {
+    #[pyo3(get)]
+    model: usize,
+    #[pyo3(get)]
+    prefill: usize,
+    #[pyo3(get)]
+    decode: usize,
+}
+
+/// One model's choice in a plan: its prefill and decode rows and instance counts.
+#[pyclass(frozen, module = "pdtp._core", name = "Choice")]
+#[derive(Clone, Copy)]
+struct PyChoice {
+    #[pyo3(get)]
+    prefill: usize,
+    #[pyo3(get)]
+    decode: usize,
+    #[pyo3(get)]
+    prefill_instances: i64,
+    #[pyo3(get)]
+    decode_instances: i64,
+}
+
+#[pymethods]
+impl PyChoice {
+    #[new]
+    fn new(prefill: usize, decode: usize, prefill_instances: i64, decode_instances: i64) -> Self {
+        PyChoice {
+            prefill,
+            decode,
+            prefill_instances,
+            decode_instances,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Choice(prefill={}, decode={}, prefill_instances={}, decode_instances={})",
+            self.prefill, self.decode, self.prefill_instances, self.decode_instances
+        )
+    }
+
+    fn __eq__(&self, other: &Self) -> bool {
+        (
+            self.prefill,
+            self.decode,
+            self.prefill_instances,
+            self.decode_instances,
+        ) == (
+            other.prefill,
+            other.decode,
+            other.prefill_instances,
+            other.decode_instances,
+        )
+    }
+}
+
+/// One CP-SAT stage: optimise Σ coef × term.
+#[pyclass(frozen, module = "pdtp._core", name = "Stage")]
+struct PyStage {
+    #[pyo3(get)]
+    sense: &'static str,
+    #[pyo3(get)]
+    terms: Vec<(&'static str, i64)>,
+}
+
+/// A node fill pattern of one node class: (item size, how many).
+#[pyclass(frozen, module = "pdtp._core", name = "Pattern")]
+struct PyPattern {
+    #[pyo3(get)]
+    class_index: usize,
+    #[pyo3(get)]
+    items: Vec<(i64, i64)>,
+}
+
+/// One instance's place: its node (the first of `nodes` when it spans whole nodes), GPU
+/// type, model, role, index within its role and the devices it uses on each of its nodes
+/// (a node's free devices counted from 0).
+#[pyclass(frozen, module = "pdtp._core", name = "Placed")]
+struct PyPlaced {
+    #[pyo3(get)]
+    node: usize,
+    #[pyo3(get)]
+    nodes: Vec<usize>,
+    #[pyo3(get)]
+    gpu_type: usize,
+    #[pyo3(get)]
+    model: usize,
+    #[pyo3(get)]
+    role: &'static str,
+    #[pyo3(get)]
+    index: i64,
+    #[pyo3(get)]
+    devices: Vec<i64>,
+}
+
+/// Re-plan data: weights as integers and each running side's row, instances and size.
+#[pyclass(frozen, module = "pdtp._core", name = "Moves")]
+struct PyMoves {
+    #[pyo3(get)]
+    start: i64,
+    #[pyo3(get)]
+    stop: i64,
+    #[pyo3(get)]
+    restart: i64,
+    #[pyo3(get)]
+    gpu: i64,
+    #[pyo3(get)]
+    prefill: (Option<usize>, i64, i64),
+    #[pyo3(get)]
+    decode: (Option<usize>, i64, i64),
+}
+
+type PySolution<'py> = Vec<Option<PyRef<'py, PyChoice>>>;
+type OutSolution = Vec<Option<PyChoice>>;
+
+/// Everything a planner decides over, for one scenario: rows, pairs, node classes and
+/// patterns, the order's stages, and the hint, bounds, oracle and placement behind them.
+#[pyclass(frozen, module = "pdtp._core", name = "Candidates")]
+struct PyCandidates {
+    c: Arc<Candidates>,
+    order: Arc<Order>,
+}
+
+fn out_solution(sol: &Solution) -> OutSolution {
+    sol.iter()
+        .map(|ch| {
+            ch.map(|ch| PyChoice {
+                prefill: ch.pair.prefill,
+                decode: ch.pair.decode,
+                prefill_instances: ch.prefill,
+                decode_instances: ch.decode,
+            })
+        })
+        .collect()
+}
+
+impl PyCandidates {
+    fn solution(&self, py: Python<'_>, sol: PySolution<'_>) -> PyResult<Solution> {
+        let c = &self.c;
+        if sol.len() != c.scenario.models.len() {
+            return Err(invalid(py, "a plan has one entry per model".into()));
+        }
+        sol.into_iter()
+            .enumerate()
+            .map(|(m, ch)| {
+                let Some(ch) = ch else { return Ok(None) };
+                let ok = |r: usize, role: Role| {
+                    c.rows
+                        .get(r)
+                        .is_some_and(|row| row.model == m && row.role == role)
+                };
+                if !ok(ch.prefill, Role::Prefill) || !ok(ch.decode, Role::Decode) {
+                    return Err(invalid(
+                        py,
+                        format!("model {m}: rows do not match the model"),
+                    ));
+                }
+                if ch.prefill_instances < 0 || ch.decode_instances < 0 {
+                    return Err(invalid(py, "instance counts must be >= 0".into()));
+                }
+                Ok(Some(Choice {
+                    pair: Pair {
+                        model: m,
+                        prefill: ch.prefill,
+                        decode: ch.decode,
+                    },
+                    prefill: ch.prefill_instances,
+                    decode: ch.decode_instances,
+                }))
+            })
+            .collect()
+    }
+}
+
+fn value_obj(py: Python<'_>, v: &Value) -> PyResult<PyObject> {
+    Ok(match v {
+        Value::Int(x) => x.into_pyobject(py)?.into_any().unbind(),
+        Value::Ratio(n, d) => (n, d).into_pyobject(py)?.into_any().unbind(),
+    })
+}
+
+#[pymethods]
+impl PyCandidates {
+    #[getter]
+    fn rows(&self) -> Vec<PyRow> {
+        let c = &self.c;
+        c.rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let o = &r.side;
+                PyRow {
+                    model: r.model,
+                    role: r.role.name(),
+                    gpu_type: r.gpu_type,
+                    tp: r.layout.tp,
+                    gpus: r.gpus(),
+                    loads: o.loads,
+                    fits_weights: o.fits_weights,
+                    fits_kv: o.fits_kv,
+                    latency_s: o.latency,
+                    meets_slo: o.meets_slo,
+                    batch: o.batch,
+                    max_batch: o.max_batch,
+                    requests_per_s: o.requests_per_s,
+                    units: r.units,
+                    placeable: r.item.is_some(),
+                    piece: r.item.map_or(0, |it| it.piece),
+                    pieces: r.item.map_or(0, |it| it.pieces),
+                    most: c.most(i),
+                    need: r.need,
+                    usable: r.usable(),
+                }
+            })
+            .collect()
+    }
+
+    #[getter]
+    fn pairs(&self) -> Vec<PyPair> {
+        self.c.pairs.iter().map(py_pair).collect()
+    }
+
+    /// Pairs of usable rows the connector's pair rules refuse.
+    #[getter]
+    fn rejected(&self) -> Vec<PyPair> {
+        self.c.rejected.iter().map(py_pair).collect()
+    }
+
+    /// Node classes as (GPU type, free GPUs, count).
+    #[getter]
+    fn classes(&self) -> Vec<(usize, i64, i64)> {
+        self.c
+            .cluster
+            .classes
+            .iter()
+            .map(|k| (k.gpu_type, k.free, k.count))
+            .collect()
+    }
+
+    /// Per GPU type: the item sizes of usable rows.
+    #[getter]
+    fn sizes(&self) -> Vec<Vec<i64>> {
+        self.c.sizes.clone()
+    }
+
+    /// Every node fill pattern of every class (over the sizes of usable rows).
+    fn patterns(&self) -> Vec<PyPattern> {
+        let c = &self.c;
+        (0..c.scenario.gpu_types.len())
+            .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
+            .map(|p| PyPattern {
+                class_index: p.class,
+                items: p.items,
+            })
+            .collect()
+    }
+
+    #[getter]
+    fn stages(&self) -> Vec<PyStage> {
+        self.order
+            .stages
+            .iter()
+            .map(|s| PyStage {
+                sense: match s.sense {
+                    Sense::Max => "max",
+                    Sense::Min => "min",
+                },
+                terms: s.terms.iter().map(|&(t, k)| (t.name(), k)).collect(),
+            })
+            .collect()
+    }
+
+    /// Per row: price of one instance per hour (the cost term's coefficients).
+    #[getter]
+    fn row_cost(&self) -> Vec<i64> {
+        self.order.row_cost.clone()
+    }
+
+    /// Per row: the ratio stage's served and cost coefficients.
+    #[getter]
+    fn ratio_coefficients(&self) -> (Vec<i64>, Vec<i64>) {
+        (
+            self.order.ratio_served.clone(),
+            self.order.ratio_cost.clone(),
+        )
+    }
+
+    /// Per model: integer weight, whether it counts in the smallest fraction, demand in
+    /// its capacity units and its unit scale (fleet terms).
+    #[getter]
+    fn fleet_terms(&self) -> (Vec<i64>, Vec<bool>, Vec<i64>, Vec<i64>) {
+        (
+            self.order.weights.clone(),
+            self.order.counts_in_min.clone(),
+            self.c.demand_units.clone(),
+            self.c.unit_scale.clone(),
+        )
+    }
+
+    #[getter]
+    fn moves(&self) -> Option<PyMoves> {
+        self.order.moves.map(|(w, p, d)| PyMoves {
+            start: w.start,
+            stop: w.stop,
+            restart: w.restart,
+            gpu: w.gpu,
+            prefill: (p.row, p.instances, p.gpus),
+            decode: (d.row, d.instances, d.gpus),
+        })
+    }
+
+    /// Models in the scenario.
+    #[getter]
+    fn models(&self) -> usize {
+        self.c.scenario.models.len()
+    }
+
+    /// Whether models share a pool (a model may get nothing) rather than one model plans.
+    #[getter]
+    fn is_fleet(&self) -> bool {
+        self.c.scenario.objective.is_fleet()
+    }
+
+    /// Whether every model's demand must be served in full (each row's `need`).
+    #[getter]
+    fn serves_demand(&self) -> bool {
+        self.c.scenario.objective.serves_demand()
+    }
+
+    /// How many nodes of each pattern (in `patterns()` order) a plan's placement fills: the
+    /// node-pattern part of a complete CP-SAT hint.
+    fn usage(&self, py: Python<'_>, solution: PySolution<'_>) -> PyResult<Vec<(usize, i64)>> {
+        let sol = self.solution(py, solution)?;
+        let c = self.c.clone();
+        Ok(released(py, move || pattern_usage(&c, &sol))?.unwrap_or_default())
+    }
+
+    /// The fraction step count (fleet fractions are multiples of 1/this).
+    #[getter]
+    fn fraction_scale(&self) -> i64 {
+        plan::candidates::FRACTION_SCALE
+    }
+
+    /// A valid bound on stage `stage`'s optimum given earlier stages' values (None: no
+    /// bound from the relaxation).
+    fn bound(&self, stage: usize, fixed: Vec<i128>) -> Option<i128> {
+        relax::bound(&self.c, &self.order, stage, &fixed)
+    }
+
+    /// A feasible plan to start CP-SAT from (single-model planners).
+    fn hint(&self, py: Python<'_>) -> PyResult<Option<OutSolution>> {
+        let (c, o) = (self.c.clone(), self.order.clone());
+        Ok(released(py, move || relax::hint(&c, &o))?.map(|s| out_solution(&s)))
+    }
+
+    /// Each stage's value for a plan (ints; a ratio stage as (numerator, denominator)).
+    fn values(&self, py: Python<'_>, solution: PySolution<'_>) -> PyResult<Vec<PyObject>> {
+        let sol = self.solution(py, solution)?;
+        self.order
+            .values(&self.c, &sol)
+            .iter()
+            .map(|v| value_obj(py, v))
+            .collect()
+    }
+
+    /// -1 when plan `a` is better than `b`, 1 when worse, 0 when the order ties them.
+    fn compare(&self, py: Python<'_>, a: PySolution<'_>, b: PySolution<'_>) -> PyResult<i32> {
+        let (a, b) = (self.solution(py, a)?, self.solution(py, b)?);
+        Ok(match self.order.cmp(&self.c, &a, &b) {
+            std::cmp::Ordering::Less => -1,
+            std::cmp::Ordering::Equal => 0,
+            std::cmp::Ordering::Greater => 1,
+        })
+    }
+
+    /// Whether a plan meets every constraint: rows of valid pairs, counts that serve each
+    /// demand, and instances that fit the nodes (None: too large to check exactly).
+    fn feasible(&self, py: Python<'_>, solution: PySolution<'_>) -> PyResult<Option<bool>> {
+        let sol = self.solution(py, solution)?;
+        let c = &self.c;
+        for ch in sol.iter().flatten() {
+            if !c.pairs.contains(&ch.pair) {
+                return Ok(Some(false));
+            }
+            if c.scenario.objective.serves_demand() {
+                let (p, d) = (&c.rows[ch.pair.prefill], &c.rows[ch.pair.decode]);
+                if p.need.is_none_or(|n| ch.prefill < n) || d.need.is_none_or(|n| ch.decode < n) {
+                    return Ok(Some(false));
+                }
+            } else if ch.prefill < 1 || ch.decode < 1 {
+                return Ok(Some(false));
+            }
+        }
+        if !c.scenario.objective.is_fleet() && sol.iter().all(|x| x.is_none()) {
+            return Ok(Some(false));
+        }
+        let mut need = Vec::new();
+        for ch in sol.iter().flatten() {
+            need.push((c.rows[ch.pair.prefill].item.unwrap(), ch.prefill));
+            need.push((c.rows[ch.pair.decode].item.unwrap(), ch.decode));
+        }
+        Ok(match c.cluster.fits(&need) {
+            Ok(ok) => Some(ok),
+            Err(TooLarge) => (c.cluster.classes.iter().map(|k| k.count).sum::<i64>() <= 64)
+                .then(|| oracle::packs(&c.cluster, c, &sol)),
+        })
+    }
+
+    /// The exhaustive oracle: the best plan and whether it finished within `time_limit_s`.
+    #[pyo3(signature = (time_limit_s=None, reduced=true))]
+    fn oracle(
+        &self,
+        py: Python<'_>,
+        time_limit_s: Option<f64>,
+        reduced: bool,
+    ) -> PyResult<(Option<OutSolution>, bool)> {
+        let deadline = time_limit_s.and_then(|s| {
+            std::time::Duration::try_from_secs_f64(s.max(0.0))
+                .ok()
+                .and_then(|d| std::time::Instant::now().checked_add(d))
+        });
+        let (c, o) = (self.c.clone(), self.order.clone());
+        let (best, complete) = released(py, move || oracle::search(&c, &o, deadline, reduced))?;
+        Ok((best.map(|s| out_solution(&s)), complete))
+    }
+
+    /// The best plan over the pairs the connector's rules refuse (what they cost).
+    fn rule_blind(&self, py: Python<'_>) -> PyResult<Option<OutSolution>> {
+        let (c, o) = (self.c.clone(), self.order.clone());
+        Ok(released(py, move || rule_blind::best_refused(&c, &o))?.map(|s| out_solution(&s)))
+    }
+
+    /// Where each instance of a plan runs. `usage` (pattern index, nodes) from a CP-SAT
+    /// solution places item sizes that no closed form packs.
+    #[pyo3(signature = (solution, usage=None))]
+    fn place(
+        &self,
+        py: Python<'_>,
+        solution: PySolution<'_>,
+        usage: Option<Vec<(usize, i64)>>,
+    ) -> PyResult<Vec<PyPlaced>> {
+        let sol = self.solution(py, solution)?;
+        let c = self.c.clone();
+        let placed = released(py, move || placement(&c, &sol, usage.as_deref()))?;
+        placed.ok_or_else(|| {
+            pdtp_error(
+                py,
+                "PdtpError",
+                "internal error: the plan's instances could not be placed (please report)".into(),
+            )
+        })
+    }
+}
+
+fn py_pair(p: &Pair) -> PyPair {
+    PyPair {
+        model: p.model,
+        prefill: p.prefill,
+        decode: p.decode,
+    }
+}
+
+/// Instances → nodes: every GPU type's items by the exact closed forms, else by the
+/// pattern usage a CP-SAT solution gives. Linear in nodes and instances.
+fn placement(
+    c: &Candidates,
+    sol: &Solution,
+    usage: Option<&[(usize, i64)]>,
+) -> Option<Vec<PyPlaced>> {
+    // Items in plan order: (type, piece, (model, role, index)).
+    let mut items: Vec<(usize, i64, usize, &'static str, i64)> = Vec::new();
+    for (m, ch) in sol.iter().enumerate() {
+        let Some(ch) = ch else { continue };
+        for (row, n) in [(ch.pair.prefill, ch.prefill), (ch.pair.decode, ch.decode)] {
+            let r = &c.rows[row];
+            let it = r.item?;
+            for i in 0..n {
+                for _ in 0..it.pieces {
+                    items.push((it.gpu_type, it.piece, m, r.role.name(), i));
+                }
+            }
+        }
+    }
+    let types = c.scenario.gpu_types.len();
+    // Per type: node number of each item of each size, in order.
+    let mut slots: Vec<std::collections::BTreeMap<i64, std::collections::VecDeque<usize>>> =
+        Vec::new();
+    let patterns: Vec<plan::Pattern> = (0..types)
+        .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
+        .collect();
+    for t in 0..types {
+        let mut counts = std::collections::BTreeMap::new();
+        for it in items.iter().filter(|it| it.0 == t) {
+            *counts.entry(it.1).or_insert(0i64) += 1;
+        }
+        let placed = match c.cluster.place(t, &counts) {
+            Ok(p) => p,
+            Err(TooLarge) => by_patterns(c, t, &counts, &patterns, usage?)?,
+        };
+        slots.push(placed.into_iter().map(|(s, v)| (s, v.into())).collect());
+    }
+    // Devices: each node hands out its free devices in order.
+    let mut next_device: std::collections::HashMap<usize, i64> = std::collections::HashMap::new();
+    let mut out: Vec<PyPlaced> = Vec::new();
+    let mut k = 0;
+    while k < items.len() {
+        let (t, piece, m, role, index) = items[k];
+        let mut run = k;
+        while run < items.len()
+            && items[run].2 == m
+            && items[run].3 == role
+            && items[run].4 == index
+        {
+            run += 1;
+        }
+        // One instance: `run - k` items (several only when it spans whole nodes, each the
+        // same devices of another node).
+        let mut devices = Vec::new();
+        let mut nodes = Vec::new();
+        for _ in k..run {
+            let node = slots[t].get_mut(&piece)?.pop_front()?;
+            let start = next_device.entry(node).or_insert(0);
+            devices = (*start..*start + piece).collect();
+            *start += piece;
+            nodes.push(node);
+        }
+        out.push(PyPlaced {
+            node: nodes[0],
+            nodes,
+            gpu_type: t,
+            model: m,
+            role,
+            index,
+            devices,
+        });
+        k = run;
+    }
+    Some(out)
+}
+
+/// Each node's contents mapped to a pattern of its class that holds them: by runs of
+/// identical nodes where the sizes form a chain (cost independent of the pool's size), else
+/// from the full placement.
+fn pattern_usage(c: &Candidates, sol: &Solution) -> Option<Vec<(usize, i64)>> {
+    let types = c.scenario.gpu_types.len();
+    let patterns: Vec<plan::Pattern> = (0..types)
+        .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
+        .collect();
+    let mut per_type: Vec<std::collections::BTreeMap<i64, i64>> = vec![Default::default(); types];
+    for ch in sol.iter().flatten() {
+        for (row, n) in [(ch.pair.prefill, ch.prefill), (ch.pair.decode, ch.decode)] {
+            let it = c.rows[row].item?;
+            *per_type[it.gpu_type].entry(it.piece).or_default() += n * it.pieces;
+        }
+    }
+    let runs: Option<Vec<_>> = (0..types)
+        .map(|t| c.cluster.fill_runs(t, &per_type[t]))
+        .collect();
+    if let Some(runs) = runs {
+        let mut counts: std::collections::BTreeMap<usize, i64> = Default::default();
+        for (class, contents, nodes) in runs.into_iter().flatten() {
+            let j = patterns.iter().position(|p| {
+                p.class == class
+                    && contents.iter().all(|(s, k)| {
+                        p.items
+                            .iter()
+                            .find(|(ps, _)| ps == s)
+                            .is_some_and(|(_, pk)| pk >= k)
+                    })
+            })?;
+            *counts.entry(j).or_default() += nodes;
+        }
+        return Some(counts.into_iter().collect());
+    }
+    let placed = placement(c, sol, None)?;
+    let node_class: std::collections::HashMap<usize, usize> = c
+        .cluster
+        .node_ids
+        .iter()
+        .enumerate()
+        .flat_map(|(ci, ids)| ids.iter().map(move |&n| (n, ci)))
+        .collect();
+    let mut content: std::collections::BTreeMap<usize, std::collections::BTreeMap<i64, i64>> =
+        std::collections::BTreeMap::new();
+    for p in &placed {
+        for &node in &p.nodes {
+            *content
+                .entry(node)
+                .or_default()
+                .entry(p.devices.len() as i64)
+                .or_default() += 1;
+        }
+    }
+    let patterns: Vec<plan::Pattern> = (0..c.scenario.gpu_types.len())
+        .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
+        .collect();
+    let mut counts: std::collections::BTreeMap<usize, i64> = std::collections::BTreeMap::new();
+    for (node, items) in content {
+        let class = *node_class.get(&node)?;
+        let j = patterns.iter().position(|p| {
+            p.class == class
+                && items.iter().all(|(s, k)| {
+                    p.items
+                        .iter()
+                        .find(|(ps, _)| ps == s)
+                        .is_some_and(|(_, pk)| pk >= k)
+                })
+        })?;
+        *counts.entry(j).or_default() += 1;
+    }
+    Some(counts.into_iter().collect())
+}
+
+fn by_patterns(
+    c: &Candidates,
+    t: usize,
+    counts: &std::collections::BTreeMap<i64, i64>,
+    patterns: &[plan::Pattern],
+    usage: &[(usize, i64)],
+) -> Option<std::collections::BTreeMap<i64, Vec<usize>>> {
+    let mut used_in_class: std::collections::HashMap<usize, usize> =
+        std::collections::HashMap::new();
+    let mut out: std::collections::BTreeMap<i64, Vec<usize>> = std::collections::BTreeMap::new();
+    for &(pi, n) in usage {
+        let p = patterns.get(pi)?;
+        if c.cluster.classes[p.class].gpu_type != t {
+            continue;
+        }
+        for _ in 0..n {
+            let used = used_in_class.entry(p.class).or_insert(0);
+            let node = *c.cluster.node_ids[p.class].get(*used)?;
+            *used += 1;
+            for &(s, k) in &p.items {
+                out.entry(s)
+                    .or_default()
+                    .extend(std::iter::repeat_n(node, k as usize));
+            }
+        }
+    }
+    for (s, &n) in counts {
+        let v = out.entry(*s).or_default();
+        if (v.len() as i64) < n {
+            return None;
+        }
+        v.truncate(n as usize);
+    }
+    Some(out)
+}
+
+/// Build a scenario's candidates (rows, pairs, patterns, order): the heavy step of every
+/// planner, with the GIL released.
+#[pyfunction]
+fn candidates(py: Python<'_>, scenario: &PyScenario) -> PyResult<PyCandidates> {
+    let sc = scenario.inner.clone();
+    let (c, order) = released(py, move || {
+        let c = Candidates::build((*sc).clone());
+        let order = Order::new(&c);
+        (c, order)
+    })?;
+    Ok(PyCandidates {
+        c: Arc::new(c),
+        order: Arc::new(order),
+    })
+}
+
+type CandRow = (i64, i64, i64, i64, i64, i64);
 type SweepRow = (Option<CandRow>, Option<CandRow>, bool);
 
-/// One sweep scenario over many budgets: `(prefill_rows, decode_rows, points)`, one
-/// point per budget (in order) as `(best, rule_blind_best, rule_blind_valid)`. Side rows
-/// cover TP 1..=min(max_tp, largest budget).
+fn sweep_row(p: &crate::sweep::SweepPlan) -> CandRow {
+    (
+        p.prefill_tp,
+        p.prefill_instances,
+        p.decode_tp,
+        p.decode_instances,
+        p.value,
+        p.gpus_used,
+    )
+}
+
+/// One sweep scenario (one model, one GPU type) over many budgets: `(prefill_rows,
+/// decode_rows, points)`, one point per budget (in order) as `(best, rule_blind_best,
+/// rule_blind_valid)`; plans as `(prefill_tp, prefill_instances, decode_tp,
+/// decode_instances, value_units, gpus_used)`. Side rows cover TP 1..=min(max_tp, largest
+/// budget). Each budget is full nodes of the type's node size, the last one partial.
 #[pyfunction]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
-#[pyo3(signature = (model, gpu, consts, work, connector, budgets, max_tp, max_acks, util))]
+#[allow(clippy::type_complexity)]
 fn sweep_budgets(
     py: Python<'_>,
-    model: &Bound<'_, PyDict>,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
-    work: &Bound<'_, PyDict>,
-    connector: &str,
+    scenario: &PyScenario,
     budgets: Vec<i64>,
-    max_tp: i64,
-    max_acks: Option<i64>,
-    util: f64,
 ) -> PyResult<(Vec<SideRow>, Vec<SideRow>, Vec<SweepRow>)> {
-    let pb = problem(
-        py, model, gpu, consts, work, connector, 0, max_tp, max_acks, util,
-    )?;
-    let sweep = released(py, || crate::sweep::sweep_budgets(&pb, &budgets))?;
+    let sc = scenario.inner.clone();
+    if sc.models.len() != 1 || sc.gpu_types.len() != 1 {
+        return Err(invalid(
+            py,
+            "a sweep group has one model and one GPU type".into(),
+        ));
+    }
+    let sweep = released(py, move || crate::sweep::sweep_budgets(&sc, &budgets))?;
     Ok((
         sweep.prefill.iter().map(side_row).collect(),
         sweep.decode.iter().map(side_row).collect(),
@@ -611,13 +1496,266 @@ fn sweep_budgets(
             .iter()
             .map(|p| {
                 (
-                    p.best.as_ref().map(cand_row),
-                    p.rule_blind.as_ref().map(cand_row),
+                    p.best.as_ref().map(sweep_row),
+                    p.rule_blind.as_ref().map(sweep_row),
                     p.rule_blind_valid,
                 )
             })
             .collect(),
     ))
+}
+
+// ---- performance model v2: step time, aggregated serving, calibration fit -------------------
+
+/// A layout from Python's `(tp, pp, dp, ep)`.
+type LayoutTuple = (i64, i64, i64, bool);
+
+fn layout(t: LayoutTuple) -> Layout {
+    Layout {
+        tp: t.0,
+        pp: t.1,
+        dp: t.2,
+        ep: t.3,
+    }
+}
+
+fn engine(py: Python<'_>, name: &str) -> PyResult<Engine> {
+    match name {
+        "vllm" => Ok(Engine::Vllm),
+        "sglang" => Ok(Engine::Sglang),
+        other => Err(pdtp_error(
+            py,
+            "InvalidArgumentError",
+            format!("engine must be 'vllm' or 'sglang', got {other:?}"),
+        )),
+    }
+}
+
+fn serving_workload(py: Python<'_>, d: &Bound<'_, PyDict>) -> PyResult<ServingWorkload> {
+    let name: String = match d.get_item("engine")? {
+        Some(v) => v.extract()?,
+        None => return Err(pyo3::exceptions::PyKeyError::new_err("engine")),
+    };
+    Ok(ServingWorkload {
+        isl: num(d, "isl")?,
+        osl: num(d, "osl")?,
+        concurrency: opt_num(d, "concurrency")?,
+        num_prompts: opt_num(d, "num_prompts")?.unwrap_or(f64::INFINITY),
+        max_num_seqs: num(d, "max_num_seqs")?,
+        max_num_batched_tokens: num(d, "max_num_batched_tokens")?,
+        gpu_memory_utilization: num(d, "gpu_memory_utilization")?,
+        engine: engine(py, &name)?,
+    })
+}
+
+/// Seconds one engine step of `layout` takes for the batch (the one step-cost function).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, gpu, consts, layout, decode_seqs, decode_context_tokens, prefill_tokens, prefill_attention_work))]
+fn step_time(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    layout: LayoutTuple,
+    decode_seqs: f64,
+    decode_context_tokens: f64,
+    prefill_tokens: f64,
+    prefill_attention_work: f64,
+) -> PyResult<f64> {
+    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let batch = StepBatch {
+        decode_seqs,
+        decode_context_tokens,
+        prefill_tokens,
+        prefill_attention_work,
+    };
+    let l = self::layout(layout);
+    shielded(py, || perf::step_time(&m, &g, &c, &l, &batch))
+}
+
+/// The steady state of one aggregated instance (times in seconds).
+#[pyclass(frozen, get_all, module = "pdtp._core")]
+#[derive(Debug, Clone, Copy)]
+pub struct ServingPoint {
+    pub ttft: f64,
+    pub ttft_steady: f64,
+    pub tpot: f64,
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub batch: f64,
+    pub max_batch: f64,
+    pub batch_limited: bool,
+}
+
+impl From<serving::ServingPoint> for ServingPoint {
+    fn from(p: serving::ServingPoint) -> Self {
+        ServingPoint {
+            ttft: p.ttft,
+            ttft_steady: p.ttft_steady,
+            tpot: p.tpot,
+            requests_per_s: p.requests_per_s,
+            output_tokens_per_s: p.output_tokens_per_s,
+            batch: p.batch,
+            max_batch: p.max_batch,
+            batch_limited: p.batch_limited,
+        }
+    }
+}
+
+/// Aggregated serving of one instance; None when one sequence does not fit.
+#[pyfunction]
+fn predict_serving(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    layout: LayoutTuple,
+    work: &Bound<'_, PyDict>,
+) -> PyResult<Option<ServingPoint>> {
+    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let w = serving_workload(py, work)?;
+    let l = self::layout(layout);
+    shielded(py, || {
+        serving::serving(&m, &g, &c, &l, &w).map(ServingPoint::from)
+    })
+}
+
+/// Per-layout side numbers: `(weights_fit, max_sequences(isl + osl), prefill time,
+/// ttft, prefill requests/s, decode batch, decode max_batch, tpot, decode requests/s)`.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn layout_sides(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    layout: LayoutTuple,
+    work: &Bound<'_, PyDict>,
+    util: f64,
+) -> PyResult<(bool, f64, f64, f64, f64, i64, i64, f64, f64)> {
+    let (m, g, c, w) = (
+        model_perf(model)?,
+        gpu_perf(gpu)?,
+        constants(consts)?,
+        workload(work)?,
+    );
+    let l = self::layout(layout);
+    shielded(py, || {
+        let p = perf::prefill_point_layout(&m, &g, &c, &l, &w, util);
+        let d = perf::decode_point_layout(&m, &g, &c, &l, &w, util);
+        (
+            perf::weights_fit_layout(&m, &g, &c, &l, util),
+            perf::max_sequences(&m, &g, &c, &l, util, w.isl + w.osl),
+            p.time,
+            p.ttft,
+            p.requests_per_s,
+            d.batch,
+            d.max_batch,
+            d.tpot,
+            d.requests_per_s,
+        )
+    })
+}
+
+/// One calibration point from Python: `(model, gpu, consts, layout, workload, params,
+/// measured)` with params as `[(constant name, parameter index)]` and measured as
+/// `(tpot_s, ttft_s, output_tokens_per_s)` (NaN where not measured).
+type PointTuple<'py> = (
+    Bound<'py, PyDict>,
+    Bound<'py, PyDict>,
+    Bound<'py, PyDict>,
+    LayoutTuple,
+    Bound<'py, PyDict>,
+    Vec<(String, usize)>,
+    (f64, f64, f64),
+);
+
+fn fit_points(py: Python<'_>, points: Vec<PointTuple<'_>>) -> PyResult<Vec<FitPoint>> {
+    points
+        .into_iter()
+        .map(|(m, g, c, l, w, params, measured)| {
+            let params = params
+                .into_iter()
+                .map(|(name, index)| match Constants::field_index(&name) {
+                    Some(f) => Ok((f, index)),
+                    None => Err(pdtp_error(
+                        py,
+                        "InvalidArgumentError",
+                        format!("unknown constant {name:?}"),
+                    )),
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok(FitPoint {
+                model: model_perf(&m)?,
+                gpu: gpu_perf(&g)?,
+                constants: constants(&c)?,
+                layout: layout(l),
+                workload: serving_workload(py, &w)?,
+                params,
+                measured: [measured.0, measured.1, measured.2],
+            })
+        })
+        .collect()
+}
+
+/// Fit parameters to measured points (see `perf::fit`), with priors `(param, parent or
+/// None for 1, weight)`: `(x, cost, iterations, complete)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (points, priors, x0, lo, hi, weights, scale, max_iterations, time_limit_s))]
+fn fit_constants(
+    py: Python<'_>,
+    points: Vec<PointTuple<'_>>,
+    priors: Vec<(usize, Option<usize>, f64)>,
+    x0: Vec<f64>,
+    lo: Vec<f64>,
+    hi: Vec<f64>,
+    weights: (f64, f64, f64),
+    scale: f64,
+    max_iterations: usize,
+    time_limit_s: f64,
+) -> PyResult<(Vec<f64>, f64, usize, bool)> {
+    let pts = fit_points(py, points)?;
+    if lo.len() != x0.len() || hi.len() != x0.len() {
+        return Err(pdtp_error(
+            py,
+            "InvalidArgumentError",
+            "x0, lo and hi must have one entry per parameter".into(),
+        ));
+    }
+    let deadline = std::time::Duration::try_from_secs_f64(time_limit_s.max(0.0))
+        .ok()
+        .and_then(|d| std::time::Instant::now().checked_add(d));
+    let opts = FitOptions {
+        weights: [weights.0, weights.1, weights.2],
+        scale,
+        max_iterations,
+        deadline,
+    };
+    let priors: Vec<Prior> = priors
+        .into_iter()
+        .map(|(param, parent, weight)| Prior {
+            param,
+            parent,
+            weight,
+        })
+        .collect();
+    let res = released(py, || perf_fit::fit(&pts, &priors, &x0, &lo, &hi, opts))?;
+    Ok((res.x, res.cost, res.iterations, res.complete))
+}
+
+/// Predictions `(tpot_s, ttft_s, output_tokens_per_s)` of calibration points under
+/// parameters `x` (NaN where nothing fits).
+#[pyfunction]
+fn predict_points(
+    py: Python<'_>,
+    points: Vec<PointTuple<'_>>,
+    x: Vec<f64>,
+) -> PyResult<Vec<(f64, f64, f64)>> {
+    let pts = fit_points(py, points)?;
+    let out = released(py, || perf_fit::predict_all(&pts, &x))?;
+    Ok(out.into_iter().map(|v| (v[0], v[1], v[2])).collect())
 }
 
 #[pymodule]
@@ -635,10 +1773,27 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vllm_releases, m)?)?;
     m.add_function(wrap_pyfunction!(predict_prefill, m)?)?;
     m.add_function(wrap_pyfunction!(predict_decode, m)?)?;
-    m.add_function(wrap_pyfunction!(candidate_table, m)?)?;
-    m.add_function(wrap_pyfunction!(enumerate_best, m)?)?;
     m.add_function(wrap_pyfunction!(side_option, m)?)?;
+    m.add_function(wrap_pyfunction!(candidates, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_budgets, m)?)?;
+    m.add_class::<PyModelSpec>()?;
+    m.add_class::<PyGpuType>()?;
+    m.add_class::<PyScenario>()?;
+    m.add_class::<PyCandidates>()?;
+    m.add_class::<PyRow>()?;
+    m.add_class::<PyPair>()?;
+    m.add_class::<PyChoice>()?;
+    m.add_class::<PyStage>()?;
+    m.add_class::<PyPattern>()?;
+    m.add_class::<PyPlaced>()?;
+    m.add_class::<PyMoves>()?;
+    m.add_function(wrap_pyfunction!(step_time, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_serving, m)?)?;
+    m.add_function(wrap_pyfunction!(layout_sides, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_constants, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_points, m)?)?;
+    m.add_class::<ServingPoint>()?;
+    m.add("CONSTANT_FIELDS", Constants::FIELDS.to_vec())?;
     m.add("MAX_MAP_TP", transfer::MAX_MAP_TP)?;
     m.add("CAPACITY_SCALE", plan::CAPACITY_SCALE)?;
     Ok(())

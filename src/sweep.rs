@@ -1,24 +1,58 @@
 //! Budget sweeps: the best valid plan for many GPU budgets of one scenario at once.
 //!
-//! For one (model, GPU, constants, workload, connector, max_tp) the per-side options depend
-//! on the TP size only, never on the budget, so they are built once; each budget then picks
-//! its best pair with [`best_counts`] (exact, O(log G) per pair). The answer for every budget
-//! equals [`crate::plan::enumerate_best`] with `gpus` set to that budget.
+//! For one (model, GPU type, constants, workload, connector, max_tp) the per-side options
+//! depend on the TP size only, never on the budget, so they are built once; each budget
+//! (full nodes of the type's node size, the last one partial — what `gpus=N` means) then
+//! picks its best pair with the node-aware closed form of [`crate::plan::relax`] (exact:
+//! divisibility chains in closed form, other sizes by the exact search over nodes). Every
+//! budget's answer is the plan `pdtp.solve` returns for that budget, compared with the one
+//! throughput order of [`crate::plan::order`].
 //!
 //! Alongside it comes the *rule-blind* best: the same search over every pair of usable sides
 //! while ignoring the connector's pair rules (size rule, replicated-KV-head guard, acks), i.e.
 //! what a planner that does not know vLLM's heterogeneous-TP rules would deploy.
 
+use std::cmp::Ordering;
+
 use crate::check::pair_ok;
-use crate::plan::{best_counts, side_options_upto, Candidate, Problem, SideOption};
+use crate::plan::cluster::{most_served, room, Fit};
+use crate::plan::cluster::{Cluster, Item, TooLarge};
+use crate::plan::order::{cmp_lex, lexicographic, Term};
+use crate::plan::{side_option, Objective, Scenario, SideOption};
+
+/// One budget's plan: `prefill_instances` × prefill TP + `decode_instances` × decode TP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepPlan {
+    pub prefill_tp: i64,
+    pub prefill_instances: i64,
+    pub decode_tp: i64,
+    pub decode_instances: i64,
+    /// min(prefill, decode) capacity in capacity units.
+    pub value: i64,
+    pub gpus_used: i64,
+}
+
+impl SweepPlan {
+    fn term(&self, t: Term) -> i128 {
+        (match t {
+            Term::Served => self.value,
+            Term::Gpus => self.gpus_used,
+            Term::TpSum => self.prefill_tp + self.decode_tp,
+            Term::PrefillTp => self.prefill_tp,
+            Term::Instances => self.prefill_instances + self.decode_instances,
+            Term::PrefillInstances => self.prefill_instances,
+            _ => 0, // one GPU type: type rank and cost (∝ GPUs) never differ
+        }) as i128
+    }
+}
 
 /// One budget's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SweepPoint {
     /// The best valid plan (None: infeasible at this budget).
-    pub best: Option<Candidate>,
+    pub best: Option<SweepPlan>,
     /// The best plan over all pairs of usable sides, valid or not.
-    pub rule_blind: Option<Candidate>,
+    pub rule_blind: Option<SweepPlan>,
     /// Whether `rule_blind` is a pair the connector accepts.
     pub rule_blind_valid: bool,
 }
@@ -32,44 +66,115 @@ pub struct Sweep {
     pub points: Vec<SweepPoint>,
 }
 
-struct Usable {
-    tp: i64,
-    units: i64,
+/// The best plan of one pair on one budget's nodes. `caps[s]`: items of `s` GPUs the nodes
+/// hold (one per node each), for the sizes in one node.
+fn pair_plan(cl: &Cluster, caps: &[i64], p: &SideOption, d: &SideOption) -> Option<SweepPlan> {
+    let (a, b): (Item, Item) = (cl.item(0, p.tp)?, cl.item(0, d.tp)?);
+    let (sp, sd) = (p.tp as usize, d.tp as usize);
+    let found = if a.pieces == 1 && b.pieces == 1 && (sp % sd == 0 || sd % sp == 0) {
+        // Sizes that divide each other: the per-size capacity cuts are exact (cluster.rs),
+        // with the capacities computed once per budget.
+        let room = |np: i64| -> Result<Option<i64>, TooLarge> {
+            let mut best = i64::MAX;
+            for s in [sp, sd] {
+                let left = caps[s] - (sp / s) as i64 * np;
+                if left < 0 {
+                    return Ok(None);
+                }
+                let per = (sd / s) as i64;
+                if per > 0 {
+                    best = best.min(left / per);
+                }
+            }
+            Ok(Some(best))
+        };
+        most_served(p.units, d.units, caps[sp], &room)
+            .ok()
+            .flatten()
+    } else {
+        general_plan(cl, a, b, p, d)
+    };
+    found.map(|(np, nd, value)| SweepPlan {
+        prefill_tp: p.tp,
+        prefill_instances: np,
+        decode_tp: d.tp,
+        decode_instances: nd,
+        value,
+        gpus_used: p.tp * np + d.tp * nd,
+    })
 }
 
-fn usable(options: &[SideOption]) -> Vec<Usable> {
-    options
-        .iter()
-        .filter(|o| o.usable())
-        .map(|o| Usable {
-            tp: o.tp,
-            units: o.units,
+/// Sizes that do not divide each other, or instances spanning whole nodes.
+fn general_plan(
+    cl: &Cluster,
+    a: Item,
+    b: Item,
+    p: &SideOption,
+    d: &SideOption,
+) -> Option<(i64, i64, i64)> {
+    let exact = |np: i64| room(cl, a, np, b, Fit::Exact);
+    match most_served(p.units, d.units, cl.most(a), &exact) {
+        Ok(x) => x,
+        // Unreachable for catalog node sizes (≤ 8): sizes that do not divide each other are
+        // then at least 3, two per node at most, which the exact closed form covers.
+        Err(TooLarge) => most_served(p.units, d.units, cl.most(a), &|np| {
+            room(cl, a, np, b, Fit::Relaxed)
         })
-        .collect()
+        .ok()
+        .flatten()
+        .filter(|&(np, nd, _)| cl.fits(&[(a, np), (b, nd)]) == Ok(true)),
+    }
 }
 
-/// Best plans for every budget in `budgets`; `pb.gpus` is ignored (each budget replaces it).
-pub fn sweep_budgets(pb: &Problem, budgets: &[i64]) -> Sweep {
+/// Best plans for every budget in `budgets` of a one-model, one-GPU-type scenario (its
+/// nodes are ignored: each budget replaces them).
+pub fn sweep_budgets(sc: &Scenario, budgets: &[i64]) -> Sweep {
+    let model = &sc.models[0];
+    let gt = &sc.gpu_types[0];
+    let shape = model.perf.shape();
+    let node = gt.node_size.max(1);
+    let max_tp = sc.max_tp.unwrap_or(node);
     let largest = budgets.iter().copied().max().unwrap_or(0);
-    let bound = pb.max_tp.min(largest).max(0);
-    let prefill = side_options_upto(pb, bound, true);
-    let decode = side_options_upto(pb, bound, false);
-    let (ps, ds) = (usable(&prefill), usable(&decode));
+    let bound = max_tp.min(largest).max(0);
+    let side = |tp: i64, prefill: bool| {
+        side_option(
+            &model.perf,
+            &shape,
+            &model.gpu_perf[0],
+            &gt.constants,
+            &model.workload,
+            sc.gpu_memory_utilization,
+            tp,
+            prefill,
+        )
+    };
+    let prefill: Vec<SideOption> = (1..=bound).map(|tp| side(tp, true)).collect();
+    let decode: Vec<SideOption> = (1..=bound).map(|tp| side(tp, false)).collect();
+    let ps: Vec<&SideOption> = prefill.iter().filter(|o| o.usable()).collect();
+    let ds: Vec<&SideOption> = decode.iter().filter(|o| o.usable()).collect();
     // Pair validity, once: ok[i][j] for usable prefill i and usable decode j.
     let ok: Vec<Vec<bool>> = ps
         .iter()
         .map(|p| {
             ds.iter()
-                .map(|d| pair_ok(&pb.shape, p.tp, d.tp, pb.profile, pb.max_acks))
+                .map(|d| pair_ok(&shape, p.tp, d.tp, sc.connector, sc.max_acks))
                 .collect()
         })
         .collect();
+    let lex = lexicographic(&Objective::Throughput, false);
+    let better = |a: &SweepPlan, b: &SweepPlan| {
+        cmp_lex(&lex, |t| a.term(t), |t| b.term(t)) == Ordering::Less
+    };
     let points = budgets
         .iter()
         .map(|&gpus| {
-            let mut best: Option<Candidate> = None;
-            let mut blind: Option<(Candidate, bool)> = None;
-            let tp_cap = pb.max_tp.min(gpus);
+            let cl = Cluster::uniform(node, gpus.max(0));
+            let caps: Vec<i64> = (0..=node.max(bound))
+                .map(|s| if s == 0 { 0 } else { cl.cap(0, s) })
+                .collect();
+            let tp_cap = max_tp.min(gpus);
+            let mut best: Option<SweepPlan> = None;
+            let mut blind: Option<(SweepPlan, bool)> = None;
             for (i, p) in ps.iter().enumerate() {
                 if p.tp > tp_cap {
                     break; // usable sizes are ascending
@@ -78,15 +183,35 @@ pub fn sweep_budgets(pb: &Problem, budgets: &[i64]) -> Sweep {
                     if d.tp > tp_cap || p.tp + d.tp > gpus {
                         break;
                     }
-                    let Some(c) = best_counts(p.tp, p.units, d.tp, d.units, gpus) else {
+                    let valid = ok[i][j];
+                    // A pair that serves less than the plans found even with the whole pool
+                    // on each side cannot come first (served comes first in the order).
+                    let most = |o: &SideOption| {
+                        let n = if (o.tp as usize) < caps.len() {
+                            caps[o.tp as usize]
+                        } else {
+                            0
+                        };
+                        let n = if o.tp > node {
+                            cl.item(0, o.tp).map_or(0, |it| cl.most(it))
+                        } else {
+                            n
+                        };
+                        n.saturating_mul(o.units)
+                    };
+                    let reach = most(p).min(most(d));
+                    let beaten = |x: Option<&SweepPlan>| x.is_some_and(|x| reach < x.value);
+                    if beaten(blind.as_ref().map(|b| &b.0)) && (!valid || beaten(best.as_ref())) {
+                        continue;
+                    }
+                    let Some(plan) = pair_plan(&cl, &caps, p, d) else {
                         continue;
                     };
-                    let valid = ok[i][j];
-                    if valid && best.is_none_or(|b| c.better_than(&b)) {
-                        best = Some(c);
+                    if valid && best.is_none_or(|b| better(&plan, &b)) {
+                        best = Some(plan);
                     }
-                    if blind.is_none_or(|(b, _)| c.better_than(&b)) {
-                        blind = Some((c, valid));
+                    if blind.is_none_or(|(b, _)| better(&plan, &b)) {
+                        blind = Some((plan, valid));
                     }
                 }
             }
@@ -101,144 +226,5 @@ pub fn sweep_budgets(pb: &Problem, budgets: &[i64]) -> Sweep {
         prefill,
         decode,
         points,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::check::Shape;
-    use crate::connector::profile;
-    use crate::perf::tests::{consts, h100, llama70, workload};
-    use crate::perf::{ModelPerf, Workload};
-    use crate::plan::{best_of, build_table, enumerate_best};
-
-    fn problem(model: ModelPerf, connector: &str, max_tp: i64, w: Workload) -> Problem<'static> {
-        Problem {
-            model,
-            shape: Shape {
-                num_attention_heads: model.num_attention_heads as i64,
-                num_kv_heads: model.num_kv_heads,
-                is_mla: model.is_mla,
-            },
-            gpu: h100(),
-            constants: consts(),
-            workload: w,
-            profile: profile(connector).unwrap(),
-            gpus: 0,
-            max_tp,
-            max_acks: None,
-            gpu_memory_utilization: 0.9,
-        }
-    }
-
-    /// A small GQA model with 4 KV heads (so MoRIIO's replicated-head guard bites) and
-    /// one with a single KV head (MQA).
-    fn small(kv_heads: i64) -> ModelPerf {
-        ModelPerf {
-            num_layers: 32.0,
-            num_attention_layers: 32.0,
-            hidden_size: 4096.0,
-            num_attention_heads: 32.0,
-            num_kv_heads: kv_heads,
-            head_dim: 128.0,
-            weight_bytes: 8e9 * 2.0,
-            active_params: 8e9,
-            ..llama70()
-        }
-    }
-
-    fn mla() -> ModelPerf {
-        ModelPerf {
-            is_mla: true,
-            num_kv_heads: 1,
-            kv_lora_rank: 512.0,
-            qk_rope_head_dim: 64.0,
-            ..small(1)
-        }
-    }
-
-    fn cases() -> Vec<Problem<'static>> {
-        let loose = Workload {
-            ttft: None,
-            tpot: None,
-            ..workload()
-        };
-        let mut out = Vec::new();
-        for connector in ["moriio", "nixl", "nixl-legacy"] {
-            for max_tp in [1, 4, 8, 16] {
-                out.push(problem(llama70(), connector, max_tp, workload()));
-                out.push(problem(small(4), connector, max_tp, workload()));
-                out.push(problem(small(1), connector, max_tp, loose));
-                out.push(problem(mla(), connector, max_tp, workload()));
-            }
-        }
-        let mut acks = problem(small(8), "moriio", 8, loose);
-        acks.max_acks = Some(2);
-        out.push(acks);
-        out
-    }
-
-    #[test]
-    fn every_budget_equals_the_oracle() {
-        let budgets: Vec<i64> = (0..=96).chain([127, 200, 256, 511, 512]).collect();
-        for template in cases() {
-            let sweep = sweep_budgets(&template, &budgets);
-            assert_eq!(sweep.points.len(), budgets.len());
-            for (&gpus, point) in budgets.iter().zip(&sweep.points) {
-                let pb = Problem { gpus, ..template };
-                let oracle = enumerate_best(&pb);
-                assert_eq!(point.best, oracle, "gpus={gpus} {template:?}");
-                assert_eq!(point.best, best_of(&build_table(&pb)), "gpus={gpus}");
-            }
-        }
-    }
-
-    #[test]
-    fn rule_blind_is_the_better_of_valid_and_rejected() {
-        let budgets: Vec<i64> = (1..=64).collect();
-        for template in cases() {
-            let sweep = sweep_budgets(&template, &budgets);
-            for (&gpus, point) in budgets.iter().zip(&sweep.points) {
-                let table = build_table(&Problem { gpus, ..template });
-                let expected = match (best_of(&table), table.best_rejected) {
-                    (Some(v), Some(r)) if r.better_than(&v) => Some((r, false)),
-                    (Some(v), _) => Some((v, true)),
-                    (None, Some(r)) => Some((r, false)),
-                    (None, None) => None,
-                };
-                assert_eq!(point.rule_blind, expected.map(|e| e.0), "gpus={gpus}");
-                assert_eq!(point.rule_blind_valid, expected.is_some_and(|e| e.1));
-                if let (Some(b), Some(v)) = (point.rule_blind, point.best) {
-                    assert!(b.value >= v.value);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn moriio_rules_cost_something_somewhere() {
-        // 4 KV heads under MoRIIO: P != D needs min(P, D) >= 4, so some budget's rule-blind
-        // optimum is a pair vLLM rejects.
-        let sweep = sweep_budgets(
-            &problem(small(4), "moriio", 8, workload()),
-            &(1..=64).collect::<Vec<_>>(),
-        );
-        assert!(sweep
-            .points
-            .iter()
-            .any(|p| p.rule_blind.is_some() && !p.rule_blind_valid));
-    }
-
-    #[test]
-    fn side_options_cover_the_largest_budget_only() {
-        let sweep = sweep_budgets(&problem(llama70(), "moriio", 8, workload()), &[3, 5]);
-        assert_eq!(sweep.prefill.len(), 5);
-        assert_eq!(sweep.decode.len(), 5);
-        assert!(
-            sweep_budgets(&problem(llama70(), "moriio", 8, workload()), &[])
-                .points
-                .is_empty()
-        );
     }
 }

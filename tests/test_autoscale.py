@@ -13,7 +13,7 @@ from functools import cache
 import pytest
 
 import pdtp
-from pdtp.autoscale import Move, MoveCost, Replan
+from pdtp.planning.replan import Move, MoveCost, Replan
 
 CASES = [
     ("llama-3.1-70b", "mi300x", "moriio"),
@@ -127,7 +127,7 @@ def test_size_for_small_budgets_exhaustive():
 def test_size_for_examples_and_fields():
     plan = pdtp.size_for("llama-3.1-70b", 10.0, max_gpus=64, gpu="mi300x")
     assert plan.requests_per_s >= 10.0
-    assert plan.gpus_used <= 64 and plan.method == "size_for"
+    assert plan.gpus_used <= 64 and plan.method == "cpsat" and plan.objective == "gpus"
     assert plan.vllm_commands()  # a usable Plan in every respect
     # Fewer GPUs than solve's throughput-optimal plan at the same budget.
     assert plan.gpus_used <= pdtp.solve("llama-3.1-70b", 64, gpu="mi300x").gpus_used
@@ -484,7 +484,7 @@ def test_public_names_and_no_ortools():
     for name in ("size_for", "replan", "Replan", "MoveCost"):
         assert name in pdtp.__all__ and hasattr(pdtp, name)
     assert pdtp.MoveCost().to_dict() == {"start": 1.0, "stop": 1.0, "restart": 0.0, "gpu": 1.0}
-    # Closed-form planners never load OR-Tools.
+    # The autoscaler planners are decided by CP-SAT too (OR-Tools loads on first use) ...
     code = (
         "import sys, pdtp; "
         "cur = {'model': 'llama-3.1-8b', 'prefill_tp': 1, 'prefill_instances': 1, "
@@ -494,4 +494,14 @@ def test_public_names_and_no_ortools():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     # ... and loading them leaves pdtp.solve the function (not the pdtp.solve submodule).
-    assert out.stdout.split() == ["False", "function"]
+    assert out.stdout.split() == ["True", "function"]
+
+
+def test_huge_demand_ends_quickly_with_a_clear_answer():
+    # Past float precision a "one more instance" loop never ended (issue 13).
+    import pdtp
+
+    with pytest.raises(pdtp.InfeasibleError):
+        pdtp.size_for("llama-3.1-70b", 1e30, max_gpus=64)
+    with pytest.raises(pdtp.InfeasibleError):
+        pdtp.size_for("llama-3.1-70b", 1e23, max_gpus=64)

@@ -65,15 +65,10 @@ def _median_error(points: Any, constants: Any, kind: str | None = None) -> float
 
 # ---- synthetic points: the model's own predictions under chosen constants ---------------------
 
-TRUE = Constants(
-    mbu=0.72,
-    mfu_prefill=0.42,
-    mfu_decode=0.5,
-    step_overhead_s=2.2e-3,
-    allreduce_latency_s=18e-6,
-    ttft_queue_factor=2.4,
+TRUE = constants_for("h100").replace(
+    mbu=0.72, mfu_prefill=0.42, kernel_overhead_s=3e-6, api_overhead_s=0.03
 )
-FIT = ("mbu", "mfu_prefill", "step_overhead_s", "allreduce_latency_s", "ttft_queue_factor")
+FIT = ("mbu", "mfu_prefill", "kernel_overhead_s", "api_overhead_s")
 
 
 def _synthetic_rows(constants: Constants) -> list[dict[str, Any]]:
@@ -85,6 +80,7 @@ def _synthetic_rows(constants: Constants) -> list[dict[str, Any]]:
         for tp in tps:
             row = _row(model=model, tp=tp, isl=isl, osl=osl, concurrency=conc, tpot_ms=1.0)
             row["ttft_ms"] = 1.0
+            row["output_tokens_per_s"] = 1.0
             predicted = predict_point(row, constants)
             row.update(predicted)
             rows.append(row)
@@ -104,11 +100,13 @@ def test_recovers_known_constants_from_synthetic_points():
 
 
 def test_fit_leaves_uninformed_constants_alone():
-    # TPOT rows only: nothing in them depends on ttft_queue_factor.
+    # No fp4 rows: nothing depends on the fp4 kernels' efficiency; no TTFT rows: nothing on
+    # the request overhead.
     rows = [{k: v for k, v in r.items() if k != "ttft_ms"} for r in _synthetic_rows(TRUE)]
     base = constants_for("h100")
-    fitted = calibrate(rows, fit=("mbu", "ttft_queue_factor"))
-    assert fitted.ttft_queue_factor == base.ttft_queue_factor
+    fitted = calibrate(rows, fit=("mbu", "fp4_weight_efficiency", "api_overhead_s"))
+    assert fitted.fp4_weight_efficiency == base.fp4_weight_efficiency
+    assert fitted.api_overhead_s == base.api_overhead_s
     assert fitted.mbu != base.mbu
 
 
@@ -124,31 +122,57 @@ def test_result_is_a_constants_usable_everywhere():
     d = pdtp.predict_decode(
         "llama-3.1-8b", gpu="h100", tp=1, isl=512, osl=128, batch=4, constants=c
     )
-    assert d.tpot_ms > 0
+    s = pdtp.predict_serving(
+        "llama-3.1-8b", gpu="h100", tp=1, isl=512, osl=128, concurrency=4, constants=c
+    )
+    assert d.tpot_ms > 0 and s.tpot_ms > 0
 
 
-# ---- the reference CSV ----------------------------------------------------------------------
+# ---- the reference data -------------------------------------------------------------------------
 
 
 def test_improves_a_bad_start_on_the_reference(reference_dir: pathlib.Path):
     path = reference_dir / "perf-points.csv"
-    bad = Constants(mbu=0.35, mfu_prefill=0.15, step_overhead_s=8e-3, ttft_queue_factor=6.0)
+    bad = constants_for("h100").replace(mbu=0.35, mfu_prefill=0.15, kernel_overhead_s=30e-6)
     before = _median_error(path, bad)
-    fitted = calibrate(path, base=bad)
-    after = _median_error(path, fitted)
+    fitted = calibrate(path, base=bad, gpu="h100")
+    after = _median_error(load_points(path, gpu="h100"), fitted)
     assert after < 0.5 * before
-    assert _median_error(path, fitted, "tpot_ms") < 0.15
     # Only the fitted constants moved.
     assert fitted.reserve_bytes == bad.reserve_bytes
-    assert fitted.max_num_seqs == bad.max_num_seqs
+    assert fitted.seq_overhead_s == bad.seq_overhead_s
 
 
-def test_defaults_meet_the_accuracy_goals(reference_dir: pathlib.Path):
-    points = load_points(reference_dir / "perf-points.csv")
-    nvidia = [p for p in points if p.gpu.vendor == "NVIDIA"]
-    mi300x = [p for p in points if p.gpu.name == "mi300x"]
-    assert _median_error(nvidia, None, "tpot_ms") <= 0.15
-    assert _median_error(mi300x, None, "output_tokens_per_s") <= 0.25
+def test_reads_measured_serving_as_it_is(reference_dir: pathlib.Path):
+    points = load_points(reference_dir / "measured-serving.csv")
+    assert len(points) == 619
+    first = points[0]
+    assert first.model.name == "deepseek-r1" and first.model.weight_dtype == "fp4"
+    assert first.engine == "sglang" and first.gpu.name == "b200" and first.tp == 4
+    # Lengths drawn from [0.8, 1] x nominal: the prompt mean is 0.9 x isl, the output mean the
+    # measured one; mean TTFT and TPOT, output tokens/s.
+    assert first.isl == pytest.approx(0.9 * 1024) and first.osl == pytest.approx(920.7)
+    assert (first.ttft_ms, first.tpot_ms, first.output_tokens_per_s) == (
+        416.1445,
+        9.4192,
+        403.1076,
+    )
+    vllm = [p for p in points if p.engine == "vllm"]
+    assert vllm and all(p.model.kv_dtype == "fp8" for p in vllm)
+    assert all(p.max_num_seqs == p.concurrency for p in vllm)
+    assert {p.max_num_batched_tokens for p in vllm if p.gpu.vendor == "AMD"} == {131072}
+    assert {p.ep for p in points} == {1, 4, 8}
+    assert {p.gpu.name for p in points} == {"mi300x", "mi325x", "mi355x", "h100", "h200", "b200"}
+    # calibrate() takes the file as it is.
+    c = calibrate(reference_dir / "measured-serving.csv", gpu="mi325x", fit=("mbu",))
+    assert 0.3 <= c.mbu <= 1.0
+
+
+def test_defaults_are_accurate_in_sample(reference_dir: pathlib.Path):
+    # The shipped defaults were fitted on these rows (benchmarks/fit_defaults.py): this checks
+    # that the file matches the fit, not accuracy (accuracy is the out-of-sample test below).
+    points = load_points(reference_dir / "measured-serving.csv")
+    assert _median_error(points, None, "tpot_ms") < 0.08
 
 
 def test_gpu_filter(reference_dir: pathlib.Path):
@@ -170,9 +194,9 @@ def test_reference_rows_parse(reference_dir: pathlib.Path):
     # The row's weight dtype overrides the model's; "fp8 KV cache" in a note sets the KV dtype.
     amd = [p for p in points if p.gpu.name == "mi300x"]
     assert all(p.model.weight_dtype == "fp8" and p.model.kv_dtype == "fp8" for p in amd)
-    # vLLM 0.8.3 ran at most 256 sequences; vLLM 0.12 rows keep the constants' cap.
+    # vLLM 0.8.3 ran at most 256 sequences; vLLM 0.12 rows have its default of 1024.
     assert all(p.max_num_seqs == 256 for p in amd)
-    assert first.max_num_seqs is None
+    assert first.max_num_seqs == 1024
 
 
 # ---- inputs -------------------------------------------------------------------------------------
@@ -206,13 +230,21 @@ def test_optional_columns():
     (p,) = load_points([base])
     assert p.max_num_seqs == 256
     (p,) = load_points([{**base, "engine": "vLLM v0.11.0"}])
-    assert p.max_num_seqs is None
+    assert p.max_num_seqs == 1024
+    (p,) = load_points([{**base, "engine": "SGLang 0.5"}])
+    assert p.engine == "sglang"
     (p,) = load_points([{**base, "max_num_seqs": "64"}])
     assert p.max_num_seqs == 64
     (p,) = load_points([{**base, "kv_dtype": "fp8_e4m3", "weight_dtype": "fp8"}])
     assert (p.model.kv_dtype, p.model.weight_dtype) == ("fp8", "fp8")
     (p,) = load_points([_row(model="meta-llama/Llama-3.1-8B")])  # an HF id
     assert p.model.name == "llama-3.1-8b"
+    (p,) = load_points([_row(random_range_ratio=0.8, ep=1, dp_attention="false")])
+    assert p.isl == pytest.approx(0.9 * 1024) and p.osl == pytest.approx(0.9 * 256)
+    (p,) = load_points(
+        [_row(model="deepseek-r1", gpu="h200", weight_dtype="fp8", tp=8, ep=8, dp_attention="True")]
+    )
+    assert p.layout == (1, 1, 8, True)
 
 
 @pytest.mark.parametrize(
@@ -262,39 +294,79 @@ def test_bad_inputs():
         calibrate([["llama-3.1-8b", "h100"]])
     with pytest.raises(InvalidArgumentError, match="cannot fit.*max_num_seqs"):
         calibrate([_row()], fit=("mbu", "max_num_seqs"))
+    with pytest.raises(InvalidArgumentError, match="time_limit_s"):
+        calibrate([_row()], time_limit_s=0)
     # Nothing to fit: the base comes back.
     assert calibrate([_row()], fit=()) == constants_for("h100")
+
+
+def test_bounded_inputs_fail_fast(tmp_path: pathlib.Path, monkeypatch: Any):
+    import pdtp.calibration as cal
+
+    # A device that never ends: read up to the size limit, then a clear error.
+    if pathlib.Path("/dev/zero").exists():
+        with pytest.raises(InvalidArgumentError, match="larger than 64 MiB"):
+            calibrate("/dev/zero")
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"model,gpu\n\0\0\0")
+    with pytest.raises(InvalidArgumentError, match="not a CSV text file"):
+        calibrate(binary)
+    monkeypatch.setattr(cal, "MAX_POINTS", 3)
+    with pytest.raises(InvalidArgumentError, match="more than 3 points"):
+        calibrate([_row()] * 4)
+    path = tmp_path / "many.csv"
+    _write_csv(path, [_row()] * 4)
+    with pytest.raises(InvalidArgumentError, match="more than 3 points"):
+        calibrate(path)
+    with pytest.raises(InvalidArgumentError, match="more than 3 points"):
+        calibrate(iter([_row()] * 10**9))  # never materialised past the limit
+
+
+def test_time_limit_holds_on_many_points():
+    import time
+    import warnings
+
+    rows = _synthetic_rows(TRUE)
+    many = rows * (4000 // len(rows) + 1)
+    started = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            c = calibrate(many, time_limit_s=1.0)
+        except InvalidArgumentError as exc:
+            # Parsing is bounded by the deadline too: an overrun is a clear error.
+            assert "time limit" in str(exc)
+            c = None
+    elapsed = time.monotonic() - started
+    assert c is None or isinstance(c, Constants)
+    assert elapsed < 10.0  # never minutes (a loaded machine may overrun 1 s a little)
+    if c is not None and caught:
+        assert any(issubclass(w.category, pdtp.calibration.CalibrationTimeLimit) for w in caught)
 
 
 # ---- predictions agree with the public API -----------------------------------------------------
 
 
-def test_tpot_row_is_decode_step_plus_prefill_share():
-    row = _row(model="qwen3-32b", tp=2, isl=2048, osl=512, concurrency=32)
-    got = predict_point(row)["tpot_ms"]
-    step = pdtp.predict_decode("qwen3-32b", gpu="h100", tp=2, isl=2048, osl=512, batch=32)
-    prefill = pdtp.predict_prefill("qwen3-32b", gpu="h100", tp=2, isl=2048).prefill_ms
-    one = pdtp.predict_prefill("qwen3-32b", gpu="h100", tp=2, isl=1).prefill_ms
-    assert got == pytest.approx(step.tpot_ms + 32 / 512 * (prefill - one))
+def test_point_predictions_are_predict_serving():
+    row = _row(model="qwen3-32b", tp=2, isl=2048, osl=512, concurrency=32, ttft_ms=1.0)
+    got = predict_point({**row, "output_tokens_per_s": 1.0})
+    s = pdtp.predict_serving(
+        "qwen3-32b", gpu="h100", tp=2, isl=2048, osl=512, concurrency=32, num_prompts=320
+    )
+    assert got["tpot_ms"] == pytest.approx(s.tpot_ms)
+    assert got["ttft_ms"] == pytest.approx(s.ttft_ms)
+    assert got["output_tokens_per_s"] == pytest.approx(s.output_tokens_per_s)
 
 
-def test_ttft_row_is_queue_factor_times_prefill():
-    c = constants_for("h100").replace(ttft_queue_factor=2.5)
-    got = predict_point(_row(ttft_ms=100.0), c)["ttft_ms"]
-    prefill = pdtp.predict_prefill("llama-3.1-8b", gpu="h100", tp=1, isl=1024, constants=c)
-    assert got == pytest.approx(2.5 * prefill.prefill_ms)
-
-
-def test_throughput_row_is_one_instance_at_max_batch():
+def test_offline_throughput_row_runs_the_engine_full():
     row = _row(concurrency=None, tpot_ms=None, isl=1000, osl=1000, output_tokens_per_s=1.0)
     got = predict_point(row)["output_tokens_per_s"]
-    kw: dict[str, Any] = {"gpu": "h100", "tp": 1}
-    b = pdtp.predict_decode("llama-3.1-8b", isl=1000, osl=1000, batch=1, **kw).max_batch
-    step = pdtp.predict_decode("llama-3.1-8b", isl=1000, osl=1000, batch=b, **kw).tpot_ms / 1e3
-    prefill = pdtp.predict_prefill("llama-3.1-8b", isl=1000, **kw).prefill_ms / 1e3
-    assert got == pytest.approx(1000 / (prefill + 1000 * step / b))
     capped = predict_point({**row, "max_num_seqs": 16})["output_tokens_per_s"]
     assert capped < got
+    busy = pdtp.predict_serving(
+        "llama-3.1-8b", gpu="h100", tp=1, isl=1000, osl=1000, concurrency=16
+    )
+    assert capped == pytest.approx(busy.output_tokens_per_s, rel=0.1)
 
 
 def test_predict_point_takes_parsed_points_and_overrides():
@@ -313,7 +385,7 @@ def test_lazy_export_is_callable_either_way():
     assert pdtp.calibrate([_row()], fit=()) == constants_for("h100")
 
 
-# ---- the accuracy benchmark -----------------------------------------------------------------
+# ---- the accuracy benchmark (out of sample) ----------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -327,27 +399,21 @@ def accuracy_module() -> Any:
     return module
 
 
-def test_accuracy_benchmark_runs_on_reference(
-    accuracy_module: Any, reference_dir: pathlib.Path, tmp_path: pathlib.Path, capsys: Any
-):
-    path = reference_dir / "perf-points.csv"
-    first, second = accuracy_module.split_halves(load_points(path))
-    assert abs(len(first) - len(second)) <= 1
-    assert {p.row for p in first}.isdisjoint({p.row for p in second})
-
-    result = accuracy_module.run(path)
-    assert list(result["groups"]) == ["NVIDIA", "MI300X"]
-    nvidia = result["groups"]["NVIDIA"]
-    for setting in accuracy_module.SETTINGS:
-        assert nvidia[setting]["tpot_ms"]["n"] == nvidia["default"]["tpot_ms"]["n"] > 50
-    assert all(g["met"] for g in result["goals"]), result["goals"]
-
-    table = accuracy_module.render_markdown(result)
-    assert "| TPOT | NVIDIA |" in table and "| throughput | MI300X |" in table
-
+def test_out_of_sample_accuracy(accuracy_module: Any, tmp_path: pathlib.Path, capsys: Any):
+    """Rows predicted by constants fitted without them: a GPU type held out (MI325X takes
+    its generation's constants from MI300X) and a (model, GPU) family held out (Llama-3.3-70B
+    on H200). Never the fit's own rows."""
     out = tmp_path / "accuracy.json"
-    assert accuracy_module.main(["--reference", str(path), "--json", str(out)]) == 0
-    assert "| kind | group |" in capsys.readouterr().out
-    data = json.loads(out.read_text())
-    assert data["groups"]["MI300X"]["default"]["output_tokens_per_s"]["n"] == 4
-    assert accuracy_module.main(["--reference", str(tmp_path / "missing.csv")]) == 2
+    assert accuracy_module.main(["--quick", "--json", str(out)]) == 0
+    assert "| TPOT | AMD |" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    gpu = result["settings"]["gpu"]
+    pair = result["settings"]["model_gpu"]
+    assert gpu["tpot_ms/AMD"]["n"] > 80 and pair["tpot_ms/NVIDIA"]["n"] > 50
+    assert gpu["tpot_ms/AMD"]["median"] <= 0.10
+    assert gpu["output_tokens_per_s/AMD"]["median"] <= 0.10
+    assert gpu["ttft_ms/AMD"]["median"] <= 0.25
+    assert pair["tpot_ms/NVIDIA"]["median"] <= 0.10
+    assert pair["output_tokens_per_s/NVIDIA"]["median"] <= 0.10
+    # v1 (before) is reported next to it, from its stored run.
+    assert result["settings"]["v1"]["tpot_ms/AMD"]["median"] > 0.15

@@ -6,7 +6,8 @@ import json
 import pathlib
 import subprocess
 import sys
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 import pytest
 
@@ -347,3 +348,161 @@ def test_gpu_record_round_trip_and_validation() -> None:
             GPU.from_dict({**d, key: value})
     with pytest.raises(InvalidArgumentError, match="unknown field"):
         GPU.from_dict({**d, "tdp": 750})
+
+
+# ------------------------------------------------------------------------------------------
+# Exact model reference (serve_ref) and the optional Hugging Face lookup (pdtp.hub)
+# ------------------------------------------------------------------------------------------
+
+
+def test_serve_ref_is_what_the_user_named(tmp_path: pathlib.Path) -> None:
+    # An instruct id the catalog knows as an alias stays instruct.
+    m = catalog.resolve_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert m.serve_ref == "meta-llama/Llama-3.1-8B-Instruct" and m.name == "llama-3.1-8b"
+    assert "llama-3.1-8b" in (m.serve_note or "")
+    # A short catalog name serves the canonical id, and says so.
+    m = catalog.resolve_model("llama-3.1-70b")
+    assert m.serve_ref == "meta-llama/Meta-Llama-3.1-70B"
+    assert m.serve_note and "llama-3.1-70b" in m.serve_note and m.serve_ref in m.serve_note
+    assert catalog.model("llama-3.1-70b") is catalog.model("LLAMA-3.1-70B")
+    # A local config serves its folder (absolute), whichever way it was given.
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(LLAMA_8B))
+    for form in (folder, str(folder), str(folder / "config.json")):
+        assert catalog.resolve_model(form).serve_ref == str(folder.resolve())
+    # A dict serves the id in _name_or_path only when it is an org/name id.
+    named = {**LLAMA_8B, "_name_or_path": "acme/llama-8b-ft"}
+    assert catalog.resolve_model(named).serve_ref == "acme/llama-8b-ft"
+    hostile = {**LLAMA_8B, "_name_or_path": "org/x;touch${IFS}PWNED;#"}
+    assert catalog.resolve_model(hostile).serve_ref is None
+    # serve_ref does not make two equal shapes different models.
+    assert catalog.resolve_model("llama-3.1-8b") == catalog.resolve_model(
+        "meta-llama/Llama-3.1-8B-Instruct"
+    )
+
+
+@pytest.mark.parametrize("path", ["./x/config.json", "x/y/config.json", "missing.json", "~/m"])
+def test_missing_config_path_is_a_missing_file_not_an_unknown_model(path: str) -> None:
+    with pytest.raises(ConfigError, match="no such file or folder"):
+        catalog.resolve_model(path)
+
+
+class _FakeHub:
+    """Stands in for huggingface_hub.hf_hub_download: serves files from a folder per repo,
+    into a snapshot folder, and records every call."""
+
+    def __init__(self, root: pathlib.Path, repos: dict[str, dict[str, Any]]) -> None:
+        self.root, self.repos, self.calls = root, repos, []  # type: ignore[var-annotated]
+
+    def __call__(self, repo_id: str, filename: str, **kwargs: Any) -> str:
+        from huggingface_hub import errors
+
+        self.calls.append((repo_id, filename, kwargs.get("local_files_only")))
+        if repo_id not in self.repos:
+            raise errors.RepositoryNotFoundError(f"{repo_id} not found", response=_Response())
+        files = self.repos[repo_id]
+        if filename not in files:
+            raise errors.EntryNotFoundError(f"{filename} not in {repo_id}")
+        snapshot = self.root / repo_id.replace("/", "--") / "snapshots" / "abc123"
+        snapshot.mkdir(parents=True, exist_ok=True)
+        (snapshot / filename).write_text(json.dumps(files[filename]))
+        return str(snapshot / filename)
+
+
+class _Response:
+    status_code = 404
+    headers: ClassVar[dict[str, str]] = {}
+    url = "https://huggingface.co"
+    request = None
+
+
+@pytest.fixture
+def fake_hub(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_FakeHub]:
+    import huggingface_hub
+
+    from pdtp import hub
+
+    fp8 = {"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
+    fake = _FakeHub(
+        tmp_path / "hub",
+        {
+            "acme/llama-8b-ft": {"config.json": LLAMA_8B},
+            "acme/llama-8b-fp8": {"config.json": LLAMA_8B, "hf_quant_config.json": fp8},
+            "acme/no-config": {"README.md": {}},
+        },
+    )
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hub, "_reachable", lambda endpoint, timeout_s=3.0: True)
+    hub._fetch.cache_clear()
+    yield fake
+    hub._fetch.cache_clear()
+
+
+def test_hub_lookup_fetches_config_and_sidecar(fake_hub: _FakeHub) -> None:
+    m = pdtp.model("acme/llama-8b-ft")
+    assert (m.name, m.hf_id, m.serve_ref) == ("acme/llama-8b-ft",) * 3
+    assert m.total_params == catalog.model("llama-3.1-8b").total_params
+    assert ("acme/llama-8b-ft", "config.json", False) in fake_hub.calls
+    quantized = catalog.resolve_model("acme/llama-8b-fp8")
+    assert (quantized.weight_dtype, quantized.kv_dtype) == ("fp8", "fp8")
+    # Cached in-process: a second lookup does not ask again.
+    before = len(fake_hub.calls)
+    pdtp.model("acme/llama-8b-ft")
+    assert len(fake_hub.calls) == before
+
+
+def test_hub_lookup_failures_say_how_to_pass_the_file(fake_hub: _FakeHub) -> None:
+    for name, why in (
+        ("acme/nope", "nor a model repository"),
+        ("acme/no-config", "no config.json"),
+    ):
+        with pytest.raises(UnknownNameError) as info:
+            pdtp.model(name)
+        assert why in str(info.value)
+        assert "--config path/to/config.json" in str(info.value)
+        assert "closest" in str(info.value)
+
+
+def test_hub_offline_reads_the_cache_only(
+    fake_hub: _FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import errors
+
+    from pdtp import hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def offline(repo_id: str, filename: str, **kwargs: Any) -> str:
+        assert kwargs["local_files_only"] is True
+        raise errors.LocalEntryNotFoundError("not cached")
+
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
+    hub._fetch.cache_clear()
+    with pytest.raises(UnknownNameError, match="HF_HUB_OFFLINE is set.*--config path/to/config"):
+        pdtp.model("acme/llama-8b-ft")
+
+
+def test_hub_real_client_offline_with_empty_cache() -> None:
+    # The real huggingface_hub, offline (conftest sets HF_HUB_OFFLINE and an empty HF_HOME):
+    # a quick, clear refusal and no network.
+    from pdtp import hub
+
+    hub._fetch.cache_clear()
+    with pytest.raises(UnknownNameError, match="Model.from_hf_config"):
+        catalog.resolve_model("acme/never-cached-model")
+
+
+def test_hub_without_huggingface_hub_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from pdtp import hub
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails
+    hub._fetch.cache_clear()
+    with pytest.raises(UnknownNameError, match=r"pdtp\[hub\].*--config path/to/config.json"):
+        pdtp.model("acme/llama-8b-ft")
+    hub._fetch.cache_clear()

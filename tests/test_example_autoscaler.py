@@ -50,7 +50,7 @@ def test_trace_is_short_and_realistic(autoscaler):
 
 
 @pytest.mark.parametrize(
-    ("gpu", "max_gpus", "headroom"), [("h100", 96, 0.1), ("mi300x", 64, 0.0), ("h200", 64, 0.2)]
+    ("gpu", "max_gpus", "headroom"), [("h100", 96, 0.1), ("mi300x", 96, 0.0), ("h200", 64, 0.2)]
 )
 def test_every_tick_serves_its_demand(autoscaler, gpu, max_gpus, headroom):
     trace = autoscaler.read_trace(TRACE)

@@ -299,7 +299,10 @@ def _without(key: str) -> dict[str, Any]:
         ({**LLAMA_8B, "num_experts": 8, "num_experts_per_tok": 9}, "num_experts_per_tok"),
         ({**LLAMA_8B, "num_experts": "8"}, "num_experts"),
         ({**LLAMA_8B, "layer_types": ["full_attention"] * 3}, "layer_types"),
-        ({**LLAMA_8B, "layer_types": ["full_attention"] * 31 + ["conv"]}, "layer_types[31]"),
+        (
+            {**LLAMA_8B, "layer_types": ["full_attention"] * 31 + ["bogus_attention"]},
+            "layer_types[31]",
+        ),
         ({**LLAMA_8B, "hybrid_override_pattern": "M-X*"}, "hybrid_override_pattern"),
         ({**LLAMA_8B, "hybrid_override_pattern": "M-M*"}, "hybrid_override_pattern"),
         (
@@ -934,3 +937,30 @@ def test_absurd_sizes_are_config_errors_not_memory_exhaustion(field: str, value:
     }
     with pytest.raises(ConfigError, match=field):
         Model.from_hf_config({**base, field: value})
+
+
+def test_lfm2_short_convolutions() -> None:
+    # LFM2-1.2B's config.json values: attention at full_attn_idxs, short convolutions
+    # elsewhere, the MLP width adjusted as vLLM's Lfm2MLP does (2/3, rounded up to 256).
+    cfg = {
+        "model_type": "lfm2",
+        "hidden_size": 2048,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 65536,
+        "intermediate_size": 12288,
+        "block_auto_adjust_ff_dim": True,
+        "block_ffn_dim_multiplier": 1.0,
+        "block_multiple_of": 256,
+        "conv_L_cache": 3,
+        "full_attn_idxs": [2, 5, 8, 10, 12, 14],
+        "tie_word_embeddings": True,
+    }
+    m = Model.from_hf_config(cfg)
+    assert (m.num_layers, m.num_attention_layers, m.intermediate_size) == (16, 6, 8192)
+    assert m.total_params / 1e9 == pytest.approx(1.17, abs=0.01)  # published: 1.17B
+    assert m.state_bytes_per_sequence == 10 * 2048 * 2 * 2  # (L_cache - 1) inputs, bf16
+    layer_types = ["full_attention" if i in cfg["full_attn_idxs"] else "conv" for i in range(16)]
+    typed = {k: v for k, v in cfg.items() if k != "full_attn_idxs"}
+    assert Model.from_hf_config({**typed, "layer_types": layer_types}) == m

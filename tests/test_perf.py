@@ -195,3 +195,117 @@ def test_check_accepts_model_catalog_name_and_config(reference_dir):
     for model in (pdtp.model("deepseek-v3"), "deepseek-v3", "deepseek-ai/DeepSeek-V3", str(cfg)):
         r = pdtp.check(model, 4, 16)
         assert r.ok, r.violations  # MLA: any divisible pair is fine under MoRIIO
+
+
+# ---- v2: aggregated serving, layouts, sliding windows -----------------------------------------
+
+
+def _serve(**kw):
+    args = {
+        "gpu": "h200",
+        "tp": 8,
+        "isl": 1024,
+        "osl": 1024,
+        "concurrency": 16,
+        "weight_dtype": "fp8",
+        "kv_dtype": "fp8",
+    }
+    args.update(kw)
+    model = args.pop("model", "llama-3.3-70b")
+    return pdtp.predict_serving(model, **args)
+
+
+def test_serving_concurrency_trades_latency_for_throughput():
+    points = [_serve(concurrency=c) for c in (1, 4, 16, 64, 128)]
+    tps = [p.output_tokens_per_s for p in points]
+    tpots = [p.tpot_ms for p in points]
+    assert tps == sorted(tps) and tpots == sorted(tpots)
+    assert points[0].tokens_per_s_per_user > points[-1].tokens_per_s_per_user
+    for p in points:
+        # Little's law over the closed loop, less the run's drain tail (< 3%).
+        little = p.concurrency / ((p.ttft_ms + (p.osl - 1) * p.tpot_ms) / 1e3)
+        assert 0.97 * little <= p.requests_per_s <= little
+        assert p.output_tokens_per_s == pytest.approx(p.requests_per_s * p.osl)
+
+
+def test_serving_long_prompts_queue_and_kv_caps_the_batch():
+    short = _serve(tp=1, concurrency=64)
+    long = _serve(tp=1, concurrency=64, isl=8192)
+    assert long.tpot_ms > short.tpot_ms and long.ttft_ms > short.ttft_ms
+    # 64 sequences of 9k tokens do not fit one H200 next to 70 GB of weights: the rest wait.
+    assert long.kv_limited and long.batch <= long.max_batch < 64
+    assert long.ttft_median_ms > 10 * short.ttft_median_ms
+    assert not short.kv_limited
+    # The first wave arrives at once: the mean TTFT is above a steady-state request's.
+    assert short.ttft_ms > short.ttft_median_ms
+
+
+def test_serving_engines_and_defaults():
+    v = _serve(concurrency=64)
+    s = _serve(concurrency=64, engine="sglang")
+    assert v.engine == "vllm" and s.engine == "sglang" and s.tpot_ms != v.tpot_ms
+    fewer = _serve(concurrency=64, max_num_seqs=8)
+    assert fewer.kv_limited and fewer.batch <= 8 and fewer.ttft_ms > v.ttft_ms
+    with pytest.raises(pdtp.InvalidArgumentError, match="engine"):
+        _serve(engine="trt")
+    with pytest.raises(pdtp.InvalidArgumentError, match="do not fit"):
+        _serve(model="llama-3.1-405b", weight_dtype="bf16", gpu="h100", tp=1)
+    with pytest.raises(pdtp.InvalidArgumentError, match="ep must be 1 or"):
+        _serve(ep=4)
+    with pytest.raises(pdtp.InvalidArgumentError, match="dp_attention"):
+        _serve(dp=2, dp_attention=True)
+    assert v.to_dict()["tpot_ms"] == v.tpot_ms
+
+
+def test_serving_layouts():
+    kw = {"model": "deepseek-r1", "gpu": "b200", "kv_dtype": None, "concurrency": 64}
+    tp8 = _serve(**kw)
+    ep8 = _serve(**kw, ep=8)
+    dpa = _serve(**kw, ep=8, dp_attention=True)
+    assert (ep8.tp, ep8.dp, ep8.ep, dpa.tp, dpa.dp, dpa.gpus) == (8, 1, 8, 1, 8, 8)
+    for p in (tp8, ep8, dpa):
+        assert p.tpot_ms > 0 and p.output_tokens_per_s > 0
+    # Two data-parallel copies of a TP4 Llama serve twice the clients alike.
+    one = _serve(tp=4, concurrency=16)
+    two = _serve(tp=4, dp=2, concurrency=32)
+    assert two.gpus == 8
+    assert two.output_tokens_per_s == pytest.approx(2 * one.output_tokens_per_s, rel=1e-6)
+    # Pipeline parallel holds the model on fewer GPUs per stage, at a latency cost.
+    pp = _serve(tp=4, pp=2, concurrency=16)
+    assert pp.gpus == 8 and pp.tpot_ms > _serve(concurrency=16).tpot_ms
+
+
+def test_sliding_window_layers_are_cheaper_at_long_context():
+    oss = pdtp.model("gpt-oss-120b")
+    windows = [(g.kind, g.num_layers, g.window) for g in oss.attention_groups]
+    assert ("sliding", 18, 128) in windows
+    everything_global = dataclasses.replace(
+        oss,
+        attention_groups=tuple(
+            dataclasses.replace(g, kind="full", window=0) for g in oss.attention_groups
+        ),
+    )
+    kw = {"gpu": "h200", "tp": 1, "isl": 8192, "osl": 1024, "concurrency": 32}
+    windowed = pdtp.predict_serving(oss, **kw)
+    global_ = pdtp.predict_serving(everything_global, **kw)
+    assert windowed.tpot_ms < global_.tpot_ms
+    assert windowed.max_batch > global_.max_batch  # window layers keep only the window
+
+
+def test_step_time_is_exposed_for_the_simulator():
+    from pdtp import _core
+    from pdtp.constants import constants_for
+    from pdtp.perf import constant_inputs, gpu_inputs, model_inputs
+
+    m = pdtp.model("llama-3.1-8b")
+    args = (
+        model_inputs(m),
+        gpu_inputs(pdtp.gpu("h100"), m.weight_dtype),
+        constant_inputs(constants_for("h100")),
+        (1, 1, 1, False),
+    )
+    decode = _core.step_time(*args, 32.0, 32.0 * 2000.0, 0.0, 0.0)
+    mixed = _core.step_time(*args, 32.0, 32.0 * 2000.0, 1024.0, 1024.0**2 / 2)
+    assert 0 < decode < mixed
+    d = pdtp.predict_decode(m, gpu="h100", tp=1, isl=1000, osl=2000, batch=32)
+    assert d.tpot_ms == pytest.approx(decode * 1e3)

@@ -164,3 +164,119 @@ def test_importing_pdtp_does_not_import_matplotlib():
 
     code = "import sys, pdtp, pdtp.cli; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- faceting and legends ------------------------------------------------------------------
+
+
+def fake_rows(models, *, workloads=((2048, 512),), connectors=("moriio",), gpus=("mi300x",)):
+    """Sweep-shaped rows with known values: model k serves (k + 1) * budget * factor req/s,
+    the factor distinct per workload and connector, so a mixed-up panel shows."""
+    rows = []
+    for wi, (isl, osl) in enumerate(workloads):
+        for ci, c in enumerate(connectors):
+            for g in gpus:
+                for k, m in enumerate(models):
+                    for b in (1, 2, 4, 8, 16):
+                        rows.append({
+                            "model": m, "gpu": g, "connector": c, "gpus": b, "isl": isl,
+                            "osl": osl, "slo_ttft_ms": 2000.0, "slo_tpot_ms": None,
+                            "requests_per_s": (k + 1) * b * (1 + wi) * (1 + 10 * ci),
+                        })  # fmt: skip
+    return rows
+
+
+def test_throughput_facets_by_workload_and_connector():
+    models = ["a", "b", "c"]
+    rows = fake_rows(models, workloads=((1024, 128), (8192, 512)), connectors=("moriio", "nixl"))
+    fig = plot.throughput_chart(rows)
+    axes = fig.get_axes()
+    assert len(axes) == 4  # 2 workloads x 2 connectors, one GPU type
+    seen = set()
+    for ax in axes:
+        title = ax.get_title()
+        wi = 0 if "isl=1024" in title else 1
+        ci = 0 if "connector: moriio" in title else 1
+        assert ("isl=1024" in title) != ("isl=8192" in title)
+        assert ("moriio" in title) != ("nixl" in title)
+        seen.add((wi, ci))
+        lines = ax.get_lines()
+        assert sorted(line.get_label() for line in lines) == models  # one line per model
+        for line in lines:
+            xs, ys = line.get_data()
+            assert list(xs) == [1, 2, 4, 8, 16]  # no zig-zag: one facet's rows only
+            k = models.index(line.get_label())
+            assert list(ys) == [pytest.approx((k + 1) * (1 + wi) * (1 + 10 * ci))] * 5
+    assert seen == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    # What all panels share (the GPU type) is said once, in the figure title.
+    assert "GPU: mi300x" in fig._suptitle.get_text()
+
+
+def test_throughput_top_n_by_peak_and_models_to_choose():
+    models = [f"m{k:02d}" for k in range(14)]  # m13 has the highest peak
+    rows = fake_rows(models)
+    fig = plot.throughput_chart(rows)
+    drawn = [line.get_label() for line in fig.get_axes()[0].get_lines()]
+    by_peak = sorted(
+        models, key=lambda m: -max(r["requests_per_s"] / r["gpus"] for r in rows if r["model"] == m)
+    )
+    assert drawn == by_peak[:10]
+    legend = fig.legends[0]
+    assert "top 10 of 14" in legend.get_title().get_text()
+    assert [t.get_text() for t in legend.get_texts()] == by_peak[:10]
+    assert "top 10 of 14" in fig._suptitle.get_text()
+    # top=3; top=0 draws every model; models= chooses (and the title claims no ranking).
+    assert len(plot.throughput_chart(rows, top=3).get_axes()[0].get_lines()) == 3
+    assert len(plot.throughput_chart(rows, top=0).get_axes()[0].get_lines()) == 14
+    fig = plot.throughput_chart(rows, models=["m00", "m05"])
+    assert sorted(line.get_label() for line in fig.get_axes()[0].get_lines()) == ["m00", "m05"]
+    assert "top" not in fig.legends[0].get_title().get_text()
+    with pytest.raises(InvalidArgumentError, match="top"):
+        plot.throughput_chart(rows, top=-1)
+
+
+def test_every_model_has_its_own_style():
+    models = [f"m{k:02d}" for k in range(60)]
+    fig = plot.throughput_chart(fake_rows(models), top=0)
+    lines = fig.get_axes()[0].get_lines()
+    styles = {(line.get_color(), line.get_linestyle(), line.get_marker()) for line in lines}
+    assert len(lines) == 60 and len(styles) == 60
+    # The same model looks the same in every panel.
+    fig = plot.throughput_chart(fake_rows(models[:12], connectors=("moriio", "nixl")), top=0)
+    a, b = fig.get_axes()
+    for la, lb in zip(a.get_lines(), b.get_lines()):
+        assert (la.get_label(), la.get_color(), la.get_linestyle()) == (
+            lb.get_label(),
+            lb.get_color(),
+            lb.get_linestyle(),
+        )
+
+
+def test_cli_plot_facets_top_and_conflicts(capsys, tmp_path):
+    sweep_file = tmp_path / "two.jsonl"
+    pdtp.sweep(
+        ["llama-3.1-8b", "llama-3.1-70b"],
+        gpus=range(1, 17),
+        gpu=["h100"],
+        workloads=[{"isl": 1024, "osl": 128}, {"isl": 8192, "osl": 512}],
+        connector=["moriio", "nixl"],
+        workers=1,
+        output=sweep_file,
+    )
+    out = tmp_path / "facets.svg"
+    code, _, err = run(
+        capsys, "plot", "throughput", "--input", str(sweep_file), "--top", "1", "-o", str(out)
+    )
+    assert code == 0, err
+    svg = out.read_text()
+    # Four panels (2 workloads x 2 connectors), each titled; the top model only.
+    assert svg.count("connector: moriio") == 2 and svg.count("connector: nixl") == 2
+    assert svg.count("isl=1024") == 2 and svg.count("isl=8192") == 2
+    assert "top 1 of 2" in svg and "llama-3.1-8b" in svg and "llama-3.1-70b" not in svg
+    # Flags that would be silently ignored are refused, naming both.
+    code, _, err = run(
+        capsys, "plot", "throughput", "--input", str(sweep_file), "--gpus", "1-8", "-o", str(out)
+    )
+    assert code == 2 and "--input" in err and "--gpus" in err
+    code, _, err = run(capsys, "plot", "pairs", "--top", "3", "-o", str(out))
+    assert code == 2 and "--top" in err

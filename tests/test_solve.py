@@ -5,10 +5,12 @@ deterministic, bounded and thread-safe."""
 from __future__ import annotations
 
 import json
+import random
 import re
 import threading
 
 import pytest
+from ortools.sat.python import cp_model  # noqa: F401  (the tests time the search, not the import)
 
 import pdtp
 from pdtp.catalog import models
@@ -34,20 +36,35 @@ def test_required_gpus_are_in_the_catalog():
     assert set(REQUIRED_GPUS) <= {g.name for g in pdtp.gpus()}
 
 
+def sampled_pools(n: int, seed: int):
+    """Pools as ``solve`` keywords: GPU counts (full nodes, a partial last one) and lists of
+    partly free nodes, on the required GPU types."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        gpu = rng.choice(REQUIRED_GPUS)
+        if rng.random() < 0.5:
+            yield {"gpus": rng.choice(ORACLE_BUDGETS), "gpu": gpu}
+        else:
+            yield {"nodes": [rng.randint(1, 8) for _ in range(rng.randint(1, 5))], "gpu": gpu}
+
+
 @pytest.mark.parametrize("connector", ["moriio", "nixl"])
-@pytest.mark.parametrize("gpu", REQUIRED_GPUS)
-def test_cpsat_agrees_with_oracle(gpu, connector):
+def test_cpsat_agrees_with_oracle(connector):
+    # CP-SAT against the exhaustive Rust oracle on sampled catalog models, GPU types and
+    # pools (whole nodes, partial last nodes, partly free nodes).
+    rng = random.Random(7)
+    catalog = models()
     agreed = 0
-    for m in models():
-        for budget in ORACLE_BUDGETS:
-            cp = solve_or_none(m, budget, gpu=gpu, connector=connector)
-            ex = solve_or_none(m, budget, gpu=gpu, connector=connector, method="enumerate")
-            assert key(cp) == key(ex), (m.name, gpu, connector, budget)
-            if cp is not None:
-                assert cp.status == "OPTIMAL"
-                assert cp.requests_per_s == ex.requests_per_s
-                agreed += 1
-    assert agreed > 100
+    for pool in sampled_pools(90, seed=1 if connector == "moriio" else 2):
+        m = rng.choice(catalog)
+        cp = solve_or_none(m, connector=connector, **pool)
+        ex = solve_or_none(m, connector=connector, method="enumerate", **pool)
+        assert key(cp) == key(ex), (m.name, connector, pool)
+        if cp is not None:
+            assert cp.status == "OPTIMAL" and cp.method == "cpsat" and cp.gap == 0.0
+            assert cp.requests_per_s == ex.requests_per_s
+            agreed += 1
+    assert agreed > 40
 
 
 @pytest.mark.parametrize("gpu", [g.name for g in pdtp.gpus()])
@@ -113,10 +130,10 @@ def test_main_job_example():
 
 
 def test_rejected_split_is_explained():
-    plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="h100")
+    plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
     assert plan.rejected, "MoRIIO forbids the rule-blind optimum here"
     assert "KV heads per rank" in plan.rejected[0]  # vLLM 0.33.0 MoRIIO READ's message
-    nixl = pdtp.solve("llama-3.1-70b", gpus=24, gpu="h100", connector="nixl")
+    nixl = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x", connector="nixl")
     assert nixl.requests_per_s >= plan.requests_per_s
 
 
@@ -271,15 +288,30 @@ def test_cli_solve(capsys):
 
 
 def test_first_solve_with_a_short_limit_does_not_wait_for_ortools():
-    # In a fresh interpreter OR-Tools is not imported yet (0.4-0.7 s): with a 0.2 s limit the
-    # solve must not spend that, and still return a proven plan (by the exhaustive oracle).
+    # In a fresh interpreter OR-Tools is not imported yet (0.4-1 s): with a 0.2 s limit the
+    # solve does not wait for it past the limit; the exhaustive oracle proves the plan within
+    # it and says so, and the import carries on for later calls.
     import subprocess
     import sys
 
     code = (
         "import sys, time, pdtp; pdtp.model('llama-3.1-70b'); t = time.perf_counter(); "
         "p = pdtp.solve('llama-3.1-70b', 24, time_limit_s=0.2); "
-        "print(p.status, p.method, 'ortools' in sys.modules)"
+        "print(p.status, p.method, time.perf_counter() - t, len(p.notes))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["OPTIMAL", "enumerate", "False"]
+    status, method, elapsed, notes = out.stdout.split()
+    assert status == "OPTIMAL" and method in ("enumerate", "cpsat")
+    assert (method == "enumerate") == (notes == "1")
+    # The limit covers the import: a hang or a full import (~1 s) would overrun it.
+    assert float(elapsed) < 0.2 + 0.4, out.stdout
+
+
+def test_method_and_status_are_reported():
+    plan = pdtp.solve("llama-3.1-70b", 24)
+    assert (plan.method, plan.status, plan.gap) == ("cpsat", "OPTIMAL", 0.0)
+    d = plan.to_dict()
+    assert d["method"] == "cpsat" and d["gap"] == 0.0 and d["objective"] == "throughput"
+    assert len(d["placement"]) == plan.prefill.instances + plan.decode.instances
+    oracle = pdtp.solve("llama-3.1-70b", 24, method="enumerate")
+    assert oracle.method == "enumerate" and key(oracle) == key(plan)

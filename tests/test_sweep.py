@@ -359,7 +359,8 @@ def test_torn_last_line_is_repaired(tmp_path, ext):
             if ext == ".csv"
             else '{"model": "llama-3.1-8b", "gpu": "mi3'
         )
-    rows = pdtp.sweep("llama-3.1-8b", gpus=range(1, 21), workers=1, output=out, as_frame=False)
+    with pytest.warns(SW.SweepFileWarning, match=rf"{out.name}, line \d+: a torn last line"):
+        rows = pdtp.sweep("llama-3.1-8b", gpus=range(1, 21), workers=1, output=out, as_frame=False)
     assert [r["gpus"] for r in rows] == list(range(1, 21))
     assert len(SW.read_rows(out)) == 20
 

@@ -1,7 +1,7 @@
 """pdtp — valid, throughput-optimal prefill/decode tensor-parallel splits for vLLM.
 
 Importing pdtp is cheap: the Rust core loads at once, the catalog and the performance model
-on first use, and OR-Tools only when a solve needs CP-SAT.
+on first use, and OR-Tools only when a planner needs CP-SAT.
 """
 
 from __future__ import annotations
@@ -9,13 +9,16 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ._core import expected_ack_count, remote_tp_rank, validate_kv_heads
+from . import _core
+from ._validate import int64_arguments
 from .check import CheckResult, CheckWarning, ModelShape, Violation, check
 from .connectors import Connector, connectors, resolve_connector
 from .errors import (
+    ArgumentTypeError,
     ConfigError,
     InfeasibleError,
     InvalidArgumentError,
+    OutputFileError,
     PdtpError,
     RuleAssertionError,
     RuleConnectorError,
@@ -26,6 +29,12 @@ from .errors import (
     UnworkablePairError,
 )
 from .transfer import TransferMap, transfer_map
+
+# vLLM's rule functions straight from the Rust core, with out-of-range and wrong-type
+# arguments reported as pdtp errors naming the argument (not PyO3's bare OverflowError).
+remote_tp_rank = int64_arguments(_core.remote_tp_rank)
+validate_kv_heads = int64_arguments(_core.validate_kv_heads)
+expected_ack_count = int64_arguments(_core.expected_ack_count)
 
 __version__ = "0.1.0"
 
@@ -43,28 +52,43 @@ _LAZY: dict[str, str] = {
     "predict_decode": "pdtp.perf",
     "evaluate": "pdtp.perf",
     "Estimate": "pdtp.perf",
-    "solve": "pdtp.planner",
-    "Plan": "pdtp.planner",
-    "size_for": "pdtp.autoscale",
-    "replan": "pdtp.autoscale",
-    "Replan": "pdtp.autoscale",
-    "MoveCost": "pdtp.autoscale",
-    "solve_fleet": "pdtp.fleet",
-    "FleetPlan": "pdtp.fleet",
+    "predict_serving": "pdtp.perf",
+    "ServingEstimate": "pdtp.perf",
+    "solve": "pdtp.planning.solve",
+    "Plan": "pdtp.planning.plan",
+    "size_for": "pdtp.planning.size_for",
+    "replan": "pdtp.planning.replan",
+    "Replan": "pdtp.planning.replan",
+    "MoveCost": "pdtp.planning.replan",
+    "solve_fleet": "pdtp.planning.fleet",
+    "FleetPlan": "pdtp.planning.fleet",
     "calibrate": "pdtp.calibration",
     "sweep": "pdtp.sweeps",
+    "deploy": "pdtp.deployment",
+    "deploy_diff": "pdtp.deployment",
+    "Deployment": "pdtp.deployment",
 }
 
 if TYPE_CHECKING:
     from ._gpu import GPU
     from ._model import Model
-    from .autoscale import MoveCost, Replan, replan, size_for
     from .calibration import calibrate
     from .catalog import gpu, gpus, model, models
     from .constants import Constants
-    from .fleet import FleetPlan, solve_fleet
-    from .perf import Estimate, evaluate, predict_decode, predict_prefill
-    from .planner import Plan, solve
+    from .deployment import Deployment, deploy, deploy_diff
+    from .perf import (
+        Estimate,
+        ServingEstimate,
+        evaluate,
+        predict_decode,
+        predict_prefill,
+        predict_serving,
+    )
+    from .planning.fleet import FleetPlan, solve_fleet
+    from .planning.plan import Plan
+    from .planning.replan import MoveCost, Replan, replan
+    from .planning.size_for import size_for
+    from .planning.solve import solve
     from .sweeps import sweep
     from .workload import Workload
 
@@ -83,6 +107,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ArgumentTypeError",
     "GPU",
     "Constants",
     "Estimate",
@@ -91,6 +116,8 @@ __all__ = [
     "evaluate",
     "predict_decode",
     "predict_prefill",
+    "predict_serving",
+    "ServingEstimate",
     "calibrate",
     "solve",
     "size_for",
@@ -100,6 +127,9 @@ __all__ = [
     "solve_fleet",
     "FleetPlan",
     "sweep",
+    "deploy",
+    "deploy_diff",
+    "Deployment",
     "CheckResult",
     "CheckWarning",
     "ConfigError",
@@ -108,6 +138,7 @@ __all__ = [
     "InvalidArgumentError",
     "Model",
     "ModelShape",
+    "OutputFileError",
     "PdtpError",
     "RuleAssertionError",
     "RuleConnectorError",

@@ -1,16 +1,34 @@
 """Type stubs for pdtp's Rust core (``src/bindings.rs``). Kept honest by mypy.stubtest."""
 
-from typing import final
+from collections.abc import Sequence
+from typing import Any, final
 
 __all__ = [
     "CAPACITY_SCALE",
     "ConnectorInfo",
+    "CONSTANT_FIELDS",
+    "ServingPoint",
+    "fit_constants",
+    "layout_sides",
+    "predict_points",
+    "predict_serving",
+    "step_time",
     "MAX_MAP_TP",
     "alternatives",
+    "Candidates",
+    "Choice",
+    "GpuType",
+    "ModelSpec",
+    "Moves",
+    "Pair",
+    "Pattern",
+    "Placed",
+    "Row",
+    "Scenario",
+    "Stage",
+    "candidates",
     "check_pair",
-    "candidate_table",
     "connector_names",
-    "enumerate_best",
     "expected_ack_count",
     "loadable_sizes",
     "predict_decode",
@@ -125,37 +143,296 @@ def predict_decode(
 def side_option(
     model: _Nums, gpu: _Nums, consts: _Nums, work: _Work, tp: int, prefill: bool, util: float
 ) -> _SideRow: ...
-def candidate_table(
-    model: _Nums,
-    gpu: _Nums,
-    consts: _Nums,
-    work: _Work,
-    connector: str,
-    gpus: int,
-    max_tp: int,
-    max_acks: int | None,
-    util: float,
-) -> tuple[list[_SideRow], list[_SideRow], list[_CandRow], int, _CandRow | None]: ...
-def enumerate_best(
-    model: _Nums,
-    gpu: _Nums,
-    consts: _Nums,
-    work: _Work,
-    connector: str,
-    gpus: int,
-    max_tp: int,
-    max_acks: int | None,
-    util: float,
-    time_limit_s: float,
-) -> tuple[_CandRow | None, bool]: ...
 def sweep_budgets(
+    scenario: Scenario, budgets: list[int]
+) -> tuple[list[_SideRow], list[_SideRow], list[tuple[_CandRow | None, _CandRow | None, bool]]]: ...
+
+# ---- the planning core ---------------------------------------------------------------------
+
+@final
+class ModelSpec:
+    """One model of a scenario: performance inputs, workload, GPU numbers per pool type."""
+
+    def __new__(
+        cls,
+        *,
+        name: str,
+        model: _Nums,
+        workload: _Work,
+        gpus: list[_Nums],
+        demand_rps: float = 0.0,
+        weight: float = 1.0,
+    ) -> ModelSpec: ...
+    @property
+    def name(self) -> str: ...
+
+@final
+class GpuType:
+    """One GPU type of a pool: vendor, constants, node size, price (PRICE_SCALE units)."""
+
+    def __new__(
+        cls, *, name: str, vendor: str, constants: _Nums, node_size: int, price: int = 0
+    ) -> GpuType: ...
+    @property
+    def name(self) -> str: ...
+
+_Running = tuple[int | None, int, int]
+
+@final
+class Scenario:
+    """The planning question as one typed value."""
+
+    def __new__(
+        cls,
+        *,
+        models: list[ModelSpec],
+        gpu_types: list[GpuType],
+        nodes: list[tuple[int, int, int]],
+        connector: str,
+        objective: str,
+        max_tp: int | None = None,
+        max_acks: int | None = None,
+        gpu_memory_utilization: float = 0.9,
+        move_cost: tuple[float, float, float, float] | None = None,
+        running: tuple[_Running, _Running] | None = None,
+    ) -> Scenario: ...
+    @property
+    def connector(self) -> str: ...
+    @property
+    def total_gpus(self) -> int: ...
+
+@final
+class Row:
+    """One candidate row: a model's instance kind (role, GPU type, layout)."""
+
+    @property
+    def model(self) -> int: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def gpu_type(self) -> int: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def loads(self) -> bool: ...
+    @property
+    def fits_weights(self) -> bool: ...
+    @property
+    def fits_kv(self) -> bool: ...
+    @property
+    def latency_s(self) -> float: ...
+    @property
+    def meets_slo(self) -> bool: ...
+    @property
+    def batch(self) -> int: ...
+    @property
+    def max_batch(self) -> int: ...
+    @property
+    def requests_per_s(self) -> float: ...
+    @property
+    def units(self) -> int: ...
+    @property
+    def placeable(self) -> bool: ...
+    @property
+    def piece(self) -> int: ...
+    @property
+    def pieces(self) -> int: ...
+    @property
+    def most(self) -> int: ...
+    @property
+    def need(self) -> int | None: ...
+    @property
+    def usable(self) -> bool: ...
+
+@final
+class Pair:
+    """A (prefill row, decode row) pair of one model."""
+
+    @property
+    def model(self) -> int: ...
+    @property
+    def prefill(self) -> int: ...
+    @property
+    def decode(self) -> int: ...
+
+@final
+class Choice:
+    """One model's choice in a plan: rows and instance counts."""
+
+    def __new__(
+        cls, prefill: int, decode: int, prefill_instances: int, decode_instances: int
+    ) -> Choice: ...
+    @property
+    def prefill(self) -> int: ...
+    @property
+    def decode(self) -> int: ...
+    @property
+    def prefill_instances(self) -> int: ...
+    @property
+    def decode_instances(self) -> int: ...
+
+@final
+class Stage:
+    """One CP-SAT stage: optimise Σ coef × term."""
+
+    @property
+    def sense(self) -> str: ...
+    @property
+    def terms(self) -> list[tuple[str, int]]: ...
+
+@final
+class Pattern:
+    """A node fill pattern of one node class."""
+
+    @property
+    def class_index(self) -> int: ...
+    @property
+    def items(self) -> list[tuple[int, int]]: ...
+
+@final
+class Placed:
+    """One instance's place on the nodes."""
+
+    @property
+    def node(self) -> int: ...
+    @property
+    def nodes(self) -> list[int]: ...
+    @property
+    def gpu_type(self) -> int: ...
+    @property
+    def model(self) -> int: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def devices(self) -> list[int]: ...
+
+@final
+class Moves:
+    """Re-plan data: integer weights and each running side's (row, instances, size)."""
+
+    @property
+    def start(self) -> int: ...
+    @property
+    def stop(self) -> int: ...
+    @property
+    def restart(self) -> int: ...
+    @property
+    def gpu(self) -> int: ...
+    @property
+    def prefill(self) -> tuple[int | None, int, int]: ...
+    @property
+    def decode(self) -> tuple[int | None, int, int]: ...
+
+_Solution = list[Choice | None]
+
+@final
+class Candidates:
+    """Everything a planner decides over for one scenario."""
+
+    @property
+    def rows(self) -> list[Row]: ...
+    @property
+    def pairs(self) -> list[Pair]: ...
+    @property
+    def rejected(self) -> list[Pair]: ...
+    @property
+    def classes(self) -> list[tuple[int, int, int]]: ...
+    @property
+    def sizes(self) -> list[list[int]]: ...
+    def patterns(self) -> list[Pattern]: ...
+    @property
+    def stages(self) -> list[Stage]: ...
+    @property
+    def row_cost(self) -> list[int]: ...
+    @property
+    def ratio_coefficients(self) -> tuple[list[int], list[int]]: ...
+    @property
+    def fleet_terms(self) -> tuple[list[int], list[bool], list[int], list[int]]: ...
+    @property
+    def moves(self) -> Moves | None: ...
+    @property
+    def models(self) -> int: ...
+    @property
+    def is_fleet(self) -> bool: ...
+    @property
+    def serves_demand(self) -> bool: ...
+    @property
+    def fraction_scale(self) -> int: ...
+    def usage(self, solution: _Solution) -> list[tuple[int, int]]: ...
+    def bound(self, stage: int, fixed: list[int]) -> int | None: ...
+    def hint(self) -> _Solution | None: ...
+    def values(self, solution: _Solution) -> list[Any]: ...
+    def compare(self, a: _Solution, b: _Solution) -> int: ...
+    def feasible(self, solution: _Solution) -> bool | None: ...
+    def oracle(
+        self, time_limit_s: float | None = None, reduced: bool = True
+    ) -> tuple[_Solution | None, bool]: ...
+    def rule_blind(self) -> _Solution | None: ...
+    def place(
+        self, solution: _Solution, usage: list[tuple[int, int]] | None = None
+    ) -> list[Placed]: ...
+
+def candidates(scenario: Scenario) -> Candidates: ...
+
+# ---- performance model v2 ------------------------------------------------------------------
+_Layout = tuple[int, int, int, bool]
+_ServingWork = dict[str, float | str | None]
+_PointTuple = tuple[
+    _Nums, _Nums, _Nums, _Layout, _ServingWork, list[tuple[str, int]], tuple[float, float, float]
+]
+
+CONSTANT_FIELDS: list[str]
+
+@final
+class ServingPoint:
+    @property
+    def ttft(self) -> float: ...
+    @property
+    def ttft_steady(self) -> float: ...
+    @property
+    def tpot(self) -> float: ...
+    @property
+    def requests_per_s(self) -> float: ...
+    @property
+    def output_tokens_per_s(self) -> float: ...
+    @property
+    def batch(self) -> float: ...
+    @property
+    def max_batch(self) -> float: ...
+    @property
+    def batch_limited(self) -> bool: ...
+
+def step_time(
     model: _Nums,
     gpu: _Nums,
     consts: _Nums,
-    work: _Work,
-    connector: str,
-    budgets: list[int],
-    max_tp: int,
-    max_acks: int | None,
-    util: float,
-) -> tuple[list[_SideRow], list[_SideRow], list[tuple[_CandRow | None, _CandRow | None, bool]]]: ...
+    layout: _Layout,
+    decode_seqs: float,
+    decode_context_tokens: float,
+    prefill_tokens: float,
+    prefill_attention_work: float,
+) -> float: ...
+def predict_serving(
+    model: _Nums, gpu: _Nums, consts: _Nums, layout: _Layout, work: _ServingWork
+) -> ServingPoint | None: ...
+def layout_sides(
+    model: _Nums, gpu: _Nums, consts: _Nums, layout: _Layout, work: _Work, util: float
+) -> tuple[bool, float, float, float, float, int, int, float, float]: ...
+def fit_constants(
+    points: Sequence[_PointTuple],
+    priors: Sequence[tuple[int, int | None, float]],
+    x0: Sequence[float],
+    lo: Sequence[float],
+    hi: Sequence[float],
+    weights: tuple[float, float, float],
+    scale: float,
+    max_iterations: int,
+    time_limit_s: float,
+) -> tuple[list[float], float, int, bool]: ...
+def predict_points(
+    points: Sequence[_PointTuple], x: Sequence[float]
+) -> list[tuple[float, float, float]]: ...

@@ -54,6 +54,10 @@ class GPU:
     source: str = ""
     arch: str = ""
     verified: bool = True
+    #: On-demand cloud price of one GPU-hour in USD (None: unknown), dated and sourced in
+    #: ``price_source``; planners with a cost objective take ``prices={...}`` overrides.
+    price_per_hour: float | None = None
+    price_source: str = ""
 
     def __post_init__(self) -> None:
         who = f"GPU {self.name!r}"
@@ -84,7 +88,7 @@ class GPU:
             )
         for fname in ("hbm_bandwidth", "bf16_flops", "link_bandwidth"):
             _check_rate(who, fname, getattr(self, fname), optional=False)
-        for fname in ("fp8_flops", "fp4_flops", "int8_flops"):
+        for fname in ("fp8_flops", "fp4_flops", "int8_flops", "price_per_hour"):
             _check_rate(who, fname, getattr(self, fname), optional=True)
         if isinstance(self.aliases, str) or not all(isinstance(a, str) for a in self.aliases):
             raise InvalidArgumentError(f"{who}: field 'aliases' must be a sequence of strings")

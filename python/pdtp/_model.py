@@ -27,13 +27,29 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
 from .errors import ConfigError, InvalidArgumentError
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 2
+_REPR.maxstring = 80
+_REPR.maxother = 80
+_REPR.maxlong = 40
+
+
+def _shown(value: object) -> str:
+    """A bounded repr for messages: config values can be nested 1,000 deep or megabytes long,
+    and ``repr`` of those would recurse or flood the terminal."""
+    return _REPR.repr(value)
+
+
 __all__ = [
+    "AttentionGroup",
     "KV_DTYPE_BYTES",
     "MLA_MODEL_TYPES",
     "WEIGHT_DTYPE_BYTES",
@@ -55,10 +71,22 @@ WEIGHT_DTYPE_BYTES: Final[Mapping[str, float]] = {
 }
 KV_DTYPE_BYTES: Final[Mapping[str, int]] = {"bf16": 2, "fp16": 2, "fp8": 1}
 
-# vLLM's DeepSeek-MLA family (ModelConfig.is_deepseek_mla): MLA only when the config also sets
-# kv_lora_rank (rules.md §4).
+# vLLM's DeepSeek-MLA family (vLLM 0.33 ModelArchConfigConvertor.is_deepseek_mla): MLA only
+# when the config also sets kv_lora_rank (rules.md §4).
 MLA_MODEL_TYPES: Final[frozenset[str]] = frozenset(
     {
+        "axk1",
+        "deepseek_v41",
+        "dots3_note",
+        "k3_dspark",
+        "glm5_next",
+        "glm5_next_text",
+        "glm4_moe_lite_mtp",
+        "bailing_hybrid",
+        "bailing_hybrid_mtp",
+        "bailing_hybrid_v3_mtp",
+        "hy_v4",
+        "hy_v4_mtp",
         "deepseek_v2",
         "deepseek_v3",
         "deepseek_v32",
@@ -220,11 +248,26 @@ _PATTERN_BLOCKS: Final[Mapping[str, tuple[str, str]]] = {
 }
 
 
+# A Hugging Face repository id, "org/name" (the Hub's rules: letters, digits, '-', '_', '.',
+# at most 96 characters each part, no leading '-' or '.').
+HF_ID_PATTERN: Final = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"
+)
+
 # Sanity bounds on config integers: far above any real model (the largest have ~200 layers
 # and dimensions below 2^20), low enough that a corrupt file fails with a clear error
 # instead of exhausting memory on per-layer lists.
 MAX_CONFIG_INT = 1 << 31
 MAX_LAYERS = 100_000
+# The largest config.json pdtp reads. Real ones are under 1 MiB (quantized checkpoints list
+# ignored modules); anything bigger is refused before it is read into memory.
+MAX_CONFIG_BYTES = 16 << 20
+# Nesting deeper than this is no config (real ones nest 3-4 levels); refused before the JSON
+# parser recurses into it.
+MAX_JSON_DEPTH = 64
+# Upper bound for every integer field of a Model (parameter counts included): far above any
+# model (10^16 parameters), and exactly representable as a float for the Rust core.
+MAX_MODEL_INT = 1 << 53
 
 
 def normalize_weight_dtype(value: str, *, argument: str = "weight_dtype") -> str:
@@ -233,7 +276,7 @@ def normalize_weight_dtype(value: str, *, argument: str = "weight_dtype") -> str
     if not isinstance(value, str) or value.strip().lower() not in _WEIGHT_DTYPE_ALIASES:
         raise InvalidArgumentError(
             f"{argument} must be one of {sorted(WEIGHT_DTYPE_BYTES)} (or a spelling such as "
-            f"'bfloat16', 'mxfp4', 'nvfp4', 'awq', 'gptq'), got {value!r}"
+            f"'bfloat16', 'mxfp4', 'nvfp4', 'awq', 'gptq'), got {_shown(value)}"
         )
     return _WEIGHT_DTYPE_ALIASES[value.strip().lower()]
 
@@ -244,9 +287,63 @@ def normalize_kv_dtype(value: str, *, argument: str = "kv_dtype") -> str:
     if not isinstance(value, str) or value.strip().lower() not in _KV_DTYPE_ALIASES:
         raise InvalidArgumentError(
             f"{argument} must be one of {sorted(KV_DTYPE_BYTES)} (or 'fp8_e4m3', 'bfloat16', "
-            f"...), got {value!r}"
+            f"...), got {_shown(value)}"
         )
     return _KV_DTYPE_ALIASES[value.strip().lower()]
+
+
+# --------------------------------------------------------------------------------------------
+# Attention layer groups
+# --------------------------------------------------------------------------------------------
+
+ATTENTION_KINDS: Final[tuple[str, ...]] = ("full", "sliding", "chunked", "mla")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionGroup:
+    """Attention layers that share one KV-cache shape: what vLLM gives one KV-cache group.
+
+    ``kind`` is ``"full"``, ``"sliding"`` (keeps the last ``window`` tokens), ``"chunked"``
+    (Llama-4 local attention: the current ``window``-token chunk) or ``"mla"`` (one latent
+    of ``head_dim`` = kv_lora_rank + qk_rope_head_dim per token, ``num_kv_heads`` = 1, no V,
+    replicated on every TP rank). ``index_bytes`` is the per-token, per-layer key cache of a
+    sparse-attention indexer (DeepSeek-V3.2 / GLM-5 DSA: 128 fp8 values + 4 scale bytes).
+    """
+
+    kind: str
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    #: V head size; 0 for MLA (the latent holds both).
+    v_head_dim: int
+    #: Tokens kept per sequence for sliding/chunked layers; 0 for full and MLA layers.
+    window: int = 0
+    index_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        who = f"AttentionGroup({_shown(self.kind)})"
+        if self.kind not in ATTENTION_KINDS:
+            raise ConfigError(f"{who}: field 'kind' must be one of {list(ATTENTION_KINDS)}")
+        for fname in ("num_layers", "num_kv_heads", "head_dim"):
+            _check_int(who, fname, getattr(self, fname), 1)
+        for fname in ("v_head_dim", "window", "index_bytes"):
+            _check_int(who, fname, getattr(self, fname), 0)
+        if self.kind in ("sliding", "chunked") and self.window < 1:
+            raise ConfigError(f"{who}: field 'window' must be positive for {self.kind} layers")
+        if self.kind in ("full", "mla") and self.window:
+            raise ConfigError(f"{who}: field 'window' must be 0 for {self.kind} layers")
+        if self.kind == "mla" and (self.num_kv_heads != 1 or self.v_head_dim):
+            raise ConfigError(f"{who}: an MLA group has num_kv_heads=1 and v_head_dim=0")
+
+    def bytes_per_token(self, dtype_bytes: int, tp: int = 1) -> int:
+        """KV bytes one token adds to this group on one of ``tp`` ranks (MLA latents and
+        indexer keys are replicated; K/V heads are split, at least one per rank)."""
+        heads = self.num_kv_heads if self.kind == "mla" else -(-self.num_kv_heads // tp)
+        per_layer = heads * (self.head_dim + self.v_head_dim) * dtype_bytes + self.index_bytes
+        return self.num_layers * per_layer
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -336,11 +433,29 @@ class Model:
     hf_id: str | None = None
     aliases: tuple[str, ...] = field(default=())
     model_type: str = ""
+    #: The KV-cache shape per group of attention layers (sliding windows, per-layer-type
+    #: heads, MLA, sparse-attention indexers). Empty when constructed: one group built from
+    #: num_attention_layers, num_kv_heads and head_dim (or the MLA latent).
+    attention_groups: tuple[AttentionGroup, ...] = field(default=())
+    #: Recurrent state one sequence keeps in Mamba / linear-attention layers (conv + SSM
+    #: state, all such layers, unsharded): constant in the context length.
+    state_bytes_per_sequence: int = 0
+    #: What ``vllm serve`` should be given to load this model: the HF id the user named (an
+    #: instruct id stays instruct), the catalog entry's canonical id, or the absolute path of
+    #: the local config folder (see :func:`pdtp.catalog.resolve_model`). None when only a
+    #: shape is known. Launch lines use ``serve_ref or hf_id or name``. Not part of equality:
+    #: the same shape served under another name is the same model to the planner.
+    serve_ref: str | None = field(default=None, compare=False)
+    #: One line saying how the name the user gave became ``serve_ref`` (a catalog alias, a
+    #: Hub lookup), for outputs to print; None when ``serve_ref`` is what the user wrote.
+    serve_note: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        who = f"Model {self.name!r}" if isinstance(self.name, str) else "Model"
+        who = f"Model {_shown(self.name)}" if isinstance(self.name, str) else "Model"
         if not isinstance(self.name, str) or not self.name.strip():
-            raise ConfigError(f"{who}: field 'name' must be a non-empty string, got {self.name!r}")
+            raise ConfigError(
+                f"{who}: field 'name' must be a non-empty string, got {_shown(self.name)}"
+            )
         for fname in _POSITIVE_INT_FIELDS:
             _check_int(who, fname, getattr(self, fname), 1)
         for fname in _NON_NEGATIVE_INT_FIELDS:
@@ -348,27 +463,28 @@ class Model:
         if self.moe_intermediate_size is not None:
             _check_int(who, "moe_intermediate_size", self.moe_intermediate_size, 1)
         for fname in ("is_mla", "tie_word_embeddings"):
-            if not isinstance(getattr(self, fname), bool):
-                raise ConfigError(
-                    f"{who}: field {fname!r} must be a bool, got {getattr(self, fname)!r}"
-                )
+            flag = getattr(self, fname)
+            if not isinstance(flag, bool):
+                raise ConfigError(f"{who}: field {fname!r} must be a bool, got {_shown(flag)}")
         if self.weight_dtype not in WEIGHT_DTYPE_BYTES:
             raise ConfigError(
                 f"{who}: field 'weight_dtype' must be one of {sorted(WEIGHT_DTYPE_BYTES)}, "
-                f"got {self.weight_dtype!r}"
+                f"got {_shown(self.weight_dtype)}"
             )
         if self.kv_dtype not in KV_DTYPE_BYTES:
             raise ConfigError(
                 f"{who}: field 'kv_dtype' must be one of {sorted(KV_DTYPE_BYTES)}, "
-                f"got {self.kv_dtype!r}"
+                f"got {_shown(self.kv_dtype)}"
             )
         if self.quantized_scope not in ("linear", "experts"):
             raise ConfigError(
                 f"{who}: field 'quantized_scope' must be 'linear' or 'experts', "
-                f"got {self.quantized_scope!r}"
+                f"got {_shown(self.quantized_scope)}"
             )
         if self.hf_id is not None and not isinstance(self.hf_id, str):
-            raise ConfigError(f"{who}: field 'hf_id' must be a string or None, got {self.hf_id!r}")
+            raise ConfigError(
+                f"{who}: field 'hf_id' must be a string or None, got {_shown(self.hf_id)}"
+            )
         if not isinstance(self.model_type, str):
             raise ConfigError(f"{who}: field 'model_type' must be a string")
         if isinstance(self.aliases, str) or not all(isinstance(a, str) for a in self.aliases):
@@ -376,7 +492,65 @@ class Model:
         # Accept any sequence (lists come from JSON) but store a tuple so the record stays
         # hashable and immutable.
         object.__setattr__(self, "aliases", tuple(self.aliases))
+        _check_int(who, "state_bytes_per_sequence", self.state_bytes_per_sequence, 0)
+        for fname in ("serve_ref", "serve_note"):
+            value = getattr(self, fname)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(
+                    f"{who}: field {fname!r} must be a non-empty string or None, "
+                    f"got {_shown(value)}"
+                )
         self._check_relations(who)
+        object.__setattr__(self, "attention_groups", self._groups(who))
+
+    def _groups(self, who: str) -> tuple[AttentionGroup, ...]:
+        groups = self.attention_groups
+        if isinstance(groups, str | bytes | Mapping) or not isinstance(groups, Sequence):
+            raise ConfigError(f"{who}: field 'attention_groups' must be a sequence of groups")
+        if not groups:
+            if self.is_mla:
+                latent = self.kv_lora_rank + self.qk_rope_head_dim
+                one = AttentionGroup(
+                    kind="mla",
+                    num_layers=self.num_attention_layers,
+                    num_kv_heads=1,
+                    head_dim=latent,
+                    v_head_dim=0,
+                )
+            else:
+                one = AttentionGroup(
+                    kind="full",
+                    num_layers=self.num_attention_layers,
+                    num_kv_heads=self.num_kv_heads,
+                    head_dim=self.head_dim,
+                    v_head_dim=self.head_dim,
+                )
+            return (one,)
+        out = []
+        for i, g in enumerate(groups):
+            if isinstance(g, Mapping):
+                try:
+                    g = AttentionGroup(**g)
+                except TypeError as exc:
+                    raise ConfigError(f"{who}: field 'attention_groups[{i}]': {exc}") from None
+            if not isinstance(g, AttentionGroup):
+                raise ConfigError(
+                    f"{who}: field 'attention_groups[{i}]' must be an AttentionGroup or a "
+                    f"mapping of its fields, got {type(g).__name__}"
+                )
+            if (g.kind == "mla") != self.is_mla:
+                raise ConfigError(
+                    f"{who}: field 'attention_groups[{i}]' is {_shown(g.kind)} but is_mla is "
+                    f"{self.is_mla}"
+                )
+            out.append(g)
+        total = sum(g.num_layers for g in out)
+        if total != self.num_attention_layers:
+            raise ConfigError(
+                f"{who}: field 'attention_groups' covers {total} layers but "
+                f"num_attention_layers is {self.num_attention_layers}"
+            )
+        return tuple(out)
 
     def _check_relations(self, who: str) -> None:
         if self.num_attention_layers > self.num_layers:
@@ -514,20 +688,9 @@ class Model:
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """KV-cache bytes per token for the whole model, unsharded."""
-        if self.is_mla:
-            return (
-                self.num_attention_layers
-                * (self.kv_lora_rank + self.qk_rope_head_dim)
-                * self.kv_dtype_bytes
-            )
-        return (
-            2
-            * self.num_attention_layers
-            * self.num_kv_heads
-            * self.head_dim
-            * (self.kv_dtype_bytes)
-        )
+        """KV-cache bytes per token for the whole model, unsharded, counting every attention
+        layer (sliding-window layers too: the bytes of a token while it is in the window)."""
+        return sum(g.bytes_per_token(self.kv_dtype_bytes) for g in self.attention_groups)
 
     def kv_bytes_per_token_per_rank(self, tp: int) -> int:
         """KV-cache bytes per token held by one of ``tp`` ranks.
@@ -536,10 +699,19 @@ class Model:
         MLA keeps the whole latent on every rank.
         """
         _check_arg_int("tp", tp, 1)
-        if self.is_mla:
-            return self.kv_bytes_per_token
-        heads = -(-self.num_kv_heads // tp)
-        return 2 * self.num_attention_layers * heads * self.head_dim * self.kv_dtype_bytes
+        return sum(g.bytes_per_token(self.kv_dtype_bytes, tp) for g in self.attention_groups)
+
+    def kv_bytes_per_sequence(self, context_tokens: int, tp: int = 1) -> int:
+        """KV-cache bytes one sequence of ``context_tokens`` holds on one of ``tp`` ranks:
+        sliding/chunked groups keep at most their window, full and MLA groups every token;
+        plus the recurrent state of Mamba / linear-attention layers (split across ranks)."""
+        _check_arg_int("context_tokens", context_tokens, 0)
+        _check_arg_int("tp", tp, 1)
+        total = 0
+        for g in self.attention_groups:
+            tokens = min(context_tokens, g.window) if g.window else context_tokens
+            total += tokens * g.bytes_per_token(self.kv_dtype_bytes, tp)
+        return total + -(-self.state_bytes_per_sequence // tp)
 
     # ---- conversions -----------------------------------------------------------------------
 
@@ -560,6 +732,7 @@ class Model:
         """Fields plus the main derived numbers, JSON-ready."""
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         out["aliases"] = list(self.aliases)
+        out["attention_groups"] = [g.to_dict() for g in self.attention_groups]
         out["attention_type"] = self.attention_type
         out["kv_bytes_per_token"] = self.kv_bytes_per_token
         out["weight_bytes"] = self.weight_bytes
@@ -593,10 +766,15 @@ class Model:
         kv_dtype: str | None = None,
         hf_id: str | None = None,
         aliases: Sequence[str] = (),
+        serve_ref: str | None = None,
     ) -> Model:
         """Read a Hugging Face config: a path to ``config.json``, a model folder, a dict, or JSON
         text. A folder's (or config file's) sibling ``hf_quant_config.json`` (NVIDIA ModelOpt)
         is read too. ``weight_dtype`` / ``kv_dtype`` override what the config implies.
+
+        ``serve_ref`` (what ``vllm serve`` loads) defaults to the absolute path of the folder
+        when ``source`` is a path, else to the HF id (``hf_id`` or the config's
+        ``_name_or_path`` when that is an ``org/name`` id).
 
         Raises :class:`ConfigError` naming the file (or ``<dict>``), the field and what was
         expected whenever the config cannot be modelled.
@@ -604,7 +782,7 @@ class Model:
         wd = normalize_weight_dtype(weight_dtype) if weight_dtype is not None else None
         kd = normalize_kv_dtype(kv_dtype) if kv_dtype is not None else None
         data, label, sidecar, default_name = _load_source(source)
-        return _parse_config(
+        model = _parse_config(
             data,
             label,
             sidecar,
@@ -614,18 +792,32 @@ class Model:
             hf_id=hf_id,
             aliases=tuple(aliases),
         )
+        if serve_ref is None:
+            if isinstance(source, str | os.PathLike) and label not in ("<json text>",):
+                serve_ref = os.path.dirname(os.path.abspath(label))
+            else:
+                serve_ref = model.hf_id
+        return replace(model, serve_ref=serve_ref) if serve_ref else model
 
 
 def _check_int(who: str, fname: str, value: object, minimum: int) -> None:
     # bool is an int subclass; True silently meaning 1 layer would hide a broken config.
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not minimum <= value <= MAX_MODEL_INT
+    ):
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ConfigError(f"{who}: field {fname!r} must be {kind}, got {value!r}")
+        raise ConfigError(
+            f"{who}: field {_shown(fname)} must be {kind} up to 2**53, got {_shown(value)}"
+        )
 
 
 def _check_arg_int(argument: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgumentError(f"{argument} must be an integer >= {minimum}, got {value!r}")
+        raise InvalidArgumentError(
+            f"{argument} must be an integer >= {minimum}, got {_shown(value)}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -649,6 +841,11 @@ def _load_source(
         except UnicodeDecodeError:
             raise ConfigError("<json text>: not valid UTF-8") from None
     if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
+        if len(source) > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"<json text>: {len(source):,} characters is larger than pdtp's config size "
+                f"limit ({MAX_CONFIG_BYTES >> 20} MiB); real configs are a few MiB at most"
+            )
         return _parse_json(source, "<json text>"), "<json text>", None, None
     if not isinstance(source, str | os.PathLike):
         raise ConfigError(
@@ -657,7 +854,7 @@ def _load_source(
         )
     path = os.fspath(source)
     if not isinstance(path, str) or not path.strip():
-        raise ConfigError(f"{path!r}: expected a path to config.json or a model folder")
+        raise ConfigError(f"{_shown(path)}: expected a path to config.json or a model folder")
     if os.path.isdir(path):
         folder = path
         config_path = os.path.join(path, "config.json")
@@ -685,17 +882,45 @@ def _load_source(
 
 def _read_text(path: str) -> str:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        with open(path, "rb") as fh:
+            # Read one byte past the limit: a larger file (or an endless one such as
+            # /dev/zero) is refused after MAX_CONFIG_BYTES, never read whole.
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: larger than pdtp's config size limit ({MAX_CONFIG_BYTES >> 20} MiB); "
+                f"real configs are a few MiB at most"
+            )
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a UTF-8 text file") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _json_depth(text: str) -> int:
+    """Deepest bracket nesting outside strings (regex scans, no recursion)."""
+    depth = deepest = 0
+    for m in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if m.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def _parse_json(text: str, label: str) -> Mapping[str, Any]:
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _json_depth(text) > MAX_JSON_DEPTH:
+        raise ConfigError(
+            f"{label}: JSON nested more than {MAX_JSON_DEPTH} levels deep; a config.json nests "
+            f"a few levels (text_config, quantization_config)"
+        )
     try:
         data = json.loads(text)
+    except RecursionError:  # belt and braces: the depth check above should catch it
+        raise ConfigError(f"{label}: JSON nested too deeply to be a config") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{label}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
@@ -731,6 +956,22 @@ def _json_type(value: object) -> str:
 _MISSING: Final = object()
 
 
+def _positive_number(cfg: _Cfg, value: object, path: str, what: str, maximum: float) -> float:
+    """A finite positive float no larger than ``maximum`` (NaN, Infinity and 1e400 from JSON
+    are refused here, naming the field, instead of failing later in arithmetic)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= maximum
+    ):
+        raise cfg.error(
+            path,
+            f"must be a finite positive number up to {maximum:g} ({what}), got {_shown(value)}",
+        )
+    return float(value)
+
+
 class _Cfg:
     """One config level (the text config of a multimodal checkpoint, or the whole config)."""
 
@@ -748,6 +989,11 @@ class _Cfg:
         self.model_type = ""
         defaults: Mapping[str, Any] = {}
         mt = data.get("model_type")
+        if mt is not None and not isinstance(mt, str):
+            raise ConfigError(
+                f"{label}: field '{prefix}model_type' must be a string such as 'llama', "
+                f"got {_json_type(mt)}"
+            )
         if isinstance(mt, str):
             self.model_type = mt
             defaults = _TEXT_CLASS_DEFAULTS.get(mt, {})
@@ -792,7 +1038,9 @@ class _Cfg:
     def to_int(self, value: Any, path: str, what: str, minimum: int) -> int:
         # A per-layer list whose entries agree (Hunyuan's moe_topk, OpenELM-style head lists)
         # is the same number; differing entries cannot be represented by one field.
-        if isinstance(value, list) and value:
+        if isinstance(value, list) and value and not any(isinstance(v, list) for v in value):
+            if len(value) > MAX_LAYERS:
+                raise self.error(path, f"has {len(value)} entries; expected at most {MAX_LAYERS}")
             ints = [self.to_int(v, f"{path}[{i}]", what, minimum) for i, v in enumerate(value)]
             if len(set(ints)) != 1:
                 raise self.error(
@@ -803,7 +1051,7 @@ class _Cfg:
             return ints[0]
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(
-                path, f"must be an integer ({what}), got {_json_type(value)} {value!r}"
+                path, f"must be an integer ({what}), got {_json_type(value)} {_shown(value)}"
             )
         if value < minimum:
             kind = "positive" if minimum == 1 else f">= {minimum}"
@@ -836,13 +1084,11 @@ class _Cfg:
             raise self.error(hit[1], f"must be true or false, got {_json_type(hit[0])}")
         return hit[0]
 
-    def number(self, key: str, what: str) -> float | None:
+    def number(self, key: str, what: str, *, maximum: float) -> float | None:
         hit = self.raw(key)
         if hit is None:
             return None
-        if isinstance(hit[0], bool) or not isinstance(hit[0], int | float) or hit[0] <= 0:
-            raise self.error(hit[1], f"must be a positive number ({what}), got {hit[0]!r}")
-        return float(hit[0])
+        return _positive_number(self, hit[0], hit[1], what, maximum)
 
     def text(self, key: str) -> str | None:
         hit = self.raw(key)
@@ -876,11 +1122,22 @@ class _Cfg:
 
 @dataclass(slots=True)
 class _Layer:
-    mixer: str  # "attention" | "mamba" | "linear_attention" | "linear" | "none"
-    ffn: str  # "mlp" (dense or MoE, decided by the MoE rules) | "dense" | "moe" | "linear" | "none"
-    kv_heads: int | None = None  # per-layer override (DeciLM block_configs)
+    # "attention" | "mamba" | "linear_attention" (Gated DeltaNet) | "kda" (Kimi Delta
+    # Attention) | "short_conv" (LFM2) | "linear" | "none"
+    mixer: str
+    # "mlp" (dense or MoE, decided by the MoE rules) | "dense" | "moe" | "dense+moe" (Gemma-4:
+    # a dense MLP and an expert block side by side) | "linear" | "none"
+    ffn: str
+    kv_heads: int | None = None  # per-layer override (DeciLM block_configs, SWA/global heads)
     intermediate: int | None = None  # per-layer dense width override (DeciLM)
     also_mamba: bool = False  # Falcon-H1: attention and Mamba side by side in every layer
+    window: str = ""  # "" (full) | "sliding" | "chunked"
+    sparse: bool = False  # a sparse-attention indexer on this layer (DSA, MiniMax-M3)
+    heads: int | None = None  # per-layer query heads (MiMo-V2 SWA layers)
+    head_dim: int | None = None  # per-layer K head size (Gemma-4 global, MiMo-V2 SWA)
+    v_head_dim: int | None = None  # per-layer V head size
+    kv_shared: bool = False  # reads another layer's KV cache (Gemma-3n/4 KV sharing)
+    k_eq_v: bool = False  # V projection shares K's weights (Gemma-4 attention_k_eq_v)
 
 
 def _parse_config(
@@ -898,6 +1155,7 @@ def _parse_config(
     top_type = data.get("model_type") if isinstance(data.get("model_type"), str) else ""
     model_type = cfg.model_type or str(top_type)
     types = {model_type, str(top_type)}
+    _refuse_model_type(cfg, types, label)
 
     hidden = cfg.req_int(("hidden_size", "d_model", "n_embd", "model_dim"), "the hidden size")
     heads = cfg.req_int(
@@ -930,12 +1188,7 @@ def _parse_config(
         if is_mla:
             head_dim = shapes.mla.qk_nope_head_dim + qk_rope
 
-    moe = _MoE.read(cfg, hidden, model_type, shapes.gated)
-    _assign_moe_layers(cfg, layers, moe)
-    counts = _count_params(cfg, layers, shapes, moe, hidden, vocab, model_type)
-
-    num_attention_layers = sum(1 for layer in layers if layer.mixer == "attention")
-    if num_attention_layers == 0:
+    if not any(layer.mixer == "attention" for layer in layers):
         raise ConfigError(
             f"{label}: no attention layer (every layer is Mamba/linear/no-op); pdtp plans "
             f"KV-cache transfer between prefill and decode, which needs attention layers"
@@ -951,8 +1204,18 @@ def _parse_config(
                 f"pdtp models one KV-head count for all layers",
             )
         kv_heads = next(h for h in layer_heads if h is not None)
+        shapes.kv_heads = kv_heads
 
-    num_moe_layers = sum(1 for layer in layers if layer.ffn == "moe")
+    _refuse_unmodelled(cfg, types)
+    _attention_layer_shapes(cfg, layers, shapes, types, is_mla)
+    moe = _MoE.read(cfg, hidden, model_type, shapes.gated)
+    _assign_moe_layers(cfg, layers, moe, types)
+    counts = _count_params(cfg, layers, shapes, moe, hidden, vocab, model_type)
+    groups = _attention_groups(cfg, layers, shapes, is_mla)
+    num_attention_layers = sum(g.num_layers for g in groups)
+    state_bytes = _state_bytes(cfg, layers, hidden, model_type)
+
+    num_moe_layers = sum(1 for layer in layers if layer.ffn in ("moe", "dense+moe"))
     dense_width = shapes.dense_intermediate
     widths = [layer.intermediate for layer in layers if layer.intermediate]
     if widths:
@@ -1009,12 +1272,312 @@ def _parse_config(
             hf_id=resolved_hf_id,
             aliases=aliases,
             model_type=model_type,
+            attention_groups=tuple(groups),
+            state_bytes_per_sequence=state_bytes,
         )
     except ConfigError as exc:
         raise ConfigError(f"{label}: {exc}") from None
 
 
+# Config keys of attention schemes pdtp's KV model cannot describe; a config that sets one is
+# refused rather than sized wrong. (key, what it is)
+_UNMODELLED_KEYS: Final[tuple[tuple[str, str], ...]] = (
+    (
+        "compress_ratios",
+        "DeepSeek-V4 compressed attention (per-layer KV compression with a sliding window and "
+        "hyper-connections)",
+    ),
+)
+
+
+# Model types vLLM serves that pdtp refuses, with the reason (checked before any shape is
+# read, so the message names the architecture rather than a field it happens to lack).
+UNMODELLED_MODEL_TYPES: Final[Mapping[str, str]] = {
+    "mamba": "attention-free (Mamba): no KV cache for prefill to hand to decode",
+    "mamba2": "attention-free (Mamba-2): no KV cache for prefill to hand to decode",
+    "falcon_mamba": "attention-free (Mamba): no KV cache for prefill to hand to decode",
+    "rwkv": "attention-free (RWKV): no KV cache for prefill to hand to decode",
+    "xlstm": "attention-free (xLSTM): no KV cache for prefill to hand to decode",
+    "deepseek_v4": "compressed sparse attention (per-layer KV compression, hyper-connections)",
+    "deepseek_v41": "compressed sparse attention (per-layer KV compression, hyper-connections)",
+    "zamba2": "attention blocks shared across layers (num_mem_blocks)",
+    "longcat_flash": "two attention blocks per layer and zero-computation experts",
+    "longcat_flash_ngram": "two attention blocks per layer and zero-computation experts",
+    "inkling_text": "short-convolution attention state (TML caches)",
+    "inkling_mm_model": "short-convolution attention state (TML caches)",
+    "whisper": "encoder-decoder speech model",
+    "qwen4_exp": "indexed attention with a compressed indexer and n-gram embeddings",
+    "qwen4_exp_text": "indexed attention with a compressed indexer and n-gram embeddings",
+    "ernie4_5_vl_moe": "separate text and vision expert sets (moe_intermediate_size per modality)",
+}
+
+
+def _refuse_model_type(cfg: _Cfg, types: set[str], label: str) -> None:
+    for mt in sorted(t for t in types if t in UNMODELLED_MODEL_TYPES):
+        raise ConfigError(
+            f"{label}: model_type {_shown(mt)} is an architecture vLLM serves that pdtp does not "
+            f"model ({UNMODELLED_MODEL_TYPES[mt]}); pdtp sizes decoder models whose attention "
+            f"keeps a KV cache it can compute"
+        )
+
+
+def _refuse_unmodelled(cfg: _Cfg, types: set[str]) -> None:
+    for key, what in _UNMODELLED_KEYS:
+        hit = cfg.raw(key)
+        if hit is not None:
+            raise cfg.error(
+                hit[1],
+                f"is set: {what} is not modelled by pdtp, whose KV-cache and weight figures "
+                f"would be wrong for it; expected a config without {_shown(key)}",
+            )
+
+
+# Gemma-2/3 and Cohere-2 configs written before layer_types existed: the HF config class
+# derives it (layer i slides unless (i + 1) % pattern == 0).
+_DEFAULT_SLIDING_PATTERN: Final[Mapping[str, int]] = {
+    "gemma2": 2,
+    "gemma3": 6,
+    "gemma3_text": 6,
+    "cohere2": 4,
+    "gpt_oss": 2,
+}
+
+
+def _attention_layer_shapes(
+    cfg: _Cfg, layers: list[_Layer], shapes: _Shapes, types: set[str], is_mla: bool
+) -> None:
+    """Per-layer attention facts that differ by layer type: window kinds, SWA/global head
+    shapes (MiMo-V2, Gemma-4), KV sharing (Gemma-3n/4), sparse-attention indexers."""
+    n = len(layers)
+    attention = [i for i, layer in enumerate(layers) if layer.mixer == "attention"]
+    if cfg.seq("layer_types") is None and not any(layer.window for layer in layers):
+        pattern = cfg.int_or(
+            ("sliding_window_pattern",),
+            "the sliding-window pattern",
+            _DEFAULT_SLIDING_PATTERN.get(cfg.model_type, 0),
+        )
+        if pattern and cfg.raw("sliding_window") is not None:
+            for i in attention:
+                if (i + 1) % pattern:
+                    layers[i].window = "sliding"
+    if (
+        types & {"llama4", "llama4_text"}
+        and cfg.seq("layer_types") is None
+        and cfg.raw("attention_chunk_size") is not None
+    ):
+        # Llama-4 (vLLM llama4.py): RoPE layers use chunked local attention, the NoPE layers
+        # (every no_rope_layer_interval-th, 4 by default) attend globally.
+        rope = _per_layer_flags(cfg, "no_rope_layers", n)
+        if rope is None:
+            every = cfg.int_or(("no_rope_layer_interval",), "the NoPE layer interval", 4, minimum=1)
+            rope = [(i + 1) % every != 0 for i in range(n)]
+        for i in attention:
+            if rope[i]:
+                layers[i].window = "chunked"
+    gemma4 = bool(types & {"gemma4", "gemma4_text"})
+    if gemma4:
+        global_dim = cfg.opt_int(("global_head_dim",), "the full-attention head size", minimum=1)
+        global_kv = cfg.opt_int(
+            ("num_global_key_value_heads",), "the full-attention KV heads", minimum=1
+        )
+        k_eq_v = cfg.flag("attention_k_eq_v", False)
+        for i in attention:
+            if not layers[i].window:
+                layers[i].head_dim = global_dim
+                layers[i].kv_heads = global_kv
+                layers[i].k_eq_v = k_eq_v
+    swa_dim = cfg.opt_int(("swa_head_dim",), "the sliding-window head size", minimum=1)
+    if swa_dim is not None or cfg.raw("swa_num_key_value_heads") is not None:  # MiMo-V2
+        swa_heads = cfg.opt_int(
+            ("swa_num_attention_heads",), "the sliding-window query heads", minimum=1
+        )
+        swa_kv = cfg.opt_int(("swa_num_key_value_heads",), "the sliding-window KV heads", minimum=1)
+        swa_v = cfg.opt_int(("swa_v_head_dim",), "the sliding-window V head size", minimum=1)
+        for i in attention:
+            if layers[i].window == "sliding":
+                layers[i].heads, layers[i].kv_heads = swa_heads, swa_kv
+                layers[i].head_dim, layers[i].v_head_dim = swa_dim, swa_v
+    for layer in layers:
+        if layer.kv_heads is not None and (layer.heads or shapes.heads) % layer.kv_heads:
+            raise cfg.error(
+                cfg.where("num_key_value_heads"),
+                f"gives {layer.kv_heads} KV heads to some layers, which does not divide their "
+                f"{layer.heads or shapes.heads} query heads",
+            )
+    shared = cfg.int_or(("num_kv_shared_layers",), "the KV-shared layers", 0)
+    if shared:
+        if shared >= n:
+            raise cfg.error(
+                cfg.where("num_kv_shared_layers"),
+                f"({shared}) must be below num_hidden_layers ({n}): some layer must own a cache",
+            )
+        for i in range(n - shared, n):
+            layers[i].kv_shared = True
+    # Sparse attention: DSA indexers (DeepSeek-V3.2, GLM-5) and MiniMax-M3's block index.
+    sparse_cfg = cfg.obj("sparse_attention_config")
+    use_sparse = True if sparse_cfg is None else sparse_cfg.get("use_sparse_attention", True)
+    if not isinstance(use_sparse, bool):
+        raise cfg.error(
+            f"{cfg.where('sparse_attention_config')}.use_sparse_attention",
+            f"must be true or false, got {_json_type(use_sparse)}",
+        )
+    if sparse_cfg is not None and use_sparse:
+        flags = sparse_cfg.get("sparse_attention_freq")
+        path = f"{cfg.where('sparse_attention_config')}.sparse_attention_freq"
+        if not isinstance(flags, list) or len(flags) != n:
+            raise cfg.error(path, f"must be a list of one 0/1 flag per layer ({n} layers)")
+        for i, f in enumerate(flags):
+            if isinstance(f, bool) or f not in (0, 1):
+                raise cfg.error(f"{path}[{i}]", f"must be 0 or 1, got {_shown(f)}")
+            if f:
+                layers[i].sparse = True
+    elif is_mla and cfg.seq("indexer_types") is not None:
+        kinds = cfg.seq("indexer_types") or []
+        if len(kinds) != n:
+            raise cfg.error(
+                cfg.where("indexer_types"),
+                f"has {len(kinds)} entries; expected one per layer ({n})",
+            )
+        for i in attention:
+            if kinds[i] not in ("full", "shared"):
+                raise cfg.error(
+                    cfg.where(f"indexer_types[{i}]"),
+                    f"is {_shown(kinds[i])}; expected 'full' (own indexer) or 'shared'",
+                )
+            layers[i].sparse = kinds[i] == "full"
+    elif is_mla and cfg.raw("index_topk") is not None:
+        freq = cfg.int_or(("index_topk_freq",), "the indexer layer frequency", 1, minimum=1)
+        offset = cfg.int_or(("index_skip_topk_offset",), "the indexer layer offset", 2)
+        topk_pattern = cfg.text("index_topk_pattern")  # "F"/"S" per layer
+        for i in attention:
+            if topk_pattern is not None and i < len(topk_pattern):
+                layers[i].sparse = topk_pattern[i] != "S"
+            else:  # vLLM deepseek_v32: an indexer unless this layer reuses the last top-k
+                layers[i].sparse = max(i - offset + 1, 0) % freq == 0
+
+
+def _window(cfg: _Cfg, kind: str) -> int:
+    """The window of sliding/chunked layers; 0 when the config gives none, where vLLM runs
+    the layer as full attention (per_layer_sliding_window=None)."""
+    keys = (
+        ("sliding_window", "sliding_window_size")
+        if kind == "sliding"
+        else ("attention_chunk_size", "chunk_size")
+    )
+    return cfg.int_or(keys, f"the {kind}-attention window in tokens", 0, minimum=1)
+
+
+def _index_bytes(cfg: _Cfg) -> int:
+    """Per-token key-cache bytes of one layer's sparse-attention indexer."""
+    sparse_cfg = cfg.obj("sparse_attention_config")
+    if sparse_cfg is not None:
+        dim = sparse_cfg.get("sparse_index_dim")
+        path = f"{cfg.where('sparse_attention_config')}.sparse_index_dim"
+        # MiniMax-M3 keeps the index keys in the model dtype (bf16).
+        return 2 * cfg.to_int(dim, path, "the index key size", 1)
+    dim = cfg.req_int(("index_head_dim",), "the indexer key size")
+    # vLLM DeepseekV32IndexerCache: fp8 keys plus one fp32 scale per 128 values.
+    return dim + dim // 128 * 4
+
+
+def _attention_groups(
+    cfg: _Cfg, layers: list[_Layer], shapes: _Shapes, is_mla: bool
+) -> list[AttentionGroup]:
+    counts: dict[tuple[str, int, int, int, int, int], int] = {}
+    index_bytes: int | None = None
+    for layer in layers:
+        if layer.mixer != "attention" or layer.kv_shared:
+            continue
+        idx = 0
+        if layer.sparse:
+            if index_bytes is None:
+                index_bytes = _index_bytes(cfg)
+            idx = index_bytes
+        if is_mla and shapes.mla is not None:
+            key = ("mla", 1, shapes.mla.kv_lora_rank + shapes.mla.qk_rope_head_dim, 0, 0, idx)
+        else:
+            window = _window(cfg, layer.window) if layer.window else 0
+            kind = layer.window if window else "full"
+            d = layer.head_dim or shapes.head_dim
+            v = layer.v_head_dim or (shapes.v_head_dim if layer.head_dim is None else d)
+            key = (kind, layer.kv_heads or shapes.kv_heads, d, v, window, idx)
+        counts[key] = counts.get(key, 0) + 1
+    return [
+        AttentionGroup(
+            kind=k[0],
+            num_layers=count,
+            num_kv_heads=k[1],
+            head_dim=k[2],
+            v_head_dim=k[3],
+            window=k[4],
+            index_bytes=k[5],
+        )
+        for k, count in counts.items()
+    ]
+
+
+def _ssm_dtype_bytes(cfg: _Cfg) -> int:
+    hit = cfg.first(("mamba_ssm_cache_dtype", "mamba_ssm_dtype"))
+    if hit is None:
+        return 2
+    value, path = hit
+    allowed = ("auto", "float32", "fp32", "bfloat16", "float16")
+    if value not in allowed:
+        raise cfg.error(path, f"must be one of {list(allowed)}, got {_shown(value)}")
+    return 4 if value in ("float32", "fp32") else 2
+
+
+def _state_bytes(cfg: _Cfg, layers: list[_Layer], hidden: int, model_type: str) -> int:
+    """Recurrent state one sequence keeps (vLLM's Mamba/linear-attention state shapes):
+    conv states in the model dtype (2 bytes), SSM / delta-rule states in the SSM cache
+    dtype (KDA: fp32)."""
+    total = 0
+    per: dict[str, int] = {}
+    for layer in layers:
+        kinds = [layer.mixer] + (["mamba"] if layer.also_mamba else [])
+        for kind in kinds:
+            if kind not in ("mamba", "linear_attention", "kda", "short_conv"):
+                continue
+            if kind not in per:
+                per[kind] = _one_state(cfg, kind, hidden, model_type)
+            total += per[kind]
+    return total
+
+
+def _one_state(cfg: _Cfg, kind: str, hidden: int, model_type: str) -> int:
+    ssm = _ssm_dtype_bytes(cfg)
+    if kind == "short_conv":  # vLLM ShortConv: (L_cache - 1) past inputs of the hidden size
+        kernel = cfg.int_or(("conv_L_cache",), "the short-conv kernel", 3, minimum=1)
+        return hidden * (kernel - 1) * 2
+    if kind == "kda":
+        kda = _kda_dims(cfg)
+        proj = kda.heads * kda.head_dim
+        return 3 * proj * (kda.conv - 1) * 2 + kda.heads * kda.head_dim * kda.head_dim * 4
+    if kind == "linear_attention":
+        g = _gdn_dims(cfg)
+        conv_dim = 2 * g.nk * g.dk + g.nv * g.dv
+        return conv_dim * (g.conv - 1) * 2 + g.nv * g.dk * g.dv * ssm
+    m = _mamba_dims(cfg, hidden, model_type)
+    if m.v1:
+        return m.inner * (m.conv - 1) * 2 + m.inner * m.state * ssm
+    conv_dim = m.inner + 2 * m.groups * m.state
+    return conv_dim * (m.conv - 1) * 2 + m.n_heads * (m.inner // m.n_heads) * m.state * ssm
+
+
 def _text_config(data: Mapping[str, Any], label: str) -> _Cfg:
+    thinker = data.get("thinker_config")  # Qwen2.5/3-Omni: the language model is the thinker's
+    if thinker is not None:
+        if not isinstance(thinker, Mapping):
+            raise ConfigError(
+                f"{label}: field 'thinker_config' must be an object, got {_json_type(thinker)}"
+            )
+        sub = thinker.get("text_config")
+        if not isinstance(sub, Mapping):
+            raise ConfigError(
+                f"{label}: field 'thinker_config.text_config' must be an object, "
+                f"got {_json_type(sub)}"
+            )
+        return _Cfg(sub, label, "thinker_config.text_config.", data)
     for key in _TEXT_CONFIG_KEYS:
         sub = data.get(key)
         if sub is None:
@@ -1030,8 +1593,9 @@ def _hf_id_from(cfg: _Cfg) -> str | None:
     if hit is None or not isinstance(hit[0], str):
         return None
     value: str = hit[0]
-    # Only an "org/name" id is worth keeping; local paths say nothing about the model.
-    if value.count("/") == 1 and not value.startswith((".", "/", "~")):
+    # Only an "org/name" id with the Hub's characters is worth keeping: local paths say
+    # nothing about the model, and anything else may be a hostile string.
+    if HF_ID_PATTERN.match(value) and ".." not in value:
         return value
     return None
 
@@ -1075,9 +1639,21 @@ class _Shapes:
         self, cfg: _Cfg, hidden: int, heads: int, kv_heads: int, model_type: str, types: set[str]
     ) -> None:
         self.hidden, self.heads, self.kv_heads = hidden, heads, kv_heads
-        head_dim = cfg.opt_int(
-            ("head_dim", "attention_head_dim", "kv_channels"), "head_dim", minimum=1
+        mla = bool(types & MLA_MODEL_TYPES) and cfg.raw("kv_lora_rank") is not None
+        # MLA heads are qk_nope + qk_rope; a head_dim key there is informational (GLM-5 sets
+        # it to qk_nope_head_dim, GLM-5-Next to 0) and vLLM does not read it.
+        head_dim = (
+            None
+            if mla
+            else cfg.opt_int(
+                ("head_dim", "attention_head_dim", "kv_channels"), "head_dim", minimum=1
+            )
         )
+        if head_dim is None and cfg.raw("kv_lora_rank") is not None:
+            # MLA: the query/key head is the no-rope part plus the rope part.
+            head_dim = cfg.int_or(
+                ("qk_nope_head_dim",), "the MLA no-rope head size", 128, minimum=1
+            ) + cfg.req_int(("qk_rope_head_dim",), "the MLA rope head size", minimum=0)
         if head_dim is None:
             if hidden % heads:
                 raise cfg.error(
@@ -1092,10 +1668,21 @@ class _Shapes:
             self.mla = _MLA(
                 kv_lora_rank=cfg.req_int(("kv_lora_rank",), "the MLA latent rank"),
                 q_lora_rank=cfg.int_or(("q_lora_rank",), "the MLA query rank", 0),
-                qk_nope_head_dim=cfg.int_or(("qk_nope_head_dim",), "qk_nope_head_dim", 128),
-                qk_rope_head_dim=cfg.req_int(("qk_rope_head_dim",), "the MLA rope head size"),
+                qk_nope_head_dim=cfg.int_or(
+                    ("qk_nope_head_dim",), "the MLA no-rope head size", 128, minimum=1
+                ),
+                # 0 is NoPE MLA (GLM-5-Next).
+                qk_rope_head_dim=cfg.req_int(
+                    ("qk_rope_head_dim",), "the MLA rope head size", minimum=0
+                ),
                 v_head_dim=cfg.int_or(("v_head_dim",), "v_head_dim", 128, minimum=1),
             )
+        # V heads narrower than K heads (MiMo-V2); MLA configs use v_head_dim for the latent.
+        self.v_head_dim = (
+            cfg.int_or(("v_head_dim",), "the V head size", head_dim, minimum=1)
+            if self.mla is None
+            else head_dim
+        )
         act = cfg.text("mlp_hidden_act")
         self.gated = not (types & _NON_GATED_MLP_TYPES) and act not in ("relu2", "relu")
         self.attention_bias = cfg.flag("attention_bias", False)
@@ -1116,21 +1703,39 @@ class _Shapes:
                 ("intermediate_size_mlp", "intermediate_size"), "the MLP width", minimum=1
             )
         width = cfg.opt_int(
-            ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
+            (
+                "dense_intermediate_size",
+                "intermediate_size",
+                "ffn_hidden_size",
+                "n_inner",
+                "ffn_dim",
+            ),
             "the MLP width",
             minimum=1,
         )
+        if width is not None and cfg.flag("block_auto_adjust_ff_dim", False):
+            # LFM2 (vLLM Lfm2MLP): 2/3 of the width, times the multiplier, rounded up.
+            width = int(2 * width / 3)
+            mult = cfg.number("block_ffn_dim_multiplier", "the FFN multiplier", maximum=1024.0)
+            if mult is not None:
+                width = int(mult * width)
+            multiple = cfg.int_or(("block_multiple_of",), "the FFN rounding", 256, minimum=1)
+            width = multiple * -(-width // multiple)
         if width is not None:
             return width
-        ratio = cfg.number("expansion_ratio", "the MLP expansion ratio")  # MPT
+        ratio = cfg.number("expansion_ratio", "the MLP expansion ratio", maximum=1024.0)  # MPT
         if ratio is not None:
             return round(ratio * hidden)
         if types & _NON_GATED_MLP_TYPES:
             return 4 * hidden  # Falcon / GPT-2 default: 4h
         return None
 
-    def attention_params(self, kv_heads: int) -> int:
-        h, a, d = self.hidden, self.heads, self.head_dim
+    def attention_params(self, layer: _Layer) -> int:
+        h = self.hidden
+        a = layer.heads or self.heads
+        kv_heads = layer.kv_heads or self.kv_heads
+        d = layer.head_dim or self.head_dim
+        v = layer.v_head_dim or (self.v_head_dim if layer.head_dim is None else d)
         if self.mla is not None:
             m = self.mla
             qk = m.qk_nope_head_dim + m.qk_rope_head_dim
@@ -1142,9 +1747,12 @@ class _Shapes:
             kv += m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
             return q + kv + a * m.v_head_dim * h
         q = h * a * d * (2 if self.output_gate else 1)
-        n = q + 2 * h * kv_heads * d + a * d * h
+        if layer.kv_shared:  # reads another layer's cache: q_proj and o_proj only
+            return q + a * v * h
+        k_and_v = h * kv_heads * (d if layer.k_eq_v else d + v)
+        n = q + k_and_v + a * v * h
         if self.qkv_bias:
-            n += (a + 2 * kv_heads) * d
+            n += a * d + kv_heads * (d + v)
         if self.attention_bias:
             n += h  # o_proj bias
         if self.qk_norm:
@@ -1156,6 +1764,25 @@ class _Shapes:
 
     def mlp_params(self, width: int) -> int:
         return (3 if self.gated else 2) * self.hidden * width
+
+
+_EXPERT_KEYS: Final[tuple[str, ...]] = (
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "moe_num_experts",
+)
+# "top_k_experts" is Gemma-4's name.
+_TOPK_KEYS: Final[tuple[str, ...]] = (
+    "num_experts_per_tok",
+    "experts_per_token",
+    "num_experts_per_token",
+    "top_k_experts",
+    "moe_k",
+    "moe_topk",
+    "top_k",
+    "moe_top_k",
+)
 
 
 @dataclass(slots=True)
@@ -1171,40 +1798,32 @@ class _MoE:
 
     @classmethod
     def read(cls, cfg: _Cfg, hidden: int, model_type: str, gated: bool) -> _MoE:
-        experts = cfg.opt_int(
-            ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
-            "the number of routed experts",
-        )
+        experts_hit = cfg.first(_EXPERT_KEYS)
+        experts = cfg.opt_int(_EXPERT_KEYS, "the number of routed experts")
+        topk_hit = cfg.first(_TOPK_KEYS)
+        if experts is not None and experts == 0 and experts_hit is not None:
+            # A zero expert count beside a positive top-k or expert width is a broken MoE
+            # config, not a dense one: serving it as dense would be a different model.
+            signs = [
+                key
+                for key in (*_TOPK_KEYS, "moe_intermediate_size")
+                if isinstance(cfg.data.get(key), int)
+                and not isinstance(cfg.data.get(key), bool)
+                and cfg.data.get(key, 0) > 0
+            ]
+            if signs:
+                raise cfg.error(
+                    experts_hit[1],
+                    f"is 0 but the config describes routed experts ({signs[0]}="
+                    f"{cfg.data[signs[0]]}); expected the number of routed experts (>= 1)",
+                )
         if experts is None or experts <= 1:  # Jamba uses num_experts=1 for "no MoE"
             return cls(0, 0, 0, 0, 0, 0, 0, 0)
-        top_k = cfg.opt_int(
-            (
-                "num_experts_per_tok",
-                "experts_per_token",
-                "num_experts_per_token",
-                "moe_topk",
-                "top_k",
-                "moe_top_k",
-            ),
-            "the experts per token",
-            minimum=1,
-        )
+        top_k = cfg.opt_int(_TOPK_KEYS, "the experts per token", minimum=1)
         if top_k is None:
-            raise cfg.missing(
-                ("num_experts_per_tok", "experts_per_token", "moe_topk"),
-                "the routed experts per token for an MoE model",
-            )
+            raise cfg.missing(_TOPK_KEYS, "the routed experts per token for an MoE model")
         if top_k > experts:
-            hit = cfg.first(
-                (
-                    "num_experts_per_tok",
-                    "experts_per_token",
-                    "num_experts_per_token",
-                    "moe_topk",
-                    "top_k",
-                    "moe_top_k",
-                )
-            )
+            hit = topk_hit
             raise cfg.error(
                 hit[1] if hit else "num_experts_per_tok",
                 f"({top_k}) exceeds the number of experts ({experts})",
@@ -1218,7 +1837,9 @@ class _MoE:
             raise cfg.missing(
                 ("moe_intermediate_size", "intermediate_size"), "the expert MLP width"
             )
-        latent_size = cfg.opt_int(("moe_latent_size",), "the MoE latent size", minimum=1)
+        latent_size = cfg.opt_int(
+            ("moe_latent_size", "routed_expert_hidden_size"), "the MoE latent size", minimum=1
+        )
         inner = latent_size or hidden
         per_expert = (3 if gated else 2) * inner * width
         if model_type == "gpt_oss":
@@ -1227,7 +1848,12 @@ class _MoE:
         router = hidden * experts + (experts if model_type == "gpt_oss" else 0)
         mlp_factor = 3 if gated else 2
         shared_width = cfg.opt_int(
-            ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"),
+            (
+                "shared_expert_intermediate_size",
+                "moe_shared_expert_intermediate_size",
+                "shared_intermediate_size",
+                "share_expert_dim",
+            ),
             "the shared expert width",
         )
         n_shared = cfg.opt_int(
@@ -1254,20 +1880,25 @@ class _MoE:
         return cls(experts, top_k, width, per_expert, shared, num_shared, router, latent)
 
 
+_LAYER_KEYS: Final[tuple[str, ...]] = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+
 def _layer_plan(cfg: _Cfg, heads: int) -> list[_Layer]:
     """Per-layer mixer and FFN kinds from whichever hybrid description the config uses."""
-    layer_keys = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    layer_keys = _LAYER_KEYS
     pattern_hit = cfg.raw("hybrid_override_pattern")
     if pattern_hit is not None:
         pattern, path = pattern_hit
         if not isinstance(pattern, str) or not pattern:
             raise cfg.error(path, "must be a non-empty string such as 'M-M*-'")
+        if len(pattern) > MAX_LAYERS:
+            raise cfg.error(path, f"must describe at most {MAX_LAYERS} layers")
         plan = []
         for i, ch in enumerate(pattern):
             if ch not in _PATTERN_BLOCKS:
                 raise cfg.error(
                     path,
-                    f"has unknown block {ch!r} at layer {i}; expected one of "
+                    f"has unknown block {_shown(ch)} at layer {i}; expected one of "
                     f"'M' (Mamba), '*' (attention), '-' (MLP), 'E' (MoE)",
                 )
             mixer, ffn = _PATTERN_BLOCKS[ch]
@@ -1277,29 +1908,39 @@ def _layer_plan(cfg: _Cfg, heads: int) -> list[_Layer]:
 
     block_configs = cfg.seq("block_configs")
     if block_configs is not None:
+        if len(block_configs) > MAX_LAYERS:
+            raise cfg.error(cfg.where("block_configs"), f"must hold at most {MAX_LAYERS} blocks")
         plan = [_deci_layer(cfg, i, b, heads) for i, b in enumerate(block_configs)]
         if not plan:
             raise cfg.error(cfg.where("block_configs"), "is empty; expected one entry per layer")
         _check_layer_count(cfg, layer_keys, len(plan), cfg.where("block_configs"))
         return plan
 
-    if cfg.obj("linear_attn_config") is not None:
-        raise cfg.error(
-            cfg.where("linear_attn_config"), "(Kimi-Linear KDA hybrid) is not supported by pdtp yet"
-        )
-
-    num_layers = cfg.req_int(layer_keys, "the number of layers")
+    # Hybrid descriptions that are one entry per layer also give the layer count when the
+    # config leaves num_hidden_layers out (Nemotron-3 Ultra's layers_block_type).
+    typed = None
+    for key in ("layers_block_type", "layer_types"):
+        kinds = cfg.seq(key)
+        if kinds is not None:
+            typed = (key, kinds)
+            break
+    if cfg.first(layer_keys) is None and typed is not None and typed[1]:
+        num_layers = len(typed[1])
+    else:
+        num_layers = cfg.req_int(layer_keys, "the number of layers")
     if num_layers > MAX_LAYERS:
         hit = cfg.first(layer_keys)
         where = hit[1] if hit else cfg.where(layer_keys[0])
         raise cfg.error(where, f"must be at most {MAX_LAYERS} layers, got {num_layers}")
+
+    linear_cfg = cfg.obj("linear_attn_config")
+    if linear_cfg is not None:
+        return _kimi_linear_layers(cfg, linear_cfg, num_layers)
     if cfg.model_type == "falcon_h1":
         return [_Layer("attention", "mlp", also_mamba=True) for _ in range(num_layers)]
 
-    for key in ("layers_block_type", "layer_types"):
-        kinds = cfg.seq(key)
-        if kinds is None:
-            continue
+    if typed is not None:
+        key, kinds = typed
         if len(kinds) != num_layers:
             raise cfg.error(
                 cfg.where(key),
@@ -1308,6 +1949,19 @@ def _layer_plan(cfg: _Cfg, heads: int) -> list[_Layer]:
             )
         single_block = any(k in ("mlp", "moe") for k in kinds)
         return [_typed_layer(cfg, key, i, k, single_block) for i, k in enumerate(kinds)]
+
+    full_idx = cfg.seq("full_attn_idxs")
+    if full_idx is not None:  # LFM2: attention at these layers, short convolutions elsewhere
+        wanted = _layer_index_set(
+            cfg, full_idx, cfg.where("full_attn_idxs"), 0, num_layers - 1, "a layer index"
+        )
+        return [
+            _Layer("attention" if i in wanted else "short_conv", "mlp") for i in range(num_layers)
+        ]
+
+    swa_pattern = _per_layer_flags(cfg, "hybrid_layer_pattern", num_layers)
+    if swa_pattern is not None:  # MiMo-V2: 1 = sliding-window layer, 0 = full attention
+        return [_Layer("attention", "mlp", window="sliding" if f else "") for f in swa_pattern]
 
     interval = cfg.opt_int(("full_attention_interval",), "the full-attention interval", minimum=1)
     if interval is not None:
@@ -1332,30 +1986,127 @@ def _layer_plan(cfg: _Cfg, heads: int) -> list[_Layer]:
     return [_Layer("attention", "mlp") for _ in range(num_layers)]
 
 
+def _per_layer_flags(cfg: _Cfg, key: str, num_layers: int) -> list[bool] | None:
+    """A per-layer list of 0/1 flags (MiMo-V2 hybrid_layer_pattern, MiniMax-M3 / MiMo-V2
+    moe_layer_freq, sparse_attention_freq), checked for length and values."""
+    hit = cfg.raw(key)
+    if hit is None or (key == "moe_layer_freq" and not isinstance(hit[0], list)):
+        return None  # moe_layer_freq may also be one integer frequency (DeepSeek, Kimi)
+    values, path = hit
+    if not isinstance(values, list):
+        raise cfg.error(path, f"must be a list of one 0/1 flag per layer, got {_json_type(values)}")
+    if len(values) != num_layers:
+        raise cfg.error(
+            path,
+            f"has {len(values)} entries; expected one 0/1 flag per layer "
+            f"(num_hidden_layers = {num_layers})",
+        )
+    flags = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or v not in (0, 1):
+            raise cfg.error(f"{path}[{i}]", f"must be 0 or 1 (one flag per layer), got {_shown(v)}")
+        flags.append(v == 1)
+    return flags
+
+
+def _layer_index_set(cfg: _Cfg, values: object, path: str, lo: int, hi: int, what: str) -> set[int]:
+    if not isinstance(values, list):
+        raise cfg.error(path, f"must be a list of layer numbers, got {_json_type(values)}")
+    out = set()
+    for j, v in enumerate(values):
+        n = cfg.to_int(v, f"{path}[{j}]", what, lo)
+        if n > hi:
+            raise cfg.error(f"{path}[{j}]", f"is layer {n}; expected {lo}..{hi} ({what})")
+        out.add(n)
+    return out
+
+
+def _kimi_linear_layers(cfg: _Cfg, linear: Mapping[str, Any], num_layers: int) -> list[_Layer]:
+    """Kimi-Linear / Kimi-K3: KDA (Kimi Delta Attention) layers listed 1-based in
+    linear_attn_config.kda_layers, MLA everywhere else (vLLM KimiLinearConfig.is_kda_layer)."""
+    path = cfg.where("linear_attn_config")
+    kda = _layer_index_set(
+        cfg, linear.get("kda_layers"), f"{path}.kda_layers", 1, num_layers, "a 1-based layer"
+    )
+    full = linear.get("full_attn_layers")
+    if full is not None:
+        both = kda & _layer_index_set(
+            cfg, full, f"{path}.full_attn_layers", 1, num_layers, "a 1-based layer"
+        )
+        if both:
+            raise cfg.error(
+                f"{path}.full_attn_layers",
+                f"lists layer(s) {sorted(both)[:5]} that kda_layers lists too; a layer is "
+                f"either KDA or full attention",
+            )
+    return [_Layer("kda" if i + 1 in kda else "attention", "mlp") for i in range(num_layers)]
+
+
 def _check_layer_count(cfg: _Cfg, keys: Sequence[str], count: int, path: str) -> None:
     declared = cfg.opt_int(keys, "the number of layers", minimum=1)
     if declared is not None and declared != count:
         raise cfg.error(path, f"describes {count} layers but num_hidden_layers is {declared}")
 
 
+# layer_types / layers_block_type values: (mixer, window, sparse). "mlp"/"moe" entries are
+# FFN-only blocks (Nemotron-H style, one block per entry).
+_TYPED_LAYERS: Final[Mapping[str, tuple[str, str, bool]]] = {
+    "full_attention": ("attention", "", False),
+    "attention": ("attention", "", False),
+    "global": ("attention", "", False),
+    "global_attention": ("attention", "", False),
+    "hybrid": ("attention", "", False),
+    "sliding_attention": ("attention", "sliding", False),
+    "local": ("attention", "sliding", False),
+    "local_attention": ("attention", "sliding", False),
+    "chunked_attention": ("attention", "chunked", False),
+    "deepseek_sparse_attention": ("attention", "", True),
+    "indexed_attention": ("attention", "", True),
+    "sparse_attention": ("attention", "", True),
+    "linear_attention": ("linear_attention", "", False),
+    "mamba": ("mamba", "", False),
+    "conv": ("short_conv", "", False),
+}
+# What "linear_attention" layers are per model type (transformers 5 names every recurrent
+# mixer so); Gated DeltaNet (Qwen3-Next / Qwen3.5 / OLMo-Hybrid) otherwise.
+_LINEAR_MIXER: Final[Mapping[str, str]] = {
+    "nemotron_h": "mamba",
+    "nemotron_h_omni": "mamba",
+    "granitemoehybrid": "mamba",
+    "bamba": "mamba",
+    "kimi_linear": "kda",
+    "glm5_next": "kda",
+    "glm5_next_text": "kda",
+}
+
+
 def _typed_layer(cfg: _Cfg, key: str, i: int, kind: object, single_block: bool) -> _Layer:
     path = cfg.where(f"{key}[{i}]")
     if not isinstance(kind, str):
         raise cfg.error(path, f"must be a string, got {_json_type(kind)}")
-    if kind in _ATTENTION_LAYER_TYPES:
-        return _Layer("attention", "none" if single_block else "mlp")
-    if kind == "linear_attention":
-        return _Layer("linear_attention", "mlp")
-    if kind == "mamba":
-        return _Layer("mamba", "none" if single_block else "mlp")
     if single_block and kind in ("mlp", "moe"):
         return _Layer("none", "dense" if kind == "mlp" else "moe")
-    raise cfg.error(
-        path,
-        f"is {kind!r}; expected one of 'full_attention', "
-        f"'sliding_attention', 'linear_attention', 'attention', 'mamba', "
-        f"'mlp', 'moe'",
-    )
+    known = _TYPED_LAYERS.get(kind)
+    if known is None:
+        raise cfg.error(
+            path,
+            f"is {_shown(kind)}; expected one of {sorted(_TYPED_LAYERS)} or 'mlp'/'moe' "
+            f"(one block per entry)",
+        )
+    mixer, window, sparse = known
+    if mixer == "linear_attention":
+        mixer = _LINEAR_MIXER.get(cfg.model_type, mixer)
+    ffn = "none" if single_block and mixer not in ("none",) else "mlp"
+    return _Layer(mixer, ffn, window=window, sparse=sparse)
+
+
+def _block_flag(cfg: _Cfg, block: Mapping[str, Any], key: str, path: str) -> bool:
+    value = block.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise cfg.error(f"{path}.{key}", f"must be true or false, got {_json_type(value)}")
+    return value
 
 
 def _deci_layer(cfg: _Cfg, i: int, block: object, heads: int) -> _Layer:
@@ -1369,9 +2120,9 @@ def _deci_layer(cfg: _Cfg, i: int, block: object, heads: int) -> _Layer:
     if not isinstance(attn, Mapping) or not isinstance(ffn, Mapping):
         raise cfg.error(path, "must hold 'attention' and 'ffn' objects")
     layer = _Layer("attention", "dense")
-    if attn.get("no_op"):
+    if _block_flag(cfg, attn, "no_op", f"{path}.attention"):
         layer.mixer = "none"
-    elif attn.get("replace_with_linear"):
+    elif _block_flag(cfg, attn, "replace_with_linear", f"{path}.attention"):
         layer.mixer = "linear"
     else:
         group = attn.get("n_heads_in_group")
@@ -1388,9 +2139,9 @@ def _deci_layer(cfg: _Cfg, i: int, block: object, heads: int) -> _Layer:
                 f"({group}) must divide num_attention_heads ({heads})",
             )
         layer.kv_heads = heads // group
-    if ffn.get("no_op"):
+    if _block_flag(cfg, ffn, "no_op", f"{path}.ffn"):
         layer.ffn = "none"
-    elif ffn.get("replace_with_linear"):
+    elif _block_flag(cfg, ffn, "replace_with_linear", f"{path}.ffn"):
         layer.ffn = "linear"
     elif ffn.get("intermediate_size") is not None:
         layer.intermediate = cfg.to_int(
@@ -1398,10 +2149,9 @@ def _deci_layer(cfg: _Cfg, i: int, block: object, heads: int) -> _Layer:
         )
     else:
         mult = ffn.get("ffn_mult")
-        if isinstance(mult, bool) or not isinstance(mult, int | float) or mult <= 0:
-            raise cfg.error(
-                f"{path}.ffn", f"needs a positive 'ffn_mult' or 'intermediate_size', got {mult!r}"
-            )
+        if mult is None:
+            raise cfg.error(f"{path}.ffn", "needs a positive 'ffn_mult' or 'intermediate_size'")
+        mult = _positive_number(cfg, mult, f"{path}.ffn.ffn_mult", "the FFN multiplier", 1024.0)
         hidden = cfg.req_int(("hidden_size",), "the hidden size")
         # DeciLM's _ffn_mult_to_intermediate_size: 2/3 of mult·h, rounded up to 256.
         width = int(2 * mult * hidden / 3)
@@ -1409,9 +2159,14 @@ def _deci_layer(cfg: _Cfg, i: int, block: object, heads: int) -> _Layer:
     return layer
 
 
-def _assign_moe_layers(cfg: _Cfg, layers: list[_Layer], moe: _MoE) -> None:
+def _assign_moe_layers(cfg: _Cfg, layers: list[_Layer], moe: _MoE, types: set[str]) -> None:
     """Decide which generic "mlp" layers hold routed experts."""
     undecided = [i for i, layer in enumerate(layers) if layer.ffn == "mlp"]
+    if moe.num_experts and types & {"gemma4", "gemma4_text"}:
+        # Gemma-4: every layer runs its dense MLP and the expert block side by side.
+        for i in undecided:
+            layers[i].ffn = "dense+moe"
+        return
     if not moe.num_experts:
         for i in undecided:
             layers[i].ffn = "dense"
@@ -1437,9 +2192,27 @@ def _assign_moe_layers(cfg: _Cfg, layers: list[_Layer], moe: _MoE) -> None:
     first_dense = cfg.opt_int(("first_k_dense_replace",), "the leading dense layers")
     if first_dense is not None:
         moe_at = [a and i >= first_dense for i, a in enumerate(moe_at)]
-    freq = cfg.opt_int(("moe_layer_freq",), "the MoE layer frequency", minimum=1)
-    if freq is not None:
-        moe_at = [a and i % freq == 0 for i, a in enumerate(moe_at)]
+    flags = _per_layer_flags(cfg, "moe_layer_freq", n)
+    if flags is not None:  # MiniMax-M3 / MiMo-V2: one 0/1 flag per layer
+        moe_at = [a and f for a, f in zip(moe_at, flags)]
+    else:
+        freq = cfg.opt_int(("moe_layer_freq",), "the MoE layer frequency", minimum=1)
+        if freq is not None:
+            moe_at = [a and i % freq == 0 for i, a in enumerate(moe_at)]
+    mlp_types = cfg.seq("mlp_layer_types")
+    if mlp_types is not None:  # GLM-5 / A.X K1: "dense" or "sparse" per layer
+        if len(mlp_types) != n:
+            raise cfg.error(
+                cfg.where("mlp_layer_types"),
+                f"has {len(mlp_types)} entries; expected one per layer ({n})",
+            )
+        for j, kind in enumerate(mlp_types):
+            if kind not in ("dense", "sparse"):
+                raise cfg.error(
+                    cfg.where(f"mlp_layer_types[{j}]"),
+                    f"is {_shown(kind)}; expected 'dense' or 'sparse'",
+                )
+        moe_at = [a and k == "sparse" for a, k in zip(moe_at, mlp_types)]
     sparse_step = cfg.opt_int(("decoder_sparse_step",), "the MoE layer step", minimum=1)
     if sparse_step is not None:
         moe_at = [a and (i + 1) % sparse_step == 0 for i, a in enumerate(moe_at)]
@@ -1450,6 +2223,11 @@ def _assign_moe_layers(cfg: _Cfg, layers: list[_Layer], moe: _MoE) -> None:
             for j, v in enumerate(mlp_only)
         }
         moe_at = [a and i not in dense_idx for i, a in enumerate(moe_at)]
+    start = cfg.opt_int(("moe_layer_start_index",), "the first MoE layer")
+    if start is not None:  # ERNIE-4.5 (vLLM ernie45_moe)
+        end = cfg.int_or(("moe_layer_end_index",), "the last MoE layer", n - 1)
+        step = cfg.int_or(("moe_layer_interval",), "the MoE layer interval", 1, minimum=1)
+        moe_at = [a and start <= i <= end and (i + 1) % step == 0 for i, a in enumerate(moe_at)]
     period = cfg.opt_int(("expert_layer_period",), "the MoE layer period", minimum=1)
     if period is not None:
         offset = cfg.int_or(("expert_layer_offset",), "the MoE layer offset", 0)
@@ -1485,9 +2263,15 @@ def _count_params(
     active_experts = 0
     mamba: int | None = None
     linear_attn: int | None = None
+    kda: int | None = None
+    indexer: int | None = None
     for layer in layers:
         if layer.mixer == "attention":
-            dense += shapes.attention_params(layer.kv_heads or shapes.kv_heads) + hidden
+            dense += shapes.attention_params(layer) + hidden
+            if layer.sparse:
+                if indexer is None:
+                    indexer = _indexer_params(cfg, shapes, hidden)
+                dense += indexer
         elif layer.mixer == "mamba":
             if mamba is None:
                 mamba = _mamba_params(cfg, hidden, model_type)
@@ -1496,18 +2280,24 @@ def _count_params(
             if linear_attn is None:
                 linear_attn = _gated_delta_net_params(cfg, hidden)
             dense += linear_attn + hidden
+        elif layer.mixer == "kda":
+            if kda is None:
+                kda = _kda_params(cfg, hidden)
+            dense += kda + hidden
+        elif layer.mixer == "short_conv":
+            dense += _short_conv_params(cfg, hidden) + hidden
         elif layer.mixer == "linear":
             dense += hidden * hidden
         if layer.also_mamba:
             if mamba is None:
                 mamba = _mamba_params(cfg, hidden, model_type)
             dense += mamba
-        if layer.ffn == "dense":
+        if layer.ffn in ("dense", "dense+moe"):
             width = layer.intermediate or shapes.dense_intermediate
             if width is None:
                 raise cfg.missing(("intermediate_size",), "the dense MLP width")
             dense += shapes.mlp_params(width) + hidden
-        elif layer.ffn == "moe":
+        if layer.ffn in ("moe", "dense+moe"):
             dense += moe.shared + moe.router + moe.latent + hidden
             experts += moe.num_experts * moe.per_expert
             active_experts += moe.top_k * moe.per_expert
@@ -1522,13 +2312,45 @@ def _count_params(
     return _Counts(total, embedding + dense + active_experts, experts, embedding)
 
 
-def _mamba_params(cfg: _Cfg, hidden: int, model_type: str) -> int:
-    """Parameters of one Mamba mixer (approximate: exact for the projections, which are > 99%
-    of it; conv, dt, A, D and norm vectors follow the reference implementations)."""
+def _indexer_params(cfg: _Cfg, shapes: _Shapes, hidden: int) -> int:
+    """A sparse-attention indexer: query projection from the MLA query latent (or the hidden
+    state), one key head, its norm and the per-head weights."""
+    sparse_cfg = cfg.obj("sparse_attention_config")
+    if sparse_cfg is not None:
+        base = cfg.where("sparse_attention_config")
+        dim = cfg.to_int(
+            sparse_cfg.get("sparse_index_dim"), f"{base}.sparse_index_dim", "the index key size", 1
+        )
+        n = cfg.to_int(
+            sparse_cfg.get("sparse_num_index_heads"),
+            f"{base}.sparse_num_index_heads",
+            "the index heads",
+            1,
+        )
+    else:
+        dim = cfg.req_int(("index_head_dim",), "the indexer key size")
+        n = cfg.req_int(("index_n_heads",), "the indexer heads")
+    q_in = shapes.mla.q_lora_rank if shapes.mla is not None and shapes.mla.q_lora_rank else hidden
+    return q_in * n * dim + hidden * dim + 2 * dim + hidden * n
+
+
+@dataclass(slots=True)
+class _MambaDims:
+    v1: bool
+    state: int
+    conv: int
+    inner: int
+    n_heads: int
+    groups: int
+    dt_rank: int
+
+
+def _mamba_dims(cfg: _Cfg, hidden: int, model_type: str) -> _MambaDims:
+    v1 = model_type in _MAMBA1_TYPES
     state = cfg.int_or(
         ("ssm_state_size", "mamba_d_state", "state_size", "d_state"),
         "the SSM state size",
-        128 if model_type not in _MAMBA1_TYPES else 16,
+        16 if v1 else 128,
         minimum=1,
     )
     conv = cfg.int_or(
@@ -1545,55 +2367,136 @@ def _mamba_params(cfg: _Cfg, hidden: int, model_type: str) -> int:
     if inner is None and n_heads is not None and head is not None:
         inner = n_heads * head
     if inner is None:
-        expand = (
-            cfg.number("mamba_expand", "the Mamba expansion")
-            or cfg.number("expand", "the Mamba expansion")
-            or 2.0
+        expand = cfg.number("mamba_expand", "the Mamba expansion", maximum=1024.0) or cfg.number(
+            "expand", "the Mamba expansion", maximum=1024.0
         )
-        inner = round(expand * hidden)
-    if model_type in _MAMBA1_TYPES:
+        inner = round((expand or 2.0) * hidden)
+    dt_rank = 0
+    if v1:
         rank_hit = cfg.raw("mamba_dt_rank") or cfg.raw("time_step_rank")
         if rank_hit is None or rank_hit[0] == "auto":
             dt_rank = math.ceil(hidden / 16)
         else:
             dt_rank = cfg.to_int(rank_hit[0], rank_hit[1], "the dt rank", 1)
+    groups = cfg.int_or(("n_groups", "mamba_n_groups", "ngroups"), "the SSM groups", 1, minimum=1)
+    if n_heads is None:
+        n_heads = max(1, inner // (head or 64))
+    return _MambaDims(v1, state, conv, max(inner, 1), n_heads, groups, dt_rank)
+
+
+def _mamba_params(cfg: _Cfg, hidden: int, model_type: str) -> int:
+    """Parameters of one Mamba mixer (approximate: exact for the projections, which are > 99%
+    of it; conv, dt, A, D and norm vectors follow the reference implementations)."""
+    m = _mamba_dims(cfg, hidden, model_type)
+    inner, state, conv = m.inner, m.state, m.conv
+    if m.v1:
         return (
             hidden * 2 * inner  # in_proj
             + inner * (conv + 1)  # depthwise conv + bias
-            + inner * (dt_rank + 2 * state)  # x_proj
-            + dt_rank * inner
+            + inner * (m.dt_rank + 2 * state)  # x_proj
+            + m.dt_rank * inner
             + inner  # dt_proj
             + inner * state
             + inner  # A_log, D
             + inner * hidden  # out_proj
         )
-    groups = cfg.int_or(("n_groups", "mamba_n_groups", "ngroups"), "the SSM groups", 1, minimum=1)
-    if n_heads is None:
-        n_heads = max(1, inner // (head or 64))
-    conv_dim = inner + 2 * groups * state
+    conv_dim = inner + 2 * m.groups * state
     return (
-        hidden * (2 * inner + 2 * groups * state + n_heads)  # in_proj: z, x, B, C, dt
+        hidden * (2 * inner + 2 * m.groups * state + m.n_heads)  # in_proj: z, x, B, C, dt
         + conv_dim * (conv + 1)  # depthwise conv + bias
-        + 3 * n_heads  # dt_bias, A_log, D
+        + 3 * m.n_heads  # dt_bias, A_log, D
         + inner  # gated RMSNorm
         + inner * hidden  # out_proj
     )
 
 
+@dataclass(slots=True)
+class _GdnDims:
+    nk: int
+    nv: int
+    dk: int
+    dv: int
+    conv: int
+
+
+def _gdn_dims(cfg: _Cfg) -> _GdnDims:
+    return _GdnDims(
+        nk=cfg.req_int(("linear_num_key_heads",), "the linear-attention key heads"),
+        nv=cfg.req_int(("linear_num_value_heads",), "the linear-attention value heads"),
+        dk=cfg.req_int(("linear_key_head_dim",), "the linear-attention key head size"),
+        dv=cfg.req_int(("linear_value_head_dim",), "the linear-attention value head size"),
+        conv=cfg.int_or(
+            ("linear_conv_kernel_dim",), "the linear-attention conv kernel", 4, minimum=1
+        ),
+    )
+
+
 def _gated_delta_net_params(cfg: _Cfg, hidden: int) -> int:
-    """One Qwen3-Next Gated DeltaNet (linear attention) mixer."""
-    nk = cfg.req_int(("linear_num_key_heads",), "the linear-attention key heads")
-    nv = cfg.req_int(("linear_num_value_heads",), "the linear-attention value heads")
-    dk = cfg.req_int(("linear_key_head_dim",), "the linear-attention key head size")
-    dv = cfg.req_int(("linear_value_head_dim",), "the linear-attention value head size")
-    conv = cfg.int_or(("linear_conv_kernel_dim",), "the linear-attention conv kernel", 4, minimum=1)
+    """One Qwen3-Next / Qwen3.5 Gated DeltaNet (linear attention) mixer."""
+    g = _gdn_dims(cfg)
+    nk, nv, dk, dv = g.nk, g.nv, g.dk, g.dv
     return (
         hidden * (2 * nk * dk + 2 * nv * dv)  # in_proj_qkvz
         + hidden * 2 * nv  # in_proj_ba
-        + (2 * nk * dk + nv * dv) * conv  # conv1d
+        + (2 * nk * dk + nv * dv) * g.conv  # conv1d
         + 2 * nv  # dt_bias, A_log
         + dv  # norm
         + nv * dv * hidden  # out_proj
+    )
+
+
+@dataclass(slots=True)
+class _KdaDims:
+    heads: int
+    head_dim: int
+    conv: int
+
+
+def _kda_dims(cfg: _Cfg) -> _KdaDims:
+    linear = cfg.obj("linear_attn_config")
+    if linear is None:  # transformers 5 KimiLinearConfig: flat linear_* keys
+        return _KdaDims(
+            heads=cfg.req_int(("linear_num_heads",), "the KDA heads"),
+            head_dim=cfg.req_int(("linear_head_dim",), "the KDA head size"),
+            conv=cfg.int_or(("linear_conv_kernel_dim",), "the KDA conv kernel", 4, minimum=1),
+        )
+    path = cfg.where("linear_attn_config")
+
+    def get(key: str, what: str, default: int | None = None) -> int:
+        value = linear.get(key, default)
+        if value is None:
+            raise cfg.error(f"{path}.{key}", f"is missing; expected {what} as a positive integer")
+        return cfg.to_int(value, f"{path}.{key}", what, 1)
+
+    return _KdaDims(
+        heads=get("num_heads", "the KDA heads"),
+        head_dim=get("head_dim", "the KDA head size"),
+        conv=get("short_conv_kernel_size", "the KDA conv kernel", 4),
+    )
+
+
+def _short_conv_params(cfg: _Cfg, hidden: int) -> int:
+    """One LFM2 short-convolution mixer: in_proj (B, C, x gates), the depthwise conv and
+    out_proj (vLLM ShortConv)."""
+    kernel = cfg.int_or(("conv_L_cache",), "the short-conv kernel", 3, minimum=1)
+    bias = cfg.flag("conv_bias", False)
+    return hidden * 3 * hidden + hidden * kernel + hidden * hidden + (4 * hidden if bias else 0)
+
+
+def _kda_params(cfg: _Cfg, hidden: int) -> int:
+    """One Kimi Delta Attention mixer (vLLM kimi_k3 KimiDeltaAttention): q/k/v/g and the
+    low-rank forget gate (f_a, f_b) and beta projections, the short convs, A_log, dt_bias,
+    the output norm and o_proj."""
+    k = _kda_dims(cfg)
+    proj = k.heads * k.head_dim
+    return (
+        hidden * (4 * proj + k.head_dim + k.heads)  # in_proj q, k, v, g, f_a, b
+        + k.head_dim * proj  # f_b
+        + proj  # dt_bias
+        + 3 * proj * k.conv  # q/k/v short convs
+        + k.heads  # A_log
+        + k.head_dim  # output norm
+        + proj * hidden  # o_proj
     )
 
 
@@ -1610,12 +2513,14 @@ def _activation_dtype(cfg: _Cfg) -> str:
         return "bf16"
     value, path = hit
     if not isinstance(value, str) or value.lower() not in _WEIGHT_DTYPE_ALIASES:
-        raise cfg.error(path, f"must be a dtype such as 'bfloat16' or 'float16', got {value!r}")
+        raise cfg.error(
+            path, f"must be a dtype such as 'bfloat16' or 'float16', got {_shown(value)}"
+        )
     dtype = _WEIGHT_DTYPE_ALIASES[value.lower()]
     if dtype == "fp32":
         return "bf16"
     if dtype not in ("bf16", "fp16"):
-        raise cfg.error(path, f"must be a 16/32-bit float dtype, got {value!r}")
+        raise cfg.error(path, f"must be a 16/32-bit float dtype, got {_shown(value)}")
     return dtype
 
 
@@ -1627,10 +2532,15 @@ def _quantization(cfg: _Cfg, sidecar: _Sidecar | None) -> tuple[str | None, str,
         q = content.get("quantization", content)
         if not isinstance(q, Mapping):
             raise ConfigError(f"{sidecar_path}: field 'quantization' must be an object")
-        kv = _modelopt_kv(q.get("kv_cache_quant_algo"))
+        kv = _modelopt_kv(
+            q.get("kv_cache_quant_algo"),
+            f"{sidecar_path}: field 'quantization.kv_cache_quant_algo'",
+        )
         algo = q.get("quant_algo")
         if algo is not None:
             where = f"{sidecar_path}: field 'quantization.quant_algo'"
+            if isinstance(algo, str) and algo.upper() == "MIXED_PRECISION":
+                return _modelopt_mixed(cfg, q, where), "linear", kv
             return _modelopt_algo(algo, where), "linear", kv
         if kv is not None:
             wd, scope, _ = _quantization(cfg, None)
@@ -1645,7 +2555,7 @@ def _quantization(cfg: _Cfg, sidecar: _Sidecar | None) -> tuple[str | None, str,
     if method is None and "config_groups" in qc:
         method = "compressed-tensors"
     if not isinstance(method, str):
-        raise cfg.error(f"{path}.quant_method", f"must be a string, got {method!r}")
+        raise cfg.error(f"{path}.quant_method", f"must be a string, got {_shown(method)}")
     m = method.lower().replace("_", "-")
     where = f"{path}.quant_method"
     if m in ("fp8", "fbgemm-fp8", "ptpc-fp8"):
@@ -1671,32 +2581,41 @@ def _quantization(cfg: _Cfg, sidecar: _Sidecar | None) -> tuple[str | None, str,
         bits = qc.get("bits", qc.get("w_bit", 4))
         return _int_bits(cfg, bits, f"{path}.bits"), "linear", None
     if m == "bitsandbytes":
-        if qc.get("load_in_4bit"):
-            return "int4", "linear", None
-        if qc.get("load_in_8bit"):
-            return "int8", "linear", None
+        for bits_key, dtype in (("load_in_4bit", "int4"), ("load_in_8bit", "int8")):
+            flag = qc.get(bits_key, False)
+            if not isinstance(flag, bool):
+                raise cfg.error(f"{path}.{bits_key}", f"must be true or false, got {_shown(flag)}")
+            if flag:
+                return dtype, "linear", None
         raise cfg.error(path, "(bitsandbytes) needs load_in_4bit or load_in_8bit")
     if m == "compressed-tensors":
         return _compressed_tensors(cfg, qc, path)
     if m == "modelopt" or m == "modelopt-fp4":
-        algo = qc.get("quant_algo") or (qc.get("quantization") or {}).get("quant_algo")
-        kv_algo = qc.get("kv_cache_quant_algo") or (qc.get("quantization") or {}).get(
-            "kv_cache_quant_algo"
-        )
+        nested = qc.get("quantization")
+        if nested is not None and not isinstance(nested, Mapping):
+            raise cfg.error(f"{path}.quantization", f"must be an object, got {_json_type(nested)}")
+        inner = nested or {}
+        algo = qc.get("quant_algo") or inner.get("quant_algo")
+        kv_algo = qc.get("kv_cache_quant_algo") or inner.get("kv_cache_quant_algo")
+        kv = _modelopt_kv(kv_algo, f"{cfg.label}: field '{path}.kv_cache_quant_algo'")
+        scheme_kv = _kv_scheme(cfg, qc.get("kv_cache_scheme"), f"{path}.kv_cache_scheme")
+        kv = kv or scheme_kv
         where = f"{cfg.label}: field '{path}.quant_algo'"
-        return _modelopt_algo(algo, where), "linear", _modelopt_kv(kv_algo)
+        if isinstance(algo, str) and algo.upper() == "MIXED_PRECISION":
+            return _modelopt_mixed(cfg, {**inner, **qc}, where), "linear", kv
+        return _modelopt_algo(algo, where), "linear", kv
     if m == "quark":
         return _quark(cfg, qc, path)
     raise cfg.error(
         where,
-        f"is {method!r}, which pdtp cannot size; expected fp8, mxfp4, awq, gptq, "
+        f"is {_shown(method)}, which pdtp cannot size; expected fp8, mxfp4, awq, gptq, "
         f"compressed-tensors, modelopt, quark or bitsandbytes (or pass weight_dtype=...)",
     )
 
 
 def _int_bits(cfg: _Cfg, bits: object, path: str) -> str:
     if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (2, 3, 4, 8):
-        raise cfg.error(path, f"must be 2, 3, 4 or 8, got {bits!r}")
+        raise cfg.error(path, f"must be 2, 3, 4 or 8, got {_shown(bits)}")
     # 2/3-bit checkpoints are rare in serving; sizing them as 4-bit errs on the safe side.
     return "int8" if bits == 8 else "int4"
 
@@ -1714,25 +2633,51 @@ def _compressed_tensors(cfg: _Cfg, qc: Mapping[str, Any], path: str) -> tuple[st
             raise cfg.error(f"{path}.config_groups.{gname}.weights", "must be an object")
         bits = weights.get("num_bits")
         kind = weights.get("type", "int")
+        if kind not in ("int", "float"):
+            raise cfg.error(
+                f"{path}.config_groups.{gname}.weights.type",
+                f"must be 'int' or 'float', got {_shown(kind)}",
+            )
         gp = f"{path}.config_groups.{gname}.weights"
         if bits == 8:
             dtypes.add("fp8" if kind == "float" else "int8")
         elif bits == 4:
             dtypes.add("fp4" if kind == "float" else "int4")
         else:
-            raise cfg.error(f"{gp}.num_bits", f"must be 4 or 8, got {bits!r}")
+            raise cfg.error(f"{gp}.num_bits", f"must be 4 or 8, got {_shown(bits)}")
     # Mixed groups: size by the widest, so the memory check stays conservative.
     order = ["fp4", "int4", "int8", "fp8"]
     wd = max(dtypes, key=order.index)
-    kv = None
-    scheme = qc.get("kv_cache_scheme")
-    if isinstance(scheme, Mapping) and scheme.get("num_bits") == 8:
-        kv = "fp8"
+    kv = _kv_scheme(cfg, qc.get("kv_cache_scheme"), f"{path}.kv_cache_scheme")
     return wd, "linear", kv
+
+
+def _modelopt_mixed(cfg: _Cfg, q: Mapping[str, Any], where: str) -> str:
+    """ModelOpt MIXED_PRECISION: per-layer algorithms (``quantized_layers``) or
+    compressed-tensors-style ``config_groups``. Sized by the widest, so memory checks stay
+    conservative."""
+    algos = []
+    layers = q.get("quantized_layers")
+    if isinstance(layers, Mapping):
+        for name, spec in layers.items():
+            algo = spec.get("quant_algo") if isinstance(spec, Mapping) else None
+            algos.append(_modelopt_algo(algo, f"{where} (quantized_layers.{name}.quant_algo)"))
+    if not algos and isinstance(q.get("config_groups"), Mapping):
+        return _compressed_tensors(cfg, q, where.rsplit(".", 1)[0])[0]
+    if not algos:
+        raise ConfigError(
+            f"{where} is 'MIXED_PRECISION' but neither quantized_layers nor config_groups says "
+            f"how the layers are stored; expected one of them"
+        )
+    order = ["fp4", "int4", "int8", "fp8"]
+    return max(algos, key=order.index)
 
 
 def _modelopt_algo(algo: object, where: str) -> str:
     table = {
+        "W4A16_NVFP4": "fp4",
+        "MXFP8": "fp8",
+        "NVFP4_AWQ": "fp4",
         "FP8": "fp8",
         "FP8_PER_CHANNEL_PER_TOKEN": "fp8",
         "FP8_PB_WO": "fp8",
@@ -1747,14 +2692,32 @@ def _modelopt_algo(algo: object, where: str) -> str:
         "W8A8_SQ_PER_CHANNEL": "int8",
     }
     if not isinstance(algo, str) or algo.upper() not in table:
-        raise ConfigError(f"{where} is {algo!r}; expected one of {sorted(table)}")
+        raise ConfigError(f"{where} is {_shown(algo)}; expected one of {sorted(table)}")
     return table[algo.upper()]
 
 
-def _modelopt_kv(algo: object) -> str | None:
-    if isinstance(algo, str) and algo.upper() in ("FP8", "NVFP4_KV", "FP8_KV"):
+def _modelopt_kv(algo: object, where: str = "kv_cache_quant_algo") -> str | None:
+    """ModelOpt's KV-cache algorithm: FP8 caches (NVFP4 KV is sized as FP8, the nearest
+    cache dtype pdtp models); none for null / "NONE"."""
+    if algo is None or (isinstance(algo, str) and algo.upper() in ("", "NONE")):
+        return None
+    if isinstance(algo, str) and algo.upper() in ("FP8", "NVFP4", "NVFP4_KV", "FP8_KV"):
         return "fp8"
-    return None
+    raise ConfigError(
+        f"{where} is {_shown(algo)}; expected 'FP8', 'NVFP4' or null (KV-cache quantization)"
+    )
+
+
+def _kv_scheme(cfg: _Cfg, scheme: object, path: str) -> str | None:
+    """compressed-tensors kv_cache_scheme: 8-bit caches are FP8."""
+    if scheme is None:
+        return None
+    if not isinstance(scheme, Mapping):
+        raise cfg.error(path, f"must be an object or null, got {_json_type(scheme)}")
+    bits = scheme.get("num_bits")
+    if isinstance(bits, bool) or bits not in (8, 16):
+        raise cfg.error(f"{path}.num_bits", f"must be 8 or 16, got {_shown(bits)}")
+    return "fp8" if bits == 8 else None
 
 
 def _quark(cfg: _Cfg, qc: Mapping[str, Any], path: str) -> tuple[str, str, str | None]:
@@ -1778,7 +2741,7 @@ def _quark(cfg: _Cfg, qc: Mapping[str, Any], path: str) -> tuple[str, str, str |
     else:
         raise cfg.error(
             f"{path}.global_quant_config.weight.dtype",
-            f"is {dtype!r}; expected fp8_e4m3, fp4, int8 or int4",
+            f"is {_shown(dtype)}; expected fp8_e4m3, fp4, int8 or int4",
         )
     kv = None
     kv_cfg = qc.get("kv_cache_quant_config")

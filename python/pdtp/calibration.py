@@ -1,61 +1,53 @@
 """Fit the performance model's efficiency constants to measured serving points.
 
-A *point* is one measured row with the columns of ``reference/perf-points.csv``::
+A *point* is one measured benchmark run of aggregated serving. Two row formats are read:
 
-    source, model, gpu, engine, weight_dtype, tp, isl, osl, concurrency,
-    ttft_ms, tpot_ms, output_tokens_per_s, note
+- pdtp's own (the columns of ``reference/perf-points.csv``)::
 
-(``source``, ``engine`` and ``note`` are informational; an optional ``kv_dtype`` column sets
-the KV-cache dtype, and a note that mentions "fp8 KV cache" does the same when the column is
-absent, as in the reference CSV). One row may carry several measurements; each is compared
-with the matching prediction of :func:`predict_point`:
+      source, model, gpu, engine, weight_dtype, tp, isl, osl, concurrency,
+      ttft_ms, tpot_ms, output_tokens_per_s, note
 
-``tpot_ms`` (needs ``concurrency`` C) — aggregated serving at a fixed concurrency. The decode
-    step at batch C and mean context ``isl + osl/2`` (what :func:`pdtp.predict_decode`
-    computes), plus an *aggregated-serving correction*: in steady state one request finishes,
-    and so one new prompt arrives, every ``osl/C`` steps, so each step also carries the prefill
-    work of ``C/osl`` prompts (vLLM's chunked prefill mixes them into the decode steps). The
-    extra work of one prompt inside a step that already reads the weights and pays the fixed
-    overheads is ``t_p(isl) − t_p(1)``. Disaggregated decode instances never see this term,
-    which is why it lives here and not in the Rust core.
-``ttft_ms`` — ``q · t_p(isl)``: the prefill time scaled by the queueing factor
-    ``ttft_queue_factor``, as in pdtp's disaggregated TTFT but without a KV transfer (these are
-    aggregated measurements). At high concurrency the measured TTFT also holds time queued
-    behind other prompts, which grows with the concurrency; the fit is on the median error, so
-    those rows pull ``q`` only as far as the typical row needs.
-``output_tokens_per_s`` without ``concurrency`` — the maximum throughput of ONE instance doing
-    both prefill and decode: each request costs ``t_p`` of prefill plus ``osl`` decode steps
-    shared by a batch B, so ``R = 1 / (t_p + osl·t_d(B)/B)`` requests/s and ``R·osl`` output
-    tokens/s, with B the largest batch memory allows, capped by the engine's ``max_num_seqs``:
-    the row's ``max_num_seqs`` column when it has one; else 256 for an ``engine`` of vLLM
-    before 0.9 (its default then — 1024 on ≥ 70 GiB GPUs came with vLLM PR #17885); else
-    :attr:`Constants.max_num_seqs`. With a ``concurrency`` C the rate is Little's law instead:
-    ``C·osl / (TTFT + osl·TPOT)``.
+  with optional ``kv_dtype``, ``ep``, ``dp_attention``, ``max_num_seqs``,
+  ``max_num_batched_tokens``, ``gpu_memory_utilization``, ``num_prompts`` and
+  ``random_range_ratio`` columns. ``isl``/``osl`` are the lengths the benchmark asked for.
+- InferenceMAX result rows as in ``reference/measured-serving.csv`` (``hw``, ``framework``,
+  ``precision``, ``ttft_mean_ms``, ``tpot_mean_ms``, ``output_tps``, ``implied_mean_osl``
+  ...). What those files do not record is taken from the launch scripts of those runs
+  (:func:`inferencemax_launch`).
 
-:func:`calibrate` minimises a robust error (:func:`objective`: per measurement kind, the median
-absolute relative error plus a small share of the mean error capped at 50%, which breaks ties
-where the median is flat) by a deterministic, derivative-free search over bounded ranges
-(:data:`BOUNDS`): a grid and coordinate search on a smooth stand-in for that error, then a
-pattern search (single constants and pairs) on the error itself.
+Each measurement is compared with :func:`pdtp.predict_serving`'s prediction for the same run
+(the Rust core's aggregated-serving model): ``tpot_ms`` with its mean TPOT, ``ttft_ms`` with
+its mean TTFT (the first wave's burst and queueing included), ``output_tokens_per_s`` with its
+throughput. A row without ``concurrency`` is an offline max-throughput run (the engine always
+full).
+
+:func:`calibrate` fits chosen constants by a bounded Levenberg–Marquardt search on a robust
+(soft-L1) loss of log-ratio errors, in Rust; :func:`fit_table` fits constants per GPU type
+and engine at once (the shipped defaults, and the accuracy benchmark's cross-validation).
+Inputs are bounded: a file is read up to :data:`MAX_FILE_BYTES`, at most :data:`MAX_POINTS`
+rows, and the whole call ends within ``time_limit_s`` (the search keeps its best so far).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 import numbers
 import os
 import re
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import time
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from . import _core
-from .constants import Constants, constants_for
+from .constants import GENERIC, Constants, check_engine, constants_for
 from .errors import ConfigError, InvalidArgumentError, PdtpError
-from .perf import DEFAULT_UTILIZATION, gpu_inputs, model_inputs
+from .perf import constant_inputs, gpu_inputs, model_inputs
 
 if TYPE_CHECKING:
     from ._gpu import GPU
@@ -64,48 +56,79 @@ if TYPE_CHECKING:
 __all__ = [
     "BOUNDS",
     "DEFAULT_FIT",
+    "DEFAULT_TIME_LIMIT_S",
     "KINDS",
+    "MAX_FILE_BYTES",
+    "MAX_POINTS",
+    "CalibrationTimeLimit",
     "PerfPoint",
     "PointError",
     "calibrate",
+    "fit_table",
+    "inferencemax_launch",
     "load_points",
-    "objective",
     "point_errors",
     "predict_point",
+    "predict_points",
     "summarize",
 ]
 
 #: Measurement kinds, by the column that holds them.
 KINDS: tuple[str, ...] = ("tpot_ms", "ttft_ms", "output_tokens_per_s")
 
-#: Fittable constants: (lower, upper, searched on a log scale). The ranges are physical: a
-#: GPU reaches at most its peak, fixed per-step overheads are under 10 ms, and an all-reduce's
-#: launch latency is under 200 µs. Zero is excluded because every constant is positive.
-BOUNDS: dict[str, tuple[float, float, bool]] = {
-    "mbu": (0.3, 1.0, False),
-    "mfu_prefill": (0.1, 1.0, False),
-    "mfu_decode": (0.1, 1.0, False),
-    "step_overhead_s": (1e-5, 10e-3, True),
-    "allreduce_latency_s": (1e-7, 200e-6, True),
-    "ttft_queue_factor": (1.0, 10.0, False),
-    "reserve_bytes": (1e9, 32e9, True),
+#: A points file is read up to this many bytes; larger is an error (``/dev/zero`` too).
+MAX_FILE_BYTES = 64 << 20
+#: At most this many rows per calibration.
+MAX_POINTS = 200_000
+#: :func:`calibrate`'s default time limit (seconds, reading and fitting together).
+DEFAULT_TIME_LIMIT_S = 30.0
+
+#: Fittable constants and their physical ranges: a GPU reaches at most its peak; fixed costs
+#: stay below tens of milliseconds per step and a second per request.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "mfu_prefill": (0.1, 1.0),
+    "mfu_decode": (0.02, 1.0),
+    "mfu_attention": (0.02, 1.0),
+    "mbu": (0.3, 1.0),
+    "kv_read_efficiency": (0.1, 1.0),
+    "moe_weight_efficiency": (0.1, 2.0),
+    "ep_weight_efficiency": (0.2, 2.0),
+    "fp8_weight_efficiency": (0.2, 2.0),
+    "fp4_weight_efficiency": (0.2, 2.0),
+    "int4_weight_efficiency": (0.2, 2.0),
+    "allreduce_latency_s": (1e-6, 200e-6),
+    "alltoall_latency_s": (1e-6, 1e-3),
+    "kernel_overhead_s": (1e-8, 50e-6),
+    "seq_overhead_s": (1e-8, 500e-6),
+    "step_overhead_s": (1e-6, 20e-3),
+    "api_overhead_s": (1e-3, 1.0),
+    "schedule_wait_steps": (0.05, 30.0),
+    "ttft_queue_factor": (1.0, 10.0),
+    "reserve_bytes": (1e9, 32e9),
 }
 
-#: What :func:`calibrate` fits unless told otherwise.
+#: What :func:`calibrate` fits unless told otherwise: the constants a new model or GPU moves
+#: most (weight streaming, prompt and decode GEMMs, per-kernel and per-request fixed costs,
+#: and for MoE models the experts' kernels). Five measured points of a model on a GPU pin
+#: them down (``benchmarks/accuracy.py``, "calibrate on 5").
 DEFAULT_FIT: tuple[str, ...] = (
     "mbu",
     "mfu_prefill",
     "mfu_decode",
-    "step_overhead_s",
-    "allreduce_latency_s",
-    "ttft_queue_factor",
+    "kernel_overhead_s",
+    "api_overhead_s",
+    "moe_weight_efficiency",
 )
 
-_REQUIRED = ("model", "gpu", "tp", "isl", "osl")
-# Errors above this count as this much in the tie-breaking mean, so a saturated benchmark row
-# (TTFT of a minute when the model says a second) cannot drag the fit.
-_CAP = 0.5
-_TIE_WEIGHT = 0.25
+# Residual weights of TPOT, TTFT and throughput. TTFT counts half: it holds queueing the
+# model sees only on average (bursts, scheduler polling) and its errors would otherwise pull
+# the decode constants.
+_WEIGHTS = (1.0, 0.5, 1.0)
+_SCALE = 0.1
+
+
+class CalibrationTimeLimit(UserWarning):
+    """The fit stopped at ``time_limit_s`` with the best constants found so far."""
 
 
 # ---- points -----------------------------------------------------------------------------------
@@ -113,23 +136,33 @@ _TIE_WEIGHT = 0.25
 
 @dataclass(frozen=True)
 class PerfPoint:
-    """One measured row, resolved: model (at the row's dtypes), GPU and numbers."""
+    """One measured run, resolved: model (at the run's dtypes), GPU, engine configuration and
+    the measured numbers. ``isl``/``osl`` are the mean lengths the run saw."""
 
     row: int
     where: str
     model: Model
     gpu: GPU
     tp: int
-    isl: int
-    osl: int
+    isl: float
+    osl: float
     concurrency: int | None
     ttft_ms: float | None
     tpot_ms: float | None
     output_tokens_per_s: float | None
-    #: The engine's batch cap for throughput rows (None: the constants' max_num_seqs).
-    max_num_seqs: int | None = None
+    engine: str = "vllm"
+    ep: int = 1
+    dp_attention: bool = False
+    #: Engine caps: running sequences, tokens per step; and its memory share.
+    max_num_seqs: int = 1024
+    max_num_batched_tokens: int = 8192
+    gpu_memory_utilization: float = 0.9
+    #: Requests the benchmark sent (None: steady state).
+    num_prompts: int | None = None
     source: str = ""
     note: str = ""
+    #: Free-form labels for grouping (the accuracy benchmark's folds).
+    labels: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -141,6 +174,29 @@ class PerfPoint:
         if value is None:
             raise InvalidArgumentError(f"{self.where}: has no {kind} measurement")
         return float(value)
+
+    @property
+    def layout(self) -> tuple[int, int, int, bool]:
+        """``(tp, pp, dp, ep)`` for the core. Data-parallel attention runs one attention rank
+        per GPU (tp 1, dp = the row's GPUs), as SGLang's ``--enable-dp-attention`` does."""
+        if self.dp_attention:
+            return (1, 1, self.tp, self.ep > 1)
+        return (self.tp, 1, 1, self.ep > 1)
+
+    def workload(self) -> dict[str, Any]:
+        return {
+            "isl": float(self.isl),
+            "osl": float(self.osl),
+            "concurrency": None if self.concurrency is None else float(self.concurrency),
+            "num_prompts": None if self.num_prompts is None else float(self.num_prompts),
+            "max_num_seqs": float(self.max_num_seqs),
+            "max_num_batched_tokens": float(self.max_num_batched_tokens),
+            "gpu_memory_utilization": float(self.gpu_memory_utilization),
+            "engine": self.engine,
+        }
+
+    def label(self, key: str) -> str:
+        return dict(self.labels).get(key, "")
 
 
 @dataclass(frozen=True)
@@ -154,7 +210,9 @@ class PointError:
 
     @property
     def rel_error(self) -> float:
-        """Absolute relative error ``|predicted / measured − 1|``."""
+        """Absolute relative error ``|predicted / measured − 1|`` (inf when nothing fits)."""
+        if not math.isfinite(self.predicted):
+            return math.inf
         return abs(self.predicted / self.measured - 1.0)
 
 
@@ -167,7 +225,7 @@ def _missing(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def _number(where: str, field: str, value: Any) -> float:
+def _number(where: str, field: str, value: Any, *, allow_zero: bool = False) -> float:
     if isinstance(value, bool):
         raise InvalidArgumentError(f"{where}: field {field!r} must be a number, got {value!r}")
     if isinstance(value, numbers.Real):
@@ -183,7 +241,7 @@ def _number(where: str, field: str, value: Any) -> float:
         raise InvalidArgumentError(
             f"{where}: field {field!r} must be a number, got {type(value).__name__} {value!r}"
         )
-    if not (v > 0 and math.isfinite(v)):
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         raise InvalidArgumentError(
             f"{where}: field {field!r} must be a positive finite number, got {value!r}"
         )
@@ -200,11 +258,50 @@ def _integer(where: str, field: str, value: Any) -> int:
     return int(v)
 
 
+def _flag(where: str, field: str, value: Any) -> bool:
+    if _missing(value):
+        return False
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise InvalidArgumentError(f"{where}: field {field!r} must be true or false, got {value!r}")
+
+
 @lru_cache(maxsize=256)
 def _resolve(name: str, weight_dtype: str | None, kv_dtype: str | None) -> Model:
     from .catalog import resolve_model
 
     return resolve_model(name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+
+
+_QUANT_SUFFIX = re.compile(r"(-(fp8|fp4|mxfp4|nvfp4|kv|preview|v\d+|awq|gptq|int4|int8))+$", re.I)
+
+
+@lru_cache(maxsize=256)
+def _catalog_name(candidates: tuple[str, ...]) -> str | None:
+    """The catalog model behind a run's model names, offline: as given, without the quantized
+    checkpoint's suffix (``-FP8-KV``, ``-MXFP4-Preview``), or by the part after the org,
+    matched against catalog names, HF ids and aliases."""
+    from .catalog import models
+
+    tried: list[str] = []
+    for c in candidates:
+        base = c.strip()
+        tried += [base, _QUANT_SUFFIX.sub("", base)]
+    wanted = [t.lower() for t in tried]
+    tails = {t.rsplit("/", 1)[-1] for t in wanted}
+    catalog = models()
+    for exact in (True, False):
+        for m in catalog:
+            for alias in (m.name, m.hf_id or "", *m.aliases):
+                a = alias.lower()
+                if a and (a in wanted if exact else a.rsplit("/", 1)[-1] in tails):
+                    return m.name
+    return None
 
 
 @lru_cache(maxsize=64)
@@ -214,78 +311,11 @@ def _find_gpu(name: str) -> GPU:
     return gpu(name)
 
 
-def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
-    if not isinstance(raw, Mapping):
-        raise InvalidArgumentError(
-            f"{where}: a point must be a mapping of column to value, got {type(raw).__name__}"
-        )
-    for field in _REQUIRED:
-        if _missing(raw.get(field)):
-            raise InvalidArgumentError(f"{where}: field {field!r} is required and empty")
-    names: dict[str, str] = {}
-    for field in ("model", "gpu", "weight_dtype", "kv_dtype"):
-        value = raw.get(field)
-        if _missing(value):
-            continue
-        if not isinstance(value, str):
-            raise InvalidArgumentError(
-                f"{where}: field {field!r} must be a string, got {type(value).__name__} {value!r}"
-            )
-        names[field] = value.strip()
-    note = "" if _missing(raw.get("note")) else str(raw.get("note"))
-    kv_dtype = names.get("kv_dtype")
-    if kv_dtype is None and "fp8 kv" in note.lower():
-        kv_dtype = "fp8"
-    try:
-        model = _resolve(names["model"], names.get("weight_dtype"), kv_dtype)
-    except InvalidArgumentError as exc:  # a bad dtype spelling
-        field = "weight_dtype" if "weight_dtype" in str(exc) else "kv_dtype"
-        raise InvalidArgumentError(f"{where}: field {field!r}: {exc}") from None
-    except PdtpError as exc:  # unknown model, unreadable config
-        raise ConfigError(f"{where}: field 'model': {exc}") from None
-    try:
-        gpu = _find_gpu(names["gpu"])
-    except PdtpError as exc:
-        raise ConfigError(f"{where}: field 'gpu': {exc}") from None
-    tp, isl, osl = (_integer(where, f, raw[f]) for f in ("tp", "isl", "osl"))
-    conc = raw.get("concurrency")
-    concurrency = None if _missing(conc) else _integer(where, "concurrency", conc)
-    values = {k: None if _missing(raw.get(k)) else _number(where, k, raw[k]) for k in KINDS}
-    if all(v is None for v in values.values()):
-        raise InvalidArgumentError(
-            f"{where}: no measurement: give at least one of {', '.join(KINDS)}"
-        )
-    mns = raw.get("max_num_seqs")
-    if _missing(mns):
-        max_num_seqs = _engine_max_num_seqs(raw.get("engine"))
-    else:
-        max_num_seqs = _integer(where, "max_num_seqs", mns)
-    if values["tpot_ms"] is not None and concurrency is None:
-        raise InvalidArgumentError(
-            f"{where}: field 'concurrency' is required with tpot_ms (the decode batch)"
-        )
-    point = PerfPoint(
-        row=row,
-        where=where,
-        model=model,
-        gpu=gpu,
-        tp=tp,
-        isl=isl,
-        osl=osl,
-        concurrency=concurrency,
-        ttft_ms=values["ttft_ms"],
-        tpot_ms=values["tpot_ms"],
-        output_tokens_per_s=values["output_tokens_per_s"],
-        max_num_seqs=max_num_seqs,
-        source="" if _missing(raw.get("source")) else str(raw.get("source")),
-        note=note,
-    )
-    if not _Evaluator(point).weights_fit(constants_for(gpu.name)):
-        raise InvalidArgumentError(
-            f"{where}: fields 'model'/'tp': {model.name} ({model.weight_dtype}) does not fit "
-            f"on tp={tp} {gpu.name} GPUs"
-        )
-    return point
+def engine_of(text: Any) -> str:
+    """The scheduling family of an engine string: ``sglang``, else ``vllm`` (TensorRT-LLM and
+    NIM run in-flight batching with chunked context, which mixes prompts into decode steps
+    as vLLM does)."""
+    return "sglang" if isinstance(text, str) and "sglang" in text.lower() else "vllm"
 
 
 _VLLM_VERSION = re.compile(r"\bvllm\s*v?(\d+)\.(\d+)", re.IGNORECASE)
@@ -293,8 +323,7 @@ _VLLM_VERSION = re.compile(r"\bvllm\s*v?(\d+)\.(\d+)", re.IGNORECASE)
 
 def _engine_max_num_seqs(engine: Any) -> int | None:
     """vLLM before 0.9 defaulted ``max_num_seqs`` to 256 everywhere; later versions raised it
-    to 1024 on GPUs with at least 70 GiB (the constants' default). A throughput row measured
-    on an old vLLM therefore ran batches of at most 256."""
+    to 1024 on GPUs with at least 70 GiB. A run on an old vLLM ran batches of at most 256."""
     if not isinstance(engine, str):
         return None
     match = _VLLM_VERSION.search(engine)
@@ -303,23 +332,248 @@ def _engine_max_num_seqs(engine: Any) -> int | None:
     return None
 
 
+def engine_defaults(engine: str, gpu: GPU) -> dict[str, float]:
+    """The engine's own defaults: vLLM's online-serving ``max_num_batched_tokens`` 8192 and
+    ``max_num_seqs`` 1024 on GPUs of at least 70 GiB other than A100 (2048 and 256 below),
+    ``gpu_memory_utilization`` 0.9; SGLang's ``chunked_prefill_size`` 8192 and
+    ``max_running_requests`` as memory allows."""
+    big = gpu.memory_bytes >= 70 * 2**30 and gpu.name != "a100"
+    if engine == "sglang":
+        return {"max_num_seqs": 4096, "max_num_batched_tokens": 8192, "util": 0.88}
+    return {
+        "max_num_seqs": 1024 if big else 256,
+        "max_num_batched_tokens": 8192 if big else 2048,
+        "util": 0.9,
+    }
+
+
+def inferencemax_launch(engine: str, gpu: GPU, model: str, precision: str) -> dict[str, Any]:
+    """Engine settings of the InferenceMAX runs (launch scripts of Oct–Nov 2025 in
+    ``benchmarks/*.sh`` of the InferenceMAX repository), which their result files do not record:
+
+    - vLLM: ``--kv-cache-dtype fp8``, ``--max-num-seqs $CONC``; NVIDIA
+      ``--max-num-batched-tokens 8192 --gpu-memory-utilization 0.9``, AMD
+      ``--max-num-batched-tokens 131072 --gpu-memory-utilization 0.94``;
+    - SGLang: KV cache in the model's dtype (fp8 for B200 FP4 DeepSeek), NVIDIA
+      ``--chunked-prefill-size 16384–32768 --mem-fraction-static 0.82–0.85``, AMD
+      ``--chunked-prefill-size 196608 --mem-fraction-static 0.8``;
+    - the client: ``--num-prompts 10×CONC --max-concurrency CONC --random-range-ratio 0.8``
+      (lengths uniform in [0.8, 1] × nominal, so the prompt mean is 0.9 × isl)."""
+    amd = gpu.vendor == "AMD"
+    if engine == "sglang":
+        kv = "fp8" if (gpu.name == "b200" and precision == "fp4") else None
+        return {
+            "kv_dtype": kv,
+            "max_num_batched_tokens": 196608 if amd else 32768,
+            "gpu_memory_utilization": 0.8 if amd else 0.82,
+            "max_num_seqs": 512,
+            "random_range_ratio": 0.8,
+        }
+    return {
+        "kv_dtype": "fp8",
+        "max_num_batched_tokens": 131072 if amd else 8192,
+        "gpu_memory_utilization": 0.94 if amd else 0.9,
+        "max_num_seqs": None,  # = concurrency
+        "random_range_ratio": 0.8,
+    }
+
+
+def _is_inferencemax(raw: Mapping[str, Any]) -> bool:
+    return "hw" in raw and "framework" in raw and "gpu" not in raw
+
+
+def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
+    if not isinstance(raw, Mapping):
+        raise InvalidArgumentError(
+            f"{where}: a point must be a mapping of column to value, got {type(raw).__name__}"
+        )
+    imax = _is_inferencemax(raw)
+    col = {
+        "gpu": "hw" if imax else "gpu",
+        "engine": "framework" if imax else "engine",
+        "weight_dtype": "precision" if imax else "weight_dtype",
+        "ttft_ms": "ttft_mean_ms" if imax else "ttft_ms",
+        "tpot_ms": "tpot_mean_ms" if imax else "tpot_ms",
+        "output_tokens_per_s": "output_tps" if imax else "output_tokens_per_s",
+    }
+    for f in ("model", col["gpu"], "tp", "isl", "osl"):
+        if _missing(raw.get(f)):
+            raise InvalidArgumentError(f"{where}: field {f!r} is required and empty")
+    names: dict[str, str] = {}
+    for key in ("model", "model_id", col["gpu"], col["weight_dtype"], "kv_dtype", col["engine"]):
+        value = raw.get(key)
+        if _missing(value):
+            continue
+        if not isinstance(value, str):
+            raise InvalidArgumentError(
+                f"{where}: field {key!r} must be a string, got {type(value).__name__} {value!r}"
+            )
+        names[key] = value.strip()
+    try:
+        gpu = _find_gpu(names[col["gpu"]])
+    except PdtpError as exc:
+        raise ConfigError(f"{where}: field {col['gpu']!r}: {exc}") from None
+    engine_text = names.get(col["engine"], "")
+    engine = engine_of(engine_text)
+    note = "" if _missing(raw.get("note")) else str(raw.get("note"))
+    weight_dtype = names.get(col["weight_dtype"])
+    kv_dtype = names.get("kv_dtype")
+    tp, isl, osl = (_integer(where, f, raw[f]) for f in ("tp", "isl", "osl"))
+    conc = raw.get("concurrency")
+    concurrency = None if _missing(conc) else _integer(where, "concurrency", conc)
+    defaults = engine_defaults(engine, gpu)
+    if imax:
+        launch = inferencemax_launch(engine, gpu, names["model"], weight_dtype or "")
+        kv_dtype = kv_dtype or launch["kv_dtype"]
+        max_num_batched = int(launch["max_num_batched_tokens"])
+        util = float(launch["gpu_memory_utilization"])
+        max_seqs = launch["max_num_seqs"] or concurrency or int(defaults["max_num_seqs"])
+        ratio = float(launch["random_range_ratio"])
+        num_prompts = None if concurrency is None else 10 * concurrency
+    else:
+        max_num_batched = int(defaults["max_num_batched_tokens"])
+        util = float(defaults["util"])
+        max_seqs = _engine_max_num_seqs(engine_text) or int(defaults["max_num_seqs"])
+        ratio = 1.0
+        num_prompts = None if concurrency is None else 10 * concurrency
+        if kv_dtype is None and "fp8 kv" in note.lower():
+            kv_dtype = "fp8"
+    for key in ("max_num_seqs", "max_num_batched_tokens", "num_prompts"):
+        if not _missing(raw.get(key)):
+            value = _integer(where, key, raw[key])
+            if key == "max_num_seqs":
+                max_seqs = value
+            elif key == "max_num_batched_tokens":
+                max_num_batched = value
+            else:
+                num_prompts = value
+    if not _missing(raw.get("gpu_memory_utilization")):
+        util = _number(where, "gpu_memory_utilization", raw["gpu_memory_utilization"])
+        if util > 1:
+            raise InvalidArgumentError(f"{where}: field 'gpu_memory_utilization' must be ≤ 1")
+    if not _missing(raw.get("random_range_ratio")):
+        ratio = _number(where, "random_range_ratio", raw["random_range_ratio"])
+        if ratio > 1:
+            raise InvalidArgumentError(f"{where}: field 'random_range_ratio' must be ≤ 1")
+    candidates = tuple(names[k] for k in ("model", "model_id") if k in names)
+    resolved = _catalog_name(candidates) if imax else None
+    try:
+        model = _resolve(resolved or names["model"], weight_dtype, kv_dtype)
+    except InvalidArgumentError as exc:  # a bad dtype spelling
+        bad = "kv_dtype" if "kv_dtype" in str(exc) else col["weight_dtype"]
+        raise InvalidArgumentError(f"{where}: field {bad!r}: {exc}") from None
+    except PdtpError as exc:  # unknown model, unreadable config
+        raise ConfigError(f"{where}: field 'model': {exc}") from None
+    values = {}
+    for kind in KINDS:
+        value = raw.get(col[kind])
+        values[kind] = None if _missing(value) else _number(where, col[kind], value)
+    if all(v is None for v in values.values()):
+        raise InvalidArgumentError(
+            f"{where}: no measurement: give at least one of {', '.join(col[k] for k in KINDS)}"
+        )
+    if values["tpot_ms"] is not None and concurrency is None:
+        raise InvalidArgumentError(
+            f"{where}: field 'concurrency' is required with {col['tpot_ms']} (the decode batch)"
+        )
+    ep = 1 if _missing(raw.get("ep")) else _integer(where, "ep", raw["ep"])
+    dp_attention = _flag(where, "dp_attention", raw.get("dp_attention"))
+    mean_isl = isl * (1.0 + ratio) / 2.0
+    mean_osl = osl * (1.0 + ratio) / 2.0
+    if imax and not _missing(raw.get("implied_mean_osl")):
+        mean_osl = _number(where, "implied_mean_osl", raw["implied_mean_osl"])
+    point = PerfPoint(
+        row=row,
+        where=where,
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        isl=mean_isl,
+        osl=mean_osl,
+        concurrency=concurrency,
+        ttft_ms=values["ttft_ms"],
+        tpot_ms=values["tpot_ms"],
+        output_tokens_per_s=values["output_tokens_per_s"],
+        engine=engine,
+        ep=ep,
+        dp_attention=dp_attention,
+        max_num_seqs=max_seqs,
+        max_num_batched_tokens=max_num_batched,
+        gpu_memory_utilization=util,
+        num_prompts=num_prompts,
+        source="" if _missing(raw.get("source")) else str(raw.get("source")),
+        note=note,
+        labels=(("model", model.name), ("gpu", gpu.name), ("engine", engine)),
+    )
+    if not _weights_fit(point):
+        raise InvalidArgumentError(
+            f"{where}: fields 'model'/'tp': {model.name} ({model.weight_dtype}) does not fit "
+            f"on tp={tp} {gpu.name} GPUs"
+        )
+    return point
+
+
+def _weights_fit(p: PerfPoint) -> bool:
+    work = {"isl": 1.0, "osl": 1.0, "ttft_s": None, "tpot_s": None}
+    c = constant_inputs(constants_for(p.gpu.name, engine=p.engine))
+    fits: bool = _core.layout_sides(
+        model_inputs(p.model),
+        gpu_inputs(p.gpu, p.model.weight_dtype),
+        c,
+        p.layout,
+        work,
+        p.gpu_memory_utilization,
+    )[0]
+    return fits
+
+
+def _read_text(path: str) -> str:
+    """A points file's text, read to at most :data:`MAX_FILE_BYTES` (so a device or a huge
+    file fails fast) and checked to be text. Errors name the path as given."""
+    name = path
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read points file {path!r}: {exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InvalidArgumentError(
+            f"points file {name!r} is larger than {MAX_FILE_BYTES >> 20} MiB "
+            f"(pdtp.calibration.MAX_FILE_BYTES); pass fewer rows"
+        )
+    if b"\0" in data:
+        raise InvalidArgumentError(f"points file {name!r} is not a CSV text file (NUL bytes)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError(f"points file {name!r} is not UTF-8 text: {exc}") from None
+
+
 def _raw_rows(points: Any) -> list[tuple[Mapping[str, Any], str]]:
-    """(row, where) pairs from a CSV path, a pandas DataFrame or an iterable of mappings."""
+    """(row, where) pairs from a CSV path, a pandas DataFrame or an iterable of mappings,
+    at most :data:`MAX_POINTS`."""
+    too_many = InvalidArgumentError(
+        f"more than {MAX_POINTS} points (pdtp.calibration.MAX_POINTS); pass fewer rows"
+    )
     if isinstance(points, str | os.PathLike):
         path = os.fspath(points)
         name = os.path.basename(path)
+        text = _read_text(path)
         out: list[tuple[Mapping[str, Any], str]] = []
         try:
-            with open(path, newline="", encoding="utf-8") as f:
-                reader = csv.DictReader(f)
-                for i, r in enumerate(reader, 1):
-                    # line_num is the file line the row ended on (quoted newlines included).
-                    out.append((r, f"row {i} (line {reader.line_num} of {name})"))
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            reader = csv.DictReader(io.StringIO(text, newline=""))
+            for i, r in enumerate(reader, 1):
+                if i > MAX_POINTS:
+                    raise too_many
+                # line_num is the file line the row ended on (quoted newlines included).
+                out.append((r, f"row {i} (line {reader.line_num} of {name})"))
+        except csv.Error as exc:
             raise InvalidArgumentError(f"cannot read points file {path!r}: {exc}") from None
         return out
     # A DataFrame, recognised without importing pandas.
     if type(points).__module__.startswith("pandas") and hasattr(points, "to_dict"):
+        if len(points) > MAX_POINTS:
+            raise too_many
         records = points.to_dict("records")
         return [(r, f"row {i}") for i, r in enumerate(records, 1)]
     if isinstance(points, Mapping) or not isinstance(points, Iterable):
@@ -327,16 +581,31 @@ def _raw_rows(points: Any) -> list[tuple[Mapping[str, Any], str]]:
             "points must be a path to a CSV file, an iterable of row dicts or a pandas "
             f"DataFrame, got {type(points).__name__}"
         )
-    return [(r, f"row {i}") for i, r in enumerate(points, 1)]
+    rows: list[tuple[Mapping[str, Any], str]] = []
+    for i, r in enumerate(points, 1):
+        if i > MAX_POINTS:
+            raise too_many
+        rows.append((r, f"row {i}"))
+    return rows
 
 
-def load_points(points: Any, *, gpu: Any = None) -> list[PerfPoint]:
-    """Parse and resolve measured rows (see the module docstring for the columns). With
-    ``gpu``, only that GPU type's rows are kept. Rows are numbered from 1 in errors."""
+def load_points(points: Any, *, gpu: Any = None, deadline: float | None = None) -> list[PerfPoint]:
+    """Parse measured rows (a CSV path, row dicts or a DataFrame) into :class:`PerfPoint`,
+    optionally keeping one GPU type's rows. Malformed rows raise :class:`InvalidArgumentError`
+    (or :class:`ConfigError` for an unknown model/GPU) naming the row and field; a row is
+    counted from 1 (the CSV's header is line 1). ``deadline`` (a ``time.monotonic()`` value)
+    bounds the parse."""
     if isinstance(points, Sequence) and points and all(isinstance(p, PerfPoint) for p in points):
         parsed: list[PerfPoint] = list(points)
     else:
-        parsed = [_parse_row(raw, i, where) for i, (raw, where) in enumerate(_raw_rows(points), 1)]
+        parsed = []
+        for i, (raw, where) in enumerate(_raw_rows(points), 1):
+            if deadline is not None and i % 256 == 0 and time.monotonic() > deadline:
+                raise InvalidArgumentError(
+                    f"calibration ran out of its time limit while reading row {i}; pass fewer "
+                    f"rows or a larger time_limit_s"
+                )
+            parsed.append(_parse_row(raw, i, where))
     if not parsed:
         raise InvalidArgumentError("no points: calibration needs at least one measured row")
     if gpu is not None:
@@ -354,106 +623,44 @@ def load_points(points: Any, *, gpu: Any = None) -> list[PerfPoint]:
 # ---- predictions --------------------------------------------------------------------------
 
 
-def _constant_dict(c: Constants) -> dict[str, float]:
-    return {k: float(v) for k, v in c.to_dict().items()}
+def _core_point(
+    p: PerfPoint, consts: Constants, params: Sequence[tuple[str, int]] = ()
+) -> tuple[Any, ...]:
+    measured = tuple(
+        math.nan if getattr(p, k) is None else float(getattr(p, k)) * scale
+        for k, scale in zip(KINDS, (1e-3, 1e-3, 1.0))
+    )
+    return (
+        model_inputs(p.model),
+        gpu_inputs(p.gpu, p.model.weight_dtype),
+        constant_inputs(consts),
+        p.layout,
+        p.workload(),
+        list(params),
+        measured,
+    )
 
 
-class _Evaluator:
-    """Predictions for one point straight from the Rust core, skipping the public wrappers'
-    name resolution and validation (the point was validated once; the fit calls this a few
-    hundred thousand times)."""
+def _as_ms(values: tuple[float, float, float]) -> dict[str, float]:
+    tpot, ttft, tps = values
+    return {"tpot_ms": tpot * 1e3, "ttft_ms": ttft * 1e3, "output_tokens_per_s": tps}
 
-    __slots__ = ("g", "key", "m", "p")
 
-    def __init__(self, point: PerfPoint) -> None:
-        self.p = point
-        self.m = model_inputs(point.model)
-        self.g = gpu_inputs(point.gpu, point.model.weight_dtype)
-        # Rows that share model, GPU and tp share prefill times (the input dicts are cached
-        # per model / GPU, so their ids identify them).
-        self.key = (id(self.m), id(self.g), point.tp)
-
-    def weights_fit(self, c: Constants) -> bool:
-        return bool(
-            _core.predict_prefill(
-                self.m, self.g, _constant_dict(c), self.p.tp, 1.0, DEFAULT_UTILIZATION
-            )[5]
-        )
-
-    def prefill_s(
-        self, c: dict[str, float], isl: float, cache: dict[Any, float] | None = None
-    ) -> float:
-        if cache is not None:
-            hit = cache.get((self.key, isl))
-            if hit is not None:
-                return hit
-        t = _core.predict_prefill(self.m, self.g, c, self.p.tp, isl, DEFAULT_UTILIZATION)[0]
-        if cache is not None:
-            cache[(self.key, isl)] = t
-        return t
-
-    def decode(self, c: dict[str, float], batch: float) -> tuple[float, int]:
-        p = self.p
-        step, max_batch, _, _ = _core.predict_decode(
-            self.m, self.g, c, p.tp, float(p.isl), float(p.osl), batch, DEFAULT_UTILIZATION
-        )
-        return step, max_batch
-
-    def tpot_s(
-        self,
-        c: dict[str, float],
-        concurrency: int,
-        prefill: float,
-        cache: dict[Any, float] | None = None,
-    ) -> float:
-        """Aggregated TPOT at ``concurrency``; ``prefill`` is ``t_p(isl)``."""
-        p = self.p
-        step, _ = self.decode(c, float(concurrency))
-        # Aggregated-serving correction (module docstring): each step carries C/osl prompts'
-        # prefill work beyond what the decode step already pays (weights, fixed overheads).
-        extra = max(prefill - self.prefill_s(c, 1.0, cache), 0.0)
-        return step + concurrency / p.osl * extra
-
-    def max_throughput(self, c: dict[str, float], prefill: float) -> float:
-        """Output tokens/s of one instance at the largest batch memory and the engine allow."""
-        p = self.p
-        if p.max_num_seqs is not None:
-            c = {**c, "max_num_seqs": float(p.max_num_seqs)}
-        _, max_batch = self.decode(c, 1.0)
-        if max_batch < 1:
-            return 0.0
-        step, _ = self.decode(c, float(max_batch))
-        return p.osl / (prefill + p.osl * step / max_batch)
-
-    def predict(
-        self, c: dict[str, float], cache: dict[Any, float] | None = None
-    ) -> dict[str, float]:
-        """Predictions under constants ``c``; ``cache`` (one per ``c``) shares prefill times
-        between rows."""
-        p = self.p
-        prefill = self.prefill_s(c, float(p.isl), cache)
-        ttft = c["ttft_queue_factor"] * prefill
-        out: dict[str, float] = {}
-        tpot = None
-        if p.concurrency is not None and (p.tpot_ms is not None or p.output_tokens_per_s):
-            tpot = self.tpot_s(c, p.concurrency, prefill, cache)
-        if p.tpot_ms is not None and tpot is not None:
-            out["tpot_ms"] = tpot * 1e3
-        if p.ttft_ms is not None:
-            out["ttft_ms"] = ttft * 1e3
-        if p.output_tokens_per_s is not None:
-            if p.concurrency is not None and tpot is not None:
-                # Little's law over one request's life: TTFT, then osl tokens at TPOT.
-                out["output_tokens_per_s"] = p.concurrency * p.osl / (ttft + p.osl * tpot)
-            else:
-                out["output_tokens_per_s"] = self.max_throughput(c, prefill)
-        return out
+def predict_points(points: Sequence[PerfPoint], constants: Any = None) -> list[dict[str, float]]:
+    """Predictions (``tpot_ms``, ``ttft_ms``, ``output_tokens_per_s``; NaN where nothing
+    fits) for each point. ``constants``: ``None`` (each point's GPU and engine defaults), a
+    :class:`Constants` or dict of overrides for all, or a callable ``point -> Constants``."""
+    rows = []
+    for p in points:
+        c = constants(p) if callable(constants) else constants_for(p.gpu.name, constants, p.engine)
+        rows.append(_core_point(p, c))
+    return [_as_ms(v) for v in _core.predict_points(rows, [])]
 
 
 def predict_point(row: PerfPoint | Mapping[str, Any], constants: Any = None) -> dict[str, float]:
     """Predicted values for each measurement a row holds: ``tpot_ms``, ``ttft_ms`` and/or
-    ``output_tokens_per_s`` (see the module docstring for what each assumes). ``constants``
-    is a :class:`Constants`, a dict of overrides, or ``None`` for the row's GPU defaults.
+    ``output_tokens_per_s``. ``constants`` is a :class:`Constants`, a dict of overrides, or
+    ``None`` for the row's GPU and engine defaults.
 
     >>> from pdtp.calibration import predict_point
     >>> row = {"model": "Qwen/Qwen3-32B", "gpu": "h100", "tp": 4, "isl": 1024, "osl": 128,
@@ -462,16 +669,16 @@ def predict_point(row: PerfPoint | Mapping[str, Any], constants: Any = None) -> 
     True
     """
     point = row if isinstance(row, PerfPoint) else load_points([row])[0]
-    c = constants_for(point.gpu.name, constants)
-    return _Evaluator(point).predict(_constant_dict(c))
+    predicted = predict_points([point], constants)[0]
+    return {k: predicted[k] for k in point.kinds}
 
 
 def point_errors(points: Any, constants: Any = None) -> list[PointError]:
     """Every measurement of ``points`` with its prediction, in row order. ``constants`` as in
-    :func:`predict_point` (``None``: each row's GPU defaults)."""
+    :func:`predict_points`."""
+    parsed = load_points(points)
     out: list[PointError] = []
-    for point in load_points(points):
-        predicted = predict_point(point, constants)
+    for point, predicted in zip(parsed, predict_points(parsed, constants)):
         out.extend(PointError(point, k, point.measured(k), predicted[k]) for k in point.kinds)
     return out
 
@@ -489,149 +696,89 @@ def _quantile(sorted_xs: Sequence[float], q: float) -> float:
     pos = q * (len(sorted_xs) - 1)
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_xs) - 1)
+    if math.isinf(sorted_xs[hi]):
+        return sorted_xs[hi]
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
-def objective(errors_by_kind: Mapping[str, Sequence[float]]) -> float:
-    """The robust loss :func:`calibrate` minimises. Per kind: the median absolute relative
-    error plus a quarter of the mean error capped at 50%. Kinds are averaged with weights
-    ``sqrt(n)``.
-
-    Per-kind medians keep the TPOT half of the measurements from deciding the median alone;
-    ``sqrt(n)`` lets three throughput rows count without letting them outweigh ninety TPOT
-    rows; the capped mean breaks ties where a median is flat and ignores saturated rows."""
-    total = weight = 0.0
-    for errs in errors_by_kind.values():
-        if errs:
-            capped = sum(min(e, _CAP) for e in errs) / len(errs)
-            w = math.sqrt(len(errs))
-            total += w * (statistics.median(errs) + _TIE_WEIGHT * capped)
-            weight += w
-    return total / weight if weight else math.inf
+# ---- fitting ----------------------------------------------------------------------------------
 
 
-# ---- the fit --------------------------------------------------------------------------------
+@dataclass
+class _Space:
+    """Parameters of one fit: ``keys[i]`` = (constant, group) of parameter i."""
+
+    keys: list[tuple[str, str]] = field(default_factory=list)
+    index: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def add(self, name: str, group: str) -> int:
+        key = (name, group)
+        if key not in self.index:
+            self.index[key] = len(self.keys)
+            self.keys.append(key)
+        return self.index[key]
 
 
-def _to_unit(name: str, value: float) -> float:
-    lo, hi, log = BOUNDS[name]
-    value = min(max(value, lo), hi)
-    if log:
-        return (math.log(value) - math.log(lo)) / (math.log(hi) - math.log(lo))
-    return (value - lo) / (hi - lo)
+_Key = tuple[str, str]
 
 
-def _from_unit(name: str, u: float) -> float:
-    lo, hi, log = BOUNDS[name]
-    u = min(max(u, 0.0), 1.0)
-    if log:
-        return math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
-    return lo + u * (hi - lo)
-
-
-def _smooth_objective(errors_by_kind: Mapping[str, Sequence[float]]) -> float:
-    """A smooth robust loss for the search's first stage: per kind, the mean of a
-    pseudo-Huber loss that saturates at :data:`_CAP`; kinds weighted ``sqrt(n)``."""
-    total = weight = 0.0
-    for errs in errors_by_kind.values():
-        if errs:
-            rho = [math.sqrt(e * e + 1e-4) - 1e-2 for e in errs]
-            mean = sum(r * _CAP / (r + _CAP) for r in rho) / len(rho)
-            w = math.sqrt(len(errs))
-            total += w * mean
-            weight += w
-    return total / weight if weight else math.inf
-
-
-def _search(
-    loss: Callable[[list[float]], float],
-    start: list[float],
-    *,
-    active: list[int] | None = None,
-    grid: bool = False,
-    first_step: float = 1 / 32,
-    last_step: float = 1 / 4096,
-    use_pairs: bool = True,
-) -> tuple[list[float], list[int]]:
-    """Minimise ``loss`` over the unit cube from ``start``, deterministically, moving only the
-    ``active`` coordinates (default all). Returns the point and the coordinates searched."""
-    u = list(start)
-    best = loss(u)
-    active = list(range(len(u))) if active is None else active
-    if grid:
-        # A 21-point grid per coordinate, twice round. A constant the rows say nothing about
-        # (the whole grid gives one loss) is dropped from the pattern search, or pair moves
-        # would drag it along with an informative partner.
-        sensitive: set[int] = set()
-        for _ in range(2):
-            for i in active:
-                for x in (k / 20 for k in range(21)):
-                    trial = [*u[:i], x, *u[i + 1 :]]
-                    value = loss(trial)
-                    if value != best:
-                        sensitive.add(i)
-                    if value < best - 1e-12:
-                        best, u = value, trial
-        active = [i for i in active if i in sensitive]
-    # Pattern search: try ±step on each coordinate, keep moving while it helps; when a whole
-    # sweep finds nothing, try moving pairs together (constants that trade off, such as
-    # ttft_queue_factor against mfu_prefill in TTFT, only improve jointly), then halve.
-    moves = [((i, d),) for i in active for d in (1.0, -1.0)]
-    pairs = [
-        ((i, di), (j, dj))
-        for i in active
-        for j in active
-        if i < j and use_pairs
-        for di in (1.0, -1.0)
-        for dj in (1.0, -1.0)
+def _run_fit(
+    points: Sequence[PerfPoint],
+    base: Any,
+    assignments: Sequence[Sequence[_Key]],
+    start: Mapping[_Key, float],
+    deadline: float | None,
+    max_iterations: int = 100,
+    priors: Sequence[tuple[_Key, _Key | None, float]] = (),
+) -> tuple[dict[_Key, float], bool]:
+    """Fit: point i's constant ``name`` takes the parameter of group ``g`` for each
+    ``(name, g)`` in ``assignments[i]`` (several groups on one constant multiply). ``base``
+    maps a point to its constants before the parameters apply. ``priors`` tie a parameter to
+    a parent parameter (or to 1) with a weight."""
+    space = _Space()
+    rows = []
+    for p, assigned in zip(points, assignments):
+        params = [(name, space.add(name, g)) for name, g in assigned]
+        rows.append(_core_point(p, base(p), params))
+    core_priors = [
+        (space.add(*child), None if parent is None else space.add(*parent), weight)
+        for child, parent, weight in priors
     ]
-    step = first_step
-    while step >= last_step:
-        improved = False
-        for group in (moves, pairs):
-            for move in group:
-                while True:
-                    trial = list(u)
-                    for i, d in move:
-                        trial[i] = min(max(u[i] + d * step, 0.0), 1.0)
-                    if trial == u:
-                        break
-                    value = loss(trial)
-                    if value < best - 1e-12:
-                        best, u, improved = value, trial, True
-                    else:
-                        break
-            if improved:
-                break
-        if not improved:
-            step /= 2
-    return u, active
+    x0, lo, hi = [], [], []
+    for name, group in space.keys:
+        low, high = BOUNDS[name]
+        if group.startswith("×"):  # a multiplier on another group's value
+            low, high = 0.2, 5.0
+        x0.append(min(max(start.get((name, group), 1.0), low), high))
+        lo.append(low)
+        hi.append(high)
+    limit = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
+    x, _cost, _iters, complete = _core.fit_constants(
+        rows, core_priors, x0, lo, hi, _WEIGHTS, _SCALE, max_iterations, min(limit, 1e9)
+    )
+    return dict(zip(space.keys, x)), complete
 
 
 def calibrate(
     points: Any,
     *,
     gpu: Any = None,
+    engine: str | None = None,
     base: Any = None,
     fit: Iterable[str] = DEFAULT_FIT,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
 ) -> Constants:
     """Fit efficiency constants to measured points and return them as a :class:`Constants`.
 
-    ``points``: a path to a CSV with the columns of ``reference/perf-points.csv``, an
-    iterable of row dicts (numeric strings are fine) or a pandas DataFrame. ``gpu``: use only
-    that GPU type's rows. ``base``: where the search starts and what the fit leaves alone — a
-    :class:`Constants`, a dict of overrides on the GPU's defaults, or ``None`` (the defaults of
-    the rows' GPU type, or the generic constants when the rows mix types). ``fit``: the
-    constants to fit, each searched within :data:`BOUNDS`.
+    ``points``: a path to a CSV (pdtp's columns or an InferenceMAX result table such as
+    ``reference/measured-serving.csv``), an iterable of row dicts (numeric strings are fine)
+    or a pandas DataFrame. ``gpu``: use only that GPU type's rows. ``engine``: whose defaults
+    start the search (default: the rows' engine). ``base``: where the search starts and what
+    the fit leaves alone — a :class:`Constants`, a dict of overrides on the GPU's defaults, or
+    ``None``. ``fit``: the constants to fit, each within :data:`BOUNDS`.
 
-    The search is deterministic and derivative-free, in two stages. First, on a smooth
-    stand-in for the robust error (a saturating pseudo-Huber mean), a 21-point grid over each
-    constant's range, twice round, then a coordinate search halving its step down to 1/4096
-    of the range. Then, on :func:`objective` itself, a pattern search over single constants
-    and pairs (constants that trade off, such as ``ttft_queue_factor`` and ``mfu_prefill``,
-    improve only together). A move is kept only when it lowers the loss strictly, and a
-    constant the rows say nothing about (``ttft_queue_factor`` without TTFT rows) keeps its
-    base value.
+    Reading and fitting together end within ``time_limit_s`` seconds: the search keeps its
+    best constants so far and warns (:class:`CalibrationTimeLimit`) if it had to stop early.
 
     >>> import pdtp
     >>> rows = [{"model": "llama-3.1-8b", "gpu": "h100", "tp": 1, "isl": 1000, "osl": 200,
@@ -640,41 +787,223 @@ def calibrate(
     >>> 0.3 <= c.mbu <= 1.0
     True
     """
-    parsed = load_points(points, gpu=gpu)
+    limit = _number("calibrate", "time_limit_s", time_limit_s)
+    deadline = time.monotonic() + limit
     names = list(dict.fromkeys(fit if not isinstance(fit, str) else (fit,)))
     unknown = [n for n in names if n not in BOUNDS]
     if unknown:
         raise InvalidArgumentError(
             f"cannot fit {unknown}: fittable constants are {', '.join(BOUNDS)}"
         )
+    parsed = load_points(points, gpu=gpu, deadline=deadline)
     gpu_names = {p.gpu.name for p in parsed}
-    start = constants_for(next(iter(gpu_names)) if len(gpu_names) == 1 else "", base)
+    engines = {p.engine for p in parsed}
+    eng = (
+        check_engine(engine)
+        if engine is not None
+        else (engines.pop() if len(engines) == 1 else "vllm")
+    )
+    start = constants_for(next(iter(gpu_names)) if len(gpu_names) == 1 else "", base, eng)
+    # A constant no point depends on keeps its start (e.g. fp4 efficiency without fp4 rows).
+    names = [n for n in names if _informed(n, parsed)]
     if not names:
         return start
-
-    evaluators = [(_Evaluator(p), {k: p.measured(k) for k in p.kinds}) for p in parsed]
-    consts = _constant_dict(start)
-    kinds = sorted({k for p in parsed for k in p.kinds})
-
-    def errors(u: Sequence[float]) -> dict[str, list[float]]:
-        c = dict(consts)
-        for name, x in zip(names, u):
-            c[name] = _from_unit(name, x)
-        by_kind: dict[str, list[float]] = {k: [] for k in kinds}
-        cache: dict[Any, float] = {}
-        for ev, measured in evaluators:
-            for kind, value in ev.predict(c, cache).items():
-                by_kind[kind].append(abs(value / measured[kind] - 1.0))
-        return by_kind
-
-    u = [_to_unit(n, consts[n]) for n in names]
-    # Stage 1 on a smooth stand-in for the median (kinks stall a pattern search short of a
-    # valley's floor), with a coarse grid first to find the right basin; stage 2 polishes the
-    # robust objective itself from there.
-    u, active = _search(lambda x: _smooth_objective(errors(x)), u, grid=True, use_pairs=False)
-    u, _ = _search(lambda x: objective(errors(x)), u, active=active, first_step=1 / 256)
-    fitted = {n: _from_unit(n, x) for n, x in zip(names, u)}
+    values, complete = _run_fit(
+        parsed,
+        lambda p: start,
+        [[(n, "*") for n in names] for _ in parsed],
+        {(n, "*"): float(getattr(start, n)) for n in names},
+        deadline,
+    )
+    if not complete:
+        warnings.warn(
+            f"calibrate stopped at time_limit_s={limit:g} with the best constants found so far",
+            CalibrationTimeLimit,
+            stacklevel=2,
+        )
     try:
-        return start.replace(**fitted)
+        return start.replace(**{n: values[(n, "*")] for n in names})
     except InvalidArgumentError as exc:  # pragma: no cover - BOUNDS keep values valid
         raise ConfigError(f"calibration produced invalid constants: {exc}") from None
+
+
+def _informed(name: str, points: Sequence[PerfPoint]) -> bool:
+    """Whether any point's prediction depends on constant ``name``."""
+    if name == "fp4_weight_efficiency":
+        return any(p.model.weight_dtype == "fp4" for p in points)
+    if name == "int4_weight_efficiency":
+        return any(p.model.weight_dtype == "int4" for p in points)
+    if name == "fp8_weight_efficiency":
+        return any(p.model.weight_dtype in ("fp8", "int8") for p in points)
+    if name == "moe_weight_efficiency":
+        return any(p.model.num_experts for p in points)
+    if name == "ep_weight_efficiency":
+        return any(p.model.num_experts and p.ep > 1 for p in points)
+    if name == "alltoall_latency_s":
+        return any(p.ep > 1 and p.dp_attention for p in points)
+    if name == "allreduce_latency_s":
+        return any(p.tp > 1 for p in points)
+    if name == "ttft_queue_factor":
+        return False  # aggregated runs do not use the disaggregated queueing factor
+    if name in ("api_overhead_s", "schedule_wait_steps"):
+        return any(p.ttft_ms is not None for p in points)
+    return True
+
+
+# ---- per-GPU-type tables (the defaults' fit and the accuracy benchmark) -----------------------
+
+#: How the defaults' fit shares each constant: ``gpu`` one value per GPU type (of the same
+#: generation's value when a type has no rows), ``engine`` one per engine, ``global`` one for
+#: all; ``gpu+engine`` one per GPU type times a multiplier per engine other than vLLM.
+TABLE_LEVELS: dict[str, str] = {
+    "mbu": "gpu",
+    "kv_read_efficiency": "gpu",
+    "mfu_prefill": "gpu",
+    "mfu_decode": "gpu",
+    "mfu_attention": "gpu",
+    "allreduce_latency_s": "gpu",
+    "kernel_overhead_s": "gpu+engine",
+    "seq_overhead_s": "gpu",
+    "step_overhead_s": "gpu",
+    "api_overhead_s": "engine",
+    "schedule_wait_steps": "engine",
+    "fp4_weight_efficiency": "gpu",
+    "moe_weight_efficiency": "gpu",
+    "ep_weight_efficiency": "global",
+}
+
+#: GPU generations: a type without rows takes its generation's fitted constants, else its
+#: vendor's (geometric mean).
+GENERATIONS: dict[str, str] = {
+    "a100": "ampere",
+    "l40s": "ada",
+    "h100": "hopper",
+    "h200": "hopper",
+    "b200": "blackwell",
+    "gb200": "blackwell",
+    "mi300x": "cdna3",
+    "mi325x": "cdna3",
+    "mi355x": "cdna4",
+}
+
+
+_FORMAT_CONSTANTS = {"fp8_weight_efficiency", "fp4_weight_efficiency", "int4_weight_efficiency"}
+_VENDOR_GROUP = {"AMD": "amd", "NVIDIA": "nvidia"}
+#: Prior weights: how strongly a GPU type's constant is tied to its vendor's, and a vendor's
+#: to the shared one (residual weight per unit of log ratio); engine factors are tied to 1.
+PRIOR_GPU = 0.5
+PRIOR_VENDOR = 0.5
+PRIOR_ENGINE = 0.2
+
+
+@dataclass
+class Table:
+    """Fitted constants per GPU type and engine, and where each came from."""
+
+    values: dict[tuple[str, str], float]
+    measured_gpus: tuple[str, ...]
+    complete: bool
+
+    def constants(self, gpu: GPU, engine: str) -> Constants:
+        """The constants of a GPU type and engine: its own fitted values, else its
+        generation's, else its vendor's (geometric means), else the generic ones."""
+        out: dict[str, float] = {}
+        for name, level in TABLE_LEVELS.items():
+            value = self._value(name, level, gpu, engine)
+            if value is not None:
+                out[name] = value
+        return GENERIC.replace(**out)
+
+    def source(self, gpu: GPU) -> str:
+        if gpu.name in self.measured_gpus:
+            return "fitted on its own rows"
+        gen = GENERATIONS.get(gpu.name)
+        same = [g for g in self.measured_gpus if GENERATIONS.get(g) == gen]
+        if same:
+            return f"no rows: the {gen} generation's fit ({', '.join(same)})"
+        return (
+            f"no rows: the {gpu.vendor} types' shared values (the prior each measured type "
+            f"is shrunk towards)"
+        )
+
+    def _per_gpu(self, name: str, gpu: GPU) -> float | None:
+        if (name, gpu.name) in self.values:
+            return self.values[(name, gpu.name)]
+        gen = GENERATIONS.get(gpu.name)
+        same = [
+            self.values[(name, g)]
+            for g in self.measured_gpus
+            if GENERATIONS.get(g) == gen and (name, g) in self.values
+        ]
+        if same:
+            return math.exp(sum(math.log(v) for v in same) / len(same))
+        if name in _FORMAT_CONSTANTS:
+            return None  # a weight format's kernels on other hardware say nothing here
+        vendor = _VENDOR_GROUP[gpu.vendor]
+        return self.values.get((name, vendor), self.values.get((name, "*")))
+
+    def _value(self, name: str, level: str, gpu: GPU, engine: str) -> float | None:
+        if level == "global":
+            return self.values.get((name, "*"))
+        if level == "engine":
+            return self.values.get((name, engine), self.values.get((name, "vllm")))
+        v = self._per_gpu(name, gpu)
+        if v is not None and level == "gpu+engine" and engine != "vllm":
+            v *= self.values.get((name, "×" + engine), 1.0)
+        return v
+
+
+def _table_assignments(p: PerfPoint, levels: Mapping[str, str]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for name, level in levels.items():
+        if not _informed(name, [p]):
+            continue
+        if level == "global":
+            out.append((name, "*"))
+        elif level == "engine":
+            out.append((name, p.engine))
+        else:
+            out.append((name, p.gpu.name))
+            if level == "gpu+engine" and p.engine != "vllm":
+                out.append((name, "×" + p.engine))
+    return out
+
+
+def fit_table(
+    points: Sequence[PerfPoint],
+    *,
+    levels: Mapping[str, str] | None = None,
+    time_limit_s: float | None = None,
+    max_iterations: int = 100,
+) -> Table:
+    """Fit constants per GPU type and engine at once (:data:`TABLE_LEVELS` says how each is
+    shared), starting from the generic constants. Per-GPU constants are shrunk towards their
+    vendor's shared value and those towards one shared by all (priors of weight
+    :data:`PRIOR_GPU`, :data:`PRIOR_VENDOR`), so a type with few rows keeps a typical value
+    and a type with none takes its vendor's."""
+    lv = dict(TABLE_LEVELS if levels is None else levels)
+    deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+    assignments = [_table_assignments(p, lv) for p in points]
+    used = {key for assigned in assignments for key in assigned}
+    priors: list[tuple[_Key, _Key | None, float]] = []
+    start: dict[_Key, float] = {}
+    vendors = {p.gpu.name: _VENDOR_GROUP[p.gpu.vendor] for p in points}
+    for name, group in sorted(used):
+        if group.startswith("×"):
+            priors.append(((name, group), None, PRIOR_ENGINE))
+            start[(name, group)] = 1.0
+            continue
+        start[(name, group)] = float(getattr(GENERIC, name))
+        if group in vendors:
+            vendor = (name, vendors[group])
+            priors.append(((name, group), vendor, PRIOR_GPU))
+            if vendor not in start:
+                start[vendor] = float(getattr(GENERIC, name))
+                start[(name, "*")] = float(getattr(GENERIC, name))
+                if name not in _FORMAT_CONSTANTS:
+                    priors.append((vendor, (name, "*"), PRIOR_VENDOR))
+    values, complete = _run_fit(
+        points, lambda p: GENERIC, assignments, start, deadline, max_iterations, priors
+    )
+    measured = tuple(sorted({p.gpu.name for p in points}))
+    return Table(values, measured, complete)

@@ -10,13 +10,14 @@ import functools
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ._gpu import GPU
 from ._model import Model
 from .errors import ConfigError, UnknownNameError
 
-__all__ = ["gpu", "gpus", "model", "models", "resolve_model"]
+__all__ = ["gpu", "gpus", "model", "model_source", "models", "resolve_model"]
 
 
 def model(
@@ -24,22 +25,71 @@ def model(
 ) -> Model:
     """A catalog model by short name (``"llama-3.1-70b"``), HF id or alias, case-insensitive.
     A :class:`Model` passes through. ``weight_dtype`` / ``kv_dtype`` serve it another way
-    (e.g. ``"fp8"`` for vLLM ``--quantization fp8`` / ``--kv-cache-dtype fp8``)."""
+    (e.g. ``"fp8"`` for vLLM ``--quantization fp8`` / ``--kv-cache-dtype fp8``).
+
+    An ``org/name`` id outside the catalog is looked up on the Hugging Face Hub when
+    ``huggingface_hub`` is installed (``pip install 'pdtp[hub]'``; see :mod:`pdtp.hub`).
+    The returned model's ``serve_ref`` is what ``vllm serve`` should load: the HF id as given
+    (an instruct alias stays instruct) or, for a short catalog name, the canonical id.
+    """
     if isinstance(name, Model):
         found = name
     else:
         if not isinstance(name, str):
             raise UnknownNameError(f"model name must be a string, got {type(name).__name__}")
-        index = _lookup(_model_index(), name)
-        if index is None:
-            raise UnknownNameError(_unknown("model", name, _model_index(), _model_names()))
-        found = _catalog_model(index)
+        found = _named_model(name)
     return found.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+
+
+def _named_model(name: str) -> Model:
+    """A catalog entry (serving the HF id exactly as given), else a Hub lookup for an
+    ``org/name`` id, else :class:`UnknownNameError`."""
+    index = _lookup(_model_index(), name)
+    if index is not None:
+        found = _catalog_model(index)
+        given = name.strip()
+        if "/" in given and given != found.serve_ref:
+            # An HF id the catalog knows as an alias (e.g. the instruct variant of a base
+            # model: same shape): serve exactly that id.
+            return replace(
+                found,
+                serve_ref=given,
+                serve_note=f"{given} has the shape of pdtp catalog model {found.name!r}",
+            )
+        return found
+    from . import hub
+
+    if hub.looks_like_hf_id(name.strip()):
+        repo_id = name.strip()
+        try:
+            folder = hub.fetch_config(repo_id)
+        except UnknownNameError as exc:  # say what the catalog has as well as why
+            raise UnknownNameError(
+                f"{_unknown('model', name, _model_index(), _model_names())} {exc}"
+            ) from None
+        return Model.from_hf_config(
+            folder,
+            name=repo_id,
+            hf_id=repo_id,
+            serve_ref=repo_id,
+        )
+    raise UnknownNameError(_unknown("model", name, _model_index(), _model_names()))
 
 
 def models() -> list[Model]:
     """Every catalog model, sorted by name."""
     return sorted((_catalog_model(i) for i in range(len(_model_entries()))), key=lambda m: m.name)
+
+
+def model_source(name: str | Model) -> tuple[str, bool]:
+    """Where a catalog model's shape numbers come from, and whether a primary copy of its
+    config was found (``False``: only secondary transcriptions)."""
+    key = name.name if isinstance(name, Model) else name
+    index = _lookup(_model_index(), key)
+    if index is None:
+        raise UnknownNameError(_unknown("model", key, _model_index(), _model_names()))
+    entry = _model_entries()[index]
+    return str(entry.get("source", "")), bool(entry.get("verified", True))
 
 
 def gpu(name: str | GPU) -> GPU:
@@ -67,7 +117,14 @@ def resolve_model(
     kv_dtype: str | None = None,
 ) -> Model:
     """Whatever a user passes as "model": a :class:`Model`, a catalog name, an HF id, a config
-    dict, a path to ``config.json`` or a model folder, or JSON text."""
+    dict, a path to ``config.json`` or a model folder, or JSON text.
+
+    The result's ``serve_ref`` is what launch lines must serve: the HF id exactly as given,
+    the canonical id of a short catalog name (``serve_note`` says so), or the absolute path of
+    a local config folder. A path that does not exist is reported as a missing file
+    (:class:`ConfigError`), an unknown ``org/name`` is looked up on the Hub when
+    ``huggingface_hub`` is installed, anything else is an unknown name.
+    """
     if isinstance(x, Model):
         return x.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     if isinstance(x, Mapping | os.PathLike):
@@ -79,15 +136,31 @@ def resolve_model(
         )
     if x.lstrip().startswith("{"):
         return Model.from_hf_config(x, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    index = _lookup(_model_index(), x)
-    if index is not None:
-        return _catalog_model(index).with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    if os.path.exists(x):
+    if _lookup(_model_index(), x) is None and (os.path.exists(x) or _looks_like_path(x)):
+        # Model.from_hf_config reports a missing path as a missing file, not a model name.
         return Model.from_hf_config(x, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    raise UnknownNameError(
-        _unknown("model", x, _model_index(), _model_names())
-        + " pdtp works offline: for a model outside the catalog pass its config.json (a path, "
-        "a folder, a dict or JSON text)."
+    try:
+        found = _named_model(x)
+    except UnknownNameError as exc:
+        from .hub import how_to_pass_the_file, looks_like_hf_id
+
+        if looks_like_hf_id(x.strip()):
+            raise
+        raise UnknownNameError(
+            f"{exc} For a model outside the catalog, " + how_to_pass_the_file("org/name")
+        ) from None
+    return found.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+
+
+def _looks_like_path(x: str) -> bool:
+    """Written as a file or folder rather than a name: ``./x``, ``../x``, ``/x``, ``~/x``,
+    ``x.json``, or more than one path separator (an HF id has exactly one '/')."""
+    s = x.strip()
+    return (
+        s.startswith((".", "/", "~"))
+        or s.endswith(".json")
+        or s.count("/") > 1
+        or (os.sep != "/" and os.sep in s)
     )
 
 
@@ -118,16 +191,22 @@ def _model_entries() -> tuple[Mapping[str, Any], ...]:
 def _catalog_model(index: int) -> Model:
     entry = _model_entries()[index]
     label = f"pdtp catalog model {entry['name']!r}"
+    hf_id = entry.get("hf_id")
     try:
-        return Model.from_hf_config(
+        found = Model.from_hf_config(
             entry["config"],
             name=entry["name"],
             weight_dtype=entry.get("weight_dtype"),
-            hf_id=entry.get("hf_id"),
+            hf_id=hf_id,
             aliases=tuple(entry.get("aliases", ())),
+            serve_ref=hf_id,
         )
     except ConfigError as exc:  # a broken data file is a bug in pdtp, say where
         raise ConfigError(f"{label}: {exc}") from None
+    if hf_id:
+        note = f"pdtp catalog model {found.name!r} is the Hugging Face model {hf_id}"
+        found = replace(found, serve_note=note)
+    return found
 
 
 def _normalize(name: str) -> str:
@@ -186,9 +265,18 @@ def _gpus() -> tuple[GPU, ...]:
                 source=e["source"],
                 arch=e.get("arch", ""),
                 verified=bool(e.get("verified", True)),
+                price_per_hour=(e.get("price") or {}).get("usd_per_gpu_hour"),
+                price_source=_price_source(e.get("price")),
             )
         )
     return tuple(out)
+
+
+def _price_source(price: Any) -> str:
+    if not price:
+        return ""
+    date = price.get("as_of")
+    return f"{price.get('source', '')}" + (f" (as of {date})" if date else "")
 
 
 def _si(value: float, exponent: int) -> float:

@@ -11,22 +11,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import _core
-from ._validate import flag, optional_positive_int, positive_int
+from ._validate import MAX_TP, flag, optional_positive_int, positive_int
 from .connectors import Connector, resolve_connector
 from .errors import (
     InvalidArgumentError,
-    PdtpError,
-    RuleAssertionError,
-    RuleConnectorError,
-    RuleNotImplementedError,
-    RuleValueError,
-    RuleZeroDivisionError,
-    UnworkablePairError,
 )
+from .violations import CheckWarning, Violation, pair_rules
 
 # Largest KV/attention head count accepted (far above any real model; keeps arithmetic small).
 MAX_HEADS = 1 << 20
-MAX_TP = 1 << 16
 # How many alternatives `check` proposes by default.
 DEFAULT_ALTERNATIVES = 5
 
@@ -69,55 +62,6 @@ def model_shape(model: Any) -> ModelShape:
 
     m = resolve_model(model)
     return ModelShape(m.num_attention_heads, m.num_kv_heads, m.is_mla, m.name)
-
-
-_ERROR_CLASSES: dict[str, type[PdtpError]] = {
-    "ValueError": RuleValueError,
-    "NotImplementedError": RuleNotImplementedError,
-    "AssertionError": RuleAssertionError,
-    "ZeroDivisionError": RuleZeroDivisionError,
-    "MoRIIOError": RuleConnectorError,
-}
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken rule. ``code`` is a stable identifier; ``message`` is vLLM's exact text
-    where vLLM has one (possibly empty: a bare ``assert``; ``hint`` then says what failed);
-    ``vllm_error`` names the exception vLLM raises (``AssertionError``, ``ValueError``,
-    ``NotImplementedError``, ``ZeroDivisionError``, ``MoRIIOError``), ``None`` where vLLM
-    raises nothing: pdtp-only limits (``max_acks``, memory) and pairs vLLM accepts but that
-    cannot work (a rank waits for a peer that does not exist, or copies the wrong KV heads)."""
-
-    code: str
-    side: str
-    message: str
-    hint: str
-    vllm_error: str | None = None
-
-    def exception(self) -> PdtpError:
-        """The exception vLLM would raise, as a pdtp error (also an instance of vLLM's
-        built-in class), carrying vLLM's message; where that message is empty, the hint."""
-        cls = _ERROR_CLASSES.get(self.vllm_error or "", UnworkablePairError)
-        if not self.message:  # a bare `assert`: vLLM says nothing, the hint says what failed
-            return cls(self.hint)
-        if self.vllm_error == "ZeroDivisionError":  # Python's text names no cause
-            return cls(f"{self.message} ({self.hint})")
-        return cls(self.message)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class CheckWarning:
-    """Valid, but worth knowing (e.g. prefill ranks that are never read)."""
-
-    code: str
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -217,13 +161,7 @@ def check(
     bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
     n_alt = positive_int("alternatives", alternatives) if alternatives else 0
 
-    raw_violations, raw_warnings = _core.check_pair(
-        shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, p, d, conn.key, acks
-    )
-    violations = [
-        Violation(code, side, message, hint, err or None)
-        for code, side, message, hint, err in raw_violations
-    ]
+    violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
     sizes = None
     fits: dict[str, bool] = {}
     if ctx is not None:
@@ -272,7 +210,7 @@ def check(
         decode_tp=d,
         connector=conn.name,
         violations=tuple(violations),
-        warnings=tuple(CheckWarning(c, m) for c, m in raw_warnings) if not violations else (),
+        warnings=raw_warnings if not violations else (),
         alternatives=alts,
         gpu=ctx.gpu.name if ctx is not None else None,
         prefill_fits=fits.get("prefill"),

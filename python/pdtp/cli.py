@@ -1,13 +1,21 @@
 """The ``pdtp`` command line (also ``python -m pdtp``).
 
 Human-readable tables by default, ``--json`` for machines. Exit codes: 0 = valid / success,
-1 = invalid pair or infeasible plan, 2 = usage error (bad flags or values).
+1 = invalid pair or infeasible plan, 2 = usage error (bad flags, values or files), 130 =
+interrupted (Ctrl-C), 141 = the reader of stdout went away (``pdtp models | head``).
+
+Errors reach the user as one line in CLI words: :func:`in_cli_words` turns the library's
+Python argument names (``max_tp=16``) into this command's flags (``--max-tp 16``), so library
+messages stay written for Python callers and the CLI translates them at this one boundary.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +24,10 @@ from ._table import ranges, table
 from .errors import PdtpError
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+# The shell's codes for a process ended by SIGINT / SIGPIPE (128 + signal number).
+EXIT_INTERRUPTED, EXIT_PIPE_CLOSED = 130, 141
+# An error pdtp did not expect (a bug): one line, and the traceback only on request.
+EXIT_INTERNAL = 70
 
 EPILOG = """\
 examples:
@@ -25,18 +37,41 @@ examples:
   pdtp check --heads 64 --kv-heads 8 --prefill-tp 4 --decode-tp 8
   pdtp check --config ./Llama-3.1-70B/config.json --prefill-tp 8 --decode-tp 8 --json
   pdtp map --kv-heads 4 --prefill-tp 4 --decode-tp 8 --connector nixl
+  pdtp deploy --plan plan.json --node-hosts 10.0.0.1,10.0.0.2 -o deploy/
 
-exit codes: 0 valid, 1 invalid, 2 usage error
+exit codes: 0 valid, 1 invalid or infeasible, 2 usage error, 130 interrupted
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``pdtp solve: error: argument --gpus: ...`` (exit 2),
+    pointing at ``--help`` instead of printing the usage block."""
+
+    def error(self, message: str) -> Any:  # argparse's hook; never returns
+        _say(f"{self.prog}: error: {message} (see `{self.prog} --help`)")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _count(text: str) -> int:
+    """A head count: a positive integer (``map`` derives the attention heads from it)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 def _add_model_flags(p: argparse.ArgumentParser, *, need_heads: bool = True) -> None:
-    g = p.add_argument_group("model (give a catalog name, a config, or the head counts)")
+    g = p.add_argument_group(
+        "model (give a catalog name or a config; without either, the head counts)"
+    )
     g.add_argument("--model", metavar="NAME", help="catalog name or HF id, e.g. llama-3.1-70b")
     g.add_argument("--config", metavar="PATH", help="HF config.json (or a model folder)")
     if need_heads:
-        g.add_argument("--heads", type=int, metavar="A", help="total attention heads")
-    g.add_argument("--kv-heads", type=int, metavar="H", help="total KV heads")
+        g.add_argument("--heads", type=_count, metavar="A", help="total attention heads")
+    g.add_argument("--kv-heads", type=_count, metavar="H", help="total KV heads")
     g.add_argument(
         "--mla", action="store_true", help="the model uses MLA (DeepSeek-V3, Kimi-K2 ...)"
     )
@@ -80,8 +115,49 @@ def _add_pair_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
+    """`solve`'s model, pool, objective, workload and option flags (shared with `deploy`);
+    returns the options group for more."""
+    p.add_argument(
+        "model", nargs="?", metavar="MODEL", help="catalog name or HF id (see `pdtp models`)"
+    )
+    p.add_argument(
+        "--config", metavar="PATH", help="HF config.json or model folder instead of MODEL"
+    )
+    _add_pool_flags(p, "--gpus")
+    p.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    p.add_argument(
+        "--objective", choices=["throughput", "tokens_per_dollar", "cost"], default="throughput",
+        help="most req/s (default), most output tokens per USD, or the cheapest plan for --demand",
+    )  # fmt: skip
+    p.add_argument("--demand", type=float, metavar="RPS", help="req/s to serve (--objective cost)")
+    _add_workload_flags(p)
+    o = p.add_argument_group("options")
+    o.add_argument(
+        "--weight-dtype", help="serve weights as bf16, fp8, fp4 ... (default: the checkpoint's)"
+    )
+    o.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
+    o.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
+    o.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
+    o.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    o.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
+    o.add_argument(
+        "--time-limit", type=float, default=10.0, metavar="S", help="seconds (default 10)"
+    )
+    return o
+
+
+def _add_host_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("hosts (where the plan's nodes and the proxy run)")
+    g.add_argument(
+        "--node-hosts", metavar="H0,H1,...", help="node N's IP address or host name, in order"
+    )
+    g.add_argument("--hosts-file", metavar="FILE", help="one host per line, node 0 first")
+    g.add_argument("--proxy-host", metavar="HOST", help="where the proxy runs (default: node 0)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pdtp",
         description=(
             "Plan vLLM prefill/decode disaggregated deployments before loading any weights: "
@@ -126,30 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "examples:\n  pdtp solve llama-3.1-70b --gpus 24\n"
             "  pdtp solve meta-llama/Llama-3.1-8B-Instruct --gpus 8 --gpu h100 --connector nixl\n"
+            "  pdtp solve llama-3.1-70b --nodes 8,8,5,3        # free GPUs per node\n"
+            "  pdtp solve llama-3.1-70b --gpus mi355x=16,mi300x=32\n"
+            "  pdtp solve llama-3.1-70b --gpus h200=16,b200=16 --connector nixl "
+            "--objective tokens_per_dollar\n"
             "  pdtp solve --config ./my-model/config.json --gpus 16 --tpot none --json"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    s.add_argument("model", nargs="?", help="catalog name or HF id (see `pdtp models`)")
-    s.add_argument(
-        "--config", metavar="PATH", help="HF config.json or model folder instead of MODEL"
-    )
-    s.add_argument("--gpus", type=int, required=True, help="GPU budget")
-    s.add_argument("--gpu", default="mi300x", help="GPU type (see `pdtp gpus`; default mi300x)")
-    s.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
-    _add_workload_flags(s)
-    o = s.add_argument_group("options")
-    o.add_argument(
-        "--weight-dtype", help="serve weights as bf16, fp8, fp4 ... (default: the checkpoint's)"
-    )
-    o.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
-    o.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
-    o.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
-    o.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
-    o.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
-    o.add_argument(
-        "--time-limit", type=float, default=10.0, metavar="S", help="seconds (default 10)"
-    )
+    o = _add_solve_flags(s)
     o.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
     o.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -163,18 +224,25 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: pdtp size-for llama-3.1-70b --demand 25 --max-gpus 64 --gpu h100",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    z.add_argument("model", nargs="?", help="catalog name or HF id (see `pdtp models`)")
+    z.add_argument(
+        "model", nargs="?", metavar="MODEL", help="catalog name or HF id (see `pdtp models`)"
+    )
     z.add_argument("--config", metavar="PATH", help="HF config.json or model folder instead")
     z.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
-    z.add_argument("--max-gpus", type=int, required=True, help="GPU budget ceiling")
-    z.add_argument("--gpu", default="mi300x", help="GPU type (default mi300x)")
+    _add_pool_flags(z, "--max-gpus")
     z.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    z.add_argument(
+        "--objective", choices=["gpus", "cost"], default="gpus",
+        help="fewest GPUs (default) or fewest USD per hour",
+    )  # fmt: skip
     _add_workload_flags(z)
     z.add_argument("--weight-dtype", help="serve weights as bf16, fp8, fp4 ...")
     z.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
     z.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
     z.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
     z.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    z.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
+    z.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
     z.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
     z.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -196,12 +264,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--current", required=True, metavar="FILE", help="JSON file, or - for stdin")
     r.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
-    r.add_argument("--max-gpus", type=int, required=True, help="GPU budget ceiling")
+    r.add_argument("--max-gpus", metavar="N", help="GPUs in the pool: a count, or TYPE=N,TYPE=N")
+    r.add_argument("--nodes", metavar="LIST", help="free GPUs per node instead: 8,8,5,3")
     r.add_argument("--gpu", help="GPU type (default: the current plan's)")
     r.add_argument("--connector", help="connector (default: the current plan's)")
     r.add_argument("--move-cost", metavar="K=V,...", help="weights: start, stop, restart, gpu")
-    r.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
+    r.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
+    r.add_argument(
+        "--no-commands", action="store_true", help="omit the vllm serve lines of started instances"
+    )
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_host_flags(r)
 
     f = sub.add_parser(
         "fleet",
@@ -215,20 +288,31 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     f.add_argument("--demands", required=True, metavar="CSV", help="model,demand_rps[,weight,...]")
-    f.add_argument("--gpus", type=int, required=True, help="GPUs in the pool")
-    f.add_argument("--gpu", default="mi300x", help="GPU type (default mi300x)")
-    f.add_argument("--gpus-per-node", type=int, default=8)
+    f.add_argument("--gpus", metavar="N", help="GPUs in the pool: a count, or TYPE=N,TYPE=N")
+    f.add_argument("--nodes", metavar="LIST", help="free GPUs per node instead: 8,8,5,3")
+    f.add_argument("--gpu", help="GPU type (default mi300x)")
+    f.add_argument("--gpus-per-node", type=int, help="node size (default: the GPU type's)")
     f.add_argument("--objective", choices=["max_min", "weighted"], default="max_min")
     f.add_argument("--connector", default="moriio")
     f.add_argument("--time-limit", type=float, default=10.0, metavar="S")
     f.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    sub.add_parser("models", help="list the built-in model catalog").add_argument(
-        "--json", action="store_true"
-    )
-    sub.add_parser("gpus", help="list the built-in GPU catalog").add_argument(
-        "--json", action="store_true"
-    )
+    for name, what in (("models", "model"), ("gpus", "GPU")):
+        cat = sub.add_parser(
+            name,
+            help=f"list the built-in {what} catalog",
+            description=(
+                f"The built-in {what} catalog. Every figure comes from a cited source: "
+                "--sources prints it (a repository at a commit and the file, or the vendor's "
+                "document) and flags entries that only secondary transcriptions confirm."
+            ),
+            epilog=f"examples:\n  pdtp {name}\n  pdtp {name} --sources\n  pdtp {name} --json",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        cat.add_argument(
+            "--sources", action="store_true", help="where each entry's figures come from"
+        )
+        cat.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     sw = sub.add_parser(
         "sweep",
@@ -280,13 +364,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="charts (PNG/SVG): requests/s per GPU vs budget; valid P/D pairs",
         description=(
             "throughput: requests/s per GPU against the GPU budget, one line per model and a "
-            "panel per GPU type (from a `pdtp sweep` file, or sweeps it). pairs: for each "
-            "model and connector, which (prefill TP, decode TP) pairs vLLM accepts, and the "
-            "rule each other pair breaks. Needs matplotlib (pip install 'pdtp[plot]')."
+            "panel per GPU type, connector and workload (from a `pdtp sweep` file, or sweeps "
+            "it); the 10 models with the highest peak unless --models or --top say otherwise. "
+            "pairs: for each model and connector, which (prefill TP, decode TP) pairs vLLM "
+            "accepts, and the rule each other pair breaks. Needs matplotlib "
+            "(pip install 'pdtp[plot]')."
         ),
         epilog=(
             "examples:\n  pdtp plot throughput -o throughput.png --gpu mi300x,h200\n"
             "  pdtp plot throughput --input sweep.csv -o throughput.svg\n"
+            "  pdtp plot throughput --input sweep.csv --gpu h200 --connector nixl --top 5 "
+            "-o top5.png\n"
             "  pdtp plot pairs --models llama-3.1-70b,deepseek-v3 --connector moriio,nixl "
             "-o pairs.png"
         ),
@@ -295,11 +383,30 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("chart", choices=["throughput", "pairs"])
     pl.add_argument("-o", "--output", required=True, metavar="FILE", help=".png or .svg")
     pl.add_argument("--input", metavar="FILE", help="throughput: a `pdtp sweep` output file")
-    pl.add_argument("--models", help="names a,b,... (default: a representative set)")
+    pl.add_argument(
+        "--models",
+        help="names a,b,... or all (default: a representative set; with --input: the file's "
+        "models, the --top by peak)",
+    )
+    pl.add_argument(
+        "--top",
+        type=int,
+        metavar="N",
+        help="throughput: draw the N models with the highest peak requests/s per GPU "
+        "(default 10; 0 draws all)",
+    )
     pl.add_argument("--gpu", help="throughput: GPU types (default mi300x)")
     pl.add_argument("--gpus", help="throughput: budgets (default 1-512)")
-    pl.add_argument("--connector", help="moriio (default); pairs: a list, e.g. moriio,nixl")
-    pl.add_argument("--max-tp", type=int, help="pairs: largest TP size shown (default 8)")
+    pl.add_argument(
+        "--connector",
+        help="one or a list, e.g. moriio,nixl (default: throughput moriio, or the file's; "
+        "pairs moriio,nixl)",
+    )
+    pl.add_argument(
+        "--max-tp",
+        type=int,
+        help="pairs: largest TP size shown (default 8); throughput: largest TP swept",
+    )
     pl.add_argument("--title", help="chart title")
 
     m = sub.add_parser(
@@ -313,11 +420,162 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_flags(m, need_heads=False)
     _add_pair_flags(m)
+
+    d = sub.add_parser(
+        "deploy",
+        help="per-node launch scripts + proxy, Kubernetes manifests or JSON for a plan",
+        description=(
+            "Turn a plan (--plan FILE from `pdtp solve --json`, or solve's own flags) into what "
+            "runs it: --format scripts writes node-N.sh per node (each starts that node's vLLM "
+            "instances with their GPUs, ports, roles and KV-transfer config pointing at the "
+            "proxy), proxy.sh (vLLM's reference proxy/router for the connector) and README.md "
+            "(what runs where, how to start, how to test); --format k8s a StatefulSet per role, "
+            "the proxy Deployment and Services; --format json all of it as data. Settings follow "
+            "the plan's vLLM release and MoRIIO mode. --diff OLD NEW lists the instances to stop "
+            "and start (with launch lines) between two plans."
+        ),
+        epilog=(
+            "examples:\n"
+            "  pdtp solve llama-3.1-70b --gpus 24 --json > plan.json\n"
+            "  pdtp deploy --plan plan.json --node-hosts 10.0.0.1,10.0.0.2,10.0.0.3 -o deploy/\n"
+            "  pdtp deploy llama-3.1-8b --gpus 8 --connector nixl --gpu h100 --format k8s\n"
+            "  pdtp deploy --diff plan.json bigger.json --hosts-file hosts.txt"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_solve_flags(d)
+    w = d.add_argument_group("deployment")
+    w.add_argument("--plan", metavar="FILE", help="a `pdtp solve --json` file (or - for stdin)")
+    w.add_argument(
+        "--diff", nargs=2, metavar=("OLD", "NEW"), help="instances to stop/start between plans"
+    )
+    w.add_argument("--format", choices=["scripts", "k8s", "json"], default="scripts")
+    w.add_argument(
+        "-o", "--output", metavar="DIR", help="write the files here (default: print them)"
+    )
+    w.add_argument("--vllm-version", metavar="X.Y.Z", help="release to launch (default: newest)")
+    w.add_argument("--backend", choices=["rdma", "xgmi"], help="force MoRIIO's transport")
+    w.add_argument(
+        "--ports", metavar="K=V,...",
+        help="port bases: http, moriio_handshake, moriio_notify, nixl_side_channel, proxy_http, "
+        "proxy_discovery",
+    )  # fmt: skip
+    w.add_argument("--name", default="pdtp", help="k8s: object name prefix (default pdtp)")
+    w.add_argument("--namespace", help="k8s: namespace")
+    w.add_argument("--image", help="k8s: vLLM container image (default: vLLM's for the release)")
+    _add_host_flags(d)
     return parser
 
 
 class UsageError(Exception):
-    pass
+    """A mistake in the command line itself (flags, files); exit 2."""
+
+
+# ---- errors in CLI words ---------------------------------------------------------------------
+#
+# The library names its Python arguments (``max_tp=16``, ``ttft_ms``); a CLI user knows flags
+# (``--max-tp 16``, ``--ttft``). The flags come from the parser itself (each option's ``dest``),
+# so a new flag is translated without touching this table, which holds only the library
+# names that differ from a flag's dest.
+PY_ARGUMENT_ALIASES = {
+    "ttft_ms": "ttft",
+    "tpot_ms": "tpot",
+    "time_limit_s": "time_limit",
+    "demand_rps": "demand",
+    "num_kv_heads": "kv_heads",
+    "num_attention_heads": "heads",
+}
+# Python calls a message may suggest, and the command that does the same.
+PY_CALLS = {"pdtp.models()": "`pdtp models`", "pdtp.gpus()": "`pdtp gpus`"}
+
+_ASSIGNMENT = re.compile(r"\b([a-z][a-z0-9_]*)=('[^']*'|\"[^\"]*\"|[^\s,;:()\[\]]+)")
+_IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+# A plain field name opening a clause: "gpus must be a positive integer", "gpus: expected".
+_FIELD_CLAUSE = re.compile(r"(^|[;(]\s*)([a-z][a-z0-9_]*)(?= must\b|:)")
+
+
+def flag_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """``{python argument name: flag}`` for one (sub)command, e.g. ``max_tp -> --max-tp``;
+    a positional argument by its metavar (``grid -> GRID_FILE``)."""
+    flags: dict[str, str] = {}
+    for action in parser._actions:  # argparse keeps no public list of its options
+        long = [o for o in action.option_strings if o.startswith("--")]
+        if action.dest in ("help", argparse.SUPPRESS):
+            continue
+        if long:
+            flags[action.dest] = long[0]
+        elif not action.option_strings and isinstance(action.metavar, str):
+            flags[action.dest] = action.metavar
+    for py_name, dest in PY_ARGUMENT_ALIASES.items():
+        if dest in flags:
+            flags.setdefault(py_name, flags[dest])
+    return flags
+
+
+def in_cli_words(message: str, flags: dict[str, str]) -> str:
+    """A library message as a CLI user reads it: ``max_tp=16`` -> ``--max-tp 16``, a bare
+    ``gpu_memory_utilization`` -> ``--gpu-memory-utilization``, ``pdtp.models()`` -> ``pdtp
+    models``; one line. Names that are not this command's flags are left alone (vLLM's own
+    messages quote its variables, e.g. ``local_tp_size=8``)."""
+
+    def assignment(m: re.Match[str]) -> str:
+        flag = flags.get(m.group(1))
+        if flag is None:
+            return m.group(0)
+        value = m.group(2).strip("'\"")
+        return flag if value == "True" else f"{flag} {value}"
+
+    text = " ".join(message.split())
+    for call, command in PY_CALLS.items():
+        text = text.replace(call, command)
+    text = _ASSIGNMENT.sub(assignment, text)
+    text = _IDENTIFIER.sub(lambda m: flags.get(m.group(0), m.group(0)), text)
+    return _FIELD_CLAUSE.sub(lambda m: m.group(1) + flags.get(m.group(2), m.group(2)), text)
+
+
+def _name_the_flag(message: str, args: argparse.Namespace, flags: dict[str, str]) -> str:
+    """A message that quotes a value the user gave, without naming the flag that gave it, is
+    prefixed with that flag: ``--gpu zz: unknown GPU 'zz'; ...``."""
+    for dest, flag in flags.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and value and f"'{value}'" in message:
+            if re.search(rf"(^|[\s(`]){re.escape(flag)}\b", message):
+                return message
+            return f"{flag} {value}: {message}"
+    return message
+
+
+def _name_the_file(e: Exception, message: str, args: argparse.Namespace) -> str:
+    """Errors about a file named on the command line start with the flag that named it."""
+    from .errors import OutputFileError
+
+    output, grid = getattr(args, "output", None), getattr(args, "grid", None)
+    if isinstance(e, OutputFileError) and output and "--output" not in message:
+        return f"--output {output}: {message}"
+    if grid and str(grid) in message and "GRID_FILE" not in message:
+        return f"GRID_FILE {grid}: {message}"
+    return message
+
+
+def _given(args: argparse.Namespace, parser: argparse.ArgumentParser, dest: str) -> bool:
+    return getattr(args, dest, None) not in (None, False, parser.get_default(dest))
+
+
+def _reject_together(
+    args: argparse.Namespace, first: Sequence[str], second: Sequence[str], why: str
+) -> None:
+    """Refuse flags that cannot both take effect (one would be silently ignored)."""
+    flags = args._flags
+    a = next((d for d in first if _given(args, args._parser, d)), None)
+    b = next((d for d in second if _given(args, args._parser, d)), None)
+    if a is not None and b is not None:
+        raise UsageError(f"{flags[a]} and {flags[b]} cannot be used together: {why}")
+
+
+def _existing_path(path: str, flag: str) -> str:
+    if not os.path.exists(path):
+        raise UsageError(f"{flag} {path}: no such file or folder")
+    return path
 
 
 def _slo(text: str) -> float | None:
@@ -332,14 +590,112 @@ def _slo(text: str) -> float | None:
     return value
 
 
+def _add_pool_flags(p: argparse.ArgumentParser, flag: str) -> None:
+    g = p.add_argument_group(f"GPU pool (give one of {flag} and --nodes)")
+    g.add_argument(
+        flag, metavar="N",
+        help="GPUs: a count on full nodes of the GPU type (the last one partial), or several "
+        "types as TYPE=N,TYPE=N (e.g. mi355x=16,mi300x=32)",
+    )  # fmt: skip
+    g.add_argument(
+        "--nodes", metavar="LIST",
+        help="free GPUs per node, e.g. 8,8,5,3; several types as TYPE:8,8;TYPE:4",
+    )  # fmt: skip
+    g.add_argument("--gpu", help="GPU type of a single-type pool (default mi300x)")
+    g.add_argument("--gpus-per-node", type=int, help="node size (default: the GPU type's)")
+    g.add_argument(
+        "--prices", metavar="TYPE=USD,...",
+        help="USD per GPU-hour, overriding the catalog's (cost objectives)",
+    )  # fmt: skip
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{what}: expected integers separated by commas, got {text!r}") from None
+
+
+def _pool(args: argparse.Namespace, flag: str) -> dict[str, Any]:
+    """``gpus``/``nodes`` keywords from ``--gpus N | TYPE=N,...`` and ``--nodes``."""
+    gpus = getattr(args, flag.lstrip("-").replace("-", "_"))
+    nodes = args.nodes
+    if (gpus is None) == (nodes is None):
+        raise UsageError(f"give {flag} (a GPU count or TYPE=N,...) or --nodes, one of them")
+    out: dict[str, Any] = {}
+    if gpus is not None:
+        if "=" in gpus:
+            pairs = [item.partition("=") for item in gpus.split(",") if item.strip()]
+            out["gpus"] = {k.strip(): _ints(v, flag)[0] if v.strip() else 0 for k, _, v in pairs}
+        else:
+            values = _ints(gpus, flag)
+            if len(values) != 1:
+                raise UsageError(f"{flag}: one count or TYPE=N,TYPE=N, got {gpus!r}")
+            out["gpus"] = values[0]
+    elif ":" in nodes:
+        groups = [g.partition(":") for g in nodes.split(";") if g.strip()]
+        out["nodes"] = {k.strip(): _ints(v, "--nodes") for k, _, v in groups}
+    else:
+        out["nodes"] = _ints(nodes, "--nodes")
+    if getattr(args, "prices", None):
+        prices: dict[str, float] = {}
+        for item in args.prices.split(","):
+            k, _, v = item.partition("=")
+            try:
+                prices[k.strip()] = float(v)
+            except ValueError:
+                raise UsageError(f"--prices: expected TYPE=USD, got {item!r}") from None
+        out["prices"] = prices
+    return out
+
+
+# Input files larger than this are refused (a demands CSV or a plan JSON is a few kB).
+MAX_INPUT_BYTES = 16 << 20
+
+
+def _read_text(path: str, what: str) -> str:
+    """A text file (``-``: stdin), at most MAX_INPUT_BYTES, without NUL bytes."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(MAX_INPUT_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"{what}: cannot read {path!r}: {e.strerror}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise UsageError(f"{what}: {path!r} is larger than {MAX_INPUT_BYTES >> 20} MiB")
+    if b"\0" in data:
+        raise UsageError(f"{what}: {path!r} is not a text file (it holds NUL bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what}: {path!r} is not UTF-8 text") from None
+
+
+def _model_arg(args: argparse.Namespace) -> Any:
+    """MODEL/--model as a name; --config as a path, so a missing file is reported as one."""
+    from pathlib import Path
+
+    return args.model if getattr(args, "model", None) else Path(args.config)
+
+
 def _shape(args: argparse.Namespace) -> Any:
     from .check import ModelShape, model_shape
 
     given = [x for x in ("model", "config") if getattr(args, x, None)]
     if len(given) > 1:
         raise UsageError("give only one of --model and --config")
+    _reject_together(
+        args,
+        ("model", "config"),
+        ("heads", "kv_heads", "mla"),
+        "the model's config already gives its head counts; drop one",
+    )
+    if args.config:
+        _existing_path(args.config, "--config")
     if given:
-        return model_shape(getattr(args, given[0]))
+        return model_shape(_model_arg(args))
     heads = getattr(args, "heads", None)
     if args.kv_heads is None:
         raise UsageError("give --model NAME, --config PATH, or the head counts (--kv-heads H)")
@@ -352,12 +708,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .check import check
 
     model = _shape(args)
+    if _given(args, args._parser, "gpu_memory_utilization") and not args.gpu:
+        raise UsageError("--gpu-memory-utilization only applies to the memory check: add --gpu")
     if args.gpu:
         if not (args.model or args.config):
             raise UsageError("--gpu needs the whole model: give --model NAME or --config PATH")
         from .catalog import resolve_model
 
-        model = resolve_model(args.model or args.config)
+        model = resolve_model(_model_arg(args))
     r = check(
         model,
         args.prefill_tp,
@@ -381,12 +739,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
         fit = {True: "fits", False: "does not fit"}
         p_fit, d_fit = fit[bool(r.prefill_fits)], fit[bool(r.decode_fits)]
         print(f"memory on {r.gpu}: prefill {p_fit}, decode {d_fit}")
+    # vLLM's messages verbatim; pdtp's hints and warnings in this command's flags.
     for v in r.violations:
         err = f"  [vLLM {v.vllm_error}]" if v.vllm_error else ""
         message = v.message or "(vLLM's assert has no message)"
-        print(f"\n  x {v.code} ({v.side}){err}\n    {message}\n    hint: {v.hint}")
+        hint = in_cli_words(v.hint, args._flags)
+        print(f"\n  x {v.code} ({v.side}){err}\n    {message}\n    hint: {hint}")
     for w in r.warnings:
-        print(f"\n  ! {w.code}\n    {w.message}")
+        print(f"\n  ! {w.code}\n    {in_cli_words(w.message, args._flags)}")
     if r.alternatives:
         alts = ", ".join(f"P{p}/D{d}" for p, d in r.alternatives)
         print(f"\nnearest valid pairs: {alts}")
@@ -454,7 +814,11 @@ def _solve_model(args: argparse.Namespace) -> Any:
 
     if bool(args.model) == bool(args.config):
         raise UsageError("give a MODEL name or --config PATH (one of them)")
-    model = resolve_model(args.model or args.config)
+    if args.config:
+        _existing_path(args.config, "--config")
+    elif args.model.endswith(".json") or args.model.startswith(("./", "../", "/", "~")):
+        _existing_path(args.model, "MODEL")  # a path, not a name: say the file is missing
+    model = resolve_model(_model_arg(args))
     if args.weight_dtype or args.kv_dtype:
         model = model.with_dtypes(weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     return model
@@ -470,24 +834,25 @@ def _workload(args: argparse.Namespace) -> Any:
     return Workload(isl=args.isl, osl=args.osl, ttft_ms=args.ttft, tpot_ms=args.tpot)
 
 
-def _print_infeasible(e: Any, as_json: bool) -> int:
-    if as_json:
+def _print_infeasible(e: Any, args: argparse.Namespace, as_json: bool | None = None) -> int:
+    if args.json if as_json is None else as_json:  # for programs: the library's words
         out = {"status": "INFEASIBLE", "reason": str(e), "reasons": list(e.reasons)}
         print(json.dumps(out, indent=2))
     else:
-        print(f"INFEASIBLE: {e}")
+        print(f"INFEASIBLE: {in_cli_words(str(e), args._flags)}")
         for r in e.reasons[1:]:
-            print(f"  - {r}")
+            print(f"  - {in_cli_words(r, args._flags)}")
     return EXIT_INVALID
 
 
 def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
     w = plan.workload
     print(
-        f"{plan.model} on {plan.gpus} x {plan.gpu} ({plan.connector}); isl={w.isl} osl={w.osl} "
-        f"ttft<={_fmt_slo(w.ttft_ms)} tpot<={_fmt_slo(w.tpot_ms)}"
+        f"{plan.model} on {plan.pool or f'{plan.gpus} x {plan.gpu}'} ({plan.connector}); "
+        f"isl={w.isl} osl={w.osl} ttft<={_fmt_slo(w.ttft_ms)} tpot<={_fmt_slo(w.tpot_ms)}"
     )
-    print(header or f"plan: {plan.status} ({plan.method}, {plan.solve_ms:.1f} ms)")
+    gap = "" if plan.status == "OPTIMAL" or plan.gap is None else f", gap {plan.gap:.2%}"
+    print(header or f"plan: {plan.status} ({plan.method}{gap}, {plan.solve_ms:.1f} ms)")
     print()
     rows = [
         ["prefill", plan.prefill.instances, plan.prefill.tp, plan.prefill.gpus,
@@ -496,13 +861,19 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
          f"{plan.decode_capacity_rps:,.2f}",
          f"TPOT {plan.tpot_ms:,.1f} ms at batch {plan.decode_batch}"],
     ]  # fmt: skip
-    print(
-        table(["side", "instances", "tp", "GPUs", "capacity req/s", "latency"], rows, indent="  ")
-    )
+    head = ["side", "instances", "tp", "GPUs", "capacity req/s", "latency"]
+    if plan.prefill.gpu != plan.decode.gpu:
+        head.insert(1, "gpu")
+        rows[0].insert(1, plan.prefill.gpu)
+        rows[1].insert(1, plan.decode.gpu)
+    print(table(head, rows, indent="  "))
+    cost = f", ${plan.cost_per_hour:,.2f}/h" if plan.cost_per_hour is not None else ""
     print(
         f"\nserves {plan.requests_per_s:,.2f} req/s = {plan.output_tokens_per_s:,.0f} output "
-        f"tok/s on {plan.gpus_used} of {plan.gpus} GPUs; bottleneck: {plan.bottleneck}"
+        f"tok/s on {plan.gpus_used} of {plan.gpus} GPUs{cost}; bottleneck: {plan.bottleneck}"
     )
+    for note in plan.notes:
+        print(f"\nnote: {note}")
     for r in plan.rejected:
         print(f"\nrejected: {r}")
     for wr in plan.warnings:
@@ -527,7 +898,7 @@ def _emit_plan(make: Any, args: argparse.Namespace, header: str = "") -> int:
     try:
         plan = make()
     except InfeasibleError as e:
-        return _print_infeasible(e, args.json)
+        return _print_infeasible(e, args)
     if args.json:
         print(json.dumps(_plan_json(plan, not args.no_commands), indent=2))
     else:
@@ -535,16 +906,46 @@ def _emit_plan(make: Any, args: argparse.Namespace, header: str = "") -> int:
     return EXIT_OK
 
 
+def _solve_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`solve`'s keywords from its flags (also `deploy`'s)."""
+    return {
+        **_pool(args, "--gpus"),
+        "gpu": args.gpu,
+        "gpus_per_node": args.gpus_per_node,
+        "workload": _workload(args),
+        "connector": args.connector,
+        "objective": args.objective,
+        "demand_rps": args.demand,
+        "max_tp": args.max_tp,
+        "max_acks": args.max_acks,
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "time_limit_s": args.time_limit,
+        "method": args.method,
+    }
+
+
 def _cmd_solve(args: argparse.Namespace) -> int:
-    from .planner import solve
+    from .planning.solve import solve
 
     return _emit_plan(
-        lambda: solve(
+        lambda: solve(_solve_model(args), **_solve_options(args)),
+        args,
+    )
+
+
+def _cmd_size_for(args: argparse.Namespace) -> int:
+    from .planning.size_for import size_for
+
+    return _emit_plan(
+        lambda: size_for(
             _solve_model(args),
-            args.gpus,
+            args.demand,
+            **{"max_gpus" if k == "gpus" else k: v for k, v in _pool(args, "--max-gpus").items()},
             gpu=args.gpu,
+            gpus_per_node=args.gpus_per_node,
             workload=_workload(args),
             connector=args.connector,
+            objective=args.objective,
             max_tp=args.max_tp,
             max_acks=args.max_acks,
             gpu_memory_utilization=args.gpu_memory_utilization,
@@ -552,108 +953,237 @@ def _cmd_solve(args: argparse.Namespace) -> int:
             method=args.method,
         ),
         args,
-    )
-
-
-def _cmd_size_for(args: argparse.Namespace) -> int:
-    from .autoscale import size_for
-
-    return _emit_plan(
-        lambda: size_for(
-            _solve_model(args),
-            args.demand,
-            max_gpus=args.max_gpus,
-            gpu=args.gpu,
-            workload=_workload(args),
-            connector=args.connector,
-            max_tp=args.max_tp,
-            max_acks=args.max_acks,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-        ),
-        args,
-        header=f"fewest GPUs serving {args.demand:g} req/s (at most {args.max_gpus})",
+        header=f"fewest {'USD/h' if args.objective == 'cost' else 'GPUs'} serving "
+        f"{args.demand:g} req/s",
     )
 
 
 def _read_json_arg(path: str, what: str) -> Any:
-    text = sys.stdin.read() if path == "-" else None
-    if text is None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise UsageError(f"{what}: cannot read {path!r}: {e.strerror}") from None
+    text = _read_text(path, what)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise UsageError(f"{what}: {path!r} is not JSON ({e.msg} at line {e.lineno})") from None
+        raise UsageError(f"{what} {path}: not JSON ({e.msg} at line {e.lineno})") from None
 
 
 def _cmd_replan(args: argparse.Namespace) -> int:
-    from .autoscale import replan
     from .errors import InfeasibleError
+    from .planning.replan import replan
 
     current = _read_json_arg(args.current, "--current")
-    move_cost: dict[str, float] = {}
-    for item in (args.move_cost or "").split(","):
-        if item.strip():
-            key, _, value = item.partition("=")
-            try:
-                move_cost[key.strip()] = float(value)
-            except ValueError:
-                raise UsageError(f"--move-cost: expected key=number, got {item!r}") from None
+    move_cost = _key_values(args.move_cost, "--move-cost", float)
     try:
+        pool = {"max_gpus" if k == "gpus" else k: v for k, v in _pool(args, "--max-gpus").items()}
         r = replan(
             current,
             args.demand,
-            max_gpus=args.max_gpus,
+            **pool,
             gpu=args.gpu,
             connector=args.connector,
             move_cost=move_cost or None,
+            time_limit_s=args.time_limit,
         )
     except InfeasibleError as e:
-        return _print_infeasible(e, args.json)
+        return _print_infeasible(e, args)
+    from .deployment import replan_diff
+
+    # The instances to stop and start, launch lines for the started ones only.
+    moves = replan_diff(r, current, need_hosts=False, **_host_options(args))
     if args.json:
         d = r.to_dict()
-        if not args.no_commands:
-            d["plan"]["vllm_commands"] = r.plan.vllm_commands()
+        d["deploy"] = moves.to_dict()
+        if args.no_commands:
+            for inst in d["deploy"]["start"]:
+                for key in ("env", "argv", "kv_transfer_config", "command"):
+                    inst.pop(key, None)
         print(json.dumps(d, indent=2))
         return EXIT_OK
     print(f"replan: {r.summary()}\n")
-    _print_plan(r.plan, commands=not args.no_commands, header=f"new plan (move cost {r.cost:g})")
+    _print_plan(r.plan, commands=False, header=f"new plan (move cost {r.cost:g})")
+    print(f"\n{moves.text(commands=not args.no_commands)}")
     return EXIT_OK
 
 
-def _cmd_fleet(args: argparse.Namespace) -> int:
-    import csv
+def _host_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "node_hosts": args.node_hosts,
+        "hosts_file": args.hosts_file,
+        "proxy_host": args.proxy_host,
+    }
 
-    from .fleet import solve_fleet
+
+def _key_values(text: str | None, flag: str, convert: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in (text or "").split(","):
+        if item.strip():
+            key, _, value = item.partition("=")
+            try:
+                out[key.strip()] = convert(value)
+            except ValueError:
+                raise UsageError(f"{flag}: expected key=number, got {item!r}") from None
+    return out
+
+
+def _cmd_deploy(args: argparse.Namespace) -> int:
+    from .deployment import deploy, deploy_diff
+
+    options = {
+        **_host_options(args),
+        "vllm_version": args.vllm_version,
+        "ports": _key_values(args.ports, "--ports", int) or None,
+        "backend": args.backend,
+    }
+    solve_given = bool(args.model or args.config or args.gpus or args.nodes)
+    sources = [bool(args.plan), bool(args.diff), solve_given]
+    if sum(sources) != 1:
+        raise UsageError(
+            "give one of: --plan FILE, --diff OLD NEW, or a MODEL with --gpus (as for solve)"
+        )
+    if args.diff:
+        old = _read_json_arg(args.diff[0], "--diff OLD")
+        new = _read_json_arg(args.diff[1], "--diff NEW")
+        moves = deploy_diff(old, new, **options)
+        if args.format == "json" and not args.output:
+            print(json.dumps(moves.to_dict(), indent=2))
+        elif args.output:
+            target = moves.target
+            files = {
+                **target.files(args.format),
+                **(moves.start_scripts() if args.format == "scripts" else {}),
+            }
+            if args.format == "json":
+                files["diff.json"] = json.dumps(moves.to_dict(), indent=2) + "\n"
+            _write_files(args.output, files)
+            print(moves.text())
+        else:
+            print(moves.text())
+        return EXIT_OK
+    if args.plan:
+        plan: Any = _read_json_arg(args.plan, "--plan")
+    else:
+        from .errors import InfeasibleError
+        from .planning.solve import solve
+
+        try:
+            plan = solve(_solve_model(args), **_solve_options(args))
+        except InfeasibleError as e:
+            return _print_infeasible(e, args, as_json=args.format == "json")
+    dep = deploy(
+        plan,
+        name=args.name,
+        namespace=args.namespace,
+        image=args.image,
+        need_hosts=args.format != "k8s",  # manifests address pods by DNS, not by node
+        **options,
+    )
+    files = dep.files(args.format)
+    if args.output:
+        _write_files(args.output, files)
+        where = f"{args.output}/README.md" if args.format == "scripts" else args.output
+        print(f"wrote {len(files)} file(s) to {args.output}; see {where}")
+    elif args.format == "scripts":
+        for name, text in files.items():
+            print(f"==> {name} <==\n{text}")
+    else:
+        print(next(iter(files.values())), end="")
+    return EXIT_OK
+
+
+def _write_files(directory: str, files: dict[str, str]) -> None:
+    import os
 
     try:
-        with open(args.demands, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+        os.makedirs(directory, exist_ok=True)
+        for name, text in files.items():
+            path = os.path.join(directory, name)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            if name.endswith(".sh"):
+                os.chmod(path, 0o755)
     except OSError as e:
-        raise UsageError(f"--demands: cannot read {args.demands!r}: {e.strerror}") from None
+        raise UsageError(f"--output: cannot write {directory!r}: {e.strerror}") from None
+
+
+DEMAND_COLUMNS = ("model", "demand_rps")
+DEMAND_OPTIONAL = ("weight", "isl", "osl", "ttft_ms", "tpot_ms")
+
+
+def _read_demands(path: str) -> list[dict[str, Any]]:
+    """The ``--demands`` CSV: a header line naming the columns, then one model per line.
+    Mistakes are reported by file, line and column."""
+    import csv
+    import io
+
+    from .catalog import resolve_model
+    from .workload import Workload
+
+    columns = ",".join(DEMAND_COLUMNS) + "[," + ",".join(DEMAND_OPTIONAL) + "]"
+    text = _read_text(path, "--demands")  # bounded: `--demands /dev/zero` ends at once
+    try:
+        lines = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as e:
+        raise UsageError(f"--demands {path}: not a CSV text file ({e})") from None
+    if not lines:
+        raise UsageError(f"--demands {path} is empty: expected a header line {columns}")
+    header = [h.strip() for h in lines[0]]
+    unknown = [h for h in header if h not in DEMAND_COLUMNS + DEMAND_OPTIONAL]
+    missing = [c for c in DEMAND_COLUMNS if c not in header]
+    if missing or unknown:
+        found = ",".join(lines[0])
+        looks_like_data = any(h and h[0].isdigit() for h in header)
+        if looks_like_data:
+            why = "a data line: the file has no header"
+        elif unknown:
+            why = f"unknown column {', '.join(map(repr, unknown))}"
+        else:
+            why = f"missing column {', '.join(map(repr, missing))}"
+        raise UsageError(
+            f"--demands {path}, line 1: expected the header {columns}; got {found!r} ({why})"
+        )
     demands = []
-    for i, row in enumerate(rows, start=2):
-        try:
-            entry: dict[str, Any] = {"model": row["model"], "demand_rps": float(row["demand_rps"])}
-            if row.get("weight"):
-                entry["weight"] = float(row["weight"])
-            wl = {k: row[k] for k in ("isl", "osl", "ttft_ms", "tpot_ms") if row.get(k)}
-            if wl:
-                entry["workload"] = {
-                    k: (int(v) if k in ("isl", "osl") else float(v)) for k, v in wl.items()
-                }
-        except (KeyError, ValueError) as e:
+    for number, values in enumerate(lines[1:], start=2):
+        if not any(v.strip() for v in values):
+            continue  # blank line
+        if len(values) != len(header):
             raise UsageError(
-                f"--demands line {i}: needs columns model,demand_rps[,weight,isl,osl,ttft_ms,"
-                f"tpot_ms] with numbers ({e})"
-            ) from None
+                f"--demands {path}, line {number}: {len(values)} values for {len(header)} columns "
+                f"({','.join(header)})"
+            )
+        row = {h: v.strip() for h, v in zip(header, values)}
+        entry: dict[str, Any] = {"model": row["model"]}
+        for column in ("demand_rps", *DEMAND_OPTIONAL):
+            text = row.get(column, "")
+            if column != "demand_rps" and not text:
+                continue
+            try:
+                value: float = int(text) if column in ("isl", "osl") else float(text)
+            except ValueError:
+                kind = "an integer" if column in ("isl", "osl") else "a number"
+                raise UsageError(
+                    f"--demands {path}, line {number}, column {column}: expected {kind}, "
+                    f"got {text!r}"
+                ) from None
+            if column in ("demand_rps", "weight"):
+                entry[column] = value
+            else:
+                entry.setdefault("workload", {})[column] = value
+        try:  # name the line of a bad model or workload, not just the value
+            resolve_model(entry["model"])
+            if "workload" in entry:
+                Workload(**entry["workload"])
+        except PdtpError as e:
+            raise UsageError(f"--demands {path}, line {number}: {e}") from None
         demands.append(entry)
+    return demands
+
+
+def _cmd_fleet(args: argparse.Namespace) -> int:
+    from .planning.fleet import solve_fleet
+
+    demands = _read_demands(args.demands)
     fp = solve_fleet(
         demands,
-        gpus=args.gpus,
+        **_pool(args, "--gpus"),
         gpu=args.gpu,
         gpus_per_node=args.gpus_per_node,
         objective=args.objective,
@@ -665,7 +1195,8 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         return EXIT_OK
     from .catalog import resolve_model
 
-    head = f"fleet on {args.gpus} x {args.gpu}: {fp.status} (gap {fp.gap:.2%})"
+    gap = "" if fp.gap is None else f" (gap {fp.gap:.2%})"
+    head = f"fleet on {fp.pool}: {fp.status}{gap}, {fp.method}"
     print(f"{head}, {fp.gpus_used} GPUs used\n")
     out = []
     for d in demands:
@@ -683,12 +1214,31 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _print_sources(entries: list[tuple[str, str, str, bool]]) -> None:
+    """``name  (what)`` then its source, wrapped to the terminal, one entry per block."""
+    import shutil
+    import textwrap
+
+    width = max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
+    for name, what, source, verified in entries:
+        flag = "" if verified else "  [unverified: only secondary transcriptions found]"
+        print(f"{name}  ({what}){flag}")
+        print(textwrap.fill(source or "-", width, initial_indent="    ", subsequent_indent="    "))
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
-    from .catalog import models
+    from .catalog import model_source, models
 
     ms = models()
     if args.json:
-        print(json.dumps([m.to_dict() for m in ms], indent=2))
+        out = [m.to_dict() for m in ms]
+        if args.sources:
+            for d, m in zip(out, ms):
+                d["source"], d["verified"] = model_source(m)
+        print(json.dumps(out, indent=2))
+        return EXIT_OK
+    if args.sources:
+        _print_sources([(m.name, m.hf_id or "-", *model_source(m)) for m in ms])
         return EXIT_OK
     print(
         table(
@@ -726,8 +1276,11 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
     from .catalog import gpus
 
     gs = gpus()
-    if args.json:
+    if args.json:  # every GPU's dict carries its source
         print(json.dumps([g.to_dict() for g in gs], indent=2))
+        return EXIT_OK
+    if args.sources:
+        _print_sources([(g.name, g.display_name, g.source, g.verified) for g in gs])
         return EXIT_OK
 
     def tf(x: float | None) -> str:
@@ -768,16 +1321,35 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from .sweeps import cli_main
 
-    return cli_main(args)
+    _reject_together(
+        args, ("json",), ("output",), "--json writes JSON Lines to stdout, -o writes a file"
+    )
+    return cli_main(args)  # a missing GRID_FILE is an OSError: main names it
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import cli_main
 
+    if args.chart == "pairs":
+        for dest in ("input", "gpu", "gpus", "top"):
+            if _given(args, args._parser, dest):
+                raise UsageError(
+                    f"{args._flags[dest]} is for throughput charts; a pairs chart takes "
+                    "--models, --connector and --max-tp"
+                )
+    elif args.input:
+        _existing_path(args.input, "--input")
+        _reject_together(
+            args, ("input",), ("gpus", "max_tp"), "--gpus and --max-tp set up a new sweep; "
+            "a chart from --input shows the file's budgets (filter with --gpu, --connector)",
+        )  # fmt: skip
+    if args.top is not None and args.top < 0:
+        raise UsageError(f"--top {args.top}: expected 0 (all models) or a positive count")
     return cli_main(args)
 
 
 COMMANDS = {
+    "deploy": _cmd_deploy,
     "size-for": _cmd_size_for,
     "replan": _cmd_replan,
     "fleet": _cmd_fleet,
@@ -791,41 +1363,134 @@ COMMANDS = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not args.command:
-        parser.print_help()
-        return EXIT_USAGE
-    try:
-        return COMMANDS[args.command](args)
-    except UsageError as e:
-        parser.error(str(e))  # exits 2
-    except (PdtpError, TypeError, ValueError, OverflowError) as e:
-        # Rule errors from `map` (an invalid pair) are a "no", not a usage mistake.
-        from .errors import (
-            RuleAssertionError,
-            RuleConnectorError,
-            RuleNotImplementedError,
-            RuleValueError,
-            RuleZeroDivisionError,
-            UnworkablePairError,
-        )
+def _say(line: str) -> None:
+    """One line on stderr; a closed stderr cannot turn it into a traceback."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
 
-        rule_errors = (
-            RuleValueError,
-            RuleNotImplementedError,
-            RuleAssertionError,
-            RuleZeroDivisionError,
-            RuleConnectorError,
-            UnworkablePairError,
+
+def _silence_stdout() -> None:
+    """After the reader of stdout went away (``pdtp models | head -1``) nothing more can be
+    written there; point it at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (tests capture stdout)
+        pass
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub: argparse.ArgumentParser = action.choices[command]
+            return sub
+    raise LookupError(command)  # pragma: no cover: every command has a subparser
+
+
+def _path_flag(args: argparse.Namespace, filename: str) -> str | None:
+    """The flag whose value is (or lies inside) ``filename``, for an OSError's message."""
+    for dest, flag in args._flags.items():
+        value = getattr(args, dest, None)
+        if (
+            isinstance(value, str)
+            and value
+            and (
+                os.path.abspath(value) == os.path.abspath(filename)
+                or os.path.abspath(value).startswith(os.path.abspath(filename) + os.sep)
+            )
+        ):
+            return f"{flag} {value}"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``pdtp`` program. Every outcome is an exit code and, for an error, one line on
+    stderr in CLI words; no traceback reaches the user (``PDTP_DEBUG=1`` shows one for an
+    internal error)."""
+    command = ""
+    try:
+        parser = build_parser()
+        # Usage errors: one line, SystemExit(2); leftovers are the subcommand's to report.
+        args, extras = parser.parse_known_args(argv)
+        if not args.command:
+            if extras:
+                parser.error(f"unrecognized arguments: {' '.join(extras)}")
+            parser.print_help()
+            return EXIT_USAGE
+        command = args.command
+        sub = _subparser(parser, command)
+        if extras:
+            sub.error(f"unrecognized arguments: {' '.join(extras)}")
+        args._parser, args._flags = sub, flag_names(sub)
+        try:
+            code = COMMANDS[command](args)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+            return code
+        except UsageError as e:
+            message = in_cli_words(str(e), args._flags)
+            _say(f"pdtp {command}: error: {message} (see `pdtp {command} --help`)")
+            return EXIT_USAGE
+        except (PdtpError, TypeError, ValueError, OverflowError) as e:
+            # Rule errors from `map` (an invalid pair) are a "no", not a usage mistake.
+            from .errors import (
+                RuleAssertionError,
+                RuleConnectorError,
+                RuleNotImplementedError,
+                RuleValueError,
+                RuleZeroDivisionError,
+                UnworkablePairError,
+            )
+
+            rule_errors = (
+                RuleValueError,
+                RuleNotImplementedError,
+                RuleAssertionError,
+                RuleZeroDivisionError,
+                RuleConnectorError,
+                UnworkablePairError,
+            )
+
+            message = str(e)
+            grid = getattr(args, "grid", None)
+            if not (grid and message.startswith(str(grid))):
+                # A grid file's own keys (`max_tp`) are its words, not flags: keep them.
+                message = in_cli_words(message, args._flags)
+            message = _name_the_file(e, message, args)
+            if isinstance(e, rule_errors):
+                _say(f"pdtp {command}: invalid pair: {message}")
+                return EXIT_INVALID
+            _say(f"pdtp {command}: error: {_name_the_flag(message, args, args._flags)}")
+            return EXIT_USAGE
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # a file named on the command line cannot be read or written
+            if e.filename is None:
+                _say(f"pdtp {command}: error: {e.strerror or e}")
+                return EXIT_USAGE
+            where = _path_flag(args, str(e.filename)) or str(e.filename)
+            reason = e.strerror or type(e).__name__
+            if os.fspath(e.filename) not in where:
+                reason += f" ({e.filename})"
+            _say(f"pdtp {command}: error: {where}: {reason}")
+            return EXIT_USAGE
+    except KeyboardInterrupt:
+        # On a terminal, start a fresh line (after the echoed ^C or a progress bar).
+        fresh = "\n" if sys.stderr.isatty() else ""
+        _say(f"{fresh}pdtp{' ' + command if command else ''}: interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE_CLOSED
+    except Exception as e:
+        if os.environ.get("PDTP_DEBUG"):
+            raise
+        _say(
+            f"pdtp{' ' + command if command else ''}: internal error: {type(e).__name__}: "
+            f"{' '.join(str(e).split())} (a bug in pdtp: set PDTP_DEBUG=1 for the traceback "
+            "and please report it)"
         )
-        if isinstance(e, rule_errors):
-            print(f"pdtp {args.command}: invalid pair: {e}", file=sys.stderr)
-            return EXIT_INVALID
-        print(f"pdtp {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    return EXIT_OK
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,46 +1,70 @@
-"""Efficiency constants of the performance model: one table per GPU type, overridable per
-call, and fitted to measurements by :func:`pdtp.calibrate`.
+"""Efficiency constants of the performance model: one table per GPU type and serving engine,
+overridable per call, and fitted to measurements by :func:`pdtp.calibrate`.
 
-The field defaults of :class:`Constants` are product.md §3's starting points (mfu 0.5, mbu 0.8,
-t_fix ≈ 1 ms, α 10–40 µs, 4 GB reserve) and serve GPU types without measurements. The rows of
-:data:`DEFAULTS` for measured GPU types were fitted to ``reference/perf-points.csv`` with
-:func:`pdtp.calibrate` and its row predictions (``benchmarks/accuracy.py`` reports the errors),
-then rounded and kept inside physical limits (mbu ≤ 0.95, mfu ≤ 0.7):
+The defaults live in ``pdtp/data/perf_constants.json`` with their provenance: which measured
+rows each GPU type's constants were fitted on, when, and by which command
+(``python benchmarks/fit_defaults.py``). GPU types without measurements take the constants of
+their generation (GB200 those of B200) or, failing that, the geometric mean of their vendor's
+measured types, and say so in the file. :data:`GENERIC` (the field defaults below) serves a
+GPU that is not in the catalog.
 
-- Hopper (h100, h200): the TPOT and throughput rows — 94 vLLM 0.12 aggregated-serving rows of
-  Qwen3-32B on H100 (TP 1-8, isl 1k-4k, osl 128-1k, concurrency 1-144) and three TensorRT-LLM
-  max-throughput rows. They fit mbu 0.9 (the fit runs to the 0.95 cap; 0.9 is what H100 copy
-  kernels reach, and the un-read input embedding makes the apparent share higher),
-  mfu_prefill 0.55 (through the chunked-prefill share of aggregated decode steps), α 30 µs
-  and t_fix 1.5 ms.
-  ``ttft_queue_factor`` stays at 1.8: the aggregated rows' TTFT holds queueing behind other
-  prompts at concurrency up to 144 (their fit is q ≈ 3.5), which is no estimate of a
-  disaggregated prefill instance's queue.
-- CDNA 3 (mi300x; mi325x by analogy, unmeasured): four vLLM 0.8.3 max-throughput rows of
-  Llama-3.1-70B fp8 on MI300X TP8 (batches capped at that vLLM's max_num_seqs of 256) fit
-  α 50 µs and t_fix 2 ms at mbu 0.7, every row within 17%. (mbu 0.6 fits them as well but
-  changes the default 24-GPU plan the README shows; four rows do not justify that.)
+What each constant means (the step model is in ``src/perf/mod.rs``):
+
+- ``mfu_prefill`` / ``mfu_decode``: linear-layer GEMM efficiency on prompt tokens and on
+  decode tokens (small M), a share of the weight dtype's dense peak;
+  ``mfu_attention``: attention FLOP efficiency, a share of the bf16 peak;
+- ``mbu``: the share of the HBM peak weights stream at; ``kv_read_efficiency``: the share
+  decode attention reads the KV cache at; ``moe_weight_efficiency``: routed experts' rate
+  relative to dense weights, ``ep_weight_efficiency`` whole experts under expert parallel
+  relative to tensor-parallel slices; ``fp8/fp4/int4_weight_efficiency``: a weight format's kernels
+  relative to 16-bit ones;
+- ``allreduce_latency_s`` / ``alltoall_latency_s``: collective latency;
+  ``kernel_overhead_s`` per kernel launched, ``seq_overhead_s`` per running sequence and
+  ``step_overhead_s`` per engine step;
+- ``api_overhead_s``: per request, HTTP to first streamed token outside the GPU;
+  ``schedule_wait_steps``: steps a new prompt waits before the scheduler runs its prefill;
+- ``reserve_bytes``: memory kept from the KV cache per GPU; ``ttft_queue_factor``: the
+  disaggregated TTFT's queueing factor; ``kv_transfer_*``: the P/D link;
+  ``max_num_seqs``: vLLM's cap on a decode batch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from ._validate import positive_number
 from .errors import InvalidArgumentError
+
+#: Serving engines the aggregated model knows (how they schedule prompts among decode steps).
+ENGINES: tuple[str, ...] = ("vllm", "sglang")
 
 
 @dataclass(frozen=True)
 class Constants:
     """Efficiency constants. Fractions are of the GPU's peak; times in seconds."""
 
-    mfu_prefill: float = 0.5
-    mfu_decode: float = 0.5
+    mfu_prefill: float = 0.55
+    mfu_decode: float = 0.3
+    mfu_attention: float = 0.3
     mbu: float = 0.8
-    allreduce_latency_s: float = 30e-6
-    step_overhead_s: float = 1.5e-3
+    kv_read_efficiency: float = 0.6
+    moe_weight_efficiency: float = 0.8
+    ep_weight_efficiency: float = 1.0
+    fp8_weight_efficiency: float = 1.0
+    fp4_weight_efficiency: float = 0.8
+    int4_weight_efficiency: float = 0.8
+    allreduce_latency_s: float = 15e-6
+    alltoall_latency_s: float = 30e-6
+    kernel_overhead_s: float = 5e-6
+    seq_overhead_s: float = 50e-6
+    step_overhead_s: float = 1e-3
+    api_overhead_s: float = 40e-3
+    schedule_wait_steps: float = 2.0
     reserve_bytes: float = 4e9
     ttft_queue_factor: float = 1.8
     # Per-rank KV transfer between instances: a 400 Gb/s RDMA NIC per GPU.
@@ -54,6 +78,8 @@ class Constants:
             v = positive_number(f.name, getattr(self, f.name))
             if f.name in _FRACTIONS and v > 1.0:
                 raise InvalidArgumentError(f"{f.name} must be in (0, 1], got {v}")
+            if f.name in _RELATIVE and v > 2.0:
+                raise InvalidArgumentError(f"{f.name} must be in (0, 2], got {v}")
 
     def replace(self, **overrides: Any) -> Constants:
         """A copy with some constants changed (unknown names are an error)."""
@@ -69,31 +95,56 @@ class Constants:
         return dataclasses.asdict(self)
 
 
-_FRACTIONS = {"mfu_prefill", "mfu_decode", "mbu"}
-
-# One row per GPU type (fitted where the module docstring says). AMD's RCCL all-reduce has a
-# higher fixed latency than NCCL over NVSwitch, and vLLM on MI300X reaches a smaller share of
-# its HBM peak (its paged-attention kernels read the KV cache well below the peak).
-_HOPPER = Constants(mbu=0.9, mfu_prefill=0.55)
-_CDNA3 = Constants(mbu=0.7, allreduce_latency_s=50e-6, step_overhead_s=2e-3)
-DEFAULTS: dict[str, Constants] = {
-    "a100": Constants(),
-    "h100": _HOPPER,
-    "h200": _HOPPER,
-    "b200": Constants(),
-    "mi300x": _CDNA3,
-    "mi325x": _CDNA3,
-    "mi355x": Constants(mbu=0.7, allreduce_latency_s=40e-6),
+_FRACTIONS = {"mfu_prefill", "mfu_decode", "mfu_attention", "mbu", "kv_read_efficiency"}
+_RELATIVE = {
+    "moe_weight_efficiency",
+    "ep_weight_efficiency",
+    "fp8_weight_efficiency",
+    "fp4_weight_efficiency",
+    "int4_weight_efficiency",
 }
+
 GENERIC = Constants()
 
 
-def constants_for(gpu_name: str, override: Any = None) -> Constants:
-    """The constants for a GPU type, with ``override`` applied: ``None``, a
-    :class:`Constants` (used as is), or a dict of the fields to change."""
+@lru_cache(maxsize=1)
+def _table() -> dict[str, Any]:
+    text = resources.files("pdtp").joinpath("data/perf_constants.json").read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@lru_cache(maxsize=64)
+def _defaults(gpu_name: str, engine: str) -> Constants:
+    entry = _table()["gpus"].get(gpu_name)
+    if entry is None:
+        return GENERIC
+    values = dict(entry["vllm"])
+    if engine != "vllm":
+        values.update(entry.get(engine, {}))
+    return GENERIC.replace(**values)
+
+
+def provenance(gpu_name: str) -> str:
+    """Where a GPU type's default constants come from (rows, date, method)."""
+    entry = _table()["gpus"].get(gpu_name)
+    if entry is None:
+        return "generic starting points (product.md §3): no measurements, not in the catalog"
+    return str(entry["source"])
+
+
+def check_engine(engine: Any) -> str:
+    if not isinstance(engine, str) or engine.strip().lower() not in ENGINES:
+        raise InvalidArgumentError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    return engine.strip().lower()
+
+
+def constants_for(gpu_name: str, override: Any = None, engine: str = "vllm") -> Constants:
+    """The constants for a GPU type and serving engine, with ``override`` applied: ``None``,
+    a :class:`Constants` (used as is), or a dict of the fields to change."""
     if isinstance(override, Constants):
         return override
-    base = DEFAULTS.get(gpu_name, GENERIC)
+    base = _defaults(gpu_name, check_engine(engine))
     if override is None:
         return base
     if isinstance(override, dict):
@@ -101,3 +152,10 @@ def constants_for(gpu_name: str, override: Any = None) -> Constants:
     raise TypeError(
         f"constants must be a pdtp.Constants or a dict of overrides, got {type(override).__name__}"
     )
+
+
+def __getattr__(name: str) -> Any:
+    # DEFAULTS is built on first use so `import pdtp` does not read the table.
+    if name == "DEFAULTS":
+        return {g: _defaults(g, "vllm") for g in _table()["gpus"]}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

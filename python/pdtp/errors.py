@@ -8,9 +8,11 @@ written against vLLM's behaviour (``except ValueError``) keeps working.
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentTypeError",
     "ConfigError",
     "InfeasibleError",
     "InvalidArgumentError",
+    "OutputFileError",
     "PdtpError",
     "RuleAssertionError",
     "RuleConnectorError",
@@ -42,6 +44,17 @@ class UnworkablePairError(InvalidArgumentError):
     """The pair is invalid although vLLM raises nothing for it: it cannot work (a rank waits
     for a peer rank that does not exist, or copies a block holding other KV heads) or it
     breaks a pdtp limit (``max_acks``, memory). The message says which."""
+
+
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument has the wrong type; the message names the field and what it accepts.
+    Also a ``TypeError``, so ``except TypeError`` keeps working."""
+
+
+class OutputFileError(InvalidArgumentError):
+    """An output file cannot be used: another run is writing it, pdtp did not write it, a
+    row in it is damaged, or it cannot be written. The message names the file (and the
+    line) and what to do; the file is left as it is."""
 
 
 class ConfigError(PdtpError, ValueError):

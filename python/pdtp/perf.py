@@ -9,9 +9,11 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from . import _core
-from ._validate import optional_positive_int, positive_int, positive_number
-from .check import MAX_TP, Violation, check
+from ._validate import MAX_TP, optional_positive_int, positive_int, positive_number
+from .connectors import resolve_connector
 from .constants import Constants, constants_for
+from .errors import InvalidArgumentError
+from .violations import Violation, pair_rules
 from .workload import MAX_TOKENS, Workload, resolve_workload
 
 if TYPE_CHECKING:
@@ -25,11 +27,37 @@ DEFAULT_UTILIZATION = 0.9
 # ---- inputs for the Rust core (built once per model / GPU, then cached) -------------------
 
 
+_FORMAT_CODES = {"bf16": 0, "fp16": 0, "fp32": 0, "fp8": 1, "int8": 1, "fp4": 2, "int4": 3}
+
+
+def weight_formats(model: Model) -> tuple[int, int]:
+    """(dense, expert) weight-format codes of the Rust core: 0 16/32-bit, 1 8-bit, 2 fp4,
+    3 int4. Checkpoints that quantize only the experts (gpt-oss MXFP4) keep the rest 16-bit."""
+    code = _FORMAT_CODES[model.weight_dtype]
+    if model.quantized_scope == "experts" and model.num_experts:
+        return 0, code
+    return code, code
+
+
 @lru_cache(maxsize=512)
 def model_inputs(model: Model) -> dict[str, float]:
+    dense_format, expert_format = weight_formats(model)
+    # The input embedding is gathered row by row, never streamed (tied: it is the lm_head).
+    input_embedding = 0 if model.tie_word_embeddings else model.vocab_size * model.hidden_size
+    unread = input_embedding * (
+        2.0 if model.weight_bytes_per_param < 2 else model.weight_bytes_per_param
+    )
+    # Sliding-window and chunked layers as one windowed group (their layer-weighted window:
+    # the models vLLM serves have one window size).
+    windowed = [g for g in model.attention_groups if g.window]
+    num_windowed = sum(g.num_layers for g in windowed)
+    window = sum(g.window * g.num_layers for g in windowed) / num_windowed if windowed else 0.0
     return {
         "num_layers": model.num_layers,
         "num_attention_layers": model.num_attention_layers,
+        "num_moe_layers": model.num_moe_layers,
+        "num_sliding_layers": float(num_windowed),
+        "sliding_window": float(window),
         "hidden_size": model.hidden_size,
         "num_attention_heads": model.num_attention_heads,
         "num_kv_heads": model.num_kv_heads,
@@ -39,11 +67,23 @@ def model_inputs(model: Model) -> dict[str, float]:
         "qk_rope_head_dim": model.qk_rope_head_dim,
         "weight_bytes": float(model.weight_bytes),
         "expert_weight_bytes": float(model.weight_bytes) - float(model.dense_weight_bytes),
+        "unread_weight_bytes": float(unread),
         "num_experts": model.num_experts,
         "experts_per_token": model.experts_per_token,
-        "active_params": float(model.active_params),
+        "active_params": float(model.active_params - input_embedding),
         "kv_dtype_bytes": model.kv_dtype_bytes,
+        "dense_format": float(dense_format),
+        "expert_format": float(expert_format),
     }
+
+
+def gemm_peak(gpu: GPU, weight_dtype: str) -> float:
+    """The dense peak the linear layers' GEMMs run at: the weight dtype's own datapath where
+    the GPU has one (fp8 on Hopper/CDNA3, fp4 on Blackwell/CDNA4); weight-only formats
+    without one (int4 AWQ/GPTQ everywhere, fp4 on Hopper/CDNA3) dequantize to 16-bit."""
+    if weight_dtype == "int4" or (weight_dtype == "fp4" and gpu.fp4_flops is None):
+        return float(gpu.bf16_flops)
+    return float(gpu.peak_flops(weight_dtype))
 
 
 @lru_cache(maxsize=512)
@@ -51,7 +91,8 @@ def gpu_inputs(gpu: GPU, weight_dtype: str) -> dict[str, float]:
     return {
         "memory_bytes": float(gpu.memory_bytes),
         "hbm_bandwidth": float(gpu.hbm_bandwidth),
-        "peak_flops": float(gpu.peak_flops(weight_dtype)),
+        "peak_flops": gemm_peak(gpu, weight_dtype),
+        "bf16_flops": float(gpu.bf16_flops),
         "link_bandwidth": float(gpu.link_bandwidth),
     }
 
@@ -354,11 +395,12 @@ def evaluate(
     np_ = positive_int("prefill_instances", prefill_instances, maximum=1 << 24)
     nd = positive_int("decode_instances", decode_instances, maximum=1 << 24)
     acks = optional_positive_int("max_acks", max_acks)
-    rules = check(ctx.model, p, d, connector=connector, max_acks=acks, alternatives=0)
+    conn = resolve_connector(connector)
+    rule_violations, _ = pair_rules(ctx.model, p, d, conn.name, acks)
     pp = side_point(ctx, w, p, prefill=True)
     dp = side_point(ctx, w, d, prefill=False)
     violations = [
-        *rules.violations,
+        *rule_violations,
         *side_violations(ctx, w, pp, "prefill"),
         *side_violations(ctx, w, dp, "decode"),
     ]
@@ -368,7 +410,7 @@ def evaluate(
     return Estimate(
         model=ctx.model.name,
         gpu=ctx.gpu.name,
-        connector=rules.connector,
+        connector=conn.name,
         prefill_tp=p,
         prefill_instances=np_,
         decode_tp=d,
@@ -383,4 +425,190 @@ def evaluate(
         decode_capacity_rps=decode_cap,
         valid=not violations,
         violations=tuple(violations),
+    )
+
+
+# ---- aggregated serving -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServingEstimate:
+    """Predicted aggregated serving of one instance under a closed loop of ``concurrency``
+    clients (each sends its next request when the last finishes, as ``vllm bench serve
+    --max-concurrency`` does).
+
+    ``ttft_ms`` is the mean over the run's ``num_prompts`` requests, including the first
+    wave, which arrives all at once; ``ttft_median_ms`` is a steady-state request's.
+    ``batch`` is the mean number of sequences decoding at once; ``kv_limited`` says the KV
+    cache (or ``max_num_seqs``) capped it below the clients, who then queue."""
+
+    model: str
+    gpu: str
+    engine: str
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    gpus: int
+    isl: int
+    osl: int
+    concurrency: int
+    ttft_ms: float
+    ttft_median_ms: float
+    tpot_ms: float
+    output_tokens_per_s: float
+    requests_per_s: float
+    batch: float
+    max_batch: float
+    kv_limited: bool
+
+    @property
+    def output_tokens_per_s_per_gpu(self) -> float:
+        return self.output_tokens_per_s / self.gpus
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        """Interactivity: output tokens per second one client sees while decoding."""
+        return 1e3 / self.tpot_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def serving_layout(
+    tp: int, pp: int, dp: int, ep: int, dp_attention: bool
+) -> tuple[int, int, int, bool]:
+    """``(tp, pp, dp, ep)`` for the core from the public arguments, validated: ``ep`` is 1 or
+    the expert-parallel size, which vLLM and SGLang make all tp × dp ranks; SGLang-style
+    ``dp_attention`` runs one attention rank per GPU of the ``tp`` group."""
+    if dp_attention:
+        if dp != 1:
+            raise InvalidArgumentError(
+                "dp_attention=True spreads attention over the tp GPUs (SGLang's "
+                "--enable-dp-attention); use it with dp=1, or give dp without it"
+            )
+        tp, dp = 1, tp
+    ranks = tp * dp
+    if ep not in (1, ranks):
+        raise InvalidArgumentError(
+            f"ep must be 1 or the expert-parallel size tp × dp = {ranks} (vLLM's "
+            f"--enable-expert-parallel spans every rank), got {ep}"
+        )
+    return (tp, pp, dp, ep > 1)
+
+
+def predict_serving(
+    model: Any,
+    *,
+    gpu: Any = DEFAULT_GPU,
+    tp: int,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    ep: int = 1,
+    dp_attention: bool = False,
+    engine: str = "vllm",
+    pp: int = 1,
+    dp: int = 1,
+    num_prompts: int | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    constants: Any = None,
+) -> ServingEstimate:
+    """Aggregated serving (prefill and decode on the same GPUs) of one instance at a fixed
+    concurrency: TTFT, TPOT and throughput as a benchmark such as ``vllm bench serve
+    --max-concurrency`` measures them.
+
+    ``isl``/``osl`` are mean prompt and output lengths. The engine decides how prompts share
+    the GPUs with decoding: vLLM mixes chunks of up to ``max_num_batched_tokens`` into decode
+    steps, SGLang pauses decoding for separate prefill batches. ``num_prompts`` is the run's
+    request count (default 10 × concurrency, as InferenceMAX runs): its first ``concurrency``
+    prompts arrive at once. Engine settings default to the engine's own defaults on this GPU.
+    Layouts: ``tp`` GPUs per data-parallel rank, ``dp`` ranks (``dp_attention=True``: SGLang's
+    DP attention over the tp GPUs), ``ep`` = 1 or tp × dp, ``pp`` stages.
+
+    >>> import pdtp
+    >>> s = pdtp.predict_serving("llama-3.3-70b", gpu="h200", tp=8, isl=1024, osl=1024,
+    ...                          concurrency=32, weight_dtype="fp8", kv_dtype="fp8")
+    >>> 5 < s.tpot_ms < 30 and s.ttft_ms > 0 and s.output_tokens_per_s > 1000
+    True
+    """
+    from ._validate import flag
+    from .calibration import engine_defaults
+    from .catalog import gpu as find_gpu
+    from .catalog import resolve_model
+    from .constants import check_engine
+
+    eng = check_engine(engine)
+    m = resolve_model(model, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    g = find_gpu(gpu)
+    tp = positive_int("tp", tp, maximum=MAX_TP)
+    pp = positive_int("pp", pp, maximum=MAX_TP)
+    dp = positive_int("dp", dp, maximum=MAX_TP)
+    ep = positive_int("ep", ep, maximum=MAX_TP * MAX_TP)
+    isl = positive_int("isl", isl, maximum=MAX_TOKENS)
+    osl = positive_int("osl", osl, maximum=MAX_TOKENS)
+    concurrency = positive_int("concurrency", concurrency, maximum=1 << 24)
+    layout = serving_layout(tp, pp, dp, ep, flag("dp_attention", dp_attention))
+    defaults = engine_defaults(eng, g)
+    util = defaults["util"] if gpu_memory_utilization is None else gpu_memory_utilization
+    util = positive_number("gpu_memory_utilization", util)
+    if util > 1.0:
+        raise InvalidArgumentError(f"gpu_memory_utilization must be in (0, 1], got {util}")
+    work: dict[str, float | str | None] = {
+        "isl": float(isl),
+        "osl": float(osl),
+        "concurrency": float(concurrency),
+        "num_prompts": float(
+            10 * concurrency
+            if num_prompts is None
+            else positive_int("num_prompts", num_prompts, maximum=1 << 30)
+        ),
+        "max_num_seqs": float(
+            defaults["max_num_seqs"]
+            if max_num_seqs is None
+            else positive_int("max_num_seqs", max_num_seqs, maximum=1 << 24)
+        ),
+        "max_num_batched_tokens": float(
+            defaults["max_num_batched_tokens"]
+            if max_num_batched_tokens is None
+            else positive_int("max_num_batched_tokens", max_num_batched_tokens, maximum=1 << 30)
+        ),
+        "gpu_memory_utilization": util,
+        "engine": eng,
+    }
+    c = constants_for(g.name, constants, eng)
+    point = _core.predict_serving(
+        model_inputs(m), gpu_inputs(g, m.weight_dtype), constant_inputs(c), layout, work
+    )
+    gpus = layout[0] * layout[1] * layout[2]
+    if point is None:
+        raise InvalidArgumentError(
+            f"{m.name} ({m.weight_dtype}) on {gpus} {g.name} GPUs (tp={layout[0]}, pp={pp}, "
+            f"dp={layout[2]}, ep={ep}): the weights and one {isl + osl}-token sequence's KV "
+            f"cache do not fit in {util:g} of each GPU's memory; raise tp/pp or use fp8"
+        )
+    return ServingEstimate(
+        model=m.name,
+        gpu=g.name,
+        engine=eng,
+        tp=layout[0],
+        pp=pp,
+        dp=layout[2],
+        ep=ep,
+        gpus=gpus,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        ttft_ms=point.ttft * 1e3,
+        ttft_median_ms=point.ttft_steady * 1e3,
+        tpot_ms=point.tpot * 1e3,
+        output_tokens_per_s=point.output_tokens_per_s,
+        requests_per_s=point.requests_per_s,
+        batch=point.batch,
+        max_batch=point.max_batch,
+        kv_limited=point.batch_limited,
     )

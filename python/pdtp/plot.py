@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import math
 import os
@@ -56,14 +57,23 @@ def _matplotlib() -> Any:
     return importlib.import_module("matplotlib.pyplot")
 
 
+def _chart_suffix(path: str | os.PathLike[str]) -> str:
+    """The file type (checked before any drawing, so a wrong name costs nothing)."""
+    suffix = pathlib.Path(path).suffix.lower()
+    if suffix not in (".png", ".svg"):
+        raise InvalidArgumentError(f"chart file must end in .png or .svg, got {str(path)!r}")
+    return suffix
+
+
 def _save(fig: Any, path: str | os.PathLike[str] | None) -> None:
     if path is None:
         return
     p = pathlib.Path(path)
-    suffix = p.suffix.lower()
-    if suffix not in (".png", ".svg"):
-        raise InvalidArgumentError(f"chart file must end in .png or .svg, got {str(path)!r}")
-    p.parent.mkdir(parents=True, exist_ok=True)
+    suffix = _chart_suffix(p)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where the folder should be
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(p.parent)) from None
     kwargs: dict[str, Any] = {"bbox_inches": "tight"}
     if suffix == ".png":
         kwargs["dpi"] = 110
@@ -88,85 +98,213 @@ def _missing(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
+# The legend stays readable: without a model list, a chart draws this many models, the ones
+# with the highest peak requests/s per GPU (the title says so).
+TOP_MODELS = 10
+# Colour, then dash pattern, then marker: 10 x 4 x 6 distinct styles before any repeats.
+_DASHES = ("-", "--", ":", "-.")
+_MARKERS = (None, "o", "s", "^", "D", "v")
+
+
+def _style(i: int) -> dict[str, Any]:
+    """The i-th model's line style: no two of the first 240 models look alike."""
+    marker = _MARKERS[(i // (10 * len(_DASHES))) % len(_MARKERS)]
+    style: dict[str, Any] = {
+        "color": f"C{i % 10}",
+        "linestyle": _DASHES[(i // 10) % len(_DASHES)],
+        "linewidth": 1.6,
+    }
+    if marker:
+        style.update(marker=marker, markersize=3.5)
+    return style
+
+
+def _slo(x: Any) -> float | None:
+    return None if _missing(x) else float(x)
+
+
+def _workload_key(r: Any) -> tuple[int, int, float | None, float | None]:
+    # None for a missing SLO, never NaN (NaN != NaN would split one workload in two).
+    return (int(r["isl"]), int(r["osl"]), _slo(r["slo_ttft_ms"]), _slo(r["slo_tpot_ms"]))
+
+
+def _workload_label(w: tuple[int, int, float | None, float | None], fields: Sequence[int]) -> str:
+    """The workload's fields at positions ``fields`` (0 isl, 1 osl, 2 TTFT, 3 TPOT)."""
+    isl, osl, ttft, tpot = w
+    parts = {
+        0: f"isl={isl}",
+        1: f"osl={osl}",
+        2: "no TTFT bound" if ttft is None else f"TTFT ≤ {ttft:g} ms",
+        3: "no TPOT bound" if tpot is None else f"TPOT ≤ {tpot:g} ms",
+    }
+    return ", ".join(parts[i] for i in fields)
+
+
+def _per_gpu(r: Any) -> float:
+    rps = r["requests_per_s"]
+    return math.nan if _missing(rps) else float(rps) / float(r["gpus"])
+
+
+def _names(x: str | Sequence[str] | None) -> list[str] | None:
+    return None if x is None else [x] if isinstance(x, str) else list(x)
+
+
 def throughput_chart(
     data: Any,
     path: str | os.PathLike[str] | None = None,
     *,
     models: Sequence[str] | None = None,
     gpu: str | Sequence[str] | None = None,
-    connector: str | None = None,
+    connector: str | Sequence[str] | None = None,
+    top: int | None = TOP_MODELS,
     title: str | None = None,
 ) -> Any:
-    """Requests/s per budgeted GPU against the GPU budget (log-log), one line per model and
-    one panel per GPU type. ``data``: :func:`pdtp.sweep` rows (DataFrame, dicts or a file).
-    Budgets a model cannot serve leave a gap. Returns the matplotlib Figure."""
+    """Requests/s per budgeted GPU against the GPU budget (log-log) from :func:`pdtp.sweep`
+    rows (a DataFrame, dicts or an output file).
+
+    One panel per GPU type, connector and workload in the rows (each titled with what sets
+    it apart; what all panels share goes in the figure title), one line per model, the same
+    colour and dash for a model in every panel. ``models`` picks the models (in that order);
+    without it the ``top`` models by peak requests/s per GPU are drawn (``None`` or 0: all),
+    and the legend says which. Budgets a model cannot serve leave a gap. Returns the
+    matplotlib Figure."""
+    if path is not None:
+        _chart_suffix(path)
     plt = _matplotlib()
     rows = _rows(data)
-    if connector is not None:
-        rows = [r for r in rows if r["connector"] == connector]
-    gpus_wanted = [gpu] if isinstance(gpu, str) else list(gpu) if gpu else None
+    connectors_wanted, gpus_wanted = _names(connector), _names(gpu)
+    if connectors_wanted is not None:
+        rows = [r for r in rows if r["connector"] in connectors_wanted]
     if gpus_wanted is not None:
         rows = [r for r in rows if r["gpu"] in gpus_wanted]
     if models is not None:
         rows = [r for r in rows if r["model"] in set(models)]
     if not rows:
         raise InvalidArgumentError("no sweep rows to plot (check models / gpu / connector)")
-    gpu_names = gpus_wanted or sorted({r["gpu"] for r in rows})
-    gpu_names = [g for g in gpu_names if any(r["gpu"] == g for r in rows)]
-    model_names = list(models) if models else sorted({r["model"] for r in rows})
-    model_names = [m for m in model_names if any(r["model"] == m for r in rows)]
-    workloads = {(r["isl"], r["osl"], r["slo_ttft_ms"], r["slo_tpot_ms"]) for r in rows}
-    connectors = sorted({r["connector"] for r in rows})
+    if top is not None and top < 0:
+        raise InvalidArgumentError(f"top must be 0 (all models) or a positive count, got {top}")
 
-    n = len(gpu_names)
-    fig, axes = plt.subplots(
-        1, n, figsize=(5.2 * n + 2.6, 4.6), sharey=True, squeeze=False, layout="constrained"
-    )
-    cmap = plt.get_cmap("tab10" if len(model_names) <= 10 else "tab20")
-    series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    # The models, strongest first (the legend's order): peak requests/s per GPU anywhere.
+    peak: dict[str, float] = {}
     for r in rows:
-        series.setdefault((r["gpu"], r["model"]), []).append(
-            (
-                int(r["gpus"]),
-                math.nan if _missing(r["requests_per_s"]) else r["requests_per_s"] / r["gpus"],
-            )
-        )
+        v = _per_gpu(r)
+        if not math.isnan(v):
+            peak[r["model"]] = max(peak.get(r["model"], 0.0), v)
+        else:
+            peak.setdefault(r["model"], 0.0)
+    if models is not None:
+        model_names = [m for m in dict.fromkeys(models) if m in peak]
+    else:
+        model_names = sorted(peak, key=lambda m: (-peak[m], m))
+    shown = model_names[:top] if models is None and top else model_names
+    cut = len(shown) < len(model_names)
+
+    gpu_names = list(gpus_wanted or sorted({r["gpu"] for r in rows}))
+    gpu_names = [g for g in gpu_names if any(r["gpu"] == g for r in rows)]
+    connector_names = sorted({r["connector"] for r in rows})
+    workloads = sorted({_workload_key(r) for r in rows}, key=lambda w: tuple(
+        -1.0 if x is None else x for x in w
+    ))  # fmt: skip
+    # Panels name the workload fields that differ; the figure title, the ones all share.
+    varying = [i for i in range(4) if len({w[i] for w in workloads}) > 1]
+    same = [i for i in range(4) if i not in varying]
+    facets = [
+        (w, g, c)
+        for w in workloads
+        for g in gpu_names
+        for c in connector_names
+        if any(r["gpu"] == g and r["connector"] == c and _workload_key(r) == w for r in rows)
+    ]
+    series: dict[tuple[Any, str, str, str], list[tuple[int, float]]] = {}
+    for r in rows:
+        key = (_workload_key(r), r["gpu"], r["connector"], r["model"])
+        series.setdefault(key, []).append((int(r["gpus"]), _per_gpu(r)))
+
+    # A row per workload when the GPU x connector panels fit in a row; otherwise wrap at 4.
+    columns = len({(g, c) for _, g, c in facets})
+    ncols = columns if len(workloads) > 1 and 1 < columns <= 4 else min(len(facets), 4)
+    nrows = math.ceil(len(facets) / ncols)
+    legend_cols = max(1, math.ceil(len(shown) / 24))
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(4.6 * ncols + 0.8 + 1.9 * legend_cols, 3.9 * nrows + 0.9),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+        layout="constrained",
+    )
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[len(facets) :]:
+        ax.remove()
     budgets_all = sorted({int(r["gpus"]) for r in rows})
-    for ax, gname in zip(axes[0], gpu_names):
-        for i, mname in enumerate(model_names):
-            pts = sorted(series.get((gname, mname), []))
-            if not pts:
-                continue
-            xs, ys = zip(*pts)
-            ax.plot(xs, ys, label=mname, color=cmap(i % cmap.N), linewidth=1.6)
+    styles = {m: _style(i) for i, m in enumerate(shown)}
+    for ax, (w, g, c) in zip(flat, facets):
+        for m in shown:
+            pts = sorted(series.get((w, g, c, m), []))
+            if pts:
+                xs, ys = zip(*pts)
+                # About eight markers per line, wherever the budgets are.
+                every = {"markevery": max(1, len(xs) // 8)} if "marker" in styles[m] else {}
+                ax.plot(xs, ys, label=m, **styles[m], **every)
+        parts = [g] if len(gpu_names) > 1 else []
+        if len(connector_names) > 1:
+            parts.append(f"connector: {c}")
+        if len(workloads) > 1:
+            parts.append(_workload_label(w, varying))
+        label = "\n".join(parts) if parts else g
+        if len(label) <= 16:  # a GPU or connector name: bold, like a heading
+            ax.set_title(label, fontsize=12, fontweight="bold")
+        else:
+            ax.set_title(label, fontsize=9.5)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_title(gname, fontsize=12, fontweight="bold")
-        ax.set_xlabel("GPU budget (GPUs, log scale)")
         ax.grid(True, which="major", alpha=0.35)
         ax.grid(True, which="minor", axis="y", alpha=0.12)
         if budgets_all:
             lo, hi = budgets_all[0], budgets_all[-1]
-            ticks = [2**k for k in range(20) if lo <= 2**k <= hi]
+            ticks = [2**k for k in range(24) if lo <= 2**k <= hi]
             ax.set_xticks(ticks, [str(t) for t in ticks])
-            ax.set_xlim(lo, hi)
-    axes[0][0].set_ylabel("requests/s per GPU (log scale)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    for ax in axes[0][1:]:
+            ax.set_xlim(lo, max(hi, lo + 1))
+    for i, ax in enumerate(flat[: len(facets)]):
+        if i + ncols >= len(facets):  # the lowest panel of its column
+            ax.set_xlabel("GPU budget (GPUs, log scale)")
+            ax.xaxis.set_tick_params(labelbottom=True)
+    for row in axes:
+        row[0].set_ylabel("requests/s per GPU (log scale)")
+
+    handles: dict[str, Any] = {}
+    for ax in flat[: len(facets)]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-    fig.legend(handles, labels, loc="outside right center", title="model", frameon=False)
+            handles.setdefault(lab, h)
+    ordered = [m for m in shown if m in handles]
+    legend_title = (
+        f"model: top {len(shown)} of {len(model_names)}\nby peak requests/s per GPU"
+        if cut
+        else "model"
+    )
+    fig.legend(
+        [handles[m] for m in ordered],
+        ordered,
+        loc="outside right center",
+        title=legend_title,
+        frameon=False,
+        ncols=legend_cols,
+        fontsize=9 if len(ordered) <= 24 else 8,
+    )
     if title is None:
         title = "Best valid P/D plan: requests/s per GPU vs GPU budget"
-        if len(workloads) == 1:
-            isl, osl, ttft, tpot = next(iter(workloads))
-            slo = ", ".join(
-                f"{k} ≤ {v:g} ms" for k, v in (("TTFT", ttft), ("TPOT", tpot)) if not _missing(v)
-            )
-            title += f"\nisl={isl}, osl={osl}" + (f", {slo}" if slo else "")
-        title += f"; connector: {', '.join(connectors)}"
+        shared = []
+        if len(gpu_names) == 1 and len(facets) > 1:
+            shared.append(f"GPU: {gpu_names[0]}")
+        if same:
+            shared.append(_workload_label(workloads[0], same))
+        if len(connector_names) == 1:
+            shared.append(f"connector: {connector_names[0]}")
+        if cut:
+            shared.append(f"top {len(shown)} of {len(model_names)} models by peak")
+        if shared:
+            title += "\n" + "; ".join(shared)
     fig.suptitle(title, fontsize=12)
     _save(fig, path)
     return fig
@@ -206,6 +344,8 @@ def pairs_chart(
     """A heatmap per model (columns) and connector (rows) over (prefill TP, decode TP): each
     cell valid, valid with a warning, or the code of the first rule vLLM rejects it with.
     Returns the matplotlib Figure."""
+    if path is not None:
+        _chart_suffix(path)
     plt = _matplotlib()
     listed_colormap = importlib.import_module("matplotlib.colors").ListedColormap
     patch = importlib.import_module("matplotlib.patches").Patch
@@ -319,32 +459,41 @@ def cli_main(args: Any) -> int:
         v = parse_names(text)
         return [v] if isinstance(v, str) else list(v)
 
+    _chart_suffix(args.output)
+    if args.max_tp is not None and args.max_tp < 1:
+        raise InvalidArgumentError(f"max_tp must be a positive integer (>= 1), got {args.max_tp}")
     plt = _matplotlib()
     if args.chart == "throughput":
-        models = names(args.models, DEFAULT_MODELS)
-        gpus = names(args.gpu, ["mi300x"])
-        connector = names(args.connector, ["moriio"])
+        everything = (args.models or "").strip().lower() == "all"
+        chosen = names(args.models, ()) if args.models and not everything else None
+        # A file is plotted whole unless filtered; a new sweep needs its GPU types and connector.
+        gpus = names(args.gpu, ["mi300x"]) if args.gpu or not args.input else None
+        connectors = names(args.connector, ["moriio"]) if args.connector or not args.input else None
+        top = args.top if args.top is not None else (0 if everything else TOP_MODELS)
         if args.input:
             data: Any = args.input
         else:
+            from .catalog import models as catalog_models
             from .sweeps import sweep
 
-            if args.models and args.models.strip().lower() == "all":
-                models = [m.name for m in importlib.import_module("pdtp.catalog").models()]
+            swept = chosen or (
+                [m.name for m in catalog_models()] if everything else list(DEFAULT_MODELS)
+            )
             data = sweep(
-                models,
+                swept,
                 gpus=parse_ints(args.gpus or "1-512"),
                 gpu=gpus,
-                connector=connector[0],
+                connector=connectors,
                 max_tp=args.max_tp,
                 as_frame=False,
             )
         fig = throughput_chart(
             data,
             args.output,
-            models=None if args.input and not args.models else models,
-            gpu=gpus if (args.gpu or not args.input) else None,
-            connector=connector[0] if (args.connector or not args.input) else None,
+            models=chosen,
+            gpu=gpus,
+            connector=connectors,
+            top=top or None,
             title=args.title,
         )
     else:

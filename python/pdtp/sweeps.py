@@ -11,8 +11,10 @@ with the same file skips them, so a killed sweep loses at most one chunk.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib
+import io
 import itertools
 import json
 import math
@@ -20,73 +22,54 @@ import os
 import pathlib
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _core
-from ._validate import optional_positive_int, positive_int
+from ._sweep_output import (
+    COLUMNS,
+    FORMATS,
+    KEY_COLUMNS,
+    MAX_ROWS,
+    NKEY,
+    TYPES,
+    Key,
+    Row,
+    Store,
+    SweepFileWarning,
+    output_format,
+    read_rows,
+    scenario_key,
+)
+from ._validate import optional_positive_int, positive_int, positive_number
+from ._validate import short_repr as _short
 from .check import MAX_TP
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError, PdtpError
 from .perf import DEFAULT_GPU, DEFAULT_UTILIZATION, SidePoint, bottleneck, resolve_context
-from .workload import Workload, resolve_workload
+from .workload import MAX_TOKENS, Workload, resolve_workload
 
 if TYPE_CHECKING:
     from ._gpu import GPU
     from ._model import Model
 
-__all__ = ["COLUMNS", "KEY_COLUMNS", "FORMATS", "sweep", "scenario_key", "read_rows"]
+__all__ = [
+    "COLUMNS",
+    "KEY_COLUMNS",
+    "FORMATS",
+    "SweepFileWarning",
+    "sweep",
+    "scenario_key",
+    "read_rows",
+]
 
 BACKENDS = ("local", "ray")
-FORMATS = {".csv": "csv", ".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 # Budgets beyond this are not one deployment (the same cap as pdtp.solve).
 MAX_GPUS = 1 << 20
 # Scenarios per chunk: the unit of work sent to a worker, of progress and of flushing.
 DEFAULT_CHUNK = 2048
-
-# Column name -> type. Inputs first (the scenario key), then the plan, then the plan a
-# planner blind to the connector's pair rules would pick, then bookkeeping.
-_SCHEMA: tuple[tuple[str, str], ...] = (
-    ("model", "str"),
-    ("gpu", "str"),
-    ("connector", "str"),
-    ("isl", "int"),
-    ("osl", "int"),
-    ("slo_ttft_ms", "float"),
-    ("slo_tpot_ms", "float"),
-    ("max_tp", "int"),
-    ("gpus", "int"),
-    ("status", "str"),
-    ("prefill_tp", "int"),
-    ("prefill_instances", "int"),
-    ("decode_tp", "int"),
-    ("decode_instances", "int"),
-    ("gpus_used", "int"),
-    ("requests_per_s", "float"),
-    ("output_tokens_per_s", "float"),
-    ("ttft_ms", "float"),
-    ("tpot_ms", "float"),
-    ("decode_batch", "int"),
-    ("prefill_capacity_rps", "float"),
-    ("decode_capacity_rps", "float"),
-    ("bottleneck", "str"),
-    ("rule_blind_prefill_tp", "int"),
-    ("rule_blind_prefill_instances", "int"),
-    ("rule_blind_decode_tp", "int"),
-    ("rule_blind_decode_instances", "int"),
-    ("rule_blind_requests_per_s", "float"),
-    ("rule_blind_valid", "bool"),
-    ("solve_ms", "float"),
-    ("reason", "str"),
-)
-COLUMNS: tuple[str, ...] = tuple(name for name, _ in _SCHEMA)
-TYPES: dict[str, str] = dict(_SCHEMA)
-KEY_COLUMNS: tuple[str, ...] = COLUMNS[:9]
-_NKEY = len(KEY_COLUMNS)
-
-Row = tuple[Any, ...]
-Key = tuple[Any, ...]
 
 
 # ---- the grid -------------------------------------------------------------------------------
@@ -163,7 +146,17 @@ def _gpus(x: Any) -> list[GPU]:
 
 
 def _budgets(x: Any) -> list[int]:
-    out = sorted({positive_int("gpus", g, maximum=MAX_GPUS) for g in _as_list(x)})
+    if isinstance(x, range) and x:  # checked by its ends, not value by value
+        for end in (x[0], x[-1]):  # (min() and max() would walk the range)
+            positive_int("gpus", end, maximum=MAX_GPUS)
+        return sorted(x)
+    values = [x] if isinstance(x, str | bytes | dict) or not isinstance(x, Iterable) else x
+    out_set: set[int] = set()
+    for n, g in enumerate(values):
+        if n >= MAX_ROWS:
+            raise InvalidArgumentError(f"gpus: more than {MAX_ROWS:,} budgets")
+        out_set.add(positive_int("gpus", g, maximum=MAX_GPUS))
+    out = sorted(out_set)
     if not out:
         raise InvalidArgumentError("gpus must give at least one GPU budget")
     return out
@@ -182,11 +175,6 @@ def _connectors(x: Any) -> list[str]:
     return out
 
 
-def scenario_key(row: dict[str, Any]) -> Key:
-    """The inputs that identify a scenario (what resuming matches on)."""
-    return tuple(_coerce(c, row.get(c)) for c in KEY_COLUMNS)
-
-
 # ---- one group: Rust call + rows ------------------------------------------------------------
 
 
@@ -198,7 +186,7 @@ def _explainer(
     the budget only through min(max_tp, budget), budget < 2, the smallest split that fits
     (reached only below 2·max_tp) and whether twice the smallest weight-fitting TP exceeds
     the budget."""
-    from .infeasible import _min_tp_for_weights, explain
+    from .planning.infeasible import _min_tp_for_weights, explain
 
     tmin = _min_tp_for_weights(ctx, ctx.model.weight_bytes)
     memo: dict[Key, str] = {}
@@ -222,19 +210,11 @@ def _explainer(
 
 def _run_group(g: Group, opts: _Options) -> list[Row]:
     start = time.perf_counter()
+    from .planning.scenario import sweep_scenario
+
     ctx = resolve_context(g.model, g.gpu, opts.constants, opts.gpu_memory_utilization)
-    m, gp, c = ctx.inputs
-    prows, drows, points = _core.sweep_budgets(
-        m,
-        gp,
-        c,
-        g.workload._core_dict(),
-        g.connector,
-        list(g.budgets),
-        g.max_tp,
-        opts.max_acks,
-        ctx.gpu_memory_utilization,
-    )
+    scenario = sweep_scenario(ctx, g.workload, g.connector, g.max_tp, opts.max_acks)
+    prows, drows, points = _core.sweep_budgets(scenario, list(g.budgets))
     prefill = [SidePoint.from_row(r) for r in prows]
     decode = [SidePoint.from_row(r) for r in drows]
     w = g.workload
@@ -321,6 +301,15 @@ def _chunks(groups: Sequence[Group], size: int) -> list[list[Group]]:
 def _watch_parent(parent: int) -> None:
     """Worker initializer: exit when the parent dies (``kill -9`` of a sweep must not leave
     idle workers behind; a normal exit or Ctrl-C already ends them)."""
+    import signal
+
+    # Ctrl-C reaches the whole process group; the parent alone handles it (it cancels the
+    # queued chunks and exits 130), so a worker finishes its chunk instead of printing a
+    # KeyboardInterrupt traceback of its own. The parent forked this worker with SIGINT
+    # blocked (see _sigint_blocked): ignore it first, then unblock (a pending one is dropped).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         try:  # the kernel kills this worker when its parent dies
             import ctypes
@@ -349,6 +338,22 @@ def _default_workers(scenarios: int) -> int:
     return (os.cpu_count() or 1) if scenarios >= PARALLEL_MIN_SCENARIOS else 1
 
 
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT held back while worker processes are forked, so that a Ctrl-C in that moment
+    reaches the parent afterwards and never a worker that has not yet set it aside."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _local(
     chunks: list[list[Group]], opts: _Options, workers: int
 ) -> Iterator[tuple[int, list[Row]]]:
@@ -356,16 +361,19 @@ def _local(
         for index, chunk in enumerate(chunks):
             yield index, _run_chunk(chunk, opts)
         return
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=min(workers, len(chunks)),
         initializer=_watch_parent,
         initargs=(os.getpid(),),
-    ) as pool:
+    )
+    try:
         pending: dict[Future[list[Row]], int] = {}
         todo = enumerate(chunks)
-        # Keep a bounded queue in flight so results stream back as chunks finish.
-        for index, chunk in itertools.islice(todo, 2 * workers):
-            pending[pool.submit(_run_chunk, chunk, opts)] = index
+        # Keep a bounded queue in flight so results stream back as chunks finish. The first
+        # submit forks the workers.
+        with _sigint_blocked():
+            for index, chunk in itertools.islice(todo, 2 * workers):
+                pending[pool.submit(_run_chunk, chunk, opts)] = index
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -373,6 +381,12 @@ def _local(
                 nxt = next(todo, None)
                 if nxt is not None:
                     pending[pool.submit(_run_chunk, nxt[1], opts)] = nxt[0]
+    except BaseException:
+        # Ctrl-C, an error, or the caller stopped reading: drop the queued chunks rather
+        # than solve them first (what the `with` form's shutdown would do).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _ray(
@@ -447,6 +461,14 @@ def sweep(
     """
     if backend not in BACKENDS:
         raise InvalidArgumentError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if output is not None and not isinstance(output, str | os.PathLike):
+        raise ArgumentTypeError(
+            f"output must be a file name (str or path), got {type(output).__name__}"
+        )
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(
+            f"progress must be a function (done, total), got {type(progress).__name__}"
+        )
     n_workers = optional_positive_int("workers", workers, maximum=4096)
     size = positive_int("chunk_size", chunk_size, maximum=1 << 24)
     tp_override = optional_positive_int("max_tp", max_tp, maximum=MAX_TP)
@@ -461,36 +483,44 @@ def sweep(
     for g in gs:
         resolve_context(ms[0], g, constants, gpu_memory_utilization)
 
+    total = len(ms) * len(gs) * len(ws) * len(cs) * len(budgets)
+    if total > MAX_ROWS:
+        raise InvalidArgumentError(
+            f"the grid has {total:,} scenarios ({len(ms)} models x {len(gs)} GPU types x "
+            f"{len(ws)} workloads x {len(cs)} connectors x {len(budgets)} budgets); a sweep "
+            f"holds at most {MAX_ROWS:,}: split it into several sweeps"
+        )
     groups = [
         Group(m, g, w, c, tp_override or g.gpus_per_node, budgets)
         for m, g, w, c in itertools.product(ms, gs, ws, cs)
     ]
     grid = groups
-    total = sum(len(g.budgets) for g in groups)
     found: dict[Key, Row] = {}
-    store = _Store(pathlib.Path(output)) if output is not None else None
+    # The output stays locked from reading what is there to the last row written.
+    store = Store(output) if output is not None else None
     if store is not None:
-        wanted = {g.key(b) for g in groups for b in g.budgets}
-        for row in store.read():
-            if row[:_NKEY] in wanted:
-                found[row[:_NKEY]] = row
-        if found:
-            groups = [
-                Group(g.model, g.gpu, g.workload, g.connector, g.max_tp, rest)
-                for g in groups
-                if (rest := tuple(b for b in g.budgets if g.key(b) not in found))
-            ]
-    done = len(found)
-    if progress is not None:
-        progress(done, total)
-    chunks = _chunks(groups, size)
-    if backend == "ray":
-        results = _ray(chunks, opts, n_workers)
-    else:
-        remaining = sum(len(g.budgets) for g in groups)
-        results = _local(chunks, opts, n_workers or _default_workers(remaining))
-    solved: list[list[Row]] = [[] for _ in chunks]
+        existing = store.open()
     try:
+        if store is not None:
+            wanted = {g.key(b) for g in groups for b in g.budgets}
+            found = {row[:NKEY]: row for row in existing if row[:NKEY] in wanted}
+            del existing
+            if found:
+                groups = [
+                    Group(g.model, g.gpu, g.workload, g.connector, g.max_tp, rest)
+                    for g in groups
+                    if (rest := tuple(b for b in g.budgets if g.key(b) not in found))
+                ]
+        done = len(found)
+        if progress is not None:
+            progress(done, total)
+        chunks = _chunks(groups, size)
+        if backend == "ray":
+            results = _ray(chunks, opts, n_workers)
+        else:
+            remaining = sum(len(g.budgets) for g in groups)
+            results = _local(chunks, opts, n_workers or _default_workers(remaining))
+        solved: list[list[Row]] = [[] for _ in chunks]
         for index, rows in results:
             if store is not None:
                 store.append(rows)
@@ -505,7 +535,7 @@ def sweep(
     ordered = [row for rows in solved for row in rows]
     if found:
         position = {g.key(b): i for i, (g, b) in enumerate((g, b) for g in grid for b in g.budgets)}
-        ordered = sorted([*found.values(), *ordered], key=lambda r: position[r[:_NKEY]])
+        ordered = sorted([*found.values(), *ordered], key=lambda r: position[r[:NKEY]])
     return _result(ordered, as_frame)
 
 
@@ -540,252 +570,50 @@ def to_frame(rows: Sequence[Row], pd: Any = None) -> Any:
     return df
 
 
-# ---- resumable output files -----------------------------------------------------------------
-
-
-def _coerce(column: str, value: Any) -> Any:
-    """A value read back from a file (text in CSV) as the column's Python type."""
-    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
-        return None
-    kind = TYPES.get(column, "str")
-    if kind == "int":
-        return int(value)
-    if kind == "float":
-        return float(value)
-    if kind == "bool":
-        if isinstance(value, str):
-            return value.strip().lower() in ("true", "1")
-        return bool(value)
-    return str(value)
-
-
-def _row_from_mapping(d: dict[str, Any]) -> Row:
-    return tuple(_coerce(c, d.get(c)) for c in COLUMNS)
-
-
-def _text_parser(kind: str) -> Callable[[str], Any]:
-    if kind == "int":
-        return lambda v: int(v) if v else None
-    if kind == "float":
-        return lambda v: float(v) if v else None
-    if kind == "bool":
-        return lambda v: v.strip().lower() in ("true", "1") if v else None
-    return lambda v: v if v else None
-
-
-# One parser per column for CSV text (a fast path for reading large files back).
-_CSV_PARSERS = tuple(_text_parser(TYPES[c]) for c in COLUMNS)
-
-
-def _row_from_csv(values: list[str]) -> Row:
-    return tuple(f(v) for f, v in zip(_CSV_PARSERS, values))
-
-
-def output_format(path: str | os.PathLike[str]) -> str:
-    suffix = pathlib.Path(path).suffix.lower()
-    fmt = FORMATS.get(suffix)
-    if fmt is None:
-        raise InvalidArgumentError(
-            f"output file must end in .csv, .parquet or .jsonl, got {str(path)!r}"
-        )
-    return fmt
-
-
-def read_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a sweep output file (CSV, Parquet or JSON Lines), typed."""
-    return [dict(zip(COLUMNS, r)) for r in _Store(pathlib.Path(path)).read()]
-
-
-class _Store:
-    """Appends rows chunk by chunk; reads back what an earlier (possibly killed) run wrote.
-
-    CSV and JSON Lines are appended and flushed per chunk (a torn last line from a kill is
-    cut off on the next run). Parquet cannot be appended: each chunk goes to a part file in
-    ``<name>.parts/``, merged into ``<name>`` when the sweep ends (or on the next run)."""
-
-    def __init__(self, path: pathlib.Path) -> None:
-        self.path = path
-        self.format = output_format(path)
-        self.parts = path.with_name(path.name + ".parts")
-        self._fh: Any = None
-        self._writer: Any = None
-        self._n_parts = 0
-
-    # reading
-    def read(self) -> list[Row]:
-        if self.format == "parquet":
-            return self._read_parquet()
-        if not self.path.exists():
-            return []
-        self._repair_tail()
-        if self.format == "csv":
-            with self.path.open(newline="", encoding="utf-8") as f:
-                reader = csv.reader(f)
-                header = next(reader, None)
-                if header is not None and tuple(header) != COLUMNS:
-                    raise InvalidArgumentError(
-                        f"{self.path} is not a pdtp sweep file of this version (its columns "
-                        "differ); choose another output file"
-                    )
-                return [_row_from_csv(values) for values in reader if len(values) == len(COLUMNS)]
-        rows = []
-        with self.path.open(encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    rows.append(_row_from_mapping(json.loads(line)))
-        return rows
-
-    def _repair_tail(self) -> None:
-        """Drop a partial last line (the process was killed mid-write)."""
-        with self.path.open("rb+") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            if size == 0:
-                return
-            f.seek(size - 1)
-            if f.read(1) == b"\n":
-                return
-            f.seek(0)
-            data = f.read()
-            cut = data.rfind(b"\n") + 1
-            f.truncate(cut)
-
-    def _parquet_tables(self) -> list[Any]:
-        """The main file and the part files of an unfinished run (parts are written to a
-        temporary name and renamed, so a kill never leaves a torn one)."""
-        pq = _pyarrow_parquet()
-        files = [self.path] if self.path.exists() else []
-        parts = sorted(self.parts.glob("part-*.parquet")) if self.parts.is_dir() else []
-        self._n_parts = max((int(f.stem.split("-")[1]) for f in parts), default=0)
-        tables = []
-        for f in [*files, *parts]:
-            table = pq.read_table(f)
-            if tuple(table.column_names) != COLUMNS:
-                raise InvalidArgumentError(
-                    f"{f} is not a pdtp sweep file of this version (its columns differ); "
-                    "choose another output file"
-                )
-            tables.append(table)
-        return tables
-
-    def _read_parquet(self) -> list[Row]:
-        rows: list[Row] = []
-        for table in self._parquet_tables():
-            rows.extend(zip(*(column.to_pylist() for column in table.columns)))
-        return rows
-
-    # writing
-    def append(self, rows: list[Row]) -> None:
-        if not rows:
-            return
-        if self.format == "parquet":
-            self._append_parquet(rows)
-            return
-        if self._fh is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fresh = not self.path.exists() or self.path.stat().st_size == 0
-            self._fh = self.path.open("a", newline="", encoding="utf-8")
-            if self.format == "csv":
-                self._writer = csv.writer(self._fh)
-                if fresh:
-                    self._writer.writerow(COLUMNS)
-        if self.format == "csv":
-            self._writer.writerows(["" if v is None else v for v in r] for r in rows)
-        else:
-            self._fh.writelines(json.dumps(dict(zip(COLUMNS, r))) + "\n" for r in rows)
-        self._fh.flush()
-
-    def _append_parquet(self, rows: list[Row]) -> None:
-        pq = _pyarrow_parquet()
-        self.parts.mkdir(parents=True, exist_ok=True)
-        self._n_parts += 1
-        name = self.parts / f"part-{self._n_parts:06d}.parquet"
-        tmp = name.with_suffix(".tmp")
-        pq.write_table(_arrow_table(rows), tmp)
-        os.replace(tmp, name)
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-        if self.format == "parquet" and self.parts.is_dir():
-            pq = _pyarrow_parquet()
-            tables = self._parquet_tables()
-            merged = _optional("pyarrow").concat_tables(tables) if tables else _arrow_table([])
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            pq.write_table(merged, tmp)
-            os.replace(tmp, self.path)
-            for f in self.parts.iterdir():
-                f.unlink()
-            self.parts.rmdir()
-            self._n_parts = 0
-
-
-def _pyarrow_parquet() -> Any:
-    try:
-        pq = _optional("pyarrow.parquet")
-    except ImportError:
-        raise InvalidArgumentError(
-            'Parquet output needs pyarrow: pip install "pdtp[sweep]"'
-        ) from None
-    return pq
-
-
-def _arrow_table(rows: Sequence[Row]) -> Any:
-    pa = _optional("pyarrow")
-
-    arrow = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
-    cols = list(zip(*rows)) if rows else [() for _ in COLUMNS]
-    return pa.table(
-        {name: pa.array(list(v), type=arrow[TYPES[name]]) for name, v in zip(COLUMNS, cols)}
-    )
-
-
 # ---- the command line (`pdtp sweep`) --------------------------------------------------------
 
-GRID_KEYS = (
-    "models",
-    "gpus",
-    "gpu",
-    "workloads",
-    "isl",
-    "osl",
-    "ttft_ms",
-    "tpot_ms",
-    "connector",
-    "max_tp",
-    "max_acks",
-    "gpu_memory_utilization",
-    "output",
-    "workers",
-    "backend",
-    "chunk_size",
-)
+# A grid field (budgets, prompt lengths, ...) lists at most this many values, and a grid
+# file is at most this big: far above any real grid, far below what exhausts memory.
+MAX_FIELD_VALUES = 1 << 20
+MAX_GRID_FILE_BYTES = 1 << 20
 
 
-def parse_ints(text: Any, field: str = "gpus") -> list[int]:
-    """``"1-512"``, ``"8,16,32"``, ``"8-64:8"`` (a step) or a mix, or a list of those."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        return [text]
-    if not isinstance(text, str):
-        return [v for item in _as_list(text) for v in parse_ints(item, field)]
+def parse_ints(text: Any, field: str = "gpus", *, maximum: int | None = None) -> list[int]:
+    """``"1-512"``, ``"8,16,32"``, ``"8-64:8"`` (a step) or a mix, or a list of those: each
+    value a positive integer (at most ``maximum``), at most ``MAX_FIELD_VALUES`` of them."""
     out: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        try:
-            span, _, step = part.partition(":")
-            lo, dash, hi = span.partition("-")
-            if dash:
-                out.extend(range(int(lo), int(hi) + 1, int(step or 1)))
+    for item in [text] if isinstance(text, int | str) else _as_list(text):
+        if isinstance(item, bool) or not isinstance(item, int | str):
+            raise ArgumentTypeError(
+                f"{field}: expected integers or ranges like 1-512 or 8-64:8, got "
+                f"{type(item).__name__} {_short(item)}"
+            )
+        parts = [item] if isinstance(item, int) else item.replace(" ", "").split(",")
+        for part in parts:
+            if part == "":
+                continue
+            if isinstance(part, int):
+                values: Sequence[int] = [part]
             else:
-                out.append(int(span))
-        except ValueError:
-            raise InvalidArgumentError(
-                f"{field}: expected integers, ranges like 1-512 or 8-64:8, got {part!r}"
-            ) from None
+                try:
+                    span, _, step = part.partition(":")
+                    lo, dash, hi = span.partition("-")
+                    values = range(int(lo), int(hi) + 1, int(step or 1)) if dash else [int(span)]
+                except ValueError:
+                    raise InvalidArgumentError(
+                        f"{field}: expected integers, ranges like 1-512 or 8-64:8 (a step >= 1),"
+                        f" got {_short(part)}"
+                    ) from None
+            if len(out) + len(values) > MAX_FIELD_VALUES:
+                raise InvalidArgumentError(
+                    f"{field}: {_short(text)} has more than {MAX_FIELD_VALUES:,} values, "
+                    "pdtp's limit for one grid field"
+                )
+            for v in (values[0], values[-1]) if values else ():  # a range's extremes
+                positive_int(field, v, maximum=maximum)
+            out.extend(values)
     if not out:
-        raise InvalidArgumentError(f"{field}: no values in {text!r}")
+        raise InvalidArgumentError(f"{field}: no values in {_short(text)}")
     return out
 
 
@@ -802,79 +630,208 @@ def _parse_slos(text: Any, field: str) -> list[float | None]:
     for item in text.split(",") if isinstance(text, str) else _as_list(text):
         if item is None or (isinstance(item, str) and item.strip().lower() in ("none", "off")):
             out.append(None)
-        else:
-            try:
-                out.append(float(item))
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(
-                    f"{field}: expected milliseconds or 'none', got {item!r}"
-                ) from None
+            continue
+        try:
+            value = float(item) if isinstance(item, str) else item
+        except ValueError:
+            value = item
+        try:
+            out.append(positive_number(field, value))
+        except PdtpError:
+            raise InvalidArgumentError(
+                f"{field}: expected milliseconds (a positive number) or 'none', got {_short(item)}"
+            ) from None
+        if len(out) > MAX_FIELD_VALUES:
+            raise InvalidArgumentError(f"{field}: more than {MAX_FIELD_VALUES:,} values")
     return out
 
 
+# What each grid-file key accepts (checked before use, so that a wrong type is one error
+# naming the file and the key, never a crash): a description and a check.
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _one_or_list(ok: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: ok(v) or (isinstance(v, list) and bool(v) and all(ok(x) for x in v))
+
+
+_names = _one_or_list(lambda v: isinstance(v, str))
+_ints = _one_or_list(lambda v: _is_int(v) or isinstance(v, str))
+_slos = _one_or_list(lambda v: v is None or _is_number(v) or isinstance(v, str))
+GRID_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "models": ("a model name, 'all', or a list of names", _names),
+    "gpus": ("GPU budgets: an integer, a range like '1-512' or '8-64:8', or a list", _ints),
+    "gpu": ("a GPU type, 'all', or a list of GPU types", _names),
+    "workloads": (
+        "a mapping {isl, osl, ttft_ms, tpot_ms} or a list of them",
+        _one_or_list(lambda v: isinstance(v, dict)),
+    ),
+    "isl": ("prompt tokens: an integer, a range, or a list", _ints),
+    "osl": ("output tokens: an integer, a range, or a list", _ints),
+    "ttft_ms": ("a TTFT bound in ms, 'none', or a list", _slos),
+    "tpot_ms": ("a TPOT bound in ms, 'none', or a list", _slos),
+    "connector": ("a connector name or a list of names", _names),
+    "max_tp": ("a positive integer", _is_int),
+    "max_acks": ("a positive integer", _is_int),
+    "gpu_memory_utilization": ("a number in (0, 1]", _is_number),
+    "output": ("a file name ending in .csv, .parquet or .jsonl", lambda v: isinstance(v, str)),
+    "workers": ("a positive integer", _is_int),
+    "backend": (f"one of {', '.join(BACKENDS)}", lambda v: v in BACKENDS),
+    "chunk_size": ("a positive integer", _is_int),
+}
+GRID_KEYS = tuple(GRID_FIELDS)
+
+
+def _read_grid_text(p: pathlib.Path) -> str:
+    try:
+        with p.open("rb") as f:  # bounded: a device or a huge file must not exhaust memory
+            raw = f.read(MAX_GRID_FILE_BYTES + 1)
+    except OSError as e:
+        raise InvalidArgumentError(f"cannot read grid file {p}: {e.strerror or e}") from None
+    if len(raw) > MAX_GRID_FILE_BYTES:
+        raise InvalidArgumentError(
+            f"{p}: a grid file is at most {MAX_GRID_FILE_BYTES:,} bytes (this one is larger)"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidArgumentError(f"{p}: not UTF-8 text (byte {e.start})") from None
+
+
 def load_grid(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A sweep grid from a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file."""
+    """A sweep grid from a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file, checked: a
+    file that cannot be parsed, an unknown key or a value of the wrong type or range is one
+    :class:`pdtp.InvalidArgumentError` naming the file and the key."""
     p = pathlib.Path(path)
     suffix = p.suffix.lower()
     if suffix not in (".yaml", ".yml", ".toml"):
         raise InvalidArgumentError(f"grid file must be .yaml, .yml or .toml, got {str(path)!r}")
-    text = p.read_text(encoding="utf-8")
-    if suffix in (".yaml", ".yml"):
-        try:
-            yaml = _optional("yaml")
-        except ImportError:
-            raise InvalidArgumentError(
-                'YAML grid files need PyYAML: pip install "pdtp[sweep]"'
-            ) from None
-        data = yaml.safe_load(text) or {}
-    elif suffix == ".toml":
-        try:
-            import tomllib
-        except ImportError:  # Python 3.10
-            raise InvalidArgumentError(
-                "TOML grid files need Python >= 3.11 (tomllib); use a YAML file instead"
-            ) from None
-        data = tomllib.loads(text)
+    text = _read_grid_text(p)
+    try:
+        if suffix in (".yaml", ".yml"):
+            try:
+                yaml = _optional("yaml")
+            except ImportError:
+                raise InvalidArgumentError(
+                    'YAML grid files need PyYAML: pip install "pdtp[sweep]"'
+                ) from None
+            try:
+                # safe_load builds plain data only: a !!python/... tag is an error here.
+                stream = io.StringIO(text)
+                stream.name = str(p)  # YAML's messages name the file
+                data = yaml.safe_load(stream)
+            except yaml.YAMLError as e:
+                raise InvalidArgumentError(f"{p}: not valid YAML for a grid file: {e}") from None
+        else:
+            try:
+                import tomllib
+            except ImportError:  # Python 3.10
+                raise InvalidArgumentError(
+                    "TOML grid files need Python >= 3.11 (tomllib); use a YAML file instead"
+                ) from None
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as e:
+                raise InvalidArgumentError(f"{p}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise InvalidArgumentError(f"{p}: nested too deeply for a grid file") from None
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
-        raise InvalidArgumentError(f"{path}: expected a mapping of grid keys")
-    unknown = sorted(set(data) - set(GRID_KEYS))
+        raise InvalidArgumentError(
+            f"{p}: expected a mapping of grid keys ({', '.join(GRID_KEYS)}), got "
+            f"{type(data).__name__}"
+        )
+    unknown = sorted(str(k) for k in data if k not in GRID_FIELDS)
     if unknown:
         raise InvalidArgumentError(
-            f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(GRID_KEYS)}"
+            f"{p}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(GRID_KEYS)}"
         )
+    for key, value in data.items():
+        allowed, ok = GRID_FIELDS[key]
+        if value is not None and not ok(value):
+            raise InvalidArgumentError(
+                f"{p}: {key} must be {allowed}, got {type(value).__name__} {_short(value)}"
+            )
+        try:
+            _check_grid_value(key, value)
+        except PdtpError as e:
+            raise InvalidArgumentError(f"{p}: {e}") from None
     return data
+
+
+def _check_grid_value(key: str, value: Any) -> None:
+    """The value checks of one grid key, with the parsers the sweep itself uses."""
+    if value is None:
+        return
+    if key == "gpus":
+        parse_ints(value, "gpus", maximum=MAX_GPUS)
+    elif key in ("isl", "osl"):
+        parse_ints(value, key, maximum=MAX_TOKENS)
+    elif key in ("ttft_ms", "tpot_ms"):
+        _parse_slos(value, key)
+    elif key == "workloads":
+        for i, w in enumerate(_as_list(value)):
+            try:
+                resolve_workload(w)
+            except PdtpError as e:
+                raise InvalidArgumentError(f"workloads[{i}]: {e}") from None
+    elif key in ("max_tp", "max_acks"):
+        positive_int(key, value, maximum=MAX_TP)
+    elif key in ("workers", "chunk_size"):
+        positive_int(key, value)
+    elif key == "gpu_memory_utilization":
+        positive_number(key, value)
+    elif key == "output":
+        output_format(value)
 
 
 def grid_arguments(spec: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments of :func:`sweep` from a grid (a file's mapping merged with flags)."""
-    if "gpus" not in spec or spec["gpus"] is None:
+    if spec.get("gpus") is None:
         raise InvalidArgumentError("give the GPU budgets: --gpus 1-512 (or gpus: in the file)")
+
+    def given(key: str, default: Any) -> Any:
+        value = spec.get(key)
+        return default if value is None else value
+
     if spec.get("workloads") is not None:
         if any(spec.get(k) is not None for k in ("isl", "osl", "ttft_ms", "tpot_ms")):
             raise InvalidArgumentError("give either workloads or isl/osl/ttft_ms/tpot_ms")
         workloads = spec["workloads"]
     else:
         base = Workload()
-        isls = parse_ints(spec.get("isl") or base.isl, "isl")
-        osls = parse_ints(spec.get("osl") or base.osl, "osl")
+        isls = parse_ints(given("isl", base.isl), "isl", maximum=MAX_TOKENS)
+        osls = parse_ints(given("osl", base.osl), "osl", maximum=MAX_TOKENS)
         ttfts = _parse_slos(spec.get("ttft_ms", base.ttft_ms), "ttft_ms")
         tpots = _parse_slos(spec.get("tpot_ms", base.tpot_ms), "tpot_ms")
+        n = len(isls) * len(osls) * len(ttfts) * len(tpots)
+        if n > MAX_ROWS:
+            raise InvalidArgumentError(
+                f"isl x osl x ttft_ms x tpot_ms make {n:,} workloads; a sweep holds at most "
+                f"{MAX_ROWS:,} scenarios"
+            )
         workloads = [
             Workload(isl=i, osl=o, ttft_ms=t, tpot_ms=u)
             for i, o, t, u in itertools.product(isls, osls, ttfts, tpots)
         ]
     kwargs: dict[str, Any] = {
-        "models": parse_names(spec.get("models") or "all"),
-        "gpus": parse_ints(spec["gpus"]),
-        "gpu": parse_names(spec.get("gpu") or DEFAULT_GPU),
+        "models": parse_names(given("models", "all")),
+        "gpus": parse_ints(spec["gpus"], "gpus", maximum=MAX_GPUS),
+        "gpu": parse_names(given("gpu", DEFAULT_GPU)),
         "workloads": workloads,
-        "connector": parse_names(spec.get("connector") or "moriio"),
+        "connector": parse_names(given("connector", "moriio")),
     }
     for k in ("max_tp", "max_acks", "workers", "backend", "output", "chunk_size"):
         if spec.get(k) is not None:
             kwargs[k] = spec[k]
     if spec.get("gpu_memory_utilization") is not None:
-        kwargs["gpu_memory_utilization"] = float(spec["gpu_memory_utilization"])
+        kwargs["gpu_memory_utilization"] = spec["gpu_memory_utilization"]
     return kwargs
 
 
@@ -959,7 +916,14 @@ def cli_main(args: Any) -> int:
         bar(done, total)
 
     start = time.perf_counter()
-    rows = sweep(**kwargs, progress=report, as_frame=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SweepFileWarning)
+        rows = sweep(**kwargs, progress=report, as_frame=False)
+    for w in caught:  # a repaired output file is news for the user, not a Python warning
+        if issubclass(w.category, SweepFileWarning):
+            print(f"pdtp sweep: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     elapsed = time.perf_counter() - start
     first = resumed[0] if resumed else 0
     infeasible = sum(r["status"] != "OPTIMAL" for r in rows)

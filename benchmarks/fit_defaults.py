@@ -1,0 +1,110 @@
+"""Fit pdtp's default efficiency constants (``python/pdtp/data/perf_constants.json``).
+
+    python benchmarks/fit_defaults.py [--check]
+
+Fits one table over all measured rows in ``tests/data/reference`` (``measured-serving.csv``:
+InferenceMAX aggregated-serving runs on MI300X/MI325X/MI355X/H100/H200/B200;
+``perf-points.csv``: aiconfigurator silicon samples, vendor posts) with
+:func:`pdtp.calibration.fit_table` and writes, for every catalog GPU type, its vLLM constants,
+its SGLang differences and where they come from. GPU types without rows take their
+generation's constants (GB200 from B200) or their vendor's shared values.
+
+``--check`` fits and compares with the file instead of writing (exit 1 when they differ by
+more than 1%): the file is reproducible from the data and this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pdtp.calibration import TABLE_LEVELS, fit_table, load_points
+from pdtp.catalog import gpus
+from pdtp.constants import GENERIC
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "tests" / "data" / "reference"
+OUT = ROOT / "python" / "pdtp" / "data" / "perf_constants.json"
+FILES = ("measured-serving.csv", "perf-points.csv")
+
+
+def _round(v: float) -> float:
+    return float(f"{v:.4g}")
+
+
+def build() -> dict[str, Any]:
+    points = []
+    for name in FILES:
+        points += load_points(REFERENCE / name)
+    table = fit_table(points)
+    rows = Counter((p.gpu.name, p.engine) for p in points)
+    by_file: dict[str, Counter[str]] = {}
+    for name in FILES:
+        by_file[name] = Counter(p.gpu.name for p in load_points(REFERENCE / name))
+    out: dict[str, Any] = {
+        "about": (
+            "pdtp's default efficiency constants of the performance model (src/perf), per GPU "
+            "type and serving engine. Written by `python benchmarks/fit_defaults.py` (do not "
+            "edit by hand): one robust fit over all rows of tests/data/reference/"
+            "measured-serving.csv and perf-points.csv, per-GPU constants shrunk towards their "
+            "vendor's shared value. 'vllm' holds every fitted constant; 'sglang' the ones that "
+            "differ for SGLang (its separate prefill batches run on the same step model)."
+        ),
+        "fitted": {
+            "date": datetime.date.today().isoformat(),
+            "command": "python benchmarks/fit_defaults.py",
+            "rows": {name: sum(by_file[name].values()) for name in FILES},
+            "levels": TABLE_LEVELS,
+            "complete": table.complete,
+        },
+        "gpus": {},
+    }
+    for g in gpus():
+        vllm = table.constants(g, "vllm").to_dict()
+        sglang = table.constants(g, "sglang").to_dict()
+        fitted = {k: _round(v) for k, v in vllm.items() if k in TABLE_LEVELS}
+        diff = {
+            k: _round(v)
+            for k, v in sglang.items()
+            if k in TABLE_LEVELS and not math.isclose(v, vllm[k], rel_tol=1e-9)
+        }
+        counts = ", ".join(f"{by_file[f][g.name]} rows of {f}" for f in FILES if by_file[f][g.name])
+        engines = ", ".join(f"{e} {n}" for (gn, e), n in sorted(rows.items()) if gn == g.name)
+        source = table.source(g)
+        if counts:
+            source = f"{source}: {counts} ({engines})"
+        out["gpus"][g.name] = {"source": source, "vllm": fitted, "sglang": diff}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = parser.parse_args(argv)
+    data = build()
+    if args.check:
+        old = json.loads(OUT.read_text())
+        bad = []
+        for gpu, entry in data["gpus"].items():
+            for engine in ("vllm", "sglang"):
+                for k, v in entry[engine].items():
+                    was = old["gpus"].get(gpu, {}).get(engine, {}).get(k)
+                    if was is None or not math.isclose(v, was, rel_tol=0.01):
+                        bad.append(f"{gpu}/{engine}/{k}: file {was}, fit {v}")
+        print("\n".join(bad) or "perf_constants.json matches the fit")
+        return 1 if bad else 0
+    OUT.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+    unused = set(GENERIC.to_dict()) - set(TABLE_LEVELS)
+    print(f"not fitted (generic values): {', '.join(sorted(unused))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""The one place ``pdtp deploy`` reads a plan: :func:`view_of` turns a :class:`pdtp.Plan` (or
+its JSON, ``pdtp solve --json``) into a :class:`PlanView` — what to launch and where.
+
+Everything else in ``pdtp.deploy`` works from the view, so when the planner carries its own
+placement, GPU types, vLLM version or MoRIIO mode, only this module changes. Until then the
+newer fields are read with fallbacks (``getattr(plan, "vllm_version", None)`` …): a connector
+key ``"moriio@0.33.0"`` names the version, ``"moriio-write"`` the MoRIIO WRITE mode.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._model import KV_DTYPE_BYTES
+from ..errors import InvalidArgumentError, UnknownNameError
+from .versions import Version, resolve_version
+
+ROLES = ("prefill", "decode")
+# The KV connectors (vLLM class names) pdtp deploy writes launch settings for.
+MORIIO = "MoRIIOConnector"
+NIXL = "NixlConnector"
+_VENDOR_OF_ENV = {"HIP_VISIBLE_DEVICES": "AMD", "CUDA_VISIBLE_DEVICES": "NVIDIA"}
+
+
+@dataclass(frozen=True)
+class PlannedInstance:
+    """One vLLM instance of a plan: ``role`` (``"prefill"``/``"decode"``) number ``index``
+    on node ``node`` using ``devices`` (numbered within the node), ``tp`` × ``dp`` GPUs."""
+
+    role: str
+    index: int
+    node: int
+    devices: tuple[int, ...]
+    tp: int
+    dp: int = 1
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """What ``pdtp deploy`` needs from a plan. ``moriio_read_mode`` is None for NIXL;
+    ``vllm_version`` is None when the plan does not say (deploy then uses its argument or
+    the newest supported release)."""
+
+    model_ref: str
+    served_model_name: str | None
+    connector: str
+    kv_connector: str
+    prefill_role: str
+    decode_role: str
+    moriio_read_mode: bool | None
+    vllm_version: Version | None
+    gpu: str
+    vendor: str
+    visible_devices_env: str
+    gpus_per_node: int
+    gpu_memory_utilization: float
+    kv_dtype: str
+    instances: tuple[PlannedInstance, ...]
+
+    @property
+    def nodes(self) -> int:
+        return 1 + max((i.node for i in self.instances), default=0)
+
+    def tp_of(self, role: str) -> int:
+        """The TP size of ``role``'s instances (0 when the plan has none)."""
+        return next((i.tp for i in self.instances if i.role == role), 0)
+
+
+def view_of(plan: Any) -> PlanView:
+    """THE adapter: a :class:`pdtp.Plan`, or a plan's JSON as a dict, as a :class:`PlanView`."""
+    if isinstance(plan, PlanView):
+        return plan
+    if isinstance(plan, Mapping):
+        return _from_mapping(plan)
+    if not all(hasattr(plan, a) for a in ("prefill", "decode", "model_id", "connector", "gpu")):
+        raise TypeError(
+            f"plan must be a pdtp.Plan or its JSON (a dict from `pdtp solve --json`), "
+            f"got {type(plan).__name__}"
+        )
+    name, key_version = _split_connector(plan.connector)
+    placement = getattr(plan, "placement", None)
+    if callable(placement):  # today a method; the planner may carry it as data
+        placement = placement()
+    return _view(
+        model_ref=plan.model_id,
+        served_model_name=getattr(plan, "served_model_name", None),
+        connector=name,
+        kv_connector=getattr(plan, "kv_connector", "") or "",
+        roles=(getattr(plan, "prefill_role", None), getattr(plan, "decode_role", None)),
+        read_mode=_read_mode_attr(plan),
+        version=getattr(plan, "vllm_version", None) or key_version,
+        gpu=plan.gpu,
+        visible_devices_env=getattr(plan, "visible_devices_env", None),
+        gpus_per_node=getattr(plan, "gpus_per_node", None),
+        gpu_memory_utilization=getattr(plan, "gpu_memory_utilization", None),
+        kv_dtype=getattr(plan, "kv_dtype", None),
+        sides={"prefill": (plan.prefill.tp, plan.prefill.instances),
+               "decode": (plan.decode.tp, plan.decode.instances)},
+        placement=placement,
+    )  # fmt: skip
+
+
+def _from_mapping(d: Mapping[str, Any]) -> PlanView:
+    model = d.get("model_id") or d.get("model")
+    connector = d.get("connector", "moriio")
+    if not isinstance(connector, str):
+        raise TypeError(f"plan['connector'] must be a string, got {type(connector).__name__}")
+    name, key_version = _split_connector(connector)
+    sides = {}
+    for role in ROLES:
+        side = d.get(role)
+        if not isinstance(side, Mapping) or "tp" not in side or "instances" not in side:
+            raise InvalidArgumentError(
+                f"plan[{role!r}] must be a dict with 'tp' and 'instances' (from `pdtp solve "
+                f"--json`), got {side!r}"
+            )
+        sides[role] = (
+            _int(f"plan[{role!r}]['tp']", side["tp"], 1),
+            _int(f"plan[{role!r}]['instances']", side["instances"], 0),
+        )
+    placement = d.get("placement")
+    if placement is not None:
+        placement = _placement_rows(placement)
+    return _view(
+        model_ref=model,
+        served_model_name=d.get("served_model_name"),
+        connector=name,
+        kv_connector=d.get("kv_connector") or "",
+        roles=(d.get("prefill_role"), d.get("decode_role")),
+        read_mode=_read_mode_value(d.get("read_mode", d.get("moriio_mode"))),
+        version=d.get("vllm_version") or key_version,
+        gpu=d.get("gpu"),
+        visible_devices_env=d.get("visible_devices_env"),
+        gpus_per_node=d.get("gpus_per_node"),
+        gpu_memory_utilization=d.get("gpu_memory_utilization"),
+        kv_dtype=d.get("kv_dtype"),
+        sides=sides,
+        placement=placement,
+    )
+
+
+def _view(
+    *,
+    model_ref: Any,
+    served_model_name: Any,
+    connector: str,
+    kv_connector: str,
+    roles: tuple[Any, Any],
+    read_mode: bool | None,
+    version: Any,
+    gpu: Any,
+    visible_devices_env: Any,
+    gpus_per_node: Any,
+    gpu_memory_utilization: Any,
+    kv_dtype: Any,
+    sides: dict[str, tuple[int, int]],
+    placement: Any,
+) -> PlanView:
+    # Quoting keeps any value inert in a shell; a leading "-" would still read as an option
+    # to `vllm serve`, and a NUL cannot be passed at all.
+    if (
+        not isinstance(model_ref, str)
+        or not model_ref.strip()
+        or model_ref.startswith("-")
+        or ("\0" in model_ref)
+    ):
+        raise InvalidArgumentError(
+            f"plan 'model_id' must be an HF id or a path (not starting with '-'), got {model_ref!r}"
+        )
+    if served_model_name is not None and (
+        not isinstance(served_model_name, str)
+        or not served_model_name.strip()
+        or served_model_name.startswith("-")
+        or "\0" in served_model_name
+    ):
+        raise InvalidArgumentError(
+            f"plan 'served_model_name' must be a name not starting with '-', or None; got "
+            f"{served_model_name!r}"
+        )
+    if not isinstance(gpu, str):
+        raise InvalidArgumentError(f"plan 'gpu' must be a GPU name, got {gpu!r}")
+    catalog_gpu = _catalog_gpu(gpu)
+    if not kv_connector or roles[0] is None or roles[1] is None:
+        from ..connectors import resolve_connector
+
+        try:
+            profile = resolve_connector(connector)
+        except UnknownNameError:
+            if not connector.startswith("moriio"):
+                raise
+            # A MoRIIO mode the rules data does not name yet ("moriio-write"): same launch.
+            profile = resolve_connector("moriio")
+        kv_connector = kv_connector or profile.kv_connector
+        roles = (roles[0] or profile.prefill_role, roles[1] or profile.decode_role)
+    if kv_connector not in (MORIIO, NIXL):
+        raise InvalidArgumentError(
+            f"plan 'kv_connector' must be {MORIIO} or {NIXL} for pdtp deploy, got {kv_connector!r}"
+        )
+    if read_mode is None and kv_connector == MORIIO:
+        # pdtp checks "moriio" with READ-mode rules; "moriio-write" is WRITE mode.
+        read_mode = connector != "moriio-write"
+    if kv_connector != MORIIO:
+        read_mode = None
+    env = visible_devices_env or (catalog_gpu.visible_devices_env if catalog_gpu else None)
+    if env not in _VENDOR_OF_ENV:
+        raise InvalidArgumentError(
+            f"plan 'visible_devices_env' must be one of {sorted(_VENDOR_OF_ENV)}, got {env!r}"
+        )
+    per_node = gpus_per_node or (catalog_gpu.gpus_per_node if catalog_gpu else None)
+    per_node = _int("plan 'gpus_per_node'", per_node, 1)
+    gmu = 0.9 if gpu_memory_utilization is None else gpu_memory_utilization
+    if isinstance(gmu, bool) or not isinstance(gmu, numbers.Real) or not 0 < float(gmu) <= 1:
+        raise InvalidArgumentError(
+            f"plan 'gpu_memory_utilization' must be in (0, 1], got {gpu_memory_utilization!r}"
+        )
+    kv = kv_dtype or "bf16"
+    if kv not in KV_DTYPE_BYTES:
+        raise InvalidArgumentError(
+            f"plan 'kv_dtype' must be one of {sorted(KV_DTYPE_BYTES)}, got {kv_dtype!r}"
+        )
+    return PlanView(
+        model_ref=model_ref,
+        served_model_name=served_model_name,
+        connector=connector,
+        kv_connector=kv_connector,
+        prefill_role=roles[0],
+        decode_role=roles[1],
+        moriio_read_mode=read_mode,
+        vllm_version=None if version is None else resolve_version(version),
+        gpu=catalog_gpu.name if catalog_gpu else gpu,
+        vendor=_VENDOR_OF_ENV[env],
+        visible_devices_env=env,
+        gpus_per_node=per_node,
+        gpu_memory_utilization=float(gmu),
+        kv_dtype=kv,
+        instances=_instances(sides, per_node, placement),
+    )
+
+
+def _instances(
+    sides: dict[str, tuple[int, int]], gpus_per_node: int, placement: Any
+) -> tuple[PlannedInstance, ...]:
+    if placement is None:
+        from ..planning.placement import place
+
+        placement = place(
+            [("prefill", sides["prefill"][0])] * sides["prefill"][1]
+            + [("decode", sides["decode"][0])] * sides["decode"][1],
+            gpus_per_node,
+        )
+    out = []
+    for row in placement:
+        if isinstance(row, tuple):
+            role, index, node, devices = row
+        else:  # a placement record with attributes
+            role, index, node, devices = row.role, row.index, row.node, row.devices
+        tp = sides[role][0]
+        devs = tuple(int(x) for x in devices)
+        if len(devs) % tp or any(not 0 <= x < gpus_per_node for x in devs):
+            raise InvalidArgumentError(
+                f"plan placement of {role} {index} uses devices {list(devs)}: needs a multiple "
+                f"of tp={tp} devices numbered 0..{gpus_per_node - 1}"
+            )
+        out.append(PlannedInstance(role, int(index), int(node), devs, tp, len(devs) // tp))
+    return tuple(out)
+
+
+def _placement_rows(rows: Any) -> list[tuple[str, int, int, list[int]]]:
+    if not isinstance(rows, list):
+        raise InvalidArgumentError(
+            "plan['placement'] must be a list of {role, index, node, devices}"
+        )
+    out = []
+    for r in rows:
+        if not isinstance(r, Mapping) or r.get("role") not in ROLES:
+            raise InvalidArgumentError(
+                "plan['placement'] rows need role (prefill/decode), index, node and devices; "
+                f"got {r!r}"
+            )
+        devices = r.get("devices")
+        if not isinstance(devices, list) or not devices:
+            raise InvalidArgumentError(f"plan['placement'] row {r!r}: devices must be a list")
+        out.append(
+            (
+                r["role"],
+                _int("placement index", r.get("index"), 0),
+                _int("placement node", r.get("node"), 0),
+                [_int("placement device", x, 0) for x in devices],
+            )
+        )
+    return out
+
+
+def _split_connector(key: str) -> tuple[str, str | None]:
+    """``"moriio@0.33.0"`` -> ``("moriio", "0.33.0")``: the connector key contract."""
+    name, _, version = key.strip().lower().replace("_", "-").partition("@")
+    return name, (version or None)
+
+
+def _read_mode_attr(plan: Any) -> bool | None:
+    for attr in ("read_mode", "moriio_read_mode", "moriio_mode"):
+        value = getattr(plan, attr, None)
+        if value is not None:
+            return _read_mode_value(value)
+    return None
+
+
+def _read_mode_value(value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("read", "true", "1"):
+        return True
+    if text in ("write", "false", "0"):
+        return False
+    raise InvalidArgumentError(f"plan MoRIIO mode must be 'read' or 'write', got {value!r}")
+
+
+def _catalog_gpu(name: str) -> Any:
+    from ..catalog import gpu
+
+    try:
+        return gpu(name)
+    except UnknownNameError:
+        return None
+
+
+def _int(field: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        else:
+            raise InvalidArgumentError(f"{field} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum or value > 1 << 20:
+        raise InvalidArgumentError(f"{field} must be an integer >= {minimum}, got {value!r}")
+    return int(value)

@@ -1,0 +1,453 @@
+"""A plan made concrete: which instance runs on which host with which ports and launch line,
+and the proxy in front of them (:class:`Deployment`). Renderers turn it into shell scripts
+(``scripts.py``), Kubernetes manifests (``k8s.py``) or JSON (:meth:`Deployment.to_dict`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidArgumentError
+from .adapter import MORIIO, PlannedInstance, PlanView, view_of
+from .hosts import LOCALHOST, check_host, is_ip, node_hosts, read_hosts_file
+from .launch import MORIIO_BACKEND_KEY_SINCE, MORIIO_SINCE, Launch, launch
+from .ports import (
+    BoundPort,
+    InstancePorts,
+    PortBases,
+    bound_ports,
+    check_disjoint,
+    instance_ports,
+    proxy_bound_ports,
+)
+from .proxy import Backend, Proxy, proxy
+from .versions import Version, resolve_version
+
+FORMATS = ("scripts", "k8s", "json")
+BACKENDS = ("rdma", "xgmi")
+_K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class DeployedInstance:
+    """One instance placed on a host: its ports, every port its ranks bind, its launch."""
+
+    role: str
+    index: int
+    node: int
+    host: str
+    devices: tuple[int, ...]
+    tp: int
+    dp: int
+    ports: InstancePorts
+    bound: tuple[BoundPort, ...]
+    launch: Launch
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+    @property
+    def planned(self) -> PlannedInstance:
+        return PlannedInstance(self.role, self.index, self.node, self.devices, self.tp, self.dp)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "index": self.index,
+            "node": self.node,
+            "host": self.host,
+            "devices": list(self.devices),
+            "tp": self.tp,
+            "dp": self.dp,
+            "ports": self.ports.to_dict(),
+            "bound_ports": [b.to_dict() for b in self.bound],
+            **self.launch.to_dict(),
+        }
+
+
+class HostsNeededError(InvalidArgumentError):
+    """A plan spans several nodes and no host addresses were given."""
+
+
+@dataclass(frozen=True)
+class K8sOptions:
+    """Kubernetes object names (``name``-prefill, …), namespace and container image."""
+
+    name: str = "pdtp"
+    namespace: str | None = None
+    image: str | None = None
+
+    def __post_init__(self) -> None:
+        if (
+            not isinstance(self.name, str)
+            or len(self.name) > 40
+            or not _K8S_NAME.fullmatch(self.name)
+        ):
+            raise InvalidArgumentError(
+                f"name must be a lowercase DNS label (a-z, 0-9, '-'; at most 40 characters), "
+                f"got {self.name!r}"
+            )
+        if self.namespace is not None and (
+            not isinstance(self.namespace, str)
+            or len(self.namespace) > 63
+            or not _K8S_NAME.fullmatch(self.namespace)
+        ):
+            raise InvalidArgumentError(
+                f"namespace must be a lowercase DNS label, got {self.namespace!r}"
+            )
+        if self.image is not None and (
+            not isinstance(self.image, str)
+            or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}", self.image)
+        ):
+            raise InvalidArgumentError(
+                f"image must be a container image reference (e.g. vllm/vllm-openai:v0.33.0), "
+                f"got {self.image!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A deployment of a plan. ``nodes`` are the hosts by node number; ``backend`` MoRIIO's
+    transport (None for NIXL, or a release with RDMA only); ``notes`` what to know."""
+
+    view: PlanView
+    vllm_version: Version
+    backend: str | None
+    nodes: tuple[str, ...]
+    proxy: Proxy
+    instances: tuple[DeployedInstance, ...]
+    port_bases: PortBases
+    k8s_options: K8sOptions
+    notes: tuple[str, ...] = field(default=())
+    # False when a multi-node plan was deployed without host addresses (need_hosts=False):
+    # only the Kubernetes manifests, which address pods by DNS, can be made then.
+    hosts_known: bool = True
+
+    def _need_hosts(self, what: str) -> None:
+        if not self.hosts_known:
+            raise HostsNeededError(
+                f"{what} need the nodes' addresses: the plan spans {len(self.nodes)} nodes; give "
+                "node_hosts (--node-hosts h0,h1,...) or a hosts_file"
+            )
+
+    @property
+    def model(self) -> str:
+        return self.view.model_ref
+
+    @property
+    def request_model(self) -> str:
+        """The ``model`` a client names in requests (vLLM serves the model tag by default)."""
+        return self.view.served_model_name or self.view.model_ref
+
+    @property
+    def read_mode(self) -> bool | None:
+        return self.view.moriio_read_mode
+
+    @property
+    def connector_label(self) -> str:
+        if self.view.kv_connector == MORIIO:
+            return f"MoRIIO {'READ' if self.read_mode else 'WRITE'} mode"
+        return "NIXL"
+
+    def on_node(self, node: int) -> list[DeployedInstance]:
+        return [i for i in self.instances if i.node == node]
+
+    def bound_ports_by_host(self) -> dict[str, list[BoundPort]]:
+        """Every port bound on each host: instances' ranks and, on its host, the proxy's."""
+        out: dict[str, list[BoundPort]] = {}
+        for inst in self.instances:
+            out.setdefault(inst.host, []).extend(inst.bound)
+        out.setdefault(self.proxy.host, []).extend(
+            proxy_bound_ports(self.view.kv_connector, self.port_bases)
+        )
+        return out
+
+    def scripts(self) -> dict[str, str]:
+        """``node-N.sh`` per node, ``proxy.sh`` and ``README.md``: file name -> text."""
+        from .scripts import render
+
+        self._need_hosts("scripts")
+        return render(self)
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """Kubernetes objects: per role a headless Service and a StatefulSet, the proxy's
+        Deployment and Service."""
+        from .k8s import render
+
+        return render(self)
+
+    def manifests_yaml(self) -> str:
+        from ._yaml import dump_all
+
+        return dump_all(self.manifests())
+
+    def to_dict(self) -> dict[str, Any]:
+        self._need_hosts("the JSON form (it holds the scripts)")
+        v = self.view
+        return {
+            "model": v.model_ref,
+            "served_model_name": v.served_model_name,
+            "vllm_version": str(self.vllm_version),
+            "connector": v.connector,
+            "kv_connector": v.kv_connector,
+            "read_mode": v.moriio_read_mode,
+            "backend": self.backend,
+            "gpu": v.gpu,
+            "gpus_per_node": v.gpus_per_node,
+            "nodes": [
+                {"node": n, "host": h, "instances": [i.name for i in self.on_node(n)]}
+                for n, h in enumerate(self.nodes)
+            ],
+            "proxy": self.proxy.to_dict(),
+            "instances": [i.to_dict() for i in self.instances],
+            "port_bases": asdict(self.port_bases),
+            "notes": list(self.notes),
+            "scripts": self.scripts(),
+            "k8s": self.manifests(),
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    def files(self, format: str = "scripts") -> dict[str, str]:
+        """The files of one ``format``: ``scripts`` (node-N.sh, proxy.sh, README.md), ``k8s``
+        (pdtp.yaml) or ``json`` (deployment.json)."""
+        if format == "scripts":
+            return self.scripts()
+        if format == "k8s":
+            return {f"{self.k8s_options.name}.yaml": self.manifests_yaml()}
+        if format == "json":
+            return {"deployment.json": self.to_json(indent=2) + "\n"}
+        raise InvalidArgumentError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+
+    def write(self, directory: str | os.PathLike[str], format: str = "scripts") -> list[Path]:
+        """Write :meth:`files` into ``directory`` (created); scripts are made executable."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, text in self.files(format).items():
+            path = out / name
+            path.write_text(text, encoding="utf-8")
+            if name.endswith(".sh"):
+                path.chmod(0o755)
+            written.append(path)
+        return written
+
+
+def deploy(
+    plan: Any,
+    *,
+    node_hosts: Any = None,
+    hosts_file: str | os.PathLike[str] | None = None,
+    proxy_host: str | None = None,
+    vllm_version: str | None = None,
+    ports: Any = None,
+    backend: str | None = None,
+    name: str = "pdtp",
+    namespace: str | None = None,
+    image: str | None = None,
+    need_hosts: bool = True,
+) -> Deployment:
+    """Make ``plan`` (a :class:`pdtp.Plan` or its JSON dict) concrete: per node its
+    instances' devices, ports and ``vllm serve`` lines, and the proxy/router they all
+    register with / are reached through.
+
+    ``node_hosts`` (``["10.0.0.1", ...]`` or ``"h0,h1"``, or ``hosts_file``: one per line)
+    gives node N's address; a one-node plan defaults to 127.0.0.1. ``proxy_host`` defaults to
+    node 0's. ``vllm_version`` is the release to launch when the plan names none (default:
+    the newest supported); ``ports`` a :class:`PortBases` or dict of its fields; ``backend``
+    forces MoRIIO's transport (default: ``xgmi`` when every instance shares one node and the
+    decode TP is not larger than the prefill TP, else ``rdma``). ``name``, ``namespace`` and
+    ``image`` shape the Kubernetes manifests; ``need_hosts=False`` lets a multi-node plan
+    without addresses through for them alone (``hosts_known`` is then False).
+
+    >>> import pdtp
+    >>> plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x")
+    >>> d = pdtp.deploy(plan)
+    >>> d.nodes, d.proxy.http_port, sorted(d.scripts())[:2]
+    (('127.0.0.1',), 10001, ['README.md', 'node-0.sh'])
+    """
+    view = view_of(plan)
+    opts: dict[str, Any] = dict(
+        node_hosts=node_hosts,
+        hosts_file=hosts_file,
+        proxy_host=proxy_host,
+        vllm_version=vllm_version,
+        ports=ports,
+        backend=backend,
+        k8s=K8sOptions(name=name, namespace=namespace, image=image),
+    )
+    try:
+        return build(view, view.instances, **opts)
+    except HostsNeededError:
+        if need_hosts:
+            raise
+    opts["node_hosts"] = [f"node{n}" for n in range(view.nodes)]  # stand-ins, never shown
+    return replace(build(view, view.instances, **opts), hosts_known=False, notes=())
+
+
+def build(
+    view: PlanView,
+    placed: tuple[PlannedInstance, ...],
+    *,
+    node_hosts: Any,
+    hosts_file: Any,
+    proxy_host: Any,
+    vllm_version: Any,
+    ports: Any,
+    backend: Any,
+    k8s: K8sOptions,
+    require_both: bool = True,
+) -> Deployment:
+    """The deployment of ``view`` with its instances placed as ``placed`` (``require_both``:
+    at least one prefill and one decode instance, as serving needs)."""
+    roles = {i.role for i in placed}
+    if require_both and roles != {"prefill", "decode"}:
+        raise InvalidArgumentError(
+            "the plan must have at least one prefill and one decode instance to deploy"
+        )
+    version = _version(view, vllm_version)
+    if view.kv_connector == MORIIO and version < MORIIO_SINCE:
+        raise InvalidArgumentError(
+            f"vllm_version {version} has no MoRIIOConnector (it ships from {MORIIO_SINCE})"
+        )
+    bases = PortBases.of(ports)
+    hosts, notes = _hosts(placed, node_hosts, hosts_file)
+    proxy_at = check_host("proxy_host", proxy_host) if proxy_host is not None else hosts[0]
+    chosen, why = _backend(view, placed, version, backend)
+    if why:
+        notes.append(why)
+    if view.kv_connector == MORIIO:
+        not_ip = sorted({hosts[i.node] for i in placed if not is_ip(hosts[i.node])})
+        if not_ip:
+            notes.append(
+                f"MoRIIO advertises each instance's host ({', '.join(not_ip)}) to its peers for "
+                "the KV transfer: give the nodes' IP addresses on the RDMA network if those "
+                "names resolve elsewhere"
+            )
+    instances = []
+    for inst in placed:
+        inst_ports = instance_ports(view.kv_connector, inst, bases)
+        host = hosts[inst.node]
+        instances.append(
+            DeployedInstance(
+                role=inst.role,
+                index=inst.index,
+                node=inst.node,
+                host=host,
+                devices=inst.devices,
+                tp=inst.tp,
+                dp=inst.dp,
+                ports=inst_ports,
+                bound=tuple(
+                    bound_ports(version, view.kv_connector, inst.name, inst_ports, inst.tp, inst.dp)
+                ),
+                launch=launch(
+                    view,
+                    inst,
+                    inst_ports,
+                    version=version,
+                    host=host,
+                    proxy_host=proxy_at,
+                    bases=bases,
+                    backend=chosen,
+                ),
+            )
+        )
+    backends = [Backend(i.role, i.host, i.ports.http) for i in instances]
+    px = proxy(version, view.kv_connector, proxy_at, bases, backends)
+    dep = Deployment(
+        view=view,
+        vllm_version=version,
+        backend=chosen,
+        nodes=tuple(hosts),
+        proxy=px,
+        instances=tuple(instances),
+        port_bases=bases,
+        k8s_options=k8s,
+        notes=tuple(notes),
+    )
+    for host, bound in dep.bound_ports_by_host().items():
+        check_disjoint(f"host {host}", bound)
+    return dep
+
+
+def _version(view: PlanView, requested: Any) -> Version:
+    if requested is None:
+        return view.vllm_version or resolve_version(None)
+    wanted = resolve_version(requested)
+    if view.vllm_version is not None and wanted != view.vllm_version:
+        raise InvalidArgumentError(
+            f"vllm_version {wanted} differs from the plan's vLLM {view.vllm_version}, whose "
+            f"rules it was checked with; solve again for vLLM {wanted}"
+        )
+    return wanted
+
+
+def _hosts(
+    placed: tuple[PlannedInstance, ...], given: Any, hosts_file: Any
+) -> tuple[list[str], list[str]]:
+    if given is not None and hosts_file is not None:
+        raise InvalidArgumentError("give node_hosts or hosts_file, not both")
+    hosts = read_hosts_file(hosts_file) if hosts_file is not None else node_hosts(given)
+    nodes = 1 + max((i.node for i in placed), default=0)
+    notes: list[str] = []
+    if hosts is None:
+        if nodes > 1:
+            raise HostsNeededError(
+                f"the plan spans {nodes} nodes: give node_hosts (--node-hosts h0,h1,...) or a "
+                f"hosts_file with at least {nodes} hosts"
+            )
+        return [LOCALHOST], notes
+    if len(hosts) < nodes:
+        raise InvalidArgumentError(
+            f"node_hosts names {len(hosts)} host(s) but the plan spans {nodes} nodes; give {nodes}"
+        )
+    if len(hosts) > nodes:
+        notes.append(f"hosts after the first {nodes} are not used: {', '.join(hosts[nodes:])}")
+    return hosts[:nodes], notes
+
+
+def _backend(
+    view: PlanView, placed: tuple[PlannedInstance, ...], version: Version, requested: Any
+) -> tuple[str | None, str]:
+    """MoRIIO's transport and why (RDMA across nodes; xGMI when one node suffices)."""
+    if requested is not None and requested not in BACKENDS:
+        raise InvalidArgumentError(
+            f"backend must be one of {', '.join(BACKENDS)}, got {requested!r}"
+        )
+    if view.kv_connector != MORIIO:
+        if requested is not None:
+            raise InvalidArgumentError("backend applies to MoRIIO only (NIXL picks its transport)")
+        return None, ""
+    if version < MORIIO_BACKEND_KEY_SINCE:
+        if requested == "xgmi":
+            raise InvalidArgumentError(
+                f"backend xgmi needs vLLM {MORIIO_BACKEND_KEY_SINCE} or later (MoRIIO in "
+                f"{version} has RDMA only)"
+            )
+        return None, f"MoRIIO in vLLM {version} transfers over RDMA only (no backend key)"
+    one_node = len({i.node for i in placed}) == 1
+    if requested == "xgmi" and not one_node:
+        raise InvalidArgumentError("backend xgmi works within one node; this plan spans several")
+    if requested is not None:
+        return requested, ""
+    if not one_node:
+        return "rdma", "backend rdma: instances on different nodes exchange KV over the NICs"
+    prefill_tp = max((i.tp for i in placed if i.role == "prefill"), default=0)
+    decode_tp = max((i.tp for i in placed if i.role == "decode"), default=0)
+    if decode_tp > prefill_tp:
+        return "rdma", (
+            "backend rdma although one node holds everything: MoRIIO's xGMI transfer fails when "
+            "the decode TP is larger than the prefill TP (vLLM's MoRIIO guide)"
+        )
+    return "xgmi", (
+        "backend xgmi: every instance is on one node, so KV moves over the GPU fabric (growing "
+        "beyond this node restarts every instance on RDMA; backend='rdma' avoids that)"
+    )

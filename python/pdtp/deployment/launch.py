@@ -1,0 +1,119 @@
+"""The ``vllm serve`` line of one instance: environment, arguments and ``--kv-transfer-config``,
+as the plan's vLLM release reads them.
+
+Release facts (each checked against vLLM's source in tests/test_deploy_vllm.py):
+
+- MoRIIO ships from 0.14.0. Its mode: until 0.22.x only the environment variable
+  ``VLLM_MORIIO_CONNECTOR_READ_MODE`` selects READ; from 0.23.0 only
+  ``kv_connector_extra_config.read_mode`` does (the variable is ignored). WRITE is the default
+  in every release, so pdtp always states the mode. The transport ``backend`` key exists from
+  0.22.0 (RDMA only before); ``host_ip`` from 0.24.0 (before, the advertised address is
+  ``VLLM_HOST_IP`` or whatever ``get_ip()`` guesses).
+- NIXL advertises ``VLLM_NIXL_SIDE_CHANNEL_HOST`` (default ``localhost``: unreachable from
+  another node) and listens on ``VLLM_NIXL_SIDE_CHANNEL_PORT``.
+- The flags used (``--tensor-parallel-size``, ``--port``, ``--gpu-memory-utilization``,
+  ``--kv-cache-dtype``, ``--served-model-name``, ``--kv-transfer-config``) exist in every
+  supported release.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .._shell import command_line
+from .adapter import MORIIO, PlannedInstance, PlanView
+from .ports import InstancePorts, PortBases
+from .versions import Version
+
+MORIIO_SINCE = Version(0, 14, 0)
+MORIIO_BACKEND_KEY_SINCE = Version(0, 22, 0)
+MORIIO_READ_MODE_KEY_SINCE = Version(0, 23, 0)
+MORIIO_HOST_IP_KEY_SINCE = Version(0, 24, 0)
+MORIIO_READ_MODE_ENV = "VLLM_MORIIO_CONNECTOR_READ_MODE"
+# vLLM's ROCm platform refuses HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES that differ, so on
+# AMD both are set (an inherited CUDA_VISIBLE_DEVICES would otherwise stop the instance).
+_AMD_DEVICE_ENVS = ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One instance's launch: ``env`` (name, value) pairs, then ``argv`` (``vllm serve …``)."""
+
+    env: tuple[tuple[str, str], ...]
+    argv: tuple[str, ...]
+    kv_transfer_config: dict[str, Any]
+
+    @property
+    def command(self) -> str:
+        """The shell line (every value quoted): ``NAME=value … vllm serve …``."""
+        return command_line(self.argv, dict(self.env))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "env": dict(self.env),
+            "argv": list(self.argv),
+            "kv_transfer_config": self.kv_transfer_config,
+            "command": self.command,
+        }
+
+
+def launch(
+    view: PlanView,
+    inst: PlannedInstance,
+    ports: InstancePorts,
+    *,
+    version: Version,
+    host: str,
+    proxy_host: str,
+    bases: PortBases,
+    backend: str | None,
+    visible_devices: bool = True,
+) -> Launch:
+    """``host`` is the address peers reach this instance at (a node's address, or
+    ``$(POD_IP)`` in Kubernetes); ``backend`` MoRIIO's transport (None: the release's only
+    one). ``visible_devices=False`` leaves device selection to a device plugin."""
+    env: list[tuple[str, str]] = []
+    if visible_devices:
+        devices = ",".join(map(str, inst.devices))
+        names = _AMD_DEVICE_ENVS if view.vendor == "AMD" else (view.visible_devices_env,)
+        env += [(name, devices) for name in names]
+    role = view.prefill_role if inst.role == "prefill" else view.decode_role
+    config: dict[str, Any] = {"kv_connector": view.kv_connector, "kv_role": role}
+    if view.kv_connector == MORIIO:
+        extra: dict[str, Any] = {
+            "proxy_ip": proxy_host,
+            "proxy_ping_port": bases.proxy_discovery,
+            "http_port": ports.http,
+            "handshake_port": ports.handshake,
+            "notify_port": ports.notify,
+        }
+        mode = "true" if view.moriio_read_mode else "false"
+        if version >= MORIIO_READ_MODE_KEY_SINCE:
+            extra["read_mode"] = mode
+        else:
+            env.append((MORIIO_READ_MODE_ENV, mode))
+        if version >= MORIIO_BACKEND_KEY_SINCE and backend is not None:
+            extra["backend"] = backend
+        if version >= MORIIO_HOST_IP_KEY_SINCE:
+            extra["host_ip"] = host
+        else:
+            env.append(("VLLM_HOST_IP", host))
+        config["kv_connector_extra_config"] = extra
+    else:
+        assert ports.side_channel is not None
+        env.append(("VLLM_NIXL_SIDE_CHANNEL_HOST", host))
+        env.append(("VLLM_NIXL_SIDE_CHANNEL_PORT", str(ports.side_channel)))
+    argv = ["vllm", "serve", view.model_ref]
+    argv += ["--tensor-parallel-size", str(inst.tp)]
+    if inst.dp > 1:
+        argv += ["--data-parallel-size", str(inst.dp)]
+    argv += ["--port", str(ports.http)]
+    argv += ["--gpu-memory-utilization", f"{view.gpu_memory_utilization:g}"]
+    if view.kv_dtype == "fp8":
+        argv += ["--kv-cache-dtype", "fp8"]
+    if view.served_model_name is not None:
+        argv += ["--served-model-name", view.served_model_name]
+    argv += ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
+    return Launch(tuple(env), tuple(argv), config)

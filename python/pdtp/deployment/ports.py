@@ -1,0 +1,186 @@
+"""Every port a deployment binds, derived the way vLLM derives it, proven disjoint per node.
+
+An instance is given a few base ports in its launch; each of its ranks then binds ports vLLM
+derives from them:
+
+- the HTTP API server binds ``--port`` (once per instance);
+- MoRIIO (every release since 0.14.0): each (DP rank, TP rank) binds its handshake listener at
+  ``handshake_port + get_port_offset(dp_rank, tp_rank)`` and its notify socket at
+  ``notify_port + get_port_offset(dp_rank, tp_rank)`` (``MoRIIOConfig.from_vllm_config`` in
+  ``moriio_common.py``, ``side_channel_port`` in ``moriio_connector.py``). Note that vLLM
+  calls ``get_port_offset`` *without* ``tp_size``, so the offset is ``dp_rank + tp_rank``,
+  not ``dp_rank · tp_size + tp_rank``;
+- NIXL in vLLM 0.11.0: each TP rank listens at ``VLLM_NIXL_SIDE_CHANNEL_PORT + dp_rank ·
+  tp_size + tp_rank``; from 0.11.1 one listener per engine at ``VLLM_NIXL_SIDE_CHANNEL_PORT +
+  data-parallel rank/index``.
+
+So each port family gets ``base + the instance's first device number on its node``: every
+offset above is smaller than the instance's device count (``dp + tp − 1 ≤ dp · tp``), so an
+instance's ports stay inside its own device span and instances sharing a node never meet —
+whatever their TP sizes. :func:`check_disjoint` proves it for every deployment anyway, rank by
+rank. Ports vLLM picks itself (``get_open_port()``: MoRIIO's ``local_kv_port`` and
+``local_ping_port``, engine-internal sockets) come from the OS's ephemeral range (Linux:
+32768-60999), so the fixed ports stay below it.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..errors import InvalidArgumentError
+from .adapter import MORIIO, NIXL, PlannedInstance
+from .versions import Version
+
+EPHEMERAL_START = 32768
+# NIXL's side channel became one listener per engine after 0.11.0 (per TP rank before).
+NIXL_ONE_LISTENER_SINCE = Version(0, 11, 1)
+
+
+@dataclass(frozen=True)
+class PortBases:
+    """First port of each family; an instance adds its first device number on its node.
+    ``proxy_http`` / ``proxy_discovery`` are the proxy's HTTP port and MoRIIO's registration
+    (``proxy_ping_port``) port, vLLM's example defaults."""
+
+    http: int = 8100
+    moriio_handshake: int = 6300
+    moriio_notify: int = 6500
+    nixl_side_channel: int = 5600
+    proxy_http: int = 10001
+    proxy_discovery: int = 36367
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, numbers.Integral)
+                or not 1024 <= int(v) <= 65535
+            ):
+                raise InvalidArgumentError(
+                    f"ports.{f.name} must be an integer in [1024, 65535], got {v!r}"
+                )
+
+    @classmethod
+    def of(cls, value: Any) -> PortBases:
+        if value is None:
+            return cls()
+        if isinstance(value, PortBases):
+            return value
+        if isinstance(value, dict):
+            allowed = [f.name for f in fields(cls)]
+            unknown = sorted(set(map(str, value)) - set(allowed))
+            if unknown:
+                raise InvalidArgumentError(
+                    f"ports has unknown field(s) {unknown}; allowed: {', '.join(allowed)}"
+                )
+            return cls(**value)
+        raise TypeError(
+            f"ports must be a pdtp.deployment.PortBases or a dict, got {type(value).__name__}"
+        )
+
+
+@dataclass(frozen=True)
+class InstancePorts:
+    """The ports written into one instance's launch; vLLM derives each rank's from them."""
+
+    http: int
+    handshake: int | None = None  # MoRIIO kv_connector_extra_config.handshake_port
+    notify: int | None = None  # MoRIIO kv_connector_extra_config.notify_port
+    side_channel: int | None = None  # NIXL VLLM_NIXL_SIDE_CHANNEL_PORT
+
+    def to_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+
+
+@dataclass(frozen=True)
+class BoundPort:
+    """One port one process binds: ``owner`` (an instance name or ``"proxy"``) and why."""
+
+    port: int
+    owner: str
+    purpose: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"port": self.port, "owner": self.owner, "purpose": self.purpose}
+
+
+def port_offset(dp_rank: int, tp_rank: int, tp_size: int = 1) -> int:
+    """vLLM's ``get_port_offset`` (moriio_common.py, identical in every MoRIIO release)."""
+    return dp_rank * tp_size + tp_rank
+
+
+def instance_ports(kv_connector: str, inst: PlannedInstance, bases: PortBases) -> InstancePorts:
+    """The base ports of ``inst``: each family's base plus the instance's first device number
+    (unique on its node)."""
+    slot = min(inst.devices)
+    if kv_connector == MORIIO:
+        return InstancePorts(
+            http=bases.http + slot,
+            handshake=bases.moriio_handshake + slot,
+            notify=bases.moriio_notify + slot,
+        )
+    return InstancePorts(http=bases.http + slot, side_channel=bases.nixl_side_channel + slot)
+
+
+def bound_ports(
+    version: Version, kv_connector: str, owner: str, ports: InstancePorts, tp: int, dp: int
+) -> list[BoundPort]:
+    """Every port the instance's processes bind, rank by rank, as ``version`` derives them."""
+    out = [BoundPort(ports.http, owner, "HTTP API (--port)")]
+    ranks = [(d, t) for d in range(dp) for t in range(tp)]
+    if kv_connector == MORIIO:
+        assert ports.handshake is not None and ports.notify is not None
+        for d, t in ranks:
+            # vLLM passes no tp_size here (see the module docstring).
+            off = port_offset(d, t)
+            out.append(
+                BoundPort(ports.handshake + off, owner, f"MoRIIO handshake (dp {d}, tp {t})")
+            )
+            out.append(BoundPort(ports.notify + off, owner, f"MoRIIO notify (dp {d}, tp {t})"))
+    elif kv_connector == NIXL:
+        assert ports.side_channel is not None
+        if version >= NIXL_ONE_LISTENER_SINCE:
+            for d in range(dp):
+                out.append(BoundPort(ports.side_channel + d, owner, f"NIXL side channel (dp {d})"))
+        else:
+            for d, t in ranks:
+                out.append(
+                    BoundPort(
+                        ports.side_channel + port_offset(d, t, tp),
+                        owner,
+                        f"NIXL side channel (dp {d}, tp {t})",
+                    )
+                )
+    return out
+
+
+def proxy_bound_ports(kv_connector: str, bases: PortBases) -> list[BoundPort]:
+    out = [BoundPort(bases.proxy_http, "proxy", "proxy HTTP API")]
+    if kv_connector == MORIIO:
+        out.append(
+            BoundPort(bases.proxy_discovery, "proxy", "MoRIIO registration (proxy_ping_port)")
+        )
+    return out
+
+
+def check_disjoint(where: str, bound: list[BoundPort]) -> None:
+    """Raise when two binds on one host share a port (naming both), or when an instance port
+    is outside [1024, 32767] (vLLM's own ports come from the ephemeral range above)."""
+    seen: dict[int, BoundPort] = {}
+    for b in bound:
+        if b.owner != "proxy" and not 1024 <= b.port < EPHEMERAL_START:
+            raise InvalidArgumentError(
+                f"{where}: {b.owner}'s {b.purpose} would use port {b.port}, outside [1024, "
+                f"{EPHEMERAL_START - 1}] (ports above are the OS's ephemeral range, where vLLM "
+                "picks its own); lower the port bases (ports=...)"
+            )
+        other = seen.get(b.port)
+        if other is not None:
+            raise InvalidArgumentError(
+                f"{where}: port {b.port} is bound twice: {other.owner}'s {other.purpose} and "
+                f"{b.owner}'s {b.purpose}; spread the port bases (ports=...) further apart"
+            )
+        seen[b.port] = b

@@ -1,0 +1,419 @@
+"""The planning question, validated once: models (each with its workload, demand and
+weight), the GPU pool (types, nodes and their free GPUs, prices), the connector and vLLM
+version, limits and the objective — then one typed ``_core.Scenario`` for the Rust core.
+
+The pool can be given as
+
+- ``gpus=24``: full nodes of the GPU type's ``gpus_per_node``, the last one partial;
+- ``nodes=[8, 8, 5, 3]``: free GPUs per node (or each node's free device ids, ``[[0, 1],
+  [4, 5, 6, 7]]``, which the launch lines then use);
+- ``gpus={"mi355x": 16, "mi300x": 32}`` or ``nodes={"mi355x": [8, 8], "mi300x": [8, 4]}``:
+  several GPU types.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from .. import _core
+from .._validate import optional_positive_int, positive_int, positive_number
+from ..check import MAX_TP
+from ..connectors import Connector, resolve_connector
+from ..errors import InvalidArgumentError
+from ..perf import DEFAULT_GPU, Context, constant_inputs, gpu_inputs, model_inputs
+from ..workload import Workload, resolve_workload
+
+if TYPE_CHECKING:
+    from .._gpu import GPU
+    from .._model import Model
+    from ..constants import Constants
+
+# Pools beyond this are not one deployment; they would only slow the search.
+MAX_GPUS = 1 << 20
+# Prices are integers in hundredths of a cent per GPU-hour in the core.
+PRICE_SCALE = 1e4
+# Largest price accepted (USD per GPU-hour).
+MAX_PRICE = 1e6
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The GPU pool: its types (catalog GPUs with their node size and price) and its nodes
+    in the caller's order as runs of identical nodes ``(type index, free GPUs, nodes)`` —
+    node ``n`` is the n-th node of that order; ``devices[n]`` lists node n's free device
+    ids when the caller gave them."""
+
+    types: tuple[GPU, ...]
+    node_size: tuple[int, ...]
+    prices: tuple[float | None, ...]
+    node_runs: tuple[tuple[int, int, int], ...]
+    devices: Mapping[int, tuple[int, ...]]
+
+    @cached_property
+    def gpus(self) -> int:
+        return sum(free * n for _, free, n in self.node_runs)
+
+    @cached_property
+    def node_count(self) -> int:
+        return sum(n for _, _, n in self.node_runs)
+
+    def gpus_of(self, t: int) -> int:
+        return sum(free * n for k, free, n in self.node_runs if k == t)
+
+    def largest_free(self, t: int) -> int:
+        return max((free for k, free, _ in self.node_runs if k == t), default=0)
+
+    def runs(self) -> list[tuple[int, int, int]]:
+        """The node runs: the core's node list."""
+        return list(self.node_runs)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.types)
+
+    def describe(self) -> str:
+        """``24 x mi300x`` or ``16 x mi355x + 32 x mi300x``."""
+        return " + ".join(f"{self.gpus_of(t)} x {g.name}" for t, g in enumerate(self.types))
+
+
+def _add_run(runs: list[tuple[int, int, int]], t: int, free: int, count: int) -> None:
+    if count <= 0:
+        return
+    if runs and runs[-1][0] == t and runs[-1][1] == free:
+        runs[-1] = (t, free, runs[-1][2] + count)
+    else:
+        runs.append((t, free, count))
+
+
+def _count(field: str, value: Any, *, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{field} must be an integer, got {type(value).__name__} {value!r}")
+    v = int(value)
+    if not minimum <= v <= maximum:
+        raise InvalidArgumentError(f"{field} must be in [{minimum}, {maximum}], got {v}")
+    return v
+
+
+def _gpu_type(field: str, name: Any) -> GPU:
+    from ..catalog import gpu as find_gpu
+
+    if not isinstance(name, str) and type(name).__name__ != "GPU":
+        raise TypeError(f"{field} must be a GPU type name, got {type(name).__name__} {name!r}")
+    return find_gpu(name)
+
+
+def resolve_pool(
+    gpus: Any,
+    nodes: Any,
+    gpu: Any,
+    gpus_per_node: Any,
+    prices: Any,
+    *,
+    budget_field: str = "gpus",
+) -> Pool:
+    """The pool from exactly one of ``gpus`` (a count, or a dict of counts per GPU type)
+    and ``nodes`` (free GPUs per node, or a dict of such lists per GPU type)."""
+    if (gpus is None) == (nodes is None):
+        raise InvalidArgumentError(
+            f"give {budget_field}= (a GPU count, or a dict of counts per GPU type) or nodes= "
+            "(free GPUs per node, or a dict of such lists per GPU type), not both or neither"
+        )
+    node_override = optional_positive_int("gpus_per_node", gpus_per_node, maximum=1 << 10)
+    source = gpus if gpus is not None else nodes
+    field = budget_field if gpus is not None else "nodes"
+    if isinstance(source, Mapping):
+        if gpu is not None:
+            raise InvalidArgumentError(
+                f"gpu= names the GPU type of a single-type pool; {field}= is a dict of GPU "
+                "types already"
+            )
+        if not source:
+            raise InvalidArgumentError(f"{field} must name at least one GPU type")
+        per_type = [(_gpu_type(f"{field} key", k), v, f"{field}[{k!r}]") for k, v in source.items()]
+    else:
+        per_type = [(_gpu_type("gpu", gpu if gpu is not None else DEFAULT_GPU), source, field)]
+    types: list[GPU] = []
+    sizes: list[int] = []
+    runs: list[tuple[int, int, int]] = []
+    nodes_seen = 0
+    devices: dict[int, tuple[int, ...]] = {}
+    for t, (g, spec, where) in enumerate(per_type):
+        if g.name in (x.name for x in types):
+            raise InvalidArgumentError(f"{field} lists GPU type {g.name!r} twice")
+        size = node_override or g.gpus_per_node
+        types.append(g)
+        sizes.append(size)
+        if gpus is not None:
+            count = positive_int(where, spec, maximum=MAX_GPUS)
+            full, rest = divmod(count, size)
+            _add_run(runs, t, size, full)
+            _add_run(runs, t, rest, 1 if rest else 0)
+            nodes_seen += full + (1 if rest else 0)
+            continue
+        if isinstance(spec, (str, bytes, Mapping)) or not isinstance(spec, Sequence):
+            raise TypeError(
+                f"{where} must be a list of free GPUs per node (ints) or of free device id "
+                f"lists, got {type(spec).__name__}"
+            )
+        if not spec or len(spec) > MAX_GPUS:
+            raise InvalidArgumentError(f"{where} must list between 1 and {MAX_GPUS} nodes")
+        for i, entry in enumerate(spec):
+            at = f"{where}[{i}]"
+            if isinstance(entry, Sequence) and not isinstance(entry, (str, bytes)):
+                ids = tuple(
+                    _count(f"{at} device id", d, minimum=0, maximum=size - 1) for d in entry
+                )
+                if len(set(ids)) != len(ids) or len(ids) > size:
+                    raise InvalidArgumentError(
+                        f"{at} must list distinct device ids of a {size}-GPU {g.name} node"
+                    )
+                free = len(ids)
+                devices[nodes_seen] = ids
+            else:
+                free = _count(at, entry, minimum=0, maximum=size)
+            _add_run(runs, t, free, 1)
+            nodes_seen += 1
+    total = sum(f * n for _, f, n in runs)
+    if total < 1:
+        raise InvalidArgumentError(f"{field} has no free GPU")
+    if total > MAX_GPUS:
+        raise InvalidArgumentError(f"{field} holds {total} GPUs; at most {MAX_GPUS} are planned")
+    return Pool(
+        types=tuple(types),
+        node_size=tuple(sizes),
+        prices=tuple(_price(g, prices) for g in types),
+        node_runs=tuple(runs),
+        devices=devices,
+    )
+
+
+def _price(g: GPU, prices: Any) -> float | None:
+    if prices is not None:
+        if not isinstance(prices, Mapping):
+            raise TypeError(
+                f"prices must be a dict {{gpu type: USD per GPU-hour}}, got {type(prices).__name__}"
+            )
+        for key, value in prices.items():
+            if _gpu_type("prices key", key).name == g.name:
+                v = positive_number(f"prices[{key!r}]", value)
+                if v > MAX_PRICE:
+                    raise InvalidArgumentError(
+                        f"prices[{key!r}] must be at most {MAX_PRICE:g} USD per GPU-hour"
+                    )
+                return v
+    return g.price_per_hour
+
+
+def resolve_connector_key(connector: Any, vllm_version: Any) -> tuple[Connector, str]:
+    """The connector profile and the core's key: ``"name"`` or ``"name@X.Y.Z"``."""
+    if vllm_version is None:
+        conn = resolve_connector(connector)
+    else:
+        if not isinstance(vllm_version, str) or not vllm_version.strip():
+            raise TypeError(
+                f"vllm_version must be a version string like '0.11.0', got {vllm_version!r}"
+            )
+        try:
+            conn = resolve_connector(connector, vllm_version=vllm_version)  # type: ignore[call-arg]
+        except TypeError:
+            raise InvalidArgumentError(
+                "vllm_version: this pdtp has one connector profile per connector (no "
+                "per-version rules yet); leave vllm_version unset"
+            ) from None
+    return conn, str(getattr(conn, "key", conn.name))
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model of a scenario: resolved model, workload, demand (requests/s) and weight."""
+
+    name: str
+    model: Model
+    workload: Workload
+    demand_rps: float = 0.0
+    weight: float = 1.0
+
+    @property
+    def reference(self) -> str:
+        """What a launch line names: the reference the user gave (``serve_ref``), else the
+        HF id, else the catalog name."""
+        return self.model.serve_ref or self.model.hf_id or self.model.name
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated planning question and its core value (``core``)."""
+
+    models: tuple[ModelEntry, ...]
+    pool: Pool
+    connector: Connector
+    connector_key: str
+    vllm_version: str | None
+    max_tp: int | None
+    max_acks: int | None
+    gpu_memory_utilization: float
+    constants: tuple[Constants, ...]
+    objective: str
+    core: _core.Scenario
+    # The core's typed inputs, kept to ask the core another question of the same pool.
+    specs: tuple[_core.ModelSpec, ...] = ()
+    gpu_specs: tuple[_core.GpuType, ...] = ()
+
+    def context(self, model: int, gpu_type: int) -> Context:
+        """The performance-model inputs of one model on one GPU type."""
+        return Context(
+            self.models[model].model,
+            self.pool.types[gpu_type],
+            self.constants[gpu_type],
+            self.gpu_memory_utilization,
+        )
+
+
+def demand_value(field: str, value: Any) -> float:
+    """A demand in requests/s: a finite number ≥ 0 (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{field} must be a number of requests/s, got {type(value).__name__} {value!r}"
+        )
+    v = float(value)
+    if not (v >= 0 and math.isfinite(v)):
+        raise InvalidArgumentError(f"{field} must be a finite number >= 0, got {value!r}")
+    return v
+
+
+def weight_value(field: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{field} must be a number >= 0, got {type(value).__name__} {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and v >= 0):
+        raise InvalidArgumentError(f"{field} must be a finite number >= 0, got {value!r}")
+    return v
+
+
+def build(
+    models: Sequence[tuple[Any, Any, float, float, str | None]],
+    pool: Pool,
+    *,
+    connector: Any,
+    vllm_version: Any = None,
+    objective: str,
+    max_tp: Any = None,
+    max_acks: Any = None,
+    gpu_memory_utilization: Any = 0.9,
+    constants: Any = None,
+    move_cost: tuple[float, float, float, float] | None = None,
+    running: Any = None,
+) -> Scenario:
+    """Resolve and validate every input once; ``models`` lists ``(model, workload, demand,
+    weight, name)``."""
+    from ..catalog import resolve_model
+    from ..constants import constants_for
+
+    util = positive_number("gpu_memory_utilization", gpu_memory_utilization)
+    if util > 1.0:
+        raise InvalidArgumentError(f"gpu_memory_utilization must be in (0, 1], got {util}")
+    tp_bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP)
+    acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
+    conn, key = resolve_connector_key(connector, vllm_version)
+    consts = tuple(constants_for(g.name, constants) for g in pool.types)
+    entries = []
+    specs = []
+    for model, workload, demand, weight, name in models:
+        m = resolve_model(model)
+        w = resolve_workload(workload)
+        entry = ModelEntry(name or m.name, m, w, demand, weight)
+        entries.append(entry)
+        specs.append(
+            _core.ModelSpec(
+                name=entry.name,
+                model=model_inputs(m),
+                workload=w._core_dict(),
+                gpus=[gpu_inputs(g, m.weight_dtype) for g in pool.types],
+                demand_rps=demand,
+                weight=weight,
+            )
+        )
+    gpu_types = [
+        _core.GpuType(
+            name=g.name,
+            vendor=g.vendor,
+            constants=constant_inputs(c),
+            node_size=size,
+            price=0 if price is None else round(price * PRICE_SCALE),
+        )
+        for g, c, size, price in zip(pool.types, consts, pool.node_size, pool.prices)
+    ]
+    core = _core.Scenario(
+        models=specs,
+        gpu_types=gpu_types,
+        nodes=pool.runs(),
+        connector=key,
+        objective=objective,
+        max_tp=tp_bound,
+        max_acks=acks,
+        gpu_memory_utilization=util,
+        move_cost=move_cost,
+        running=running,
+    )
+    return Scenario(
+        models=tuple(entries),
+        pool=pool,
+        connector=conn,
+        connector_key=key,
+        vllm_version=vllm_version,
+        max_tp=tp_bound,
+        max_acks=acks,
+        gpu_memory_utilization=util,
+        constants=consts,
+        objective=objective,
+        core=core,
+        specs=tuple(specs),
+        gpu_specs=tuple(gpu_types),
+    )
+
+
+def needs_prices(pool: Pool, objective: str) -> None:
+    """Cost objectives need every GPU type's price."""
+    missing = [g.name for g, p in zip(pool.types, pool.prices) if p is None]
+    if missing:
+        raise InvalidArgumentError(
+            f"objective={objective!r} needs a price per GPU-hour for {', '.join(missing)} "
+            f"(the catalog has none): pass prices={{{missing[0]!r}: USD_PER_GPU_HOUR}}"
+        )
+
+
+def sweep_scenario(
+    ctx: Context, workload: Workload, connector: str, max_tp: int, max_acks: int | None
+) -> _core.Scenario:
+    """The core scenario of one sweep group (one model, one GPU type; each budget of the
+    sweep supplies its own nodes)."""
+    m, g = ctx.model, ctx.gpu
+    return _core.Scenario(
+        models=[
+            _core.ModelSpec(
+                name=m.name,
+                model=model_inputs(m),
+                workload=workload._core_dict(),
+                gpus=[gpu_inputs(g, m.weight_dtype)],
+            )
+        ],
+        gpu_types=[
+            _core.GpuType(
+                name=g.name,
+                vendor=g.vendor,
+                constants=constant_inputs(ctx.constants),
+                node_size=g.gpus_per_node,
+            )
+        ],
+        nodes=[],
+        connector=connector,
+        objective="throughput",
+        max_tp=max_tp,
+        max_acks=max_acks,
+        gpu_memory_utilization=ctx.gpu_memory_utilization,
+    )

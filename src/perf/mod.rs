@@ -1,0 +1,1033 @@
+//! The performance model, v2 (product.md §3 refined against measured serving): the cost of
+//! one engine step, and on it prefill time, decode step time, memory fit, KV capacity and
+//! aggregated serving ([`serving`]). Pure arithmetic on plain numbers: the solver evaluates
+//! every layout per solve and the simulator calls [`step_time`] for every engine step.
+//!
+//! One step of one instance costs, on its slowest pipeline stage:
+//!
+//! - **linear layers**: the weights it streams (dense weights every step; of the routed
+//!   experts only those the step's tokens touch, `E·(1 − (1 − k/E)^T)` per layer, the
+//!   busiest rank's share under expert parallel) at `mbu` of the HBM peak, scaled by the
+//!   weight format's kernel efficiency, plus the decode tokens' small-M GEMM FLOPs
+//!   `2·N_act·B` at `mfu_decode` — against the prompt tokens' GEMM FLOPs at `mfu_prefill`
+//!   of the weight dtype's peak; the two overlap, so the step pays a smooth maximum;
+//! - **attention**: decode reads each sequence's KV cache (sliding-window layers only the
+//!   window) at `kv_read_efficiency` of the HBM peak, overlapped with its FLOPs (which bind
+//!   for MLA); prompt tokens pay causal attention FLOPs at `mfu_attention` of the bf16 peak;
+//! - **communication**: two ring all-reduces per layer under tensor parallel
+//!   (`α + 2(tp−1)/tp · M / BW_link`), an all-to-all dispatch and combine per MoE layer
+//!   under expert parallel with data-parallel attention, point-to-point sends between
+//!   pipeline stages;
+//! - **fixed costs**: `kernel_overhead` per kernel launched (the count follows the layer
+//!   kinds: MLA and MoE layers launch about twice what a GQA/dense layer does),
+//!   `seq_overhead` per running sequence (sampling, scheduling, metadata) and
+//!   `step_overhead` per step.
+//!
+//! Units: seconds, bytes, FLOP and FLOP/s throughout; callers convert at the edges.
+
+pub mod fit;
+pub mod serving;
+
+use crate::layout::Layout;
+
+/// How a weight tensor is stored, which decides the kernels that stream it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeightFormat {
+    /// 16/32-bit weights (bf16, fp16, fp32): the reference kernels.
+    #[default]
+    Wide,
+    /// 8-bit weights (fp8, int8).
+    Fp8,
+    /// 4-bit floating point (MXFP4, NVFP4).
+    Fp4,
+    /// 4-bit integer (AWQ, GPTQ).
+    Int4,
+}
+
+impl WeightFormat {
+    /// The code Python passes (0 wide, 1 fp8/int8, 2 fp4, 3 int4).
+    pub fn from_code(code: f64) -> WeightFormat {
+        match code as i64 {
+            1 => WeightFormat::Fp8,
+            2 => WeightFormat::Fp4,
+            3 => WeightFormat::Int4,
+            _ => WeightFormat::Wide,
+        }
+    }
+}
+
+/// What the performance model needs to know about a model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelPerf {
+    pub num_layers: f64,
+    /// Layers that keep a KV cache (hybrid Mamba/linear-attention models have fewer).
+    pub num_attention_layers: f64,
+    /// Layers whose FFN is a routed-expert MoE.
+    pub num_moe_layers: f64,
+    /// Attention layers that attend over a sliding window (or chunk) of `sliding_window`
+    /// tokens only (gpt-oss, Gemma 2/3, Llama 4); 0 when none.
+    pub num_sliding_layers: f64,
+    pub sliding_window: f64,
+    pub hidden_size: f64,
+    pub num_attention_heads: f64,
+    pub num_kv_heads: i64,
+    pub head_dim: f64,
+    pub is_mla: bool,
+    pub kv_lora_rank: f64,
+    pub qk_rope_head_dim: f64,
+    /// Bytes of all weights at their stored dtypes.
+    pub weight_bytes: f64,
+    /// Bytes of the routed experts (0 for dense models); the rest is read every step.
+    pub expert_weight_bytes: f64,
+    /// Bytes held in memory but never streamed by a step: the input embedding table, of
+    /// which a step gathers only its tokens' rows.
+    pub unread_weight_bytes: f64,
+    pub num_experts: f64,
+    pub experts_per_token: f64,
+    /// Parameters in GEMMs per token (FLOPs = 2 per parameter per token).
+    pub active_params: f64,
+    pub kv_dtype_bytes: f64,
+    /// Storage of the non-expert and of the expert weights (gpt-oss keeps attention in
+    /// bf16 and its experts in MXFP4).
+    pub dense_format: WeightFormat,
+    pub expert_format: WeightFormat,
+}
+
+impl ModelPerf {
+    /// The three numbers the connector rules need.
+    pub fn shape(&self) -> crate::check::Shape {
+        crate::check::Shape {
+            num_attention_heads: self.num_attention_heads as i64,
+            num_kv_heads: self.num_kv_heads,
+            is_mla: self.is_mla,
+        }
+    }
+
+    /// Kernels one forward pass over all layers launches, by layer kind (attention block,
+    /// other mixers, FFN): what `kernel_overhead` multiplies.
+    pub fn kernels_per_pass(&self) -> f64 {
+        let attention = if self.is_mla { 11.0 } else { 5.0 };
+        let other_mixers = (self.num_layers - self.num_attention_layers).max(0.0);
+        let dense_ffn = (self.num_layers - self.num_moe_layers).max(0.0);
+        attention * self.num_attention_layers
+            + 6.0 * other_mixers
+            + 4.0 * dense_ffn
+            + 10.0 * self.num_moe_layers
+    }
+
+    fn full_attention_layers(&self) -> f64 {
+        (self.num_attention_layers - self.windowed_layers()).max(0.0)
+    }
+
+    fn windowed_layers(&self) -> f64 {
+        if self.sliding_window > 0.0 {
+            self.num_sliding_layers.min(self.num_attention_layers)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// What the performance model needs to know about a GPU type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuPerf {
+    pub memory_bytes: f64,
+    pub hbm_bandwidth: f64,
+    /// Dense peak for the model's weight dtype (the linear layers' GEMMs).
+    pub peak_flops: f64,
+    /// Dense bf16 peak (attention runs in 16-bit).
+    pub bf16_flops: f64,
+    /// Intra-node per-GPU unidirectional link bandwidth (all-reduce, all-to-all).
+    pub link_bandwidth: f64,
+}
+
+/// Efficiency constants of one GPU type (and serving engine), overridable per call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Constants {
+    /// Linear-layer GEMM efficiency on prompt tokens (large M): share of the weight dtype's
+    /// dense peak.
+    pub mfu_prefill: f64,
+    /// Linear-layer GEMM efficiency on decode tokens (M = the batch, tens of rows): small-M
+    /// GEMMs reach a much smaller share of the peak, and their compute adds to streaming the
+    /// weights rather than hiding under it.
+    pub mfu_decode: f64,
+    /// Attention FLOP efficiency: share of the bf16 peak (prefill attention, MLA decode).
+    pub mfu_attention: f64,
+    /// Weight streaming: share of the HBM peak the linear layers read weights at.
+    pub mbu: f64,
+    /// KV-cache reads of decode attention: share of the HBM peak.
+    pub kv_read_efficiency: f64,
+    /// Routed-expert weights stream at this share of the dense weights' rate (grouped
+    /// GEMMs over many small matrices).
+    pub moe_weight_efficiency: f64,
+    /// Expert-parallel ranks stream whole experts (GEMMs tp× wider than a tensor-parallel
+    /// slice): their rate relative to `moe_weight_efficiency`'s.
+    pub ep_weight_efficiency: f64,
+    /// Weight-format kernel efficiency relative to 16-bit weights, per format.
+    pub fp8_weight_efficiency: f64,
+    pub fp4_weight_efficiency: f64,
+    pub int4_weight_efficiency: f64,
+    /// All-reduce latency α (s).
+    pub allreduce_latency: f64,
+    /// All-to-all (expert-parallel dispatch or combine) latency (s).
+    pub alltoall_latency: f64,
+    /// Per kernel launched per step (s): launch gaps and small-kernel tails.
+    pub kernel_overhead: f64,
+    /// Per running sequence per step (s): sampling, scheduling, attention metadata.
+    pub seq_overhead: f64,
+    /// Per step (s).
+    pub step_overhead: f64,
+    /// Per request: HTTP, tokenization, scheduling and streaming the first token (s).
+    pub api_overhead: f64,
+    /// Engine steps a new prompt waits before its prefill is scheduled.
+    pub schedule_wait_steps: f64,
+    /// Memory held back per GPU for the runtime, activations and CUDA/HIP graphs (bytes).
+    pub reserve_bytes: f64,
+    /// Disaggregated TTFT = api + q · t_p + transfer: q covers queueing at the prefill
+    /// instance, whose load the planner sets near its capacity.
+    pub ttft_queue_factor: f64,
+    /// KV transfer bandwidth per rank between instances (bytes/s) and its latency (s).
+    pub kv_transfer_bandwidth: f64,
+    pub kv_transfer_latency: f64,
+    /// vLLM's `max_num_seqs`: the largest decode batch one instance runs.
+    pub max_num_seqs: f64,
+}
+
+impl Constants {
+    /// Field names, in the order of [`Constants::get`] / [`Constants::set`] (the Python
+    /// names, which carry a unit suffix where the value is a time).
+    pub const FIELDS: [&'static str; 22] = [
+        "mfu_prefill",
+        "mfu_decode",
+        "mfu_attention",
+        "mbu",
+        "kv_read_efficiency",
+        "moe_weight_efficiency",
+        "ep_weight_efficiency",
+        "fp8_weight_efficiency",
+        "fp4_weight_efficiency",
+        "int4_weight_efficiency",
+        "allreduce_latency_s",
+        "alltoall_latency_s",
+        "kernel_overhead_s",
+        "seq_overhead_s",
+        "step_overhead_s",
+        "api_overhead_s",
+        "schedule_wait_steps",
+        "reserve_bytes",
+        "ttft_queue_factor",
+        "kv_transfer_bandwidth",
+        "kv_transfer_latency_s",
+        "max_num_seqs",
+    ];
+
+    fn slot(&mut self, i: usize) -> Option<&mut f64> {
+        Some(match i {
+            0 => &mut self.mfu_prefill,
+            1 => &mut self.mfu_decode,
+            2 => &mut self.mfu_attention,
+            3 => &mut self.mbu,
+            4 => &mut self.kv_read_efficiency,
+            5 => &mut self.moe_weight_efficiency,
+            6 => &mut self.ep_weight_efficiency,
+            7 => &mut self.fp8_weight_efficiency,
+            8 => &mut self.fp4_weight_efficiency,
+            9 => &mut self.int4_weight_efficiency,
+            10 => &mut self.allreduce_latency,
+            11 => &mut self.alltoall_latency,
+            12 => &mut self.kernel_overhead,
+            13 => &mut self.seq_overhead,
+            14 => &mut self.step_overhead,
+            15 => &mut self.api_overhead,
+            16 => &mut self.schedule_wait_steps,
+            17 => &mut self.reserve_bytes,
+            18 => &mut self.ttft_queue_factor,
+            19 => &mut self.kv_transfer_bandwidth,
+            20 => &mut self.kv_transfer_latency,
+            21 => &mut self.max_num_seqs,
+            _ => return None,
+        })
+    }
+
+    /// The value of field `i` of [`Constants::FIELDS`].
+    pub fn get(&self, i: usize) -> Option<f64> {
+        let mut copy = *self;
+        copy.slot(i).map(|v| *v)
+    }
+
+    /// Set field `i` of [`Constants::FIELDS`]; false when there is no such field.
+    pub fn set(&mut self, i: usize, value: f64) -> bool {
+        match self.slot(i) {
+            Some(v) => {
+                *v = value;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The index of a field name in [`Constants::FIELDS`].
+    pub fn field_index(name: &str) -> Option<usize> {
+        Self::FIELDS.iter().position(|f| *f == name)
+    }
+
+    fn format_efficiency(&self, f: WeightFormat) -> f64 {
+        match f {
+            WeightFormat::Wide => 1.0,
+            WeightFormat::Fp8 => self.fp8_weight_efficiency,
+            WeightFormat::Fp4 => self.fp4_weight_efficiency,
+            WeightFormat::Int4 => self.int4_weight_efficiency,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Workload {
+    pub isl: f64,
+    pub osl: f64,
+    /// SLO bounds in seconds; `None` = unbounded.
+    pub ttft: Option<f64>,
+    pub tpot: Option<f64>,
+}
+
+// ---- memory ---------------------------------------------------------------------------
+
+/// KV bytes one rank stores per token over all attention layers: GQA/MHA shards heads (at
+/// least one head per rank, replicated when tp > H); MLA keeps the whole latent on every
+/// rank.
+pub fn kv_bytes_per_token_per_rank(m: &ModelPerf, tp: i64) -> f64 {
+    m.num_attention_layers * kv_bytes_per_token_per_layer(m, tp)
+}
+
+fn kv_bytes_per_token_per_layer(m: &ModelPerf, tp: i64) -> f64 {
+    if m.is_mla {
+        (m.kv_lora_rank + m.qk_rope_head_dim) * m.kv_dtype_bytes
+    } else {
+        let tp = tp.max(1);
+        let heads = (m.num_kv_heads + tp - 1) / tp; // ceil, ≥ 1 for H ≥ 1
+        2.0 * heads.max(1) as f64 * m.head_dim * m.kv_dtype_bytes
+    }
+}
+
+/// KV bytes one rank holds for one sequence of `tokens` tokens: sliding-window layers keep
+/// only the window (vLLM's hybrid KV-cache manager frees the blocks that fall out of it).
+pub fn sequence_kv_bytes(m: &ModelPerf, layout: &Layout, tokens: f64) -> f64 {
+    let per_layer = kv_bytes_per_token_per_layer(m, layout.tp);
+    let windowed = tokens.min(m.sliding_window.max(0.0));
+    let bytes = per_layer * (m.full_attention_layers() * tokens + m.windowed_layers() * windowed);
+    bytes * stage_share(m, layout)
+}
+
+/// Fraction of the layers on the largest pipeline stage (1 without pipeline parallel).
+fn stage_share(m: &ModelPerf, layout: &Layout) -> f64 {
+    let pp = layout.pp.max(1) as f64;
+    if pp <= 1.0 || m.num_layers <= 0.0 {
+        return 1.0;
+    }
+    (m.num_layers / pp).ceil() / m.num_layers
+}
+
+/// Weight bytes one GPU of `layout` holds: dense weights sharded over tp (and replicated
+/// per data-parallel rank), routed experts over tp, or over the tp × dp expert-parallel
+/// ranks; each pipeline stage holds its layers only.
+pub fn weight_bytes_per_gpu(m: &ModelPerf, layout: &Layout) -> f64 {
+    let tp = layout.tp.max(1) as f64;
+    let experts = m.expert_weight_bytes.max(0.0);
+    let dense = (m.weight_bytes - experts).max(0.0) / tp;
+    let expert_share = if layout.ep {
+        experts / layout.ep_size().max(1) as f64
+    } else {
+        experts / tp
+    };
+    (dense + expert_share) * stage_share(m, layout)
+}
+
+/// Bytes left for KV cache on one GPU of `layout` after weights and the runtime reserve,
+/// under `gpu_memory_utilization`; negative when the weights do not fit.
+pub fn kv_budget_bytes_layout(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    layout: &Layout,
+    util: f64,
+) -> f64 {
+    util * g.memory_bytes - weight_bytes_per_gpu(m, layout) - c.reserve_bytes
+}
+
+pub fn kv_budget_bytes(m: &ModelPerf, g: &GpuPerf, c: &Constants, tp: i64, util: f64) -> f64 {
+    kv_budget_bytes_layout(m, g, c, &Layout::tp(tp), util)
+}
+
+pub fn weights_fit_layout(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    layout: &Layout,
+    util: f64,
+) -> bool {
+    kv_budget_bytes_layout(m, g, c, layout, util) > 0.0
+}
+
+pub fn weights_fit(m: &ModelPerf, g: &GpuPerf, c: &Constants, tp: i64, util: f64) -> bool {
+    weights_fit_layout(m, g, c, &Layout::tp(tp), util)
+}
+
+/// Tokens of KV cache one instance holds (counting every attention layer in full).
+pub fn kv_capacity_tokens(m: &ModelPerf, g: &GpuPerf, c: &Constants, tp: i64, util: f64) -> f64 {
+    let budget = kv_budget_bytes(m, g, c, tp, util);
+    if budget <= 0.0 {
+        return 0.0;
+    }
+    (budget / kv_bytes_per_token_per_rank(m, tp)).floor()
+}
+
+/// Sequences of `tokens` tokens whose KV cache one data-parallel rank of `layout` holds
+/// (over all its pipeline micro-batches).
+pub fn max_sequences(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    layout: &Layout,
+    util: f64,
+    tokens: f64,
+) -> f64 {
+    let budget = kv_budget_bytes_layout(m, g, c, layout, util);
+    let per_seq = sequence_kv_bytes(m, layout, tokens.max(1.0));
+    if budget <= 0.0 || per_seq <= 0.0 {
+        return 0.0;
+    }
+    (budget / per_seq).floor()
+}
+
+// ---- communication --------------------------------------------------------------------
+
+/// One ring all-reduce of `bytes` over `ranks`: α + 2(n−1)/n · M / BW_link; zero for one rank.
+pub fn allreduce_time(g: &GpuPerf, c: &Constants, ranks: i64, bytes: f64) -> f64 {
+    if ranks <= 1 {
+        return 0.0;
+    }
+    let n = ranks as f64;
+    c.allreduce_latency + 2.0 * (n - 1.0) / n * bytes / g.link_bandwidth
+}
+
+/// One all-to-all over `ranks` in which each rank sends `bytes` (expert-parallel dispatch
+/// or combine): the share bound for other ranks crosses the links.
+pub fn alltoall_time(g: &GpuPerf, c: &Constants, ranks: i64, bytes: f64) -> f64 {
+    if ranks <= 1 {
+        return 0.0;
+    }
+    let n = ranks as f64;
+    c.alltoall_latency + (n - 1.0) / n * bytes / g.link_bandwidth
+}
+
+// ---- the step ---------------------------------------------------------------------------
+
+/// The work of one engine step: what a scheduler batched together. vLLM's continuous
+/// batching with chunked prefill mixes decode tokens and prompt chunks in one step, so one
+/// step-time function serves prefill instances, decode instances, aggregated serving and the
+/// simulator alike. Under data-parallel attention it is one DP rank's batch (the others run
+/// alike); under pipeline parallel, one micro-batch.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StepBatch {
+    /// Sequences generating one token this step.
+    pub decode_seqs: f64,
+    /// KV tokens those sequences attend over, summed over the sequences.
+    pub decode_context_tokens: f64,
+    /// Prompt tokens computed this step (whole prompts or chunks).
+    pub prefill_tokens: f64,
+    /// Σ over prompt chunks of `chunk × (tokens already cached + chunk / 2)`: the causal
+    /// attention work of the chunks (a whole prompt of n tokens contributes n²/2).
+    pub prefill_attention_work: f64,
+}
+
+impl StepBatch {
+    /// A step that only decodes `seqs` sequences of mean context `context`.
+    pub fn decode(seqs: f64, context: f64) -> StepBatch {
+        StepBatch {
+            decode_seqs: seqs,
+            decode_context_tokens: seqs * context,
+            ..StepBatch::default()
+        }
+    }
+
+    /// A step that prefills one whole prompt of `tokens` tokens.
+    pub fn prefill(tokens: f64) -> StepBatch {
+        StepBatch {
+            prefill_tokens: tokens,
+            prefill_attention_work: tokens * tokens / 2.0,
+            ..StepBatch::default()
+        }
+    }
+
+    /// Tokens this step computes (decode tokens + prompt tokens).
+    pub fn tokens(&self) -> f64 {
+        self.decode_seqs + self.prefill_tokens
+    }
+}
+
+/// A smooth maximum of two overlapping costs (memory and compute of one kernel): within 19%
+/// of the larger where they are equal, the larger alone where one dominates.
+#[inline]
+fn overlap(a: f64, b: f64) -> f64 {
+    let (a2, b2) = (a * a, b * b);
+    (a2 * a2 + b2 * b2).sqrt().sqrt()
+}
+
+/// Routed-expert bytes the busiest rank streams for `tokens` tokens (all MoE layers).
+/// Uniform routing touches each expert with probability p = 1 − (1 − k/E)^T. Under tensor
+/// parallel every rank reads its slice of every touched expert; under expert parallel a
+/// rank owns E/ep whole experts and the step waits for the rank that touched the most
+/// (mean + √(2 ln ep) standard deviations of the binomial count, at most all it owns).
+pub fn expert_bytes_read(m: &ModelPerf, layout: &Layout, tokens: f64) -> f64 {
+    if m.num_experts <= 0.0 || m.expert_weight_bytes <= 0.0 {
+        return 0.0;
+    }
+    let k_over_e = (m.experts_per_token / m.num_experts).clamp(0.0, 1.0);
+    let p = 1.0 - (1.0 - k_over_e).powf(tokens.max(1.0));
+    let ep = layout.ep_size();
+    if !layout.ep || ep <= 1 {
+        return m.expert_weight_bytes * p / layout.tp.max(1) as f64;
+    }
+    let n = m.num_experts / ep as f64;
+    let z = (2.0 * (ep as f64).ln()).sqrt();
+    let busiest = (n * p + z * (n * p * (1.0 - p)).sqrt()).min(n);
+    m.expert_weight_bytes / m.num_experts * busiest
+}
+
+/// Weight bytes one decode step reads at batch `b` under tensor parallel `tp = 1` (all
+/// ranks together): the dense weights plus the experts `b` tokens touch.
+pub fn weight_bytes_touched(m: &ModelPerf, b: f64) -> f64 {
+    let dense = (m.weight_bytes - m.expert_weight_bytes).max(0.0);
+    dense + expert_bytes_read(m, &Layout::tp(1), b)
+}
+
+/// Seconds one engine step of `layout` takes for `batch` (one DP rank's batch; under
+/// pipeline parallel, the latency of one micro-batch through every stage). This is the one
+/// step-cost function: prefill and decode times, aggregated serving and the simulator are
+/// built on it.
+pub fn step_time(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    layout: &Layout,
+    batch: &StepBatch,
+) -> f64 {
+    let tp_i = layout.tp.max(1);
+    let tp = tp_i as f64;
+    let pp = layout.pp.max(1) as f64;
+    let dp = layout.dp.max(1) as f64;
+    let stage = stage_share(m, layout);
+    let tokens = batch.tokens();
+
+    // Linear layers: stream weights vs GEMM FLOPs. Under DP attention the expert layers see
+    // every DP rank's tokens.
+    let dense = (m.weight_bytes - m.expert_weight_bytes - m.unread_weight_bytes).max(0.0)
+        / tp
+        / c.format_efficiency(m.dense_format);
+    let ep_efficiency = if layout.ep && layout.ep_size() > 1 {
+        c.ep_weight_efficiency
+    } else {
+        1.0
+    };
+    let experts = expert_bytes_read(m, layout, tokens * dp)
+        / (c.format_efficiency(m.expert_format) * c.moe_weight_efficiency * ep_efficiency);
+    let stream = (dense + experts) * stage / (g.hbm_bandwidth * c.mbu);
+    let flops_per_token = 2.0 * m.active_params * stage / tp / g.peak_flops;
+    let decode_gemm = flops_per_token * batch.decode_seqs / c.mfu_decode;
+    let prefill_gemm = flops_per_token * batch.prefill_tokens / c.mfu_prefill;
+    let linear = overlap(stream + decode_gemm, prefill_gemm);
+
+    // Attention. Sliding-window layers see at most the window per sequence (and per
+    // prompt token): min(Σ context, seqs · W) is exact when all contexts are on one side of W.
+    let full = m.full_attention_layers() * stage;
+    let windowed = m.windowed_layers() * stage;
+    let w = m.sliding_window;
+    let ctx = batch.decode_context_tokens;
+    let ctx_w = if windowed > 0.0 {
+        ctx.min(batch.decode_seqs * w)
+    } else {
+        0.0
+    };
+    let work = batch.prefill_attention_work;
+    let work_w = if windowed > 0.0 {
+        work.min(batch.prefill_tokens * w)
+    } else {
+        0.0
+    };
+    let heads = m.num_attention_heads / tp;
+    // FLOPs per (query, key) pair per layer and rank. MLA decodes in the absorbed form
+    // (scores and values over the kv_lora_rank latent); its prefill runs as MHA with
+    // qk = head_dim and v = head_dim − rope dims.
+    let (decode_pair, prefill_pair) = if m.is_mla {
+        (
+            2.0 * heads * (2.0 * m.kv_lora_rank + m.qk_rope_head_dim),
+            2.0 * heads * (2.0 * m.head_dim - m.qk_rope_head_dim),
+        )
+    } else {
+        (4.0 * heads * m.head_dim, 4.0 * heads * m.head_dim)
+    };
+    let attention_flops = g.bf16_flops * c.mfu_attention;
+    let kv_layer = kv_bytes_per_token_per_layer(m, tp_i);
+    let kv_read =
+        kv_layer * (full * ctx + windowed * ctx_w) / (g.hbm_bandwidth * c.kv_read_efficiency);
+    let decode_attention = overlap(
+        kv_read,
+        decode_pair * (full * ctx + windowed * ctx_w) / attention_flops,
+    );
+    let prefill_attention = prefill_pair * (full * work + windowed * work_w) / attention_flops;
+
+    // Communication.
+    let activations = tokens * m.hidden_size * 2.0;
+    let layers = m.num_layers * stage;
+    let moe_layers = m.num_moe_layers * stage;
+    let comm = if layout.ep && layout.dp > 1 {
+        // DP attention + EP: attention all-reduces inside each TP group, dense FFN layers
+        // likewise, MoE layers dispatch and combine tokens across all tp × dp ranks.
+        let a2a = alltoall_time(g, c, layout.ep_size(), activations * m.experts_per_token);
+        (layers + (layers - moe_layers)) * allreduce_time(g, c, tp_i, activations)
+            + 2.0 * moe_layers * a2a
+    } else {
+        2.0 * layers * allreduce_time(g, c, tp_i, activations)
+    };
+
+    let kernels = m.kernels_per_pass() * stage * c.kernel_overhead;
+    let stage_time = linear + decode_attention + prefill_attention + comm + kernels;
+    let p2p = if pp > 1.0 {
+        (pp - 1.0) * (c.allreduce_latency + activations / g.link_bandwidth)
+    } else {
+        0.0
+    };
+    pp * stage_time + p2p + c.step_overhead + batch.decode_seqs * c.seq_overhead
+}
+
+// ---- TP-only functions (the planner's interface) ----------------------------------------
+
+/// Prefill FLOPs of one request: 2·N_act·isl + 2·L_attn·A·head_dim·isl².
+pub fn prefill_flops(m: &ModelPerf, isl: f64) -> f64 {
+    2.0 * m.active_params * isl
+        + 2.0 * m.num_attention_layers * m.num_attention_heads * m.head_dim * isl * isl
+}
+
+/// Time to prefill one request of `isl` tokens on one instance of `tp` GPUs.
+pub fn prefill_time(m: &ModelPerf, g: &GpuPerf, c: &Constants, tp: i64, isl: f64) -> f64 {
+    step_time(m, g, c, &Layout::tp(tp), &StepBatch::prefill(isl))
+}
+
+/// Time to move one prompt's KV cache from prefill to decode: each of the `tp` prefill
+/// ranks sends its shard in parallel.
+pub fn kv_transfer_time(m: &ModelPerf, c: &Constants, prefill_tp: i64, isl: f64) -> f64 {
+    isl * kv_bytes_per_token_per_rank(m, prefill_tp) / c.kv_transfer_bandwidth
+        + c.kv_transfer_latency
+}
+
+/// Disaggregated TTFT: request overhead + q · t_p + KV transfer.
+pub fn ttft(m: &ModelPerf, g: &GpuPerf, c: &Constants, prefill_tp: i64, isl: f64) -> f64 {
+    ttft_layout(m, g, c, &Layout::tp(prefill_tp), isl)
+}
+
+pub fn ttft_layout(m: &ModelPerf, g: &GpuPerf, c: &Constants, layout: &Layout, isl: f64) -> f64 {
+    let t_p = step_time(m, g, c, layout, &StepBatch::prefill(isl));
+    c.api_overhead + c.ttft_queue_factor * t_p + kv_transfer_time(m, c, layout.tp, isl)
+}
+
+/// One decode step at batch `b` with mean context `context` tokens per sequence.
+pub fn decode_step_time(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    tp: i64,
+    b: f64,
+    context: f64,
+) -> f64 {
+    step_time(m, g, c, &Layout::tp(tp), &StepBatch::decode(b, context))
+}
+
+/// Decode operating point of one instance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DecodePoint {
+    /// Largest batch that meets the TPOT bound and fits the KV cache (0: none does), per
+    /// data-parallel rank (over all pipeline micro-batches).
+    pub batch: i64,
+    /// Largest batch memory and max_num_seqs allow (full isl + osl sequences), before the
+    /// TPOT bound.
+    pub max_batch: i64,
+    /// Step time at `batch` (s); at batch 1 when `batch` is 0.
+    pub tpot: f64,
+    /// Requests/s one instance completes at `batch` (all its data-parallel ranks).
+    pub requests_per_s: f64,
+}
+
+/// The decode operating point: the largest batch B* with t_d(B*) ≤ tpot and KV(B*) in
+/// memory. t_d is non-decreasing in B, so a binary search finds B* exactly.
+pub fn decode_point(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    tp: i64,
+    w: &Workload,
+    util: f64,
+) -> DecodePoint {
+    decode_point_layout(m, g, c, &Layout::tp(tp), w, util)
+}
+
+/// [`decode_point`] for any layout: each DP rank runs the batch, split over the pipeline's
+/// micro-batches (each step carries batch / pp sequences through all stages).
+pub fn decode_point_layout(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    layout: &Layout,
+    w: &Workload,
+    util: f64,
+) -> DecodePoint {
+    let context = w.isl + w.osl / 2.0;
+    let pp = layout.pp.max(1) as f64;
+    let lanes = layout.dp.max(1) as f64;
+    let by_memory = max_sequences(m, g, c, layout, util, w.isl + w.osl);
+    let max_batch = by_memory.min(c.max_num_seqs * pp).max(0.0) as i64;
+    let step = |b: i64| step_time(m, g, c, layout, &StepBatch::decode(b as f64 / pp, context));
+    let meets = |b: i64| w.tpot.is_none_or(|limit| step(b) <= limit);
+    let batch = if max_batch < 1 || !meets(1) {
+        0
+    } else {
+        let (mut lo, mut hi) = (1_i64, max_batch); // invariant: meets(lo)
+        while lo < hi {
+            let mid = lo + (hi - lo + 1) / 2;
+            if meets(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    };
+    let tpot = step(batch.max(1));
+    let requests_per_s = if batch > 0 {
+        lanes * batch as f64 / (tpot * w.osl)
+    } else {
+        0.0
+    };
+    DecodePoint {
+        batch,
+        max_batch,
+        tpot,
+        requests_per_s,
+    }
+}
+
+/// Prefill operating point of one instance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrefillPoint {
+    /// Seconds per request (t_p).
+    pub time: f64,
+    pub ttft: f64,
+    pub requests_per_s: f64,
+    /// The prompt's KV cache fits next to the weights.
+    pub fits: bool,
+}
+
+pub fn prefill_point(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    tp: i64,
+    w: &Workload,
+    util: f64,
+) -> PrefillPoint {
+    prefill_point_layout(m, g, c, &Layout::tp(tp), w, util)
+}
+
+/// [`prefill_point`] for any layout: every DP rank prefills its own prompts, and a pipeline
+/// keeps one prompt per stage in flight.
+pub fn prefill_point_layout(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    layout: &Layout,
+    w: &Workload,
+    util: f64,
+) -> PrefillPoint {
+    let time = step_time(m, g, c, layout, &StepBatch::prefill(w.isl));
+    let lanes = (layout.dp.max(1) * layout.pp.max(1)) as f64;
+    PrefillPoint {
+        time,
+        ttft: ttft_layout(m, g, c, layout, w.isl),
+        requests_per_s: lanes / time,
+        fits: max_sequences(m, g, c, layout, util, w.isl) >= 1.0,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Llama-3.1-70B in bf16 on an H100, with round constants.
+    pub fn llama70() -> ModelPerf {
+        ModelPerf {
+            num_layers: 80.0,
+            num_attention_layers: 80.0,
+            num_moe_layers: 0.0,
+            num_sliding_layers: 0.0,
+            sliding_window: 0.0,
+            hidden_size: 8192.0,
+            num_attention_heads: 64.0,
+            num_kv_heads: 8,
+            head_dim: 128.0,
+            is_mla: false,
+            kv_lora_rank: 0.0,
+            qk_rope_head_dim: 0.0,
+            weight_bytes: 70.55e9 * 2.0,
+            expert_weight_bytes: 0.0,
+            unread_weight_bytes: 128256.0 * 8192.0 * 2.0,
+            num_experts: 0.0,
+            experts_per_token: 0.0,
+            active_params: 69.5e9,
+            kv_dtype_bytes: 2.0,
+            dense_format: WeightFormat::Wide,
+            expert_format: WeightFormat::Wide,
+        }
+    }
+
+    /// A DeepSeek-V3-shaped MoE with MLA, fp8 weights.
+    pub fn moe_mla() -> ModelPerf {
+        ModelPerf {
+            num_layers: 61.0,
+            num_attention_layers: 61.0,
+            num_moe_layers: 58.0,
+            num_sliding_layers: 0.0,
+            sliding_window: 0.0,
+            hidden_size: 7168.0,
+            num_attention_heads: 128.0,
+            num_kv_heads: 128,
+            head_dim: 192.0,
+            is_mla: true,
+            kv_lora_rank: 512.0,
+            qk_rope_head_dim: 64.0,
+            weight_bytes: 672.9e9,
+            expert_weight_bytes: 653.9e9,
+            unread_weight_bytes: 129280.0 * 7168.0 * 2.0,
+            num_experts: 256.0,
+            experts_per_token: 8.0,
+            active_params: 36.6e9,
+            kv_dtype_bytes: 2.0,
+            dense_format: WeightFormat::Fp8,
+            expert_format: WeightFormat::Fp8,
+        }
+    }
+
+    pub fn h100() -> GpuPerf {
+        GpuPerf {
+            memory_bytes: 80.0 * (1u64 << 30) as f64,
+            hbm_bandwidth: 3.35e12,
+            peak_flops: 989e12,
+            bf16_flops: 989e12,
+            link_bandwidth: 450e9,
+        }
+    }
+
+    /// Round constants close to product.md §3's starting points (no per-kernel, per-sequence
+    /// or request overheads), so the planner's tests see the arithmetic they were written for.
+    pub fn consts() -> Constants {
+        Constants {
+            mfu_prefill: 0.5,
+            mfu_decode: 0.5,
+            mfu_attention: 0.5,
+            mbu: 0.8,
+            kv_read_efficiency: 0.8,
+            moe_weight_efficiency: 1.0,
+            ep_weight_efficiency: 1.0,
+            fp8_weight_efficiency: 1.0,
+            fp4_weight_efficiency: 1.0,
+            int4_weight_efficiency: 1.0,
+            allreduce_latency: 30e-6,
+            alltoall_latency: 30e-6,
+            kernel_overhead: 0.0,
+            seq_overhead: 0.0,
+            step_overhead: 1.5e-3,
+            api_overhead: 0.0,
+            schedule_wait_steps: 1.0,
+            reserve_bytes: 4e9,
+            ttft_queue_factor: 1.8,
+            kv_transfer_bandwidth: 50e9,
+            kv_transfer_latency: 1e-3,
+            max_num_seqs: 1024.0,
+        }
+    }
+
+    pub fn workload() -> Workload {
+        Workload {
+            isl: 2048.0,
+            osl: 512.0,
+            ttft: Some(2.0),
+            tpot: Some(0.05),
+        }
+    }
+
+    #[test]
+    fn kv_bytes_match_reference() {
+        // 2 · 80 layers · 8 heads · 128 · 2 bytes = 327,680 at tp = 1.
+        assert_eq!(kv_bytes_per_token_per_rank(&llama70(), 1), 327_680.0);
+        assert_eq!(kv_bytes_per_token_per_rank(&llama70(), 8), 40_960.0);
+        // Replicated when tp > H: still one head per rank.
+        assert_eq!(kv_bytes_per_token_per_rank(&llama70(), 16), 40_960.0);
+    }
+
+    #[test]
+    fn weights_fit_only_with_enough_tp() {
+        let (m, g, c) = (llama70(), h100(), consts());
+        assert!(!weights_fit(&m, &g, &c, 1, 0.9));
+        assert!(weights_fit(&m, &g, &c, 4, 0.9));
+    }
+
+    #[test]
+    fn decode_batch_is_largest_meeting_tpot() {
+        let (m, g, c, w) = (llama70(), h100(), consts(), workload());
+        let p = decode_point(&m, &g, &c, 8, &w, 0.9);
+        assert!(p.batch > 1 && p.tpot <= 0.05);
+        let ctx = w.isl + w.osl / 2.0;
+        if p.batch < p.max_batch {
+            assert!(decode_step_time(&m, &g, &c, 8, (p.batch + 1) as f64, ctx) > 0.05);
+        }
+        let tight = Workload {
+            tpot: Some(1e-4),
+            ..w
+        };
+        assert_eq!(decode_point(&m, &g, &c, 8, &tight, 0.9).batch, 0);
+    }
+
+    #[test]
+    fn tp_only_functions_are_the_step_function() {
+        let (m, g, c) = (llama70(), h100(), consts());
+        for tp in [1, 2, 4, 8] {
+            let l = Layout::tp(tp);
+            let p = step_time(&m, &g, &c, &l, &StepBatch::prefill(2048.0));
+            assert_eq!(p, prefill_time(&m, &g, &c, tp, 2048.0));
+            for b in [1.0, 7.0, 64.0] {
+                let d = step_time(&m, &g, &c, &l, &StepBatch::decode(b, 2304.0));
+                assert_eq!(d, decode_step_time(&m, &g, &c, tp, b, 2304.0));
+            }
+        }
+    }
+
+    #[test]
+    fn monotone_in_batch_context_and_memory() {
+        let (m, g, c) = (llama70(), h100(), consts());
+        for model in [m, moe_mla()] {
+            let mut last = 0.0;
+            for b in 1..600 {
+                let t = decode_step_time(&model, &g, &c, 8, b as f64, 2304.0);
+                assert!(t >= last, "b={b}");
+                last = t;
+            }
+            let short = decode_step_time(&model, &g, &c, 8, 32.0, 1000.0);
+            assert!(decode_step_time(&model, &g, &c, 8, 32.0, 8000.0) > short);
+        }
+        let w = Workload {
+            tpot: None,
+            ..workload()
+        };
+        let small = decode_point(&m, &g, &c, 4, &w, 0.9).max_batch;
+        let big_gpu = GpuPerf {
+            memory_bytes: 2.0 * g.memory_bytes,
+            ..g
+        };
+        assert!(decode_point(&m, &big_gpu, &c, 4, &w, 0.9).max_batch >= small);
+    }
+
+    #[test]
+    fn a_mixed_step_costs_more_than_its_decode_part_and_less_than_both_apart() {
+        let (m, g, c) = (llama70(), h100(), consts());
+        let l = Layout::tp(4);
+        let decode = StepBatch::decode(32.0, 2000.0);
+        let chunk = StepBatch::prefill(1024.0);
+        let mixed = StepBatch {
+            prefill_tokens: chunk.prefill_tokens,
+            prefill_attention_work: chunk.prefill_attention_work,
+            ..decode
+        };
+        let (d, p, both) = (
+            step_time(&m, &g, &c, &l, &decode),
+            step_time(&m, &g, &c, &l, &chunk),
+            step_time(&m, &g, &c, &l, &mixed),
+        );
+        // One weight read and one set of fixed costs serve both.
+        assert!(both > d && both > p && both < d + p, "{d} {p} {both}");
+    }
+
+    #[test]
+    fn experts_touched_grow_with_batch_and_expert_parallel_reads_the_busiest_rank() {
+        let m = moe_mla();
+        let tp8 = Layout::tp(8);
+        let ep8 = Layout { ep: true, ..tp8 };
+        let one = expert_bytes_read(&m, &tp8, 1.0);
+        // One token touches k of E experts: each rank reads 1/8 of those k.
+        let want = m.expert_weight_bytes * 8.0 / 256.0 / 8.0;
+        assert!((one - want).abs() < 1e-6 * want);
+        assert!(expert_bytes_read(&m, &tp8, 64.0) > 10.0 * one);
+        // Every expert touched: both layouts read an eighth of the experts per rank.
+        let all = expert_bytes_read(&m, &tp8, 1e6);
+        assert!((expert_bytes_read(&m, &ep8, 1e6) - all).abs() < 1e-6 * all);
+        // At small batches the busiest EP rank reads more than the mean.
+        assert!(expert_bytes_read(&m, &ep8, 4.0) > expert_bytes_read(&m, &tp8, 4.0));
+    }
+
+    #[test]
+    fn sliding_window_layers_read_and_store_only_the_window() {
+        let (g, c) = (h100(), consts());
+        let full = llama70();
+        let half = ModelPerf {
+            num_sliding_layers: 40.0,
+            sliding_window: 128.0,
+            ..full
+        };
+        let l = Layout::tp(8);
+        let long = StepBatch::decode(64.0, 8000.0);
+        assert!(step_time(&half, &g, &c, &l, &long) < step_time(&full, &g, &c, &l, &long));
+        // Below the window nothing changes.
+        let short = StepBatch::decode(64.0, 100.0);
+        assert_eq!(
+            step_time(&half, &g, &c, &l, &short),
+            step_time(&full, &g, &c, &l, &short)
+        );
+        let kv_full = sequence_kv_bytes(&full, &l, 8000.0);
+        let kv_half = sequence_kv_bytes(&half, &l, 8000.0);
+        assert!((kv_half - kv_full * (0.5 + 0.5 * 128.0 / 8000.0)).abs() < 1.0);
+    }
+
+    #[test]
+    fn layouts_change_memory_and_time_as_they_should() {
+        let (m, g, c) = (moe_mla(), h100(), consts());
+        let tp8 = Layout::tp(8);
+        let dp8 = Layout {
+            tp: 1,
+            dp: 8,
+            ep: true,
+            pp: 1,
+        };
+        // Experts sharded over 8 ranks either way; attention replicated per DP rank.
+        assert!(weight_bytes_per_gpu(&m, &dp8) > weight_bytes_per_gpu(&m, &tp8));
+        let pp2 = Layout { pp: 2, ..tp8 };
+        assert!(weight_bytes_per_gpu(&m, &pp2) < 0.52 * weight_bytes_per_gpu(&m, &tp8));
+        // A pipeline's step is no faster than the unpipelined one (bubbles, sends).
+        let b = StepBatch::decode(16.0, 2000.0);
+        assert!(step_time(&m, &g, &c, &pp2, &b) >= step_time(&m, &g, &c, &tp8, &b));
+        // An expert-parallel step pays the all-to-all; zero-latency links pay less.
+        let free = Constants {
+            alltoall_latency: 0.0,
+            ..c
+        };
+        assert!(step_time(&m, &g, &free, &dp8, &b) < step_time(&m, &g, &c, &dp8, &b));
+    }
+
+    #[test]
+    fn constants_fields_round_trip() {
+        let mut c = consts();
+        for (i, name) in Constants::FIELDS.iter().enumerate() {
+            assert_eq!(Constants::field_index(name), Some(i));
+            assert!(c.set(i, 0.5 + i as f64));
+            assert_eq!(c.get(i), Some(0.5 + i as f64));
+        }
+        assert!(!c.set(Constants::FIELDS.len(), 1.0));
+        assert_eq!(c.get(Constants::FIELDS.len()), None);
+    }
+}

@@ -1,0 +1,395 @@
+//! Cross-checks of the planning core: the closed forms (hints, bounds), the oracle's
+//! dominance reductions and the sweep against the full enumeration, on sampled scenarios
+//! with partly free nodes, TP sizes that do not divide the node and two GPU types.
+
+use std::cmp::Ordering;
+
+use super::candidates::Candidates;
+use super::oracle::search;
+use super::order::{Order, Sense, Value};
+use super::relax::{bound, hint};
+use super::scenario::*;
+use crate::connector::profile;
+use crate::perf::tests::{consts, h100, llama70, workload};
+use crate::perf::{GpuPerf, ModelPerf, Workload};
+
+/// A small GQA model (4 KV heads: MoRIIO's guard bites) and one with 40 heads / 10 KV
+/// heads, whose loadable TP sizes include 5.
+pub fn small(kv_heads: i64) -> ModelPerf {
+    ModelPerf {
+        num_layers: 32.0,
+        num_attention_layers: 32.0,
+        hidden_size: 4096.0,
+        num_attention_heads: 32.0,
+        num_kv_heads: kv_heads,
+        head_dim: 128.0,
+        weight_bytes: 8e9 * 2.0,
+        active_params: 8e9,
+        ..llama70()
+    }
+}
+
+pub fn five() -> ModelPerf {
+    ModelPerf {
+        num_attention_heads: 40.0,
+        num_kv_heads: 10,
+        weight_bytes: 14e9 * 2.0,
+        active_params: 14e9,
+        ..small(10)
+    }
+}
+
+fn mi(scale: f64) -> GpuPerf {
+    GpuPerf {
+        memory_bytes: 192.0 * (1u64 << 30) as f64 * scale,
+        hbm_bandwidth: 5.3e12 * scale,
+        ..h100()
+    }
+}
+
+pub fn gpu_type(name: &str, vendor: Vendor, price: i64) -> GpuType {
+    GpuType {
+        name: name.into(),
+        vendor,
+        constants: consts(),
+        node_size: 8,
+        price,
+    }
+}
+
+pub fn model(perf: ModelPerf, gpus: &[GpuPerf], w: Workload, demand: f64) -> ModelSpec {
+    ModelSpec {
+        name: "m".into(),
+        perf,
+        workload: w,
+        gpu_perf: gpus.to_vec(),
+        demand_rps: demand,
+        weight: 1.0,
+    }
+}
+
+pub fn scenario(
+    models: Vec<ModelSpec>,
+    types: Vec<GpuType>,
+    nodes: &[(usize, i64, i64)],
+    connector: &str,
+    objective: Objective,
+) -> Scenario {
+    Scenario {
+        models,
+        gpu_types: types,
+        nodes: nodes
+            .iter()
+            .map(|&(t, free, count)| NodeClass {
+                gpu_type: t,
+                free,
+                count,
+            })
+            .collect(),
+        connector: profile(connector).unwrap(),
+        max_tp: None,
+        max_acks: None,
+        gpu_memory_utilization: 0.9,
+        objective,
+    }
+}
+
+fn loose() -> Workload {
+    Workload {
+        ttft: None,
+        tpot: None,
+        ..workload()
+    }
+}
+
+/// Node layouts: whole nodes, a partial last node, partly free nodes, tiny pools.
+const NODES: &[&[(usize, i64, i64)]] = &[
+    &[(0, 8, 1)],
+    &[(0, 8, 2), (0, 5, 1)],
+    &[(0, 8, 1), (0, 5, 2), (0, 3, 1)],
+    &[(0, 6, 2), (0, 4, 1)],
+    &[(0, 2, 3)],
+    &[(0, 7, 1), (0, 1, 2)],
+];
+
+fn single_type_cases(objective: Objective, demand: f64) -> Vec<Scenario> {
+    let mut out = Vec::new();
+    let models = [
+        (llama70(), workload()),
+        (small(4), workload()),
+        (small(1), loose()),
+        (five(), loose()),
+    ];
+    for (perf, w) in models {
+        for nodes in NODES {
+            for connector in ["moriio", "nixl"] {
+                let m = model(perf, &[h100()], w, demand);
+                out.push(scenario(
+                    vec![m],
+                    vec![gpu_type("h100", Vendor::Nvidia, 32_000)],
+                    nodes,
+                    connector,
+                    objective,
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn two_type_cases(objective: Objective, demand: f64) -> Vec<Scenario> {
+    let mut out = Vec::new();
+    for perf in [small(8), five(), llama70()] {
+        for nodes in [
+            &[(0, 8, 1), (1, 8, 1)][..],
+            &[(0, 4, 1), (1, 8, 1), (1, 3, 1)],
+            &[(0, 8, 1), (0, 2, 1), (1, 5, 1)],
+        ] {
+            for (connector, vendor) in [("moriio", Vendor::Amd), ("nixl", Vendor::Nvidia)] {
+                let m = model(perf, &[mi(1.0), mi(0.6)], workload(), demand);
+                out.push(scenario(
+                    vec![m],
+                    vec![gpu_type("a", vendor, 25_000), gpu_type("b", vendor, 18_500)],
+                    nodes,
+                    connector,
+                    objective,
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn objectives() -> Vec<(Objective, f64)> {
+    let run = |t, n| Running {
+        gpu_type: Some(0),
+        tp: t,
+        instances: n,
+    };
+    vec![
+        (Objective::Throughput, 0.0),
+        (Objective::FewestGpus, 3.0),
+        (Objective::FewestGpus, 40.0),
+        (Objective::Cost, 12.0),
+        (Objective::TokensPerDollar, 0.0),
+        (
+            Objective::Moves {
+                weights: MoveCost {
+                    start: 1.0,
+                    stop: 1.0,
+                    restart: 0.0,
+                    gpu: 0.5,
+                },
+                prefill: run(2, 2),
+                decode: run(2, 1),
+            },
+            9.0,
+        ),
+        (
+            Objective::Moves {
+                weights: MoveCost {
+                    start: 2.0,
+                    stop: 0.5,
+                    restart: 3.0,
+                    gpu: 1.0,
+                },
+                prefill: run(1, 3),
+                decode: run(4, 1),
+            },
+            5.0,
+        ),
+    ]
+}
+
+fn all_cases() -> Vec<Scenario> {
+    let mut out = Vec::new();
+    for (o, demand) in objectives() {
+        out.extend(single_type_cases(o, demand));
+        out.extend(two_type_cases(o, demand));
+    }
+    out
+}
+
+#[test]
+fn reduced_oracle_equals_full_enumeration() {
+    let mut compared = 0;
+    for sc in all_cases() {
+        let c = Candidates::build(sc);
+        let order = Order::new(&c);
+        let (full, done) = search(&c, &order, None, false);
+        let (reduced, done2) = search(&c, &order, None, true);
+        assert!(done && done2);
+        match (&full, &reduced) {
+            (Some(a), Some(b)) => {
+                assert_eq!(
+                    order.cmp(&c, a, b),
+                    Ordering::Equal,
+                    "{:?}",
+                    c.scenario.objective
+                );
+                compared += 1;
+            }
+            (None, None) => {}
+            _ => panic!("one found a plan, the other not: {full:?} {reduced:?}"),
+        }
+    }
+    assert!(compared > 200, "{compared}");
+}
+
+#[test]
+fn hints_are_the_optimum_and_bounds_are_valid() {
+    let mut exact = 0;
+    for sc in all_cases() {
+        let c = Candidates::build(sc);
+        let order = Order::new(&c);
+        let (best, _) = search(&c, &order, None, false);
+        let h = hint(&c, &order);
+        let Some(best) = best else {
+            assert!(h.is_none());
+            continue;
+        };
+        let h = h.expect("a hint whenever a plan exists");
+        assert!(super::oracle::packs(&c.cluster, &c, &h), "the hint fits");
+        if order.cmp(&c, &h, &best) == Ordering::Equal {
+            exact += 1;
+        } else {
+            assert!(
+                matches!(c.scenario.objective, Objective::TokensPerDollar),
+                "{:?}",
+                c.scenario.objective
+            );
+        }
+        let values = order.values(&c, &best);
+        let mut fixed = Vec::new();
+        for (k, st) in order.stages.iter().enumerate() {
+            if let (Some(b), Value::Int(v)) = (bound(&c, &order, k, &fixed), values[k]) {
+                match st.sense {
+                    Sense::Max => assert!(b >= v, "stage {k}: bound {b} < optimum {v}"),
+                    Sense::Min => assert!(b <= v, "stage {k}: bound {b} > optimum {v}"),
+                }
+            }
+            if let Value::Int(v) = values[k] {
+                fixed.push(v);
+            }
+        }
+    }
+    assert!(exact > 200, "{exact}");
+}
+
+#[test]
+fn sweep_equals_the_oracle_at_every_budget() {
+    use crate::sweep::sweep_budgets;
+    let budgets: Vec<i64> = (0..=40).chain([63, 64, 65, 100]).collect();
+    for (perf, w) in [
+        (llama70(), workload()),
+        (small(4), workload()),
+        (five(), loose()),
+        (small(1), loose()),
+    ] {
+        for connector in ["moriio", "nixl", "nixl-legacy"] {
+            for max_tp in [None, Some(4), Some(16)] {
+                let mut template = scenario(
+                    vec![model(perf, &[h100()], w, 0.0)],
+                    vec![gpu_type("h100", Vendor::Nvidia, 0)],
+                    &[],
+                    connector,
+                    Objective::Throughput,
+                );
+                template.max_tp = max_tp;
+                let sweep = sweep_budgets(&template, &budgets);
+                for (&gpus, point) in budgets.iter().zip(&sweep.points) {
+                    let mut sc = template.clone();
+                    let (full, rest) = (gpus / 8, gpus % 8);
+                    sc.nodes = [(0, 8, full), (0, rest, 1)]
+                        .iter()
+                        .filter(|x| x.1 > 0 && x.2 > 0)
+                        .map(|&(t, free, count)| NodeClass {
+                            gpu_type: t,
+                            free,
+                            count,
+                        })
+                        .collect();
+                    let c = Candidates::build(sc);
+                    let order = Order::new(&c);
+                    let (best, _) = search(&c, &order, None, true);
+                    let got = point.best.map(|p| {
+                        (
+                            p.prefill_tp,
+                            p.prefill_instances,
+                            p.decode_tp,
+                            p.decode_instances,
+                        )
+                    });
+                    let want = best.and_then(|s| s[0]).map(|ch| {
+                        (
+                            c.rows[ch.pair.prefill].layout.tp,
+                            ch.prefill,
+                            c.rows[ch.pair.decode].layout.tp,
+                            ch.decode,
+                        )
+                    });
+                    assert_eq!(got, want, "gpus={gpus} {connector} max_tp={max_tp:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn node_awareness_changes_answers_for_sizes_that_do_not_divide_the_node() {
+    // tp=5 on 8-GPU nodes: two of them never share a node, so 16 GPUs hold two, not three.
+    let sc = scenario(
+        vec![model(five(), &[h100()], loose(), 0.0)],
+        vec![gpu_type("h100", Vendor::Nvidia, 0)],
+        &[(0, 8, 2)],
+        "nixl",
+        Objective::Throughput,
+    );
+    let c = Candidates::build(sc);
+    let order = Order::new(&c);
+    let (best, _) = search(&c, &order, None, false);
+    let best = best.unwrap()[0].unwrap();
+    let size = |r: usize| c.rows[r].layout.tp;
+    let fives = [
+        (best.pair.prefill, best.prefill),
+        (best.pair.decode, best.decode),
+    ]
+    .iter()
+    .filter(|(r, _)| size(*r) == 5)
+    .map(|(_, n)| n)
+    .sum::<i64>();
+    assert!(fives <= 2);
+}
+
+#[test]
+fn fleet_oracle_fractions_and_weights() {
+    let types = vec![gpu_type("h100", Vendor::Nvidia, 0)];
+    let mut a = model(small(8), &[h100()], workload(), 30.0);
+    let mut b = model(llama70(), &[h100()], workload(), 5.0);
+    a.weight = 1.0;
+    b.weight = 2.0;
+    for objective in [Objective::MaxMin, Objective::Weighted] {
+        let sc = scenario(
+            vec![a.clone(), b.clone()],
+            types.clone(),
+            &[(0, 8, 1), (0, 4, 1)],
+            "nixl",
+            objective,
+        );
+        let c = Candidates::build(sc);
+        let order = Order::new(&c);
+        let (full, done) = search(&c, &order, None, false);
+        let (reduced, _) = search(&c, &order, None, true);
+        assert!(done);
+        let (full, reduced) = (full.unwrap(), reduced.unwrap());
+        assert_eq!(order.cmp(&c, &full, &reduced), Ordering::Equal);
+        assert!(super::oracle::packs(&c.cluster, &c, &full));
+    }
+    // A demand far above what the pool serves still gets the pool (one fraction step).
+    let huge = model(small(8), &[h100()], workload(), 1e30);
+    let sc = scenario(vec![huge], types, &[(0, 8, 1)], "nixl", Objective::MaxMin);
+    let c = Candidates::build(sc);
+    let order = Order::new(&c);
+    let (best, _) = search(&c, &order, None, true);
+    assert!(best.unwrap()[0].is_some());
+}
