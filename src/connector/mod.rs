@@ -466,6 +466,11 @@ pub fn profile(key: &str) -> Option<&'static ConnectorProfile> {
 }
 
 impl ConnectorProfile {
+    /// vLLM's `kv_connector` class of this row's connector.
+    pub fn kv_connector(&self) -> &'static str {
+        connector(self.connector).map_or("", |c| c.kv_connector)
+    }
+
     /// MoRIIO's replicated-KV-head guard applies (unequal sizes need MLA or min(P, D) >= H).
     pub fn requires_replicated_heads(&self) -> bool {
         matches!(
