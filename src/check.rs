@@ -570,7 +570,8 @@ fn moriio_write_flow(
                 format!("prefill rank {d}"),
                 format!("decode rank {d}, which does not exist (decode_tp={d})"),
             )
-        } else if r.dial == Dial::SameRank {
+        } else if r.dial == Dial::SameRank || p == 1 {
+            // With one producer rank, `get_moriio_remote_tp_rank` dials decode rank 0 too.
             (
                 format!("decode rank {p}"),
                 format!("a write from prefill rank {p}, which does not exist (prefill_tp={p})"),
@@ -582,7 +583,7 @@ fn moriio_write_flow(
                 format!("decode rank {target} but sends write_done to decode rank 1"),
             )
         };
-        let verb = if p > d || r.dial != Dial::SameRank {
+        let verb = if p > d || (r.dial != Dial::SameRank && p > 1) {
             "writes to"
         } else {
             "waits for"

@@ -8,6 +8,7 @@ import itertools
 import pytest
 
 import pdtp
+from pdtp.connectors import DEFAULT_VLLM_VERSION
 
 import spec_rules as spec
 
@@ -229,14 +230,120 @@ def test_rules_differ_by_release_as_vllm_does():
 def test_launch_lines_state_moriio_mode():
     import json
 
-    from pdtp.placement import kv_transfer_config
+    from pdtp.planning.placement import kv_transfer
 
     class Plan:
         kv_connector = "MoRIIOConnector"
         prefill_role, decode_role = "kv_producer", "kv_consumer"
 
     for connector, flag in (("moriio", "true"), ("moriio-write", "false")):
-        plan = Plan()
-        plan.connector = connector  # type: ignore[attr-defined]
-        cfg = json.loads(kv_transfer_config(plan, "prefill", 8100, "10.0.0.1"))  # type: ignore[arg-type]
-        assert cfg["kv_connector_extra_config"]["read_mode"] == flag
+        for version, in_key in (("0.33.0", True), ("0.23.0", True), ("0.22.1", False)):
+            plan = Plan()
+            plan.connector, plan.vllm_version = connector, version  # type: ignore[attr-defined]
+            text, env = kv_transfer(plan, "prefill", 8100, "10.0.0.1")  # type: ignore[arg-type]
+            extra = json.loads(text)["kv_connector_extra_config"]
+            # From 0.23.0 vLLM reads the key (and ignores the variable); before, the variable.
+            assert extra.get("read_mode") == (flag if in_key else None)
+            assert env == ({} if in_key else {"VLLM_MORIIO_CONNECTOR_READ_MODE": flag})
+
+
+@pytest.mark.parametrize(
+    ("connector", "version", "mode"),
+    [("moriio", "0.20.0", "read"), ("moriio-write", None, "write"), ("nixl", "0.11.0", None)],
+)
+def test_plans_carry_version_and_mode(connector, version, mode):
+    gpu = "h100" if connector == "nixl" else "mi300x"
+    plan = pdtp.solve("llama-3.1-70b", gpus=16, gpu=gpu, connector=connector, vllm_version=version)
+    want = version or DEFAULT_VLLM_VERSION
+    assert (plan.vllm_version, plan.mode) == (want, mode)
+    d = plan.to_dict()
+    assert (d["vllm_version"], d["mode"]) == (want, mode)
+    # The plan was checked under that release's rules.
+    key = f"{connector}@{want}"
+    assert pdtp.check("llama-3.1-70b", plan.prefill.tp, plan.decode.tp, connector=key).ok
+    lines = plan.vllm_commands()
+    dep = pdtp.deploy(plan, node_hosts=[f"10.0.0.{i}" for i in range(1, 4)])
+    assert str(dep.vllm_version) == want
+    if mode is None:
+        assert all("read_mode" not in line for line in lines)
+        return
+    flag = "true" if mode == "read" else "false"
+    if version == "0.20.0":  # before 0.23.0 the variable selects the mode
+        assert all(f"VLLM_MORIIO_CONNECTOR_READ_MODE={flag}" in line for line in lines)
+        assert all("read_mode" not in line for line in lines)
+    else:
+        assert all(f'"read_mode":"{flag}"' in line for line in lines)
+    for inst in dep.instances:
+        env = dict(inst.launch.env)
+        extra = inst.launch.kv_transfer_config["kv_connector_extra_config"]
+        assert env.get("VLLM_MORIIO_CONNECTOR_READ_MODE", extra.get("read_mode")) == flag
+
+
+# ---- the planners under a vLLM release's rules -------------------------------------------------
+# MoRIIO WRITE before 0.33.0 pairs rank r with rank r: only equal TP sizes work. From 0.33.0 it
+# re-slices heads, and llama-3.1-70b on MI300X is then best served with unequal sizes. A planner
+# that ignored vllm_version would plan unequal sizes for 0.32.0 too.
+WRITE = {"gpu": "mi300x", "connector": "moriio-write"}
+
+
+def _equal(plan) -> bool:
+    return plan.prefill.tp == plan.decode.tp
+
+
+def test_solve_and_size_for_follow_the_release():
+    new = pdtp.solve("llama-3.1-70b", gpus=16, **WRITE)
+    old = pdtp.solve("llama-3.1-70b", gpus=16, vllm_version="0.32.0", **WRITE)
+    assert not _equal(new) and _equal(old)
+    assert old.requests_per_s < new.requests_per_s
+    # The rule note quotes the 0.32.0 rule that refused the better split.
+    assert old.rejected and f"P{new.prefill.tp}/D{new.decode.tp}" in old.rejected[0]
+    assert "before vLLM 0.33.0" in old.rejected[0]
+    assert old.connector_label == "moriio-write (WRITE mode), vLLM 0.32.0"
+    assert _equal(pdtp.size_for("llama-3.1-70b", 10, max_gpus=64, vllm_version="0.32.0", **WRITE))
+    assert not _equal(pdtp.size_for("llama-3.1-70b", 10, max_gpus=64, **WRITE))
+    # A key names the release too; a key and a different vllm_version conflict.
+    keyed = pdtp.solve("llama-3.1-70b", gpus=16, gpu="mi300x", connector="moriio-write@0.32.0")
+    assert (keyed.prefill, keyed.decode, keyed.vllm_version) == (old.prefill, old.decode, "0.32.0")
+    with pytest.raises(pdtp.InvalidArgumentError, match="give one"):
+        pdtp.solve("llama-3.1-70b", gpus=16, gpu="mi300x", connector="nixl@0.20.0",
+                   vllm_version="0.21.0")  # fmt: skip
+
+
+def test_fleet_evaluate_and_sweep_follow_the_release():
+    demands = [("llama-3.1-70b", 10.0)]
+    fleet_old = pdtp.solve_fleet(demands, gpus=16, vllm_version="0.32.0", **WRITE)
+    fleet_new = pdtp.solve_fleet(demands, gpus=16, **WRITE)
+    assert _equal(fleet_old.plans["llama-3.1-70b"]) and not _equal(fleet_new.plans["llama-3.1-70b"])
+    assert fleet_old.plans["llama-3.1-70b"].vllm_version == "0.32.0"
+    cfg = {"prefill_tp": 1, "prefill_instances": 8, "decode_tp": 4, "decode_instances": 2}
+    assert pdtp.evaluate("llama-3.1-70b", gpu="mi300x", connector="moriio-write", **cfg).valid
+    e = pdtp.evaluate(
+        "llama-3.1-70b", gpu="mi300x", connector="moriio-write", vllm_version="0.32.0", **cfg
+    )
+    assert not e.valid and e.violations[0].code == "unreachable_rank"
+    rows = pdtp.sweep(
+        "llama-3.1-70b", gpus=[8, 16, 24], connector="moriio-write", vllm_version="0.32.0",
+        workers=1, as_frame=False,
+    )  # fmt: skip
+    assert {r["connector"] for r in rows} == {"moriio-write@0.32.0"}
+    assert all(r["prefill_tp"] == r["decode_tp"] for r in rows if r["status"] == "OPTIMAL")
+    both = pdtp.sweep(
+        "llama-3.1-70b", gpus=16, connector=["moriio-write", "moriio-write@0.32.0"],
+        workers=1, as_frame=False,
+    )  # fmt: skip
+    by = {r["connector"]: r for r in both}
+    assert by["moriio-write"]["prefill_tp"] != by["moriio-write"]["decode_tp"]
+    assert by["moriio-write@0.32.0"]["prefill_tp"] == by["moriio-write@0.32.0"]["decode_tp"]
+    assert by["moriio-write"]["requests_per_s"] == pytest.approx(
+        pdtp.solve("llama-3.1-70b", gpus=16, **WRITE).requests_per_s
+    )
+
+
+def test_replan_keeps_the_running_release_unless_told():
+    old = pdtp.solve("llama-3.1-70b", gpus=16, vllm_version="0.32.0", **WRITE)
+    r = pdtp.replan(old.to_dict(), old.requests_per_s * 0.5, max_gpus=64)
+    assert r.plan.vllm_version == "0.32.0" and _equal(r.plan) and not r.start
+    # Another release restarts every instance, and plans with that release's rules.
+    up = pdtp.replan(old.to_dict(), old.requests_per_s * 0.5, max_gpus=64, vllm_version="0.33.0")
+    assert up.plan.vllm_version == "0.33.0"
+    assert up.instances_stopped == old.prefill.instances + old.decode.instances

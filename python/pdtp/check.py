@@ -20,8 +20,10 @@ from .violations import CheckWarning, Violation, pair_rules
 
 # Largest KV/attention head count accepted (far above any real model; keeps arithmetic small).
 MAX_HEADS = 1 << 20
-# How many alternatives `check` proposes by default.
+# How many alternatives `check` proposes by default, and at most (more than every pair of
+# sizes up to MAX_TP would be a number the core cannot even hold).
 DEFAULT_ALTERNATIVES = 5
+MAX_ALTERNATIVES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,9 @@ def check(
     conn = resolve_connector(connector, vllm_version)
     acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
     bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
-    n_alt = positive_int("alternatives", alternatives) if alternatives else 0
+    n_alt = (
+        positive_int("alternatives", alternatives, maximum=MAX_ALTERNATIVES) if alternatives else 0
+    )
 
     violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
     sizes = None

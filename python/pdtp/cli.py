@@ -91,6 +91,20 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+CONNECTOR_HELP = (
+    "moriio (MoRIIO READ mode, default), moriio-write (MoRIIO WRITE mode), nixl, nixl-legacy "
+    "(NIXL before vLLM 0.14.0)"
+)
+VLLM_VERSION_HELP = (
+    "the vLLM release whose rules apply and whose launch settings are written (default: the "
+    "newest pdtp knows; a newer one uses the newest known rules)"
+)
+
+
+def _add_vllm_version_flag(p: Any, help: str = VLLM_VERSION_HELP) -> None:
+    p.add_argument("--vllm-version", metavar="X.Y.Z", help=help)
+
+
 def _add_pair_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prefill-tp", "-P", type=int, required=True, metavar="P", help="prefill TP size"
@@ -104,13 +118,10 @@ def _add_pair_flags(p: argparse.ArgumentParser) -> None:
             "mode), nixl, nixl-legacy (NIXL before vLLM 0.14.0)"
         ),
     )
-    p.add_argument(
-        "--vllm-version",
-        metavar="X.Y.Z",
-        help=(
-            "the vLLM release whose rules apply (default: the newest pdtp knows; a newer one "
-            "uses the newest known rules)"
-        ),
+    _add_vllm_version_flag(
+        p,
+        "the vLLM release whose rules apply (default: the newest pdtp knows; a newer one uses "
+        "the newest known rules)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -125,7 +136,8 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
         "--config", metavar="PATH", help="HF config.json or model folder instead of MODEL"
     )
     _add_pool_flags(p, "--gpus")
-    p.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    p.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    _add_vllm_version_flag(p)
     p.add_argument(
         "--objective", choices=["throughput", "tokens_per_dollar", "cost"], default="throughput",
         help="most req/s (default), most output tokens per USD, or the cheapest plan for --demand",
@@ -230,7 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--config", metavar="PATH", help="HF config.json or model folder instead")
     z.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
     _add_pool_flags(z, "--max-gpus")
-    z.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    z.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    _add_vllm_version_flag(z)
     z.add_argument(
         "--objective", choices=["gpus", "cost"], default="gpus",
         help="fewest GPUs (default) or fewest USD per hour",
@@ -268,6 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--nodes", metavar="LIST", help="free GPUs per node instead: 8,8,5,3")
     r.add_argument("--gpu", help="GPU type (default: the current plan's)")
     r.add_argument("--connector", help="connector (default: the current plan's)")
+    _add_vllm_version_flag(
+        r,
+        "the vLLM release of the new plan (default: the current plan's, else the newest pdtp "
+        "knows); a different release restarts every instance",
+    )
     r.add_argument("--move-cost", metavar="K=V,...", help="weights: start, stop, restart, gpu")
     r.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
     r.add_argument(
@@ -293,7 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--gpu", help="GPU type (default mi300x)")
     f.add_argument("--gpus-per-node", type=int, help="node size (default: the GPU type's)")
     f.add_argument("--objective", choices=["max_min", "weighted"], default="max_min")
-    f.add_argument("--connector", default="moriio")
+    f.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    _add_vllm_version_flag(f)
     f.add_argument("--time-limit", type=float, default=10.0, metavar="S")
     f.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -330,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--connector moriio,nixl -o s.parquet\n"
             "  pdtp sweep grid.yaml --workers 4\n\n"
             "grid file keys: models, gpus, gpu, workloads (list of {isl, osl, ttft_ms, "
-            "tpot_ms}) or isl, osl, ttft_ms, tpot_ms, connector, max_tp, max_acks, "
+            "tpot_ms}) or isl, osl, ttft_ms, tpot_ms, connector, vllm_version, max_tp, max_acks, "
             "gpu_memory_utilization, output, workers, backend, chunk_size"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -343,7 +362,14 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--osl", help="output tokens, one or a list (default 512)")
     sw.add_argument("--ttft", metavar="MS", help="TTFT bounds in ms or none (default 2000)")
     sw.add_argument("--tpot", metavar="MS", help="TPOT bounds in ms or none (default 50)")
-    sw.add_argument("--connector", help="moriio (default), nixl, nixl-legacy, or a list")
+    sw.add_argument(
+        "--connector",
+        help="moriio (default), moriio-write, nixl, nixl-legacy, or a list; name@X.Y.Z pins a "
+        "vLLM release per connector",
+    )
+    _add_vllm_version_flag(
+        sw, "the vLLM release whose rules apply to every connector (default: the newest)"
+    )
     sw.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
     sw.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
     sw.add_argument("--gpu-memory-utilization", type=float, metavar="F")
@@ -453,7 +479,6 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "-o", "--output", metavar="DIR", help="write the files here (default: print them)"
     )
-    w.add_argument("--vllm-version", metavar="X.Y.Z", help="release to launch (default: newest)")
     w.add_argument("--backend", choices=["rdma", "xgmi"], help="force MoRIIO's transport")
     w.add_argument(
         "--ports", metavar="K=V,...",
@@ -848,7 +873,7 @@ def _print_infeasible(e: Any, args: argparse.Namespace, as_json: bool | None = N
 def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
     w = plan.workload
     print(
-        f"{plan.model} on {plan.pool or f'{plan.gpus} x {plan.gpu}'} ({plan.connector}); "
+        f"{plan.model} on {plan.pool or f'{plan.gpus} x {plan.gpu}'} ({plan.connector_label}); "
         f"isl={w.isl} osl={w.osl} ttft<={_fmt_slo(w.ttft_ms)} tpot<={_fmt_slo(w.tpot_ms)}"
     )
     gap = "" if plan.status == "OPTIMAL" or plan.gap is None else f", gap {plan.gap:.2%}"
@@ -914,6 +939,7 @@ def _solve_options(args: argparse.Namespace) -> dict[str, Any]:
         "gpus_per_node": args.gpus_per_node,
         "workload": _workload(args),
         "connector": args.connector,
+        "vllm_version": args.vllm_version,
         "objective": args.objective,
         "demand_rps": args.demand,
         "max_tp": args.max_tp,
@@ -945,6 +971,7 @@ def _cmd_size_for(args: argparse.Namespace) -> int:
             gpus_per_node=args.gpus_per_node,
             workload=_workload(args),
             connector=args.connector,
+            vllm_version=args.vllm_version,
             objective=args.objective,
             max_tp=args.max_tp,
             max_acks=args.max_acks,
@@ -980,6 +1007,7 @@ def _cmd_replan(args: argparse.Namespace) -> int:
             **pool,
             gpu=args.gpu,
             connector=args.connector,
+            vllm_version=args.vllm_version,
             move_cost=move_cost or None,
             time_limit_s=args.time_limit,
         )
@@ -1189,6 +1217,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         objective=args.objective,
         time_limit_s=args.time_limit,
         connector=args.connector,
+        vllm_version=args.vllm_version,
     )
     if args.json:
         print(json.dumps(fp.to_dict(), indent=2))

@@ -434,15 +434,15 @@ pub fn resolve(key: &str) -> Result<Resolved, ResolveError> {
     };
     if version < oldest {
         return Err(ResolveError::BadVersion(format!(
-            "{} is not in vLLM {version}: pdtp covers {covered}",
+            "vllm_version={version}: {} is not in vLLM {version}; pdtp covers {covered}",
             conn.name
         )));
     }
     if let Some(before) = conn.before {
         if version >= before {
             return Err(ResolveError::BadVersion(format!(
-                "{} is NIXL before vLLM {before} (decode TP a multiple of prefill TP); for \
-                 vLLM {version} use connector=\"nixl\"",
+                "vllm_version={version}: {} is NIXL before vLLM {before} (decode TP a \
+                 multiple of prefill TP); for vLLM {version} use connector=\"nixl\"",
                 conn.name
             )));
         }
