@@ -628,14 +628,29 @@ pub fn check_pair(
     report
         .violations
         .extend(load_violations(shape, d, "decode"));
+    connector_report(shape, p, d, profile, max_acks, &mut report);
+    report
+}
+
+/// The connector's part of a pair's report, appended after both sides' load violations:
+/// the first step vLLM's connector fails, else the `max_acks` limit and (for a valid pair)
+/// the warnings. `p`, `d` are the two sides' TP sizes.
+pub fn connector_report(
+    shape: &Shape,
+    p: i64,
+    d: i64,
+    profile: &ConnectorProfile,
+    max_acks: Option<i64>,
+    report: &mut PairReport,
+) {
     if p <= 0 || d <= 0 {
-        return report;
+        return;
     }
     let flow = match connector_flow(shape, p, d, profile) {
         Ok(flow) => flow,
         Err(v) => {
             report.violations.push(v);
-            return report;
+            return;
         }
     };
     if let (Some(limit), true) = (max_acks, d > p) {
@@ -683,7 +698,6 @@ pub fn check_pair(
             });
         }
     }
-    report
 }
 
 /// Fast validity test used by enumeration: the same verdict as `check_pair(..).ok()`.

@@ -55,8 +55,21 @@ sizes -2..64 and every rank -1..size, ``validate_moriio_heterogeneous_tp_kv_head
 ``validate_write_tp_topology`` for sizes -2..64, KV heads -1..128, MLA on/off,
 ``get_moriio_expected_ack_count`` for sizes -2..64.
 
-Output: ``tests/data/golden/<connector>-<first release>.json.gz``, one file per run of releases
-whose outcomes are identical (the file lists them), and ``tests/data/golden/index.json``.
+Parallel layouts (part ``layout``, every release): the rules that are pure functions of sizes
+and ranks, each run from the release's own code over a grid — ``get_pp_indices`` (the layers
+of each pipeline stage; layers 1..128, PP 1..16), ``determine_expert_map`` (the experts each EP
+rank holds, linear and round-robin; EP 1..32), ``FusedMoEParallelConfig.make`` (EP size and the
+MoE layer's TP for TP, DP 1..16 with and without ``--enable-expert-parallel``, every rank), the
+config-time statements of ``ModelConfig.verify_with_parallel_config`` (attention heads by TP,
+``_verify_with_expert_parallelism``, pipeline parallel needs ``SupportsPP``), MoRIIO's port
+offsets (the ``side_channel_port`` each (DP rank, TP rank) binds, and the offset
+``_moriio_handshake`` dials for each remote DP rank), and NIXL's pipeline-parallel handling (the
+worker's ``pp_size`` checks per ``kv_role``, and the (PP rank, TP rank) pairs a decode rank's
+``_nixl_handshake`` queries for a prefill of PP 1..4).
+
+Output: ``tests/data/golden/<part>-<digest>.json.gz`` (part: a connector or ``layout``), one file
+per run of releases whose outcomes are identical, and ``tests/data/golden/index.json`` (part ->
+release -> file).
 """
 
 from __future__ import annotations
@@ -144,6 +157,10 @@ def heads_grid(mla: bool) -> list[int]:
 FUNC_LO = -2
 
 KV = "vllm/distributed/kv_transfer/kv_connector"
+# Where the parallel-layout rules live: MoE parallel config and expert map, model config checks.
+FUSED_MOE = "vllm/model_executor/layers/fused_moe/"
+MODEL_CONFIG = "vllm/config/model.py"
+LAYOUT_SOURCES = (FUSED_MOE, MODEL_CONFIG)
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden"
 
 # Bytes one KV head occupies in one block (any constant: vLLM only compares ratios).
@@ -162,7 +179,12 @@ class Release:
     def __init__(self, version: str, path: Path):
         self.version = version
         self.files: dict[str, str] = {}
-        wanted = (KV + "/", "vllm/distributed/utils.py", "vllm/v1/kv_cache_layout.py")
+        wanted = (
+            KV + "/",
+            "vllm/distributed/utils.py",
+            "vllm/v1/kv_cache_layout.py",
+            *LAYOUT_SOURCES,
+        )
         if path.is_dir():
             for f in path.rglob("*.py"):
                 rel = f.relative_to(path).as_posix()
@@ -205,6 +227,15 @@ class Release:
         if len(hits) > 1:
             raise SystemExit(f"{self.version}: {qualname} defined {len(hits)} times: {hits}")
         return hits[0] if hits else None
+
+    def methods_of(self, cls: str, under: str) -> dict[str, ast.FunctionDef]:
+        """The methods of class ``cls`` defined under ``under``."""
+        found = self.find(cls, under=under)
+        if found is None:
+            return {}
+        _, node = found
+        assert isinstance(node, ast.ClassDef)
+        return {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
 
     def methods(self, cls: str) -> dict[str, ast.FunctionDef]:
         found = self.find(cls)
@@ -1246,6 +1277,299 @@ def _moriio_functions(m: Moriio) -> dict[str, Any]:
     return out
 
 
+# ---------------------------------------------------------------- layouts (DP / EP / PP)
+#
+# The rules of parallel layouts that are pure functions of sizes and ranks, each run from the
+# release's own code: the pipeline layer partition (``get_pp_indices``), the expert map
+# (``determine_expert_map``), the MoE parallel sizes (``FusedMoEParallelConfig.make``: EP size
+# = TP x DP, the MoE layer's own TP), the config-time checks of ``verify_with_parallel_config``
+# (attention heads by TP, expert parallel needs experts, pipeline parallel needs SupportsPP),
+# MoRIIO's port offsets (each (DP rank, TP rank) binds ``handshake_port + offset``; a peer dials
+# ``port + offset`` of each remote DP rank), and NIXL's pipeline-parallel handling (the worker's
+# PP checks per ``kv_role``; which (PP rank, TP rank) a decode rank's handshake queries).
+
+MAX_LAYERS = 128
+MAX_PP = 16
+EXPERTS = [*range(1, 41), 60, 64, 128, 160, 256, 384]
+MAX_EP = 32
+MOE_MAX = 16  # TP and DP sizes of the MoE grid
+MORIIO_MAX = 8  # TP and DP sizes of the MoRIIO port grid
+VERIFY_HEADS = (32, 40, 64)
+NIXL_PP_SIZES = (1, 2, 3, 4)
+NIXL_PP_TP = (1, 2, 4, 8)
+NIXL_ROLES = ("kv_both", "kv_producer", "kv_consumer")
+
+
+class _TorchStub:
+    """The few ``torch`` calls of ``determine_expert_map``, on numpy."""
+
+    int32 = np.int32
+    Tensor = np.ndarray
+
+    @staticmethod
+    def full(shape: Any, fill: Any, dtype: Any = None) -> Any:
+        return np.full(shape, fill, dtype=dtype)
+
+    @staticmethod
+    def arange(start: int, end: int | None = None, step: int = 1, dtype: Any = None) -> Any:
+        if end is None:
+            start, end = 0, start
+        return np.arange(start, end, step, dtype=dtype)
+
+    @staticmethod
+    def ones(shape: Any, dtype: Any = None) -> Any:
+        return np.ones(shape, dtype=dtype)
+
+    @staticmethod
+    def zeros(shape: Any, dtype: Any = None) -> Any:
+        return np.zeros(shape, dtype=dtype)
+
+
+def method_statements(fn: ast.FunctionDef, keep: Callable[[str], bool]) -> list[ast.stmt]:
+    """The top-level statements of ``fn`` whose source ``keep`` accepts (in order)."""
+    return [stmt for stmt in fn.body if keep(ast.unparse(stmt))]
+
+
+class Layouts:
+    """Drives one release's layout rules (see the section comment)."""
+
+    def __init__(self, rel: Release):
+        self.rel = rel
+        ns = base_namespace()
+        ns.update(
+            torch=_TorchStub, envs=Stub(VLLM_PP_LAYER_PARTITION=None), get_args=typing.get_args
+        )
+        self.ns = ns
+        found = rel.find("get_pp_indices", under="vllm/distributed/utils.py")
+        if found is None:
+            raise SystemExit(f"{rel.version}: no get_pp_indices")
+        compile_defs([found[1]], ns, "get_pp_indices")
+        found = rel.find("determine_expert_map", under=FUSED_MOE)
+        if found is None:
+            raise SystemExit(f"{rel.version}: no determine_expert_map")
+        compile_defs([found[1]], ns, "determine_expert_map")
+        self.expert_params = [a.arg for a in found[1].args.args]  # type: ignore[attr-defined]
+        self._moe_init(rel)
+        self._verify_init(rel)
+        self.moriio = Moriio(rel) if has_connector(rel, "moriio") else None
+        if self.moriio is not None:
+            init = rel.methods(Moriio.WORKER)["__init__"]
+            binds = [
+                st
+                for st in init.body
+                if isinstance(st, (ast.Assign, ast.AnnAssign))
+                and "self.side_channel_port" in ast.unparse(st).split("=")[0]
+            ]
+            if len(binds) != 1:
+                raise SystemExit(f"{rel.version}: cannot find MoRIIO's side_channel_port")
+            self.bind = function_from_statements(
+                "_bind", ["self"], binds, "self.side_channel_port", dict(self.moriio.ns)
+            )
+        self.nixl = Nixl(rel) if has_connector(rel, "nixl") else None
+        if self.nixl is not None:
+            # The PP checks of the worker's __init__ (base class or the one worker class).
+            checks = [
+                st
+                for cls in Nixl.WORKERS
+                if (init := rel.methods(cls).get("__init__")) is not None
+                for st in init.body
+                if isinstance(st, ast.If) and "pp_size" in ast.unparse(st.test)
+            ]
+            self.pp_init = function_from_statements(
+                "_pp_init", ["self", "vllm_config"], checks, "None", dict(self.nixl.ns)
+            )
+
+    def _moe_init(self, rel: Release) -> None:
+        methods = rel.methods_of("FusedMoEParallelConfig", under=FUSED_MOE)
+        if "make" not in methods:
+            raise SystemExit(f"{rel.version}: no FusedMoEParallelConfig.make")
+        ns = dict(self.ns)
+        statics = {}
+        for name, node in methods.items():
+            decorators = {ast.unparse(d) for d in node.decorator_list}
+            if "staticmethod" in decorators:
+                # One namespace for all: `make` calls the class's other static methods.
+                compile_defs([node], ns, f"FusedMoEParallelConfig.{name}")
+                statics[name] = staticmethod(ns.pop(name))
+
+        def record(self: Any, **kw: Any) -> None:
+            self.kw = kw
+
+        self.moe_cls = type("FusedMoEParallelConfig", (), {**statics, "__init__": record})
+        ns["FusedMoEParallelConfig"] = self.moe_cls
+        self.moe_ns = ns
+        self.make = self.moe_cls.make
+        self.make_params = [a.arg for a in methods["make"].args.args]
+
+    def _verify_init(self, rel: Release) -> None:
+        methods = rel.methods_of("ModelConfig", under=MODEL_CONFIG)
+        verify = methods["verify_with_parallel_config"]
+        wanted = ("total_num_attention_heads", "tensor_parallel_size =", "enable_expert_parallel",
+                  "pipeline_parallel_size")  # fmt: skip
+        unrelated = ("hc_sp", "decode_context", "mm_tensor_ipc", "external_launcher",
+                     "world_size_across_dp")  # fmt: skip
+        stmts = method_statements(
+            verify,
+            lambda src: any(w in src for w in wanted) and not any(u in src for u in unrelated),
+        )
+        ns = dict(self.ns)
+        compile_defs([methods["_verify_with_expert_parallelism"]], ns, "ModelConfig")
+        self.verify_ep = ns["_verify_with_expert_parallelism"]
+        self.verify = function_from_statements(
+            "_verify", ["self", "parallel_config"], stmts, "None", ns
+        )
+
+    # -- the functions, one vector each
+
+    def pp_indices(self, layers: int, rank: int, pp: int) -> Any:
+        return self.ns["get_pp_indices"](layers, rank, pp)
+
+    def expert_map(self, strategy: str, experts: int, ep: int, rank: int) -> Any:
+        kwargs: dict[str, Any] = {"ep_size": ep, "ep_rank": rank, "global_num_experts": experts}
+        if "expert_placement_strategy" in self.expert_params:
+            kwargs["expert_placement_strategy"] = strategy
+        elif strategy != "linear":
+            return None
+        got = self.ns["determine_expert_map"](**kwargs)
+        local, mapping = got[0], got[1]
+        if mapping is None:
+            return [int(local), None]
+        owned = sorted((int(v), e) for e, v in enumerate(mapping.tolist()) if v >= 0)
+        if [v for v, _ in owned] != list(range(len(owned))):
+            raise HarnessError(f"expert map is not 0..n-1: {owned}")
+        return [int(local), [e for _, e in owned]]
+
+    def moe(self, ep: bool, tp: int, dp: int, dp_rank: int, tp_rank: int) -> Any:
+        self.moe_ns.update(
+            get_dp_group=lambda: Stub(rank_in_group=dp_rank),
+            get_pcp_group=lambda: Stub(rank_in_group=0),
+            get_tensor_model_parallel_rank=lambda: tp_rank,
+        )
+        # Sequence-parallel MoE and EPLB are off: pdtp plans neither.
+        cfg = Stub(enable_expert_parallel=ep, all2all_backend="naive", enable_eplb=False,
+                   use_sequence_parallel_moe=False)  # fmt: skip
+        given = {"tp_size_": tp, "dp_size_": dp, "pcp_size_": 1, "sp_size_": 1,
+                 "vllm_parallel_config": cfg}  # fmt: skip
+        made = self.make(**{k: given[k] for k in self.make_params})
+        kw = made.kw
+        return [kw["tp_size"], kw["tp_rank"], kw["ep_size"], kw["ep_rank"], kw["use_ep"]]
+
+    def config_check(
+        self, heads: int, tp: int, pp: int, ep: bool, experts: int, supports_pp: bool
+    ) -> Any:
+        model = Stub(
+            hf_text_config=Stub(num_attention_heads=heads, num_experts=experts),
+            model_arch_config=Stub(total_num_attention_heads=heads),
+            is_moe=experts > 0,
+            get_num_experts=lambda: experts,
+            architectures=["Model"],
+            registry=Stub(is_pp_supported_model=lambda archs, cfg: supports_pp),
+        )
+        model._verify_with_expert_parallelism = lambda: self.verify_ep(model)
+        parallel = Stub(tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                        enable_expert_parallel=ep)  # fmt: skip
+        return self.verify(model, parallel)
+
+    def moriio_bind(self, dp_rank: int, tp_rank: int) -> Any:
+        assert self.moriio is not None
+        w = Stub(dp_rank=dp_rank, tp_rank=tp_rank, moriio_config=Stub(handshake_port=0))
+        return self.bind(w)
+
+    def moriio_dial(self, remote_dp_rank: int, local_tp: int, rank: int, remote_tp: int) -> Any:
+        m = self.moriio
+        assert m is not None
+        w = m.worker(rank, local_tp, 8, False, producer=False)
+        return m.dial(w, remote_tp, None, remote_dp_rank)
+
+    def nixl_pp_init(self, role: str, pp: int) -> Any:
+        me = Stub(pp_size=pp, _is_hma_required=False, _supports_pp_hma=False, _has_mamba=False)
+        cfg = Stub(kv_transfer_config=Stub(kv_role=role))
+        return self.pp_init(me, cfg)
+
+    def nixl_handshake(self, tp: int, rank: int, remote_pp: int) -> Any:
+        n = self.nixl
+        assert n is not None
+        w = n.worker(rank, tp, 8, False)
+        n.reply = n.metadata(tp, 8, False)
+        n.asked = []
+        kwargs = {"host": "prefill", "port": 5600, "remote_tp_size": tp,
+                  "expected_engine_id": "prefill", "remote_pp_size": remote_pp}  # fmt: skip
+        if "remote_pp_size" not in n.handshake_params and remote_pp > 1:
+            return None  # the release has no pipeline-parallel handshake
+        w._nixl_handshake(**{k: v for k, v in kwargs.items() if k in n.handshake_params})
+        out = []
+        for msg in n.asked:
+            if not isinstance(msg, tuple):  # 0.11.0: the port names the rank, the message none
+                out.append([0, None])
+                continue
+            ranks = list(msg[1:])
+            out.append([0, *ranks] if len(ranks) == 1 else ranks)
+        return out
+
+
+def layout_golden(rel: Release) -> dict[str, Any]:
+    """Every layout vector of one release (see :class:`Layouts`)."""
+    COMPILED.clear()
+    lay = Layouts(rel)
+    key = hashlib.sha256("\n".join(COMPILED).encode()).hexdigest()
+    if ("layout", key) in _GENERATED:
+        return _GENERATED[("layout", key)]
+    out: dict[str, Any] = {
+        "format": 1,
+        "part": "layout",
+        "max_layers": MAX_LAYERS,
+        "max_pp": MAX_PP,
+        "experts": EXPERTS,
+        "max_ep": MAX_EP,
+        "moe_max": MOE_MAX,
+        "moriio_max": MORIIO_MAX,
+        "verify_heads": list(VERIFY_HEADS),
+        "nixl_pp_sizes": list(NIXL_PP_SIZES),
+        "nixl_pp_tp": list(NIXL_PP_TP),
+        "nixl_roles": list(NIXL_ROLES),
+    }
+    out["pp_indices"] = function_grid(
+        lay.pp_indices,
+        [(n, r, pp) for pp in range(1, MAX_PP + 1) for n in range(1, MAX_LAYERS + 1)
+         for r in range(pp)],
+    )  # fmt: skip
+    out["expert_map"] = function_grid(
+        lay.expert_map,
+        [(s, e, ep, r) for s in ("linear", "round_robin") for e in EXPERTS
+         for ep in range(1, MAX_EP + 1) for r in range(ep)],
+    )  # fmt: skip
+    out["moe_parallel"] = function_grid(
+        lay.moe,
+        [(ep, tp, dp, dr, tr) for ep in (False, True) for tp in range(1, MOE_MAX + 1)
+         for dp in range(1, MOE_MAX + 1) for dr in range(dp) for tr in range(tp)],
+    )  # fmt: skip
+    out["config_check"] = function_grid(
+        lay.config_check,
+        [(a, tp, pp, ep, e, sp) for a in VERIFY_HEADS for tp in range(1, 9) for pp in (1, 2, 3)
+         for ep in (False, True) for e in (0, 8) for sp in (False, True)],
+    )  # fmt: skip
+    if lay.moriio is not None:
+        m = MORIIO_MAX
+        out["moriio_bind"] = function_grid(
+            lay.moriio_bind, [(d, t) for d in range(m) for t in range(m)]
+        )
+        out["moriio_dial"] = function_grid(
+            lay.moriio_dial,
+            [(k, lt, r, rt) for k in range(m) for lt in range(1, m + 1) for r in range(lt)
+             for rt in range(1, m + 1)],
+        )  # fmt: skip
+    if lay.nixl is not None:
+        out["nixl_pp_init"] = function_grid(
+            lay.nixl_pp_init, [(role, pp) for role in NIXL_ROLES for pp in NIXL_PP_SIZES]
+        )
+        out["nixl_handshake"] = function_grid(
+            lay.nixl_handshake,
+            [(tp, r, pp) for tp in NIXL_PP_TP for r in range(tp) for pp in NIXL_PP_SIZES],
+        )
+    _GENERATED[("layout", key)] = out
+    return out
+
+
 _GENERATED: dict[tuple[str, str], dict[str, Any]] = {}
 
 
@@ -1284,18 +1608,26 @@ def _generate(driver: Any, connector: str) -> dict[str, Any]:
 
 
 def has_connector(rel: Release, connector: str) -> bool:
+    if connector == "layout":  # the layout rules of every release (not a connector)
+        return True
     if connector == "nixl":
         return any(rel.find(f"{c}._nixl_handshake") for c in Nixl.WORKERS)
     return rel.find("MoRIIOConnectorWorker._moriio_handshake") is not None
 
 
 CONNECTORS = ["nixl", "moriio", "moriio-write"]
+# What the golden index holds: each connector's pair rules, then the layout rules.
+PARTS = [*CONNECTORS, "layout"]
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--versions", help="comma-separated releases (default: RELEASES)")
-    ap.add_argument("--connectors", default=",".join(CONNECTORS))
+    ap.add_argument(
+        "--connectors",
+        default=",".join(PARTS),
+        help=f"parts to generate (default: {','.join(PARTS)}; 'layout' is the layout rules)",
+    )
     ap.add_argument(
         "--source",
         action="append",
@@ -1321,7 +1653,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{connector} {v}: not in this release", flush=True)
                 index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
                 continue
-            data = generate(rel, connector)
+            data = layout_golden(rel) if connector == "layout" else generate(rel, connector)
             digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
             name = f"{connector}-{digest}.json.gz"
             target = out / name

@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use flate2::read::GzDecoder;
 use serde_json::Value;
 
-use super::{resolve, RELEASES};
+use super::{
+    moriio_bind_offset, moriio_dial_offset, nixl_handshake_peers, nixl_pp_check, resolve, RELEASES,
+};
 use crate::check::{connector_flow, load_ok, Flow, Shape, Violation, VllmError};
 use crate::rules::{self, RuleError};
 
@@ -419,6 +421,9 @@ fn pdtp_agrees_with_vllm_on_every_golden_vector() {
     let mut failures = Vec::new();
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
     for (connector, releases) in &index {
+        if connector == LAYOUT {
+            continue; // not a connector: `pdtp_agrees_with_vllm_on_parallel_connector_facts`
+        }
         let mut by_file: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (release, file) in releases {
             if let Some(f) = file {
@@ -487,7 +492,7 @@ fn pdtp_agrees_with_vllm_on_every_golden_vector() {
 #[test]
 fn golden_covers_every_listed_release() {
     let index = index();
-    for connector in ["nixl", "moriio", "moriio-write"] {
+    for connector in ["nixl", "moriio", "moriio-write", LAYOUT] {
         let releases: Vec<&str> = index[connector].keys().map(String::as_str).collect();
         let mut want: Vec<&str> = RELEASES.to_vec();
         want.sort();
@@ -495,6 +500,179 @@ fn golden_covers_every_listed_release() {
         got.sort();
         assert_eq!(got, want, "{connector}");
     }
+}
+
+/// The golden index's part holding the layout rules of every release (not a connector).
+const LAYOUT: &str = "layout";
+
+/// One `function_grid` of a layout file: the recorded outcome of each vector, in grid order.
+fn grid_outcomes<'a>(data: &'a Value, name: &str) -> Option<Vec<&'a Value>> {
+    let grid = data.get(name)?;
+    let values = grid["values"].as_array().expect("values");
+    Some(
+        runs(&grid["codes"])
+            .into_iter()
+            .map(|c| &values[c as usize])
+            .collect(),
+    )
+}
+
+/// vLLM's recorded outcome as pdtp's `Result` shape: ("ok", value) or (class, message).
+fn recorded(want: &Value, args: &[i64]) -> (String, Value) {
+    let class = want[0].as_str().expect("class").to_string();
+    if class == "ok" {
+        return (class, want[1].clone());
+    }
+    (
+        class,
+        Value::String(fill(want[1].as_str().expect("message"), args)),
+    )
+}
+
+fn rule_outcome(r: Result<Value, RuleError>) -> (String, Value) {
+    outcome(r, &[])
+}
+
+/// The connector facts of parallel layouts in one release's layout file, against the rows
+/// pdtp resolves for that release: MoRIIO's bound and dialed port offsets per DP rank (READ
+/// and WRITE rows), NIXL's pipeline check per `kv_role` and the stages its handshake queries.
+fn compare_parallel_facts(release: &str, data: &Value, tally: &mut Tally) {
+    let max = data["moriio_max"].as_i64().expect("moriio_max");
+    match grid_outcomes(data, "moriio_bind") {
+        Some(got) => {
+            let args: Vec<[i64; 2]> = (0..max)
+                .flat_map(|d| (0..max).map(move |t| [d, t]))
+                .collect();
+            assert_eq!(args.len(), got.len(), "moriio_bind grid");
+            for (a, want) in args.iter().zip(got) {
+                let mine = (
+                    "ok".to_string(),
+                    Value::from(moriio_bind_offset(a[0], a[1])),
+                );
+                tally.check(recorded(want, a) == mine, || {
+                    format!("moriio_bind{a:?}@{release}: vLLM {want}, pdtp {mine:?}")
+                });
+            }
+        }
+        None => assert!(resolve(&format!("moriio@{release}")).is_err(), "{release}"),
+    }
+    if let Some(got) = grid_outcomes(data, "moriio_dial") {
+        let mut args: Vec<[i64; 4]> = Vec::new();
+        for k in 0..max {
+            for lt in 1..=max {
+                for r in 0..lt {
+                    for rt in 1..=max {
+                        args.push([k, lt, r, rt]);
+                    }
+                }
+            }
+        }
+        assert_eq!(args.len(), got.len(), "moriio_dial grid");
+        // vLLM's driver dials from a decode (READ) worker; the WRITE rows must dial alike.
+        for name in ["moriio", "moriio-write"] {
+            let row = resolve(&format!("{name}@{release}")).expect("moriio in this release");
+            let (dial, dp_dial) = row.profile.rules.moriio_dials().expect("a MoRIIO row");
+            for (a, want) in args.iter().zip(&got) {
+                let mine = rule_outcome(
+                    moriio_dial_offset(dial, dp_dial, a[0], a[1], a[2], a[3]).map(Value::from),
+                );
+                tally.check(recorded(want, a) == mine, || {
+                    format!("moriio_dial{a:?} {name}@{release}: vLLM {want}, pdtp {mine:?}")
+                });
+            }
+        }
+    }
+    let pp = resolve(&format!("nixl@{release}"))
+        .expect("nixl in every release")
+        .profile
+        .rules
+        .nixl_pp()
+        .expect("a NIXL row");
+    let roles: Vec<String> = data["nixl_roles"]
+        .as_array()
+        .expect("roles")
+        .iter()
+        .map(|r| r.as_str().expect("role").to_string())
+        .collect();
+    let sizes = ints(&data["nixl_pp_sizes"]);
+    let got = grid_outcomes(data, "nixl_pp_init").expect("nixl_pp_init");
+    let args: Vec<(&String, i64)> = roles
+        .iter()
+        .flat_map(|r| sizes.iter().map(move |&s| (r, s)))
+        .collect();
+    assert_eq!(args.len(), got.len(), "nixl_pp_init grid");
+    for ((role, size), want) in args.iter().zip(got) {
+        let mine = rule_outcome(nixl_pp_check(pp, role, *size).map(|()| Value::Null));
+        tally.check(recorded(want, &[]) == mine, || {
+            format!("nixl_pp_init({role}, {size})@{release}: vLLM {want}, pdtp {mine:?}")
+        });
+    }
+    let got = grid_outcomes(data, "nixl_handshake").expect("nixl_handshake");
+    let mut args: Vec<[i64; 3]> = Vec::new();
+    for tp in ints(&data["nixl_pp_tp"]) {
+        for r in 0..tp {
+            for &s in &sizes {
+                args.push([tp, r, s]);
+            }
+        }
+    }
+    assert_eq!(args.len(), got.len(), "nixl_handshake grid");
+    for (a, want) in args.iter().zip(got) {
+        assert_eq!(want[0], "ok", "the handshake driver records no errors");
+        // vLLM 0.11.0 names the rank by the port (`base + tp_rank`), not in the message: the
+        // driver records `[0, null]`, which is the same peer as `[0, tp_rank]`.
+        let want: Value = match &want[1] {
+            Value::Array(peers) => peers
+                .iter()
+                .map(|p| match p[1] {
+                    Value::Null => Value::from(vec![p[0].clone(), Value::from(a[1])]),
+                    _ => p.clone(),
+                })
+                .collect(),
+            other => other.clone(),
+        };
+        let mine: Value = match nixl_handshake_peers(pp, a[1], a[2]) {
+            None => Value::Null,
+            Some(peers) => peers
+                .iter()
+                .map(|&(s, t)| Value::from(vec![s, t]))
+                .collect(),
+        };
+        tally.check(want == mine, || {
+            format!("nixl_handshake{a:?}@{release}: vLLM {want}, pdtp {mine}")
+        });
+    }
+}
+
+/// Every release's layout golden file, the connector facts of DP and PP, zero disagreements.
+/// The other layout rules in these files (`pp_indices`, `expert_map`, `moe_parallel`,
+/// `config_check`) are compared where pdtp states them (the layout rules module).
+#[test]
+fn pdtp_agrees_with_vllm_on_parallel_connector_facts() {
+    let index = index();
+    let mut failures = Vec::new();
+    let mut total = 0;
+    for (release, file) in &index[LAYOUT] {
+        let data = load(file.as_deref().expect("every release has layout rules"));
+        assert_eq!(data["part"], LAYOUT);
+        let mut tally = Tally::default();
+        compare_parallel_facts(release, &data, &mut tally);
+        println!(
+            "golden layout@{release} ({}): {} connector-fact vectors, {} disagreements",
+            file.as_deref().unwrap_or(""),
+            tally.vectors,
+            tally.mismatches.len()
+        );
+        total += tally.vectors;
+        failures.extend(tally.mismatches);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} disagreements:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(total > 50_000, "{total}");
 }
 
 #[test]

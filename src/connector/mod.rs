@@ -9,6 +9,7 @@
 //! Keys: every function that takes a connector accepts `"name"` (the newest release pdtp knows)
 //! or `"name@X.Y.Z"`. A release newer than the newest known resolves to the newest rules.
 
+mod parallel;
 mod version;
 
 #[cfg(test)]
@@ -16,6 +17,10 @@ mod golden;
 
 use std::fmt;
 
+pub use parallel::{
+    moriio_bind_offset, moriio_dial_offset, moriio_dp_ports_match, nixl_handshake_peers,
+    nixl_pp_check,
+};
 pub use version::Version;
 
 /// Every vLLM release the golden data covers, oldest first; the last is the default.
@@ -129,12 +134,28 @@ pub enum BlockLen {
     PerRankHeads,
 }
 
+/// What NIXL does with a pipeline-parallel instance (`--pipeline-parallel-size` > 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NixlPp {
+    /// Before 0.26.0: no pipeline handling. Handshake metadata is keyed by TP rank alone, so
+    /// the stages of a PP instance overwrite each other's, and a PP decode stage's layer
+    /// window is never matched to the prefill's layers. vLLM raises nothing.
+    TpRanksOnly,
+    /// 0.26.0 on: PP is a NixlPushConnector feature. The worker refuses decode PP > 1 for
+    /// `kv_role` `kv_consumer` (`NotImplementedError`); the pull connector pdtp launches
+    /// (`kv_both`) passes that check, but reads every block through the prefill's stage-0
+    /// agent `(0, tp_rank)` and frees a block once as many reads as consumer TP ranks were
+    /// counted (each decode stage counts again).
+    PushOnly,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NixlRules {
     pub ratio: NixlRatio,
     pub replicated: Replicated,
     pub fan_in_replicated: FanInReplicated,
     pub block_len: BlockLen,
+    pub pp: NixlPp,
 }
 
 /// Which peer rank a MoRIIO rank dials (and reads from / writes to).
@@ -146,6 +167,17 @@ pub enum Dial {
     /// `get_moriio_remote_tp_rank` (0.25.0 on): one rank of the peer, `ValueError` when neither
     /// size is a multiple of the other.
     RemoteTpRank,
+}
+
+/// The port offset a MoRIIO rank dials for remote DP rank `k` and remote TP rank `t` (every
+/// release binds `get_port_offset(dp_rank, tp_rank)` = `dp_rank + tp_rank`: vLLM omits
+/// `tp_size` there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DpDial {
+    /// Before 0.27.0: `get_port_offset(k, t)` = `k + t`, as bound.
+    AddsRanks,
+    /// 0.27.0 on: `get_port_offset(k, t, remote_tp_size)` = `k · remote_tp_size + t`.
+    StridesByTp,
 }
 
 /// The per-layer check a MoRIIO READ rank runs before reading.
@@ -172,6 +204,7 @@ pub enum Release {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MoriioReadRules {
     pub dial: Dial,
+    pub dp_dial: DpDial,
     pub layer_check: LayerCheck,
     pub release: Release,
     /// Prefill ranks wait for `get_moriio_expected_ack_count` releases (else one).
@@ -192,6 +225,7 @@ pub enum WriteMapping {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MoriioWriteRules {
     pub dial: Dial,
+    pub dp_dial: DpDial,
     pub mapping: WriteMapping,
 }
 
@@ -229,6 +263,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             replicated: Replicated::AtLeastHeads,
             fan_in_replicated: FanInReplicated::AllModels,
             block_len: BlockLen::TpRatio(BLOCK_LEN_011),
+            pp: NixlPp::TpRanksOnly,
         }),
     },
     ConnectorProfile {
@@ -239,6 +274,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             replicated: Replicated::AtLeastHeads,
             fan_in_replicated: FanInReplicated::AllModels,
             block_len: BlockLen::TpRatio(BLOCK_LEN_011),
+            pp: NixlPp::TpRanksOnly,
         }),
     },
     ConnectorProfile {
@@ -249,6 +285,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             replicated: Replicated::AtLeastHeads,
             fan_in_replicated: FanInReplicated::AllModels,
             block_len: BlockLen::TpRatio(BLOCK_LEN_014),
+            pp: NixlPp::TpRanksOnly,
         }),
     },
     ConnectorProfile {
@@ -259,6 +296,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             replicated: Replicated::MoreThanHeads,
             fan_in_replicated: FanInReplicated::AllModels,
             block_len: BlockLen::TpRatio(BLOCK_LEN_014),
+            pp: NixlPp::TpRanksOnly,
         }),
     },
     ConnectorProfile {
@@ -269,6 +307,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             replicated: Replicated::MoreThanHeads,
             fan_in_replicated: FanInReplicated::NonMla,
             block_len: BlockLen::TpRatio(BLOCK_LEN_014),
+            pp: NixlPp::TpRanksOnly,
         }),
     },
     ConnectorProfile {
@@ -279,6 +318,18 @@ pub static PROFILES: &[ConnectorProfile] = &[
             replicated: Replicated::MoreThanHeads,
             fan_in_replicated: FanInReplicated::NonMla,
             block_len: BlockLen::PerRankHeads,
+            pp: NixlPp::TpRanksOnly,
+        }),
+    },
+    ConnectorProfile {
+        connector: "nixl",
+        since: v(0, 26, 0),
+        rules: Rules::Nixl(NixlRules {
+            ratio: NixlRatio::BothWays,
+            replicated: Replicated::MoreThanHeads,
+            fan_in_replicated: FanInReplicated::NonMla,
+            block_len: BlockLen::PerRankHeads,
+            pp: NixlPp::PushOnly,
         }),
     },
     ConnectorProfile {
@@ -286,6 +337,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         since: v(0, 14, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
             dial: Dial::SameRank,
+            dp_dial: DpDial::AddsRanks,
             layer_check: LayerCheck::Nothing,
             release: Release::ReadRank,
             counted_acks: false,
@@ -296,6 +348,18 @@ pub static PROFILES: &[ConnectorProfile] = &[
         since: v(0, 25, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
             dial: Dial::RemoteTpRank,
+            dp_dial: DpDial::AddsRanks,
+            layer_check: LayerCheck::ReplicatedHeads,
+            release: Release::ReadRank,
+            counted_acks: true,
+        }),
+    },
+    ConnectorProfile {
+        connector: "moriio",
+        since: v(0, 27, 0),
+        rules: Rules::MoriioRead(MoriioReadRules {
+            dial: Dial::RemoteTpRank,
+            dp_dial: DpDial::StridesByTp,
             layer_check: LayerCheck::ReplicatedHeads,
             release: Release::ReadRank,
             counted_acks: true,
@@ -306,6 +370,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         since: v(0, 33, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
             dial: Dial::RemoteTpRank,
+            dp_dial: DpDial::StridesByTp,
             layer_check: LayerCheck::HeadsPerRank,
             release: Release::AllHolders,
             counted_acks: true,
@@ -316,6 +381,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         since: v(0, 14, 0),
         rules: Rules::MoriioWrite(MoriioWriteRules {
             dial: Dial::SameRank,
+            dp_dial: DpDial::AddsRanks,
             mapping: WriteMapping::SameRank,
         }),
     },
@@ -324,6 +390,16 @@ pub static PROFILES: &[ConnectorProfile] = &[
         since: v(0, 25, 0),
         rules: Rules::MoriioWrite(MoriioWriteRules {
             dial: Dial::RemoteTpRank,
+            dp_dial: DpDial::AddsRanks,
+            mapping: WriteMapping::SameRank,
+        }),
+    },
+    ConnectorProfile {
+        connector: "moriio-write",
+        since: v(0, 27, 0),
+        rules: Rules::MoriioWrite(MoriioWriteRules {
+            dial: Dial::RemoteTpRank,
+            dp_dial: DpDial::StridesByTp,
             mapping: WriteMapping::SameRank,
         }),
     },
@@ -332,6 +408,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         since: v(0, 33, 0),
         rules: Rules::MoriioWrite(MoriioWriteRules {
             dial: Dial::RemoteTpRank,
+            dp_dial: DpDial::StridesByTp,
             mapping: WriteMapping::TpMapping,
         }),
     },
