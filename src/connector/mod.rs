@@ -141,11 +141,10 @@ pub enum NixlPp {
     /// the stages of a PP instance overwrite each other's, and a PP decode stage's layer
     /// window is never matched to the prefill's layers. vLLM raises nothing.
     TpRanksOnly,
-    /// 0.26.0 on: PP is a NixlPushConnector feature. The worker refuses decode PP > 1 for
-    /// `kv_role` `kv_consumer` (`NotImplementedError`); the pull connector pdtp launches
-    /// (`kv_both`) passes that check, but reads every block through the prefill's stage-0
-    /// agent `(0, tp_rank)` and frees a block once as many reads as consumer TP ranks were
-    /// counted (each decode stage counts again).
+    /// 0.26.0 on: the worker refuses PP > 1 for `kv_role` `kv_consumer` (vLLM's
+    /// `NotImplementedError`, the push connector's decode); the pull connector pdtp launches
+    /// (`kv_both`) passes, and a decode rank's handshake queries every prefill stage
+    /// `(pp_rank, tp_rank)` (`remote_pp_size` from `kv_transfer_params`).
     PushOnly,
 }
 
