@@ -5,6 +5,7 @@ from typing import Any, final
 
 __all__ = [
     "CAPACITY_SCALE",
+    "ConnectorInfo",
     "CONSTANT_FIELDS",
     "ServingPoint",
     "fit_constants",
@@ -40,15 +41,17 @@ __all__ = [
     "Stage",
     "candidates",
     "check_pair",
-    "connectors",
+    "connector_names",
     "expected_ack_count",
     "loadable_sizes",
     "predict_decode",
     "predict_prefill",
     "remote_tp_rank",
+    "resolve_connector",
     "side_option",
     "sweep_budgets",
     "transfer_map",
+    "vllm_releases",
     "validate_kv_heads",
 ]
 
@@ -104,10 +107,42 @@ def loadable_sizes(
 def transfer_map(
     prefill_tp: int, decode_tp: int, kv_heads: int, is_mla: bool, connector: str
 ) -> tuple[
-    list[tuple[int, list[int], list[tuple[int, list[int]]]]],
-    list[tuple[int, list[int], list[int], int]],
+    list[tuple[int, list[int], list[tuple[int, list[int]]], list[int]]],
+    list[tuple[int, list[int], list[int], list[int], int]],
 ]: ...
-def connectors() -> list[dict[str, Any]]: ...
+
+@final
+class ConnectorInfo:
+    """A connector resolved at one vLLM version."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def vllm_version(self) -> str: ...
+    @property
+    def rules_version(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def kv_connector(self) -> str: ...
+    @property
+    def prefill_role(self) -> str: ...
+    @property
+    def decode_role(self) -> str: ...
+    @property
+    def mode(self) -> str | None: ...
+    @property
+    def requires_replicated_heads(self) -> bool: ...
+    @property
+    def summary(self) -> str: ...
+
+def resolve_connector(key: str) -> ConnectorInfo:
+    """``"name"`` or ``"name@X.Y.Z"`` resolved; unknown names/versions raise pdtp errors."""
+
+def connector_names() -> list[str]: ...
+def vllm_releases() -> list[str]:
+    """Every vLLM release the golden data covers, oldest first."""
+
 def predict_prefill(
     model: _Nums, gpu: _Nums, consts: _Nums, tp: int, isl: float, util: float
 ) -> tuple[float, float, float, bool, float, bool]: ...

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _core
 from ._validate import MAX_TP, flag, optional_positive_int, positive_int
-from .connectors import resolve_connector
+from .connectors import Connector, resolve_connector
 from .errors import (
     InvalidArgumentError,
 )
@@ -20,8 +20,10 @@ from .violations import CheckWarning, Violation, pair_rules
 
 # Largest KV/attention head count accepted (far above any real model; keeps arithmetic small).
 MAX_HEADS = 1 << 20
-# How many alternatives `check` proposes by default.
+# How many alternatives `check` proposes by default, and at most (more than every pair of
+# sizes up to MAX_TP would be a number the core cannot even hold).
 DEFAULT_ALTERNATIVES = 5
+MAX_ALTERNATIVES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,9 @@ class CheckResult:
     gpu: str | None = None
     prefill_fits: bool | None = None
     decode_fits: bool | None = None
+    #: The vLLM version the rules are of, and MoRIIO's mode ("read"/"write"; None for NIXL).
+    vllm_version: str | None = None
+    mode: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -97,6 +102,8 @@ class CheckResult:
             "prefill_tp": self.prefill_tp,
             "decode_tp": self.decode_tp,
             "connector": self.connector,
+            "vllm_version": self.vllm_version,
+            "mode": self.mode,
             "violations": [v.to_dict() for v in self.violations],
             "warnings": [w.to_dict() for w in self.warnings],
             "alternatives": [list(a) for a in self.alternatives],
@@ -111,7 +118,7 @@ def check(
     prefill_tp: int,
     decode_tp: int,
     *,
-    connector: str = "moriio",
+    connector: str | Connector = "moriio",
     max_acks: int | None = None,
     max_tp: int | None = None,
     alternatives: int = DEFAULT_ALTERNATIVES,
@@ -119,9 +126,11 @@ def check(
     workload: Any = None,
     gpu_memory_utilization: float = 0.9,
     constants: Any = None,
+    vllm_version: str | None = None,
 ) -> CheckResult:
-    """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``, ``"nixl"`` or
-    ``"nixl-legacy"``).
+    """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``: MoRIIO READ mode,
+    ``"moriio-write"``: MoRIIO WRITE mode, ``"nixl"``, ``"nixl-legacy"``) as vLLM
+    ``vllm_version`` (default: the newest release pdtp knows) would run it.
 
     ``max_acks`` caps the release acks a prefill rank may wait for (D/P when D > P);
     ``max_tp`` bounds the TP sizes proposed as alternatives (default: 16 or twice the larger
@@ -149,12 +158,14 @@ def check(
     shape = model_shape(model)
     p = positive_int("prefill_tp", prefill_tp, maximum=MAX_TP)
     d = positive_int("decode_tp", decode_tp, maximum=MAX_TP)
-    conn = resolve_connector(connector)
+    conn = resolve_connector(connector, vllm_version)
     acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
     bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
-    n_alt = positive_int("alternatives", alternatives) if alternatives else 0
+    n_alt = (
+        positive_int("alternatives", alternatives, maximum=MAX_ALTERNATIVES) if alternatives else 0
+    )
 
-    violations, raw_warnings = pair_rules(shape, p, d, conn.name, acks)
+    violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
     sizes = None
     fits: dict[str, bool] = {}
     if ctx is not None:
@@ -190,7 +201,7 @@ def check(
                 shape.is_mla,
                 p,
                 d,
-                conn.name,
+                conn.key,
                 acks,
                 sizes["prefill"],
                 sizes["decode"],
@@ -208,4 +219,6 @@ def check(
         gpu=ctx.gpu.name if ctx is not None else None,
         prefill_fits=fits.get("prefill"),
         decode_fits=fits.get("decode"),
+        vllm_version=conn.vllm_version,
+        mode=conn.mode,
     )

@@ -378,9 +378,11 @@ def evaluate(
     max_acks: int | None = None,
     constants: Any = None,
     gpu_memory_utilization: float = DEFAULT_UTILIZATION,
+    vllm_version: str | None = None,
 ) -> Estimate:
     """Predict a whole P/D configuration. Invalid configurations are reported in
-    ``Estimate.valid`` / ``violations`` (rules, memory, SLOs), not raised.
+    ``Estimate.valid`` / ``violations`` (rules, memory, SLOs), not raised; the rules are
+    those of vLLM ``vllm_version`` (default: the newest release pdtp knows).
 
     >>> import pdtp
     >>> e = pdtp.evaluate("llama-3.1-70b", gpu="h100", prefill_tp=4, prefill_instances=2,
@@ -395,8 +397,8 @@ def evaluate(
     np_ = positive_int("prefill_instances", prefill_instances, maximum=1 << 24)
     nd = positive_int("decode_instances", decode_instances, maximum=1 << 24)
     acks = optional_positive_int("max_acks", max_acks)
-    conn = resolve_connector(connector)
-    rule_violations, _ = pair_rules(ctx.model, p, d, conn.name, acks)
+    conn = resolve_connector(connector, vllm_version)
+    rule_violations, _ = pair_rules(ctx.model, p, d, conn.key, acks)
     pp = side_point(ctx, w, p, prefill=True)
     dp = side_point(ctx, w, d, prefill=False)
     violations = [

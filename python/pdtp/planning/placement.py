@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._shell import command_line
 from ..errors import InvalidArgumentError
@@ -42,18 +42,52 @@ def place(
     return out
 
 
-def kv_transfer_config(plan: Plan, role: str, port: int, proxy_ip: str) -> str:
+def kv_transfer(plan: Plan, role: str, port: int, proxy_ip: str) -> tuple[str, dict[str, str]]:
+    """The ``--kv-transfer-config`` JSON of one instance and the environment it needs.
+
+    MoRIIO's mode is stated, never left to vLLM's default (WRITE in every release): the rules
+    pdtp checked are the rules of the mode that runs. The plan's vLLM release decides where
+    the mode goes (``deployment.launch`` holds that fact): the ``read_mode`` key of
+    ``kv_connector_extra_config`` from 0.23.0, the environment variable before."""
     kv_role = plan.prefill_role if role == "prefill" else plan.decode_role
     config: dict[str, object] = {"kv_connector": plan.kv_connector, "kv_role": kv_role}
+    env: dict[str, str] = {}
     if plan.kv_connector == "MoRIIOConnector":
-        config["kv_connector_extra_config"] = {
+        from ..deployment.launch import MORIIO_READ_MODE_ENV, MORIIO_READ_MODE_KEY_SINCE
+
+        extra: dict[str, object] = {
             "proxy_ip": proxy_ip,
             "proxy_ping_port": MORIIO_PROXY_PING_PORT,
             "http_port": port,
             "handshake_port": port + 100,
             "notify_port": port + 200,
         }
-    return json.dumps(config, separators=(",", ":"))
+        flag = "true" if _moriio_mode(plan) == "read" else "false"
+        if _release(plan) >= MORIIO_READ_MODE_KEY_SINCE:
+            extra["read_mode"] = flag
+        else:
+            env[MORIIO_READ_MODE_ENV] = flag
+        config["kv_connector_extra_config"] = extra
+    return json.dumps(config, separators=(",", ":")), env
+
+
+def _moriio_mode(plan: Plan) -> str | None:
+    mode = getattr(plan, "mode", None)
+    if mode is None:
+        from ..connectors import resolve_connector
+
+        mode = resolve_connector(plan.connector).mode
+    return mode
+
+
+def _release(plan: Plan) -> Any:
+    """The plan's vLLM release as ``deployment.versions.Version`` (the newest when unnamed)."""
+    from ..connectors import DEFAULT_VLLM_VERSION
+    from ..deployment.versions import Version
+
+    text = getattr(plan, "vllm_version", None) or DEFAULT_VLLM_VERSION
+    parts = [int(x) for x in text.split(".")[:3]]
+    return Version(*(parts + [0] * (3 - len(parts))))
 
 
 def commands(plan: Plan, *, base_port: int = 8100, proxy_ip: str = "127.0.0.1") -> list[str]:
@@ -72,6 +106,8 @@ def commands(plan: Plan, *, base_port: int = 8100, proxy_ip: str = "127.0.0.1") 
         if plan.kv_connector == "NixlConnector":
             # Instances sharing a node need distinct NIXL side channels.
             env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(NIXL_SIDE_CHANNEL_BASE + ordinal)
+        config, mode_env = kv_transfer(plan, role, port, proxy_ip)
+        env.update(mode_env)
         tp = plan.prefill.tp if role == "prefill" else plan.decode.tp
         argv = [
             "vllm",
@@ -86,7 +122,7 @@ def commands(plan: Plan, *, base_port: int = 8100, proxy_ip: str = "127.0.0.1") 
         ]
         if plan.kv_dtype == "fp8":
             argv += ["--kv-cache-dtype", "fp8"]
-        argv += ["--kv-transfer-config", kv_transfer_config(plan, role, port, proxy_ip)]
+        argv += ["--kv-transfer-config", config]
         # The comment holds only pdtp's own numbers and role names.
         lines.append(f"{command_line(argv, env)}  # node {node}, {role} {index}")
     return lines

@@ -106,7 +106,11 @@ class Plan:
     gap: float | None = 0.0
     objective: str = "throughput"
     cost_per_hour: float | None = None
+    #: The vLLM release the plan's rules are of (and that its launch lines start), and
+    #: MoRIIO's transfer mode (``"read"``/``"write"``; None for NIXL): what was checked is
+    #: what runs.
     vllm_version: str | None = None
+    mode: str | None = None
     pool: str = ""
     notes: tuple[str, ...] = ()
     slo_basis: str = "mean"
@@ -132,6 +136,13 @@ class Plan:
         return bottleneck(self.prefill_capacity_rps, self.decode_capacity_rps)
 
     @property
+    def connector_label(self) -> str:
+        """``"moriio (READ mode), vLLM 0.33.0"``: the connector, its mode and release."""
+        from ..connectors import resolve_connector
+
+        return resolve_connector(self.connector, self.vllm_version).label
+
+    @property
     def output_tokens_per_dollar(self) -> float | None:
         """Output tokens per USD at the plan's served rate (None without prices)."""
         if not self.cost_per_hour:
@@ -145,6 +156,7 @@ class Plan:
             "gpu": self.gpu,
             "connector": self.connector,
             "vllm_version": self.vllm_version,
+            "mode": self.mode,
             "workload": self.workload.to_dict(),
             "gpus": self.gpus,
             "pool": self.pool,
@@ -267,7 +279,7 @@ def build(
         def placer() -> Sequence[Placement]:
             return placements(sc, cands, solution, usage)[model]
 
-    violations, found = pair_rules(entry.model, p.tp, d.tp, sc.connector.name, sc.max_acks)
+    violations, found = pair_rules(entry.model, p.tp, d.tp, sc.connector_key, sc.max_acks)
     warnings = () if violations else found
     return Plan(
         model=entry.model.name,
@@ -300,7 +312,8 @@ def build(
         gap=decision.gap,
         objective=sc.objective,
         cost_per_hour=cost,
-        vllm_version=sc.vllm_version,
+        vllm_version=sc.connector.vllm_version,
+        mode=sc.connector.mode,
         pool=pool.describe(),
         notes=notes,
         placer=placer,
@@ -320,8 +333,9 @@ def rule_note(
     bp, bd, cp_, cd = rows[b.prefill], rows[b.decode], rows[c.prefill], rows[c.decode]
     served = min(b.prefill_instances * bp.requests_per_s, b.decode_instances * bd.requests_per_s)
     mine = min(c.prefill_instances * cp_.requests_per_s, c.decode_instances * cd.requests_per_s)
-    broken, _ = pair_rules(sc.models[0].model, bp.tp, bd.tp, sc.connector.name, sc.max_acks)
-    why = broken[0].message if broken else "rejected by the connector's rules"
+    broken, _ = pair_rules(sc.models[0].model, bp.tp, bd.tp, sc.connector_key, sc.max_acks)
+    # A bare vLLM assert has no message: its hint says what failed.
+    why = (broken[0].message or broken[0].hint) if broken else "rejected by the connector's rules"
     what = f"{b.prefill_instances}x prefill tp={bp.tp} + {b.decode_instances}x decode tp={bd.tp}"
     name = sc.connector.name
     if demand is None:
