@@ -84,6 +84,9 @@ def test_slo_percentile_errors_name_the_argument():
     no_slo = {"isl": 2048, "osl": 512, "ttft_ms": None, "tpot_ms": None}
     with pytest.raises(pdtp.InvalidArgumentError, match="needs an SLO"):
         pdtp.solve(MODEL, gpus=8, gpu=GPU, workload=no_slo, slo_percentile=0.9)
+    # A plan over two GPU types: the simulator models one per deployment, and says so.
+    with pytest.raises(pdtp.InvalidArgumentError, match="one GPU type per deployment"):
+        pdtp.solve("llama-3.1-70b", gpus={"mi355x": 16, "mi300x": 16}, slo_percentile=0.9)
 
 
 def test_cli_slo_percentile(capsys):

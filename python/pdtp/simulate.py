@@ -221,6 +221,12 @@ def config_from_plan(
             "plan must be a pdtp.Plan or a dict from `pdtp solve --json`, got "
             f"{type(plan).__name__}"
         )
+    types = {_side_gpu(plan, role) for role in ("prefill", "decode")} - {None}
+    if len(types) > 1:
+        raise InvalidArgumentError(
+            "the simulator models one GPU type per deployment; this plan runs prefill on "
+            f"{_side_gpu(plan, 'prefill')} and decode on {_side_gpu(plan, 'decode')}"
+        )
     m = resolve_model(model)
     if kv_dtype:
         m = m.with_dtypes(kv_dtype=kv_dtype)
@@ -237,6 +243,12 @@ def config_from_plan(
         max_num_batched_tokens=max_num_batched_tokens,
         router=router,
     )
+
+
+def _side_gpu(plan: Any, role: str) -> Any:
+    """The GPU type a plan's side names (None: the plan's one type)."""
+    side = plan.get(role) if isinstance(plan, Mapping) else getattr(plan, role, None)
+    return side.get("gpu") if isinstance(side, Mapping) else getattr(side, "gpu", None)
 
 
 def _plan_side(plan: Mapping[str, Any], role: str) -> tuple[Any, Any]:
