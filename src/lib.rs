@@ -10,6 +10,7 @@ pub mod layout;
 pub mod perf;
 pub mod plan;
 pub mod rules;
+pub mod sim;
 pub mod sweep;
 pub mod transfer;
 

@@ -28,6 +28,17 @@ from .errors import (
     UnknownNameError,
     UnworkablePairError,
 )
+
+# Imported now, not lazily: the module `pdtp.simulate` would otherwise shadow the function.
+from .simulate import (
+    RateSearch,
+    SimConfig,
+    SimResult,
+    load_trace,
+    max_rate_within_slo,
+    sim_config,
+    simulate,
+)
 from .transfer import TransferMap, transfer_map
 
 # vLLM's rule functions straight from the Rust core, with out-of-range and wrong-type
@@ -130,6 +141,13 @@ __all__ = [
     "deploy",
     "deploy_diff",
     "Deployment",
+    "simulate",
+    "sim_config",
+    "max_rate_within_slo",
+    "load_trace",
+    "SimConfig",
+    "SimResult",
+    "RateSearch",
     "CheckResult",
     "CheckWarning",
     "ConfigError",

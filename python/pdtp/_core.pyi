@@ -14,6 +14,19 @@ __all__ = [
     "predict_serving",
     "step_time",
     "MAX_MAP_TP",
+    "SIM_MAX_OUTPUT_TOKENS",
+    "SIM_MAX_REQUESTS",
+    "SIM_MAX_TRACE_BYTES",
+    "Percentiles",
+    "RateSearch",
+    "SideStats",
+    "SimConfig",
+    "SimPool",
+    "SimResult",
+    "SimTrace",
+    "max_rate_within_slo",
+    "parse_trace",
+    "simulate",
     "alternatives",
     "Candidates",
     "Choice",
@@ -44,6 +57,9 @@ __all__ = [
 
 MAX_MAP_TP: int
 CAPACITY_SCALE: float
+SIM_MAX_REQUESTS: int
+SIM_MAX_OUTPUT_TOKENS: int
+SIM_MAX_TRACE_BYTES: int
 
 # Inputs of the performance model: dicts of plain numbers built once per model / GPU.
 _Nums = dict[str, float]
@@ -436,3 +452,197 @@ def fit_constants(
 def predict_points(
     points: Sequence[_PointTuple], x: Sequence[float]
 ) -> list[tuple[float, float, float]]: ...
+
+# ---- simulator (src/sim) -------------------------------------------------------------------
+
+# (role, tp, instances, gpu_memory_utilization, max_num_seqs, max_num_batched_tokens)
+_PoolSpec = tuple[str, int, int, float, int, int]
+
+@final
+class SimPool:
+    """One kind of instance of a simulated deployment."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def instances(self) -> int: ...
+    @property
+    def gpu_memory_utilization(self) -> float: ...
+    @property
+    def max_num_seqs(self) -> int: ...
+    @property
+    def max_num_batched_tokens(self) -> int: ...
+    @property
+    def kv_blocks(self) -> int: ...
+
+@final
+class SimConfig:
+    """What a simulation deploys (``pdtp.sim_config``)."""
+
+    def __new__(
+        cls,
+        model: _Nums,
+        gpu: _Nums,
+        consts: _Nums,
+        *,
+        model_name: str,
+        gpu_name: str,
+        pools: list[_PoolSpec],
+        router: str,
+    ) -> SimConfig: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def gpu(self) -> str: ...
+    @property
+    def router(self) -> str: ...
+    @property
+    def pools(self) -> tuple[SimPool, ...]: ...
+    @property
+    def gpus(self) -> int: ...
+
+@final
+class SimTrace:
+    """A parsed request trace."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def requests(self) -> int: ...
+    @property
+    def span_s(self) -> float: ...
+
+@final
+class Percentiles:
+    """Mean, p50, p90, p99 and max of one latency, in milliseconds."""
+
+    @property
+    def mean(self) -> float: ...
+    @property
+    def p50(self) -> float: ...
+    @property
+    def p90(self) -> float: ...
+    @property
+    def p99(self) -> float: ...
+    @property
+    def max(self) -> float: ...
+    def to_dict(self) -> dict[str, float]: ...
+
+@final
+class SideStats:
+    """One side of a simulated deployment over the run."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def instances(self) -> int: ...
+    @property
+    def kv_blocks(self) -> int: ...
+    @property
+    def utilization(self) -> float: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def mean_step_tokens(self) -> float: ...
+    @property
+    def mean_decode_batch(self) -> float: ...
+    @property
+    def queue_mean(self) -> float: ...
+    @property
+    def queue_max(self) -> int: ...
+    @property
+    def preemptions(self) -> int: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class SimResult:
+    """The outcome of ``pdtp.simulate``; latencies in milliseconds."""
+
+    @property
+    def requests(self) -> int: ...
+    @property
+    def rate_rps(self) -> float | None: ...
+    @property
+    def concurrency(self) -> int | None: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def throughput_rps(self) -> float: ...
+    @property
+    def output_tokens_per_s(self) -> float: ...
+    @property
+    def goodput_rps(self) -> float: ...
+    @property
+    def slo_attainment(self) -> float: ...
+    @property
+    def mean_in_system(self) -> float: ...
+    @property
+    def ttft_slo_ms(self) -> float | None: ...
+    @property
+    def tpot_slo_ms(self) -> float | None: ...
+    @property
+    def ttft_ms(self) -> Percentiles: ...
+    @property
+    def tpot_ms(self) -> Percentiles: ...
+    @property
+    def e2e_ms(self) -> Percentiles: ...
+    @property
+    def sides(self) -> tuple[SideStats, ...]: ...
+    def quantile(self, metric: str, q: float) -> float: ...
+    def meets_slo(self, percentile: float = 0.9, *, steady_state: bool = False) -> bool: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class RateSearch:
+    """The highest rate meeting the SLOs at a percentile (``pdtp.max_rate_within_slo``)."""
+
+    @property
+    def rate_rps(self) -> float: ...
+    @property
+    def failing_rps(self) -> float: ...
+    @property
+    def percentile(self) -> float: ...
+    @property
+    def simulations(self) -> int: ...
+    @property
+    def result(self) -> SimResult | None: ...
+
+def parse_trace(text: str, name: str) -> SimTrace: ...
+def simulate(
+    config: SimConfig,
+    *,
+    isl: int,
+    osl: int,
+    length_range: tuple[float, float] | None,
+    requests: int | None,
+    seed: int,
+    rate_rps: float | None,
+    concurrency: int | None,
+    arrival: str,
+    burstiness: float,
+    trace: SimTrace | None,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+) -> SimResult: ...
+def max_rate_within_slo(
+    config: SimConfig,
+    *,
+    isl: int,
+    osl: int,
+    length_range: tuple[float, float] | None,
+    requests: int,
+    seed: int,
+    arrival: str,
+    burstiness: float,
+    percentile: float,
+    tolerance: float,
+    hint_rps: float | None,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+) -> RateSearch: ...

@@ -156,6 +156,13 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
     o.add_argument(
         "--time-limit", type=float, default=10.0, metavar="S", help="seconds (default 10)"
     )
+    o.add_argument(
+        "--slo-percentile",
+        type=float,
+        metavar="P",
+        help="plan on goodput: the SLOs must hold at this percentile (0.9 = p90) under "
+        "Poisson arrivals, verified by simulation (default: on means)",
+    )
     return o
 
 
@@ -256,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
     z.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
     z.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
+    z.add_argument(
+        "--slo-percentile",
+        type=float,
+        metavar="P",
+        help="plan on goodput: the SLOs must hold at this percentile (0.9 = p90) under "
+        "Poisson arrivals, verified by simulation (default: on means)",
+    )
     z.add_argument("--no-commands", action="store_true", help="omit the vllm serve lines")
     z.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -288,6 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--move-cost", metavar="K=V,...", help="weights: start, stop, restart, gpu")
     r.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
+    r.add_argument(
+        "--slo-percentile",
+        type=float,
+        metavar="P",
+        help="plan on goodput: the SLOs must hold at this percentile (0.9 = p90) under "
+        "Poisson arrivals, verified by simulation (default: on means)",
+    )
     r.add_argument(
         "--no-commands", action="store_true", help="omit the vllm serve lines of started instances"
     )
@@ -387,13 +408,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser(
         "plot",
-        help="charts (PNG/SVG): requests/s per GPU vs budget; valid P/D pairs",
+        help="charts (PNG/SVG): requests/s per GPU vs budget; valid P/D pairs; latency",
         description=(
             "throughput: requests/s per GPU against the GPU budget, one line per model and a "
             "panel per GPU type, connector and workload (from a `pdtp sweep` file, or sweeps "
             "it); the 10 models with the highest peak unless --models or --top say otherwise. "
             "pairs: for each model and connector, which (prefill TP, decode TP) pairs vLLM "
-            "accepts, and the rule each other pair breaks. Needs matplotlib "
+            "accepts, and the rule each other pair breaks. latency: simulated TTFT and TPOT "
+            "percentiles (p50, p90, p99) of a plan against the request rate, with its SLOs. "
+            "Needs matplotlib "
             "(pip install 'pdtp[plot]')."
         ),
         epilog=(
@@ -402,11 +425,13 @@ def build_parser() -> argparse.ArgumentParser:
             "  pdtp plot throughput --input sweep.csv --gpu h200 --connector nixl --top 5 "
             "-o top5.png\n"
             "  pdtp plot pairs --models llama-3.1-70b,deepseek-v3 --connector moriio,nixl "
-            "-o pairs.png"
+            "-o pairs.png\n"
+            "  pdtp plot latency --model llama-3.1-70b --gpus 24 -o latency.png\n"
+            "  pdtp plot latency --plan plan.json --rates 5,10,20,25,30,35 -o latency.svg"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    pl.add_argument("chart", choices=["throughput", "pairs"])
+    pl.add_argument("chart", choices=["throughput", "pairs", "latency"])
     pl.add_argument("-o", "--output", required=True, metavar="FILE", help=".png or .svg")
     pl.add_argument("--input", metavar="FILE", help="throughput: a `pdtp sweep` output file")
     pl.add_argument(
@@ -434,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="pairs: largest TP size shown (default 8); throughput: largest TP swept",
     )
     pl.add_argument("--title", help="chart title")
+    _add_latency_plot_flags(pl)
 
     m = sub.add_parser(
         "map",
@@ -489,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--namespace", help="k8s: namespace")
     w.add_argument("--image", help="k8s: vLLM container image (default: vLLM's for the release)")
     _add_host_flags(d)
+    _add_simulate_parser(sub)
     return parser
 
 
@@ -507,6 +534,7 @@ PY_ARGUMENT_ALIASES = {
     "tpot_ms": "tpot",
     "time_limit_s": "time_limit",
     "demand_rps": "demand",
+    "rate_rps": "rate",
     "num_kv_heads": "kv_heads",
     "num_attention_heads": "heads",
 }
@@ -897,6 +925,11 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
         f"\nserves {plan.requests_per_s:,.2f} req/s = {plan.output_tokens_per_s:,.0f} output "
         f"tok/s on {plan.gpus_used} of {plan.gpus} GPUs{cost}; bottleneck: {plan.bottleneck}"
     )
+    if plan.slo_basis != "mean":
+        print(
+            f"SLOs at {plan.slo_basis.split()[0]} (simulated goodput, Poisson arrivals); the "
+            f"analytic model on means gives this split {plan.analytic_requests_per_s:,.2f} req/s"
+        )
     for note in plan.notes:
         print(f"\nnote: {note}")
     for r in plan.rejected:
@@ -947,6 +980,7 @@ def _solve_options(args: argparse.Namespace) -> dict[str, Any]:
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "time_limit_s": args.time_limit,
         "method": args.method,
+        "slo_percentile": args.slo_percentile,
     }
 
 
@@ -978,6 +1012,7 @@ def _cmd_size_for(args: argparse.Namespace) -> int:
             gpu_memory_utilization=args.gpu_memory_utilization,
             time_limit_s=args.time_limit,
             method=args.method,
+            slo_percentile=args.slo_percentile,
         ),
         args,
         header=f"fewest {'USD/h' if args.objective == 'cost' else 'GPUs'} serving "
@@ -1010,6 +1045,7 @@ def _cmd_replan(args: argparse.Namespace) -> int:
             vllm_version=args.vllm_version,
             move_cost=move_cost or None,
             time_limit_s=args.time_limit,
+            slo_percentile=args.slo_percentile,
         )
     except InfeasibleError as e:
         return _print_infeasible(e, args)
@@ -1357,6 +1393,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
+    if args.chart == "latency":
+        return _cmd_plot_latency(args)
     from .plot import cli_main
 
     if args.chart == "pairs":
@@ -1377,8 +1415,351 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return cli_main(args)
 
 
+# ---- simulate, plot latency (the discrete-event simulator) ---------------------------------
+
+
+def _add_simulate_parser(sub: Any) -> None:
+    sm = sub.add_parser(
+        "simulate",
+        help="simulate a deployment request by request: TTFT/TPOT percentiles, goodput",
+        description=(
+            "Simulate vLLM serving a stream of requests on a deployment — continuous batching, "
+            "chunked prefill, the paged KV cache with preemption, and for disaggregated plans "
+            "the router and KV transfer — with every step's time from pdtp's performance "
+            "model. The deployment is the plan `pdtp solve` picks for MODEL and --gpus, an "
+            "explicit split (--prefill-tp ... --decode-instances, or --tp/--instances for "
+            "aggregated serving), or a `pdtp solve --json` file (--plan). Prints TTFT, TPOT "
+            "and end-to-end percentiles, throughput, goodput at the SLOs, queues and "
+            "utilisation per side."
+        ),
+        epilog=(
+            "examples:\n  pdtp simulate llama-3.1-70b --gpus 24 --rate 25\n"
+            "  pdtp simulate llama-3.1-70b --gpus 24 --rate 25 --arrival gamma "
+            "--burstiness 0.5 --length-range 0.8,1.0\n"
+            "  pdtp solve llama-3.1-70b --gpus 24 --json > plan.json && "
+            "pdtp simulate --plan plan.json --concurrency 256\n"
+            "  pdtp simulate llama-3.3-70b --gpu h100 --weight-dtype fp8 --kv-dtype fp8 "
+            "--tp 8 --concurrency 64 --isl 1024 --osl 1024\n"
+            "  pdtp simulate llama-3.1-70b --gpus 24 --trace requests.csv --json\n\n"
+            "trace CSV: arrival_s,input_tokens,output_tokens (a header naming them, or those "
+            "three columns first); replayed at its times, or its lengths at --rate."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sm.add_argument("model", nargs="?", help="catalog name or HF id (see `pdtp models`)")
+    sm.add_argument("--config", metavar="PATH", help="HF config.json or model folder instead")
+    sm.add_argument("--plan", metavar="FILE", help="a `pdtp solve --json` file (or - for stdin)")
+    d = sm.add_argument_group("deployment (default: the plan `pdtp solve` picks for --gpus)")
+    d.add_argument("--gpus", type=int, help="GPU budget to solve for")
+    d.add_argument("--gpu", default=None, help="GPU type (default mi300x)")
+    d.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    d.add_argument("--prefill-tp", "-P", type=int, metavar="P")
+    d.add_argument("--prefill-instances", type=int, default=1, metavar="N")
+    d.add_argument("--decode-tp", "-D", type=int, metavar="D")
+    d.add_argument("--decode-instances", type=int, default=1, metavar="N")
+    d.add_argument("--tp", type=int, metavar="T", help="aggregated serving: TP of each instance")
+    d.add_argument("--instances", type=int, default=1, metavar="N", help="aggregated instances")
+    d.add_argument("--weight-dtype", help="serve weights as bf16, fp8, fp4 ...")
+    d.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
+    d.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F")
+    d.add_argument("--max-num-seqs", type=int, metavar="N", help="vLLM's (default: its own)")
+    d.add_argument("--max-num-batched-tokens", type=int, metavar="N", help="vLLM's token budget")
+    d.add_argument("--router", choices=["round_robin", "least_loaded"], default="round_robin")
+    w = sm.add_argument_group("workload (default: the plan's, else isl 2048, osl 512)")
+    w.add_argument("--isl", type=int, help="nominal prompt tokens")
+    w.add_argument("--osl", type=int, help="nominal output tokens")
+    # SUPPRESS: an absent flag leaves no attribute, so `--ttft none` (None) differs from it.
+    w.add_argument(
+        "--ttft",
+        type=_slo,
+        metavar="MS",
+        default=argparse.SUPPRESS,
+        help="TTFT SLO in ms or 'none' (default: the plan's, else 2000)",
+    )
+    w.add_argument("--tpot", type=_slo, metavar="MS", default=argparse.SUPPRESS,
+                   help="TPOT SLO in ms or 'none' (default: the plan's, else 50)")  # fmt: skip
+    w.add_argument(
+        "--length-range",
+        metavar="LO,HI",
+        help="lengths uniform in [LO, HI] x nominal, e.g. 0.8,1.0",
+    )
+    w.add_argument(
+        "--trace", metavar="CSV", help="request trace: arrival_s,input_tokens,output_tokens"
+    )
+    ld = sm.add_argument_group("load (one of --rate, --concurrency, or a --trace to replay)")
+    ld.add_argument("--rate", type=float, metavar="RPS", help="open loop: requests per second")
+    ld.add_argument("--concurrency", type=int, metavar="C", help="closed loop: C clients")
+    ld.add_argument("--requests", type=int, metavar="N", help="requests (default 10000)")
+    ld.add_argument("--arrival", choices=["poisson", "gamma", "constant"], default="poisson")
+    ld.add_argument(
+        "--burstiness", type=float, default=1.0, metavar="B",
+        help="gamma arrivals: shape (1 = Poisson, < 1 burstier)",
+    )  # fmt: skip
+    ld.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_latency_plot_flags(pl: Any) -> None:
+    g = pl.add_argument_group("latency (TTFT/TPOT percentiles against the request rate)")
+    g.add_argument("--model", metavar="NAME", help="latency: the model (with --gpus N to solve)")
+    g.add_argument("--plan", metavar="FILE", help="latency: a `pdtp solve --json` file")
+    g.add_argument("--rates", metavar="R1,R2,...", help="latency: request rates (default: auto)")
+    g.add_argument("--requests", type=int, default=4000, metavar="N", help="latency: per rate")
+    g.add_argument("--isl", type=int, help="latency: nominal prompt tokens")
+    g.add_argument("--osl", type=int, help="latency: nominal output tokens")
+    g.add_argument(
+        "--ttft", type=_slo, metavar="MS", default=argparse.SUPPRESS, help="latency: TTFT SLO (ms)"
+    )
+    g.add_argument("--tpot", type=_slo, metavar="MS", default=argparse.SUPPRESS,
+                   help="latency: TPOT SLO (ms)")  # fmt: skip
+    g.add_argument("--seed", type=int, default=0)
+
+
+def _sim_workload(args: argparse.Namespace, base: Any) -> Any:
+    """The plan's workload (or the defaults) with the flags given on top."""
+    from .workload import Workload, resolve_workload
+
+    w = resolve_workload(base)
+    fields: dict[str, Any] = {
+        "isl": args.isl if args.isl is not None else w.isl,
+        "osl": args.osl if args.osl is not None else w.osl,
+        "ttft_ms": w.ttft_ms,
+        "tpot_ms": w.tpot_ms,
+    }
+    for flag, key in (("ttft", "ttft_ms"), ("tpot", "tpot_ms")):
+        if hasattr(args, flag):  # given (`none` gives None); absent: keep the base's
+            fields[key] = getattr(args, flag)
+    return Workload(**fields)
+
+
+def _sim_target(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    """(plan or SimConfig, the workload it was planned for, a one-line description)."""
+    from .simulate import config_from_plan, sim_config
+
+    explicit_pd = args.prefill_tp is not None or args.decode_tp is not None
+    explicit_agg = getattr(args, "tp", None) is not None
+    if sum([bool(args.plan), explicit_pd, explicit_agg]) > 1:
+        raise UsageError("give one of --plan, --prefill-tp/--decode-tp, or --tp")
+    if args.plan:
+        data = _read_json_arg(args.plan, "--plan")
+        if not isinstance(data, dict):
+            raise UsageError("--plan: expected a JSON object from `pdtp solve --json`")
+        cfg = config_from_plan(
+            data,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            router=args.router,
+        )
+        return cfg, data.get("workload"), _describe(cfg)
+    if explicit_pd or explicit_agg:
+        model = _solve_model(args)
+        kw: dict[str, Any] = (
+            {"tp": args.tp, "instances": args.instances}
+            if explicit_agg
+            else {
+                "prefill_tp": args.prefill_tp,
+                "prefill_instances": args.prefill_instances,
+                "decode_tp": args.decode_tp,
+                "decode_instances": args.decode_instances,
+            }
+        )
+        cfg = sim_config(
+            model,
+            gpu=args.gpu,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            router=args.router,
+            **kw,
+        )
+        return cfg, None, _describe(cfg)
+    if args.gpus is None:
+        raise UsageError(
+            "give --gpus N (simulate the plan `pdtp solve` picks), an explicit split, or --plan"
+        )
+    from .planning.solve import solve
+
+    plan = solve(
+        _solve_model(args),
+        args.gpus,
+        gpu=args.gpu or "mi300x",
+        workload=_sim_workload(args, None),
+        connector=args.connector,
+        gpu_memory_utilization=args.gpu_memory_utilization or 0.9,
+    )
+    cfg = config_from_plan(
+        plan,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        router=args.router,
+    )
+    return cfg, plan.workload, _describe(cfg) + f" (pdtp solve, {plan.requests_per_s:.2f} req/s)"
+
+
+def _describe(cfg: Any) -> str:
+    sides = " + ".join(
+        f"{p.instances}x {'' if p.role == 'aggregated' else p.role + ' '}tp{p.tp}"
+        for p in cfg.pools
+    )
+    return f"{cfg.model} on {cfg.gpus} x {cfg.gpu}: {sides} ({cfg.mode}, {cfg.router})"
+
+
+def _length_range_arg(text: str | None) -> tuple[float, float] | None:
+    if not text:
+        return None
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"--length-range: expected LO,HI such as 0.8,1.0, got {text!r}") from None
+    return lo, hi
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    import time
+
+    from .simulate import simulate
+
+    cfg, base_workload, title = _sim_target(args)
+    w = _sim_workload(args, base_workload)
+    started = time.perf_counter()
+    r = simulate(
+        cfg,
+        rate_rps=args.rate,
+        concurrency=args.concurrency,
+        workload=w,
+        requests=args.requests,
+        arrival=args.arrival,
+        burstiness=args.burstiness,
+        seed=args.seed,
+        length_range=_length_range_arg(args.length_range),
+        trace=args.trace,
+    )
+    elapsed = time.perf_counter() - started
+    if args.json:
+        out = {
+            "deployment": {
+                "model": cfg.model,
+                "gpu": cfg.gpu,
+                "mode": cfg.mode,
+                "router": cfg.router,
+                "gpus": cfg.gpus,
+                "pools": [
+                    {
+                        "role": p.role,
+                        "tp": p.tp,
+                        "instances": p.instances,
+                        "max_num_seqs": p.max_num_seqs,
+                        "max_num_batched_tokens": p.max_num_batched_tokens,
+                        "kv_blocks": p.kv_blocks,
+                    }
+                    for p in cfg.pools
+                ],
+            },
+            "workload": w.to_dict(),
+            "load": {
+                "rate_rps": args.rate,
+                "concurrency": args.concurrency,
+                "arrival": args.arrival,
+                "burstiness": args.burstiness,
+                "length_range": args.length_range,
+                "trace": args.trace,
+            },
+            "result": r.to_dict(),
+            "simulated_in_s": elapsed,
+        }
+        print(json.dumps(out, indent=2))
+        return EXIT_OK
+    if args.trace and args.rate is None and args.concurrency is None:
+        load = f"trace {args.trace} replayed"
+    elif args.rate is not None:
+        load = f"{args.arrival} arrivals at {args.rate:g} req/s"
+    else:
+        load = f"closed loop of {args.concurrency} clients"
+    lengths = "from the trace" if args.trace else f"isl {w.isl}, osl {w.osl}"
+    if args.length_range and not args.trace:
+        lengths += f" x [{args.length_range}]"
+    print(title)
+    print(f"load: {load}; {r.requests:,} requests ({lengths}); seed {args.seed}\n")
+    rows = []
+    for name, p, slo in (
+        ("TTFT ms", r.ttft_ms, r.ttft_slo_ms),
+        ("TPOT ms", r.tpot_ms, r.tpot_slo_ms),
+        ("E2E ms", r.e2e_ms, None),
+    ):
+        rows.append(
+            [name, *(f"{v:,.1f}" for v in (p.mean, p.p50, p.p90, p.p99, p.max)),
+             "-" if slo is None else f"{slo:g}"]
+        )  # fmt: skip
+    print(table(["latency", "mean", "p50", "p90", "p99", "max", "SLO"], rows, indent="  "))
+    print(
+        f"\nthroughput {r.throughput_rps:,.2f} req/s = {r.output_tokens_per_s:,.0f} output "
+        f"tok/s; goodput {r.goodput_rps:,.2f} req/s ({r.slo_attainment:.1%} of requests "
+        f"within both SLOs); p90 SLOs {'met' if r.meets_slo(0.9) else 'MISSED'}\n"
+    )
+    side_rows = [
+        [s.role, s.instances, f"{s.utilization:.0%}", f"{s.mean_decode_batch:,.1f}",
+         f"{s.queue_mean:,.1f} / {s.queue_max:,}", f"{s.preemptions:,}"]
+        for s in r.sides
+    ]  # fmt: skip
+    print(
+        table(
+            ["side", "instances", "busy", "decode batch", "queue mean/max", "preemptions"],
+            side_rows,
+            indent="  ",
+        )
+    )
+    print(f"\nsimulated in {elapsed * 1e3:,.0f} ms")
+    return EXIT_OK
+
+
+def _cmd_plot_latency(args: argparse.Namespace) -> int:
+    from .plot import _matplotlib, latency_chart
+
+    if not (args.model or args.plan):
+        raise UsageError("plot latency: give --model NAME with --gpus N, or --plan FILE")
+    if args.plan:
+        target: Any = _read_json_arg(args.plan, "--plan")
+        base = target.get("workload") if isinstance(target, dict) else None
+    else:
+        from .planning.solve import solve
+
+        try:
+            gpus = int(args.gpus) if args.gpus else None
+        except ValueError:
+            gpus = None
+        if gpus is None:
+            raise UsageError("plot latency: --gpus must be one GPU budget, e.g. --gpus 24")
+        target = solve(
+            args.model,
+            gpus,
+            gpu=args.gpu or "mi300x",
+            workload=_sim_workload(args, None),
+            connector=args.connector or "moriio",
+        )
+        base = target.workload
+    rates = None
+    if args.rates:
+        try:
+            rates = [float(x) for x in args.rates.split(",") if x.strip()]
+        except ValueError:
+            raise UsageError(f"--rates: expected numbers a,b,c, got {args.rates!r}") from None
+    fig = latency_chart(
+        target,
+        args.output,
+        rates=rates,
+        workload=_sim_workload(args, base),
+        requests=args.requests,
+        seed=args.seed,
+        title=args.title,
+    )
+    _matplotlib().close(fig)
+    print(f"wrote {args.output}")
+    return EXIT_OK
+
+
 COMMANDS = {
     "deploy": _cmd_deploy,
+    "simulate": _cmd_simulate,
     "size-for": _cmd_size_for,
     "replan": _cmd_replan,
     "fleet": _cmd_fleet,

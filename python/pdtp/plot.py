@@ -4,6 +4,8 @@
   one panel per GPU type — from :func:`pdtp.sweep` rows.
 * :func:`pairs_chart`: for each model and connector, every (prefill TP, decode TP) pair:
   valid, valid with a warning, or the code of the first rule vLLM would reject it with.
+* :func:`latency_chart`: simulated TTFT and TPOT percentiles of a deployment against the
+  request rate, with the SLO lines (:func:`pdtp.simulate`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from typing import Any
 from . import _core
 from .errors import InvalidArgumentError
 
-__all__ = ["DEFAULT_MODELS", "PAIR_MODELS", "pairs_chart", "pairs_grid", "throughput_chart"]
+__all__ = [
+    "DEFAULT_MODELS",
+    "PAIR_MODELS",
+    "latency_chart",
+    "pairs_chart",
+    "pairs_grid",
+    "throughput_chart",
+]
 
 # A representative set: dense GQA small and large, 4-KV-head GQA, MoE, MHA and MLA.
 DEFAULT_MODELS = (
@@ -453,6 +462,76 @@ def pairs_chart(
 
 
 # ---- `pdtp plot` --------------------------------------------------------------------------
+
+
+def latency_chart(
+    target: Any,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    rates: Sequence[float] | None = None,
+    workload: Any = None,
+    requests: int = 4000,
+    seed: int = 0,
+    title: str | None = None,
+) -> Any:
+    """Simulated TTFT and TPOT (p50, p90, p99) against the request rate, one panel each,
+    with the SLOs as horizontal lines. ``target``: a :class:`pdtp.Plan`, a ``pdtp solve
+    --json`` dict or a :func:`pdtp.sim_config`; ``workload`` defaults to the plan's.
+    ``rates`` (requests/s) default to twelve from 10% to 125% of the rate at which the p90s
+    stop meeting the SLOs (:func:`pdtp.max_rate_within_slo`), which is marked, as is the
+    plan's analytic capacity. Returns the matplotlib Figure."""
+    from .simulate import max_rate_within_slo, simulate
+
+    plt = _matplotlib()
+    capacity = getattr(target, "requests_per_s", None)
+    if capacity is None and isinstance(target, dict):
+        capacity = target.get("requests_per_s")
+    knee = None
+    if rates is None:
+        search = max_rate_within_slo(target, workload=workload, seed=seed, tolerance=0.02)
+        if search.rate_rps > 0:
+            knee = search.rate_rps
+        top = search.failing_rps if math.isfinite(search.failing_rps) else capacity
+        if not top:
+            raise InvalidArgumentError("give rates: no SLO rate or plan capacity to scale them")
+        rates = [top * (0.1 + 1.15 * i / 11) for i in range(12)]
+    rates = sorted(float(r) for r in rates)
+    if not rates or any(not (r > 0 and math.isfinite(r)) for r in rates):
+        raise InvalidArgumentError(f"rates must be positive finite numbers, got {rates!r}")
+    results = [
+        simulate(target, rate_rps=r, workload=workload, requests=requests, seed=seed) for r in rates
+    ]
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.4), squeeze=False, layout="constrained")
+    styles = (("p50", "-", "#1f77b4"), ("p90", "--", "#d62728"), ("p99", ":", "#9467bd"))
+    for ax, metric, label, slo in (
+        (axes[0][0], "ttft_ms", "TTFT (ms)", results[0].ttft_slo_ms),
+        (axes[0][1], "tpot_ms", "TPOT (ms)", results[0].tpot_slo_ms),
+    ):
+        for q, ls, color in styles:
+            ys = [getattr(getattr(r, metric), q) for r in results]
+            ax.plot(rates, ys, ls, color=color, marker="o", markersize=3, label=q)
+        if slo is not None:
+            ax.axhline(slo, color="black", linewidth=1.2, label=f"SLO {slo:g} ms")
+        if knee is not None:
+            ax.axvline(knee, color="#2ca02c", linewidth=1, alpha=0.8, label="p90 meets SLOs up to")
+        if capacity:
+            ax.axvline(capacity, color="gray", linestyle="-.", linewidth=1, label="analytic plan")
+        ax.set_xlabel("request rate (req/s, Poisson)")
+        ax.set_ylabel(label)
+        if metric == "ttft_ms":
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, frameon=False)
+    if title is None:
+        cfg = results[0]
+        name = getattr(target, "model", None) or (
+            target.get("model") if isinstance(target, dict) else ""
+        )
+        title = f"Simulated latency vs request rate{f' — {name}' if name else ''}"
+        title += f"\n{cfg.requests} requests per rate, seed {seed}"
+    fig.suptitle(title, fontsize=12)
+    _save(fig, path)
+    return fig
 
 
 def cli_main(args: Any) -> int:

@@ -620,6 +620,14 @@ pub fn kv_transfer_time(m: &ModelPerf, c: &Constants, prefill_tp: i64, isl: f64)
         + c.kv_transfer_latency
 }
 
+/// Seconds from a client sending a request until the engine's scheduler can schedule its
+/// prompt: the request overhead (HTTP, tokenization, the engine's input queue) plus
+/// `schedule_wait_steps` engine steps of `step` seconds (the instance's current decode step).
+/// Aggregated serving ([`serving`]) and the simulator charge every new prompt this.
+pub fn admission_delay(c: &Constants, step: f64) -> f64 {
+    c.api_overhead + c.schedule_wait_steps * step
+}
+
 /// Disaggregated TTFT: request overhead + q · t_p + KV transfer.
 pub fn ttft(m: &ModelPerf, g: &GpuPerf, c: &Constants, prefill_tp: i64, isl: f64) -> f64 {
     ttft_layout(m, g, c, &Layout::tp(prefill_tp), isl)

@@ -23,7 +23,7 @@
 //! With data-parallel attention every DP rank is one such engine with `C / dp` clients;
 //! under pipeline parallel each of the `pp` micro-batches is.
 
-use super::{max_sequences, step_time, Constants, GpuPerf, ModelPerf, StepBatch};
+use super::{admission_delay, max_sequences, step_time, Constants, GpuPerf, ModelPerf, StepBatch};
 use crate::layout::Layout;
 
 /// The serving engine: how it schedules prompts among decode steps.
@@ -145,7 +145,7 @@ pub fn serving(
     let steady_ttft = |b: f64, tpot: f64, t_d: f64, extra: f64, service: f64| {
         let rate = b / (osl * tpot);
         let load = (rate * extra).min(MAX_PREFILL_LOAD);
-        c.api_overhead + c.schedule_wait_steps * t_d + service + load * extra / (2.0 * (1.0 - load))
+        admission_delay(c, t_d) + service + load * extra / (2.0 * (1.0 - load))
     };
 
     let Some(n) = clients else {

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +82,7 @@ class OneModel:
         workers: int = 1,
         seed: int = 0,
         deadline: float | None = None,
+        excluded: Collection[tuple[int, int]] = (),
     ):
         from ortools.sat.python import cp_model  # lazy: OR-Tools costs ~0.5 s to import
 
@@ -104,8 +106,12 @@ class OneModel:
         rows = self.rows
         serves = cands.serves_demand
 
+        # ``excluded``: (prefill row, decode row) pairs left out, so that a caller can ask
+        # for the best plan of another pair (the goodput planner's next candidate).
         def usable(p: Any) -> bool:
             if self.fleet and demand[p.model] == 0:
+                return False
+            if (p.prefill, p.decode) in excluded:
                 return False
             return not serves or (
                 rows[p.prefill].need is not None and rows[p.decode].need is not None

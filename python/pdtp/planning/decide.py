@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Collection
 from typing import Any
 
 from .cpsat import MARGIN_S, Decision, OneModel, OutOfTime, Solution
@@ -91,13 +92,18 @@ def decide(
     bound: Any = None,
     presolve: bool = False,
     workers: int = 1,
+    excluded: Collection[tuple[int, int]] = (),
 ) -> Decision:
     """Decide over ``cands`` by ``method`` within ``limit`` seconds of ``started``.
 
     ``hint``: a starting plan (default: the Rust closed forms' plan). ``fallback``: what a
     shared pool answers when OR-Tools is not there in time (its oracle is exponential).
-    ``bound``: valid stage bounds replacing the Rust relaxation's."""
+    ``bound``: valid stage bounds replacing the Rust relaxation's. ``excluded``: (prefill
+    row, decode row) pairs to leave out (CP-SAT only: the oracle, or OR-Tools not loaded in
+    time, answers UNKNOWN)."""
     deadline = started + limit
+    if excluded and (method == "enumerate" or not ortools_ready(deadline)):
+        return Decision(None, "UNKNOWN", None, None, method)
     if method == "enumerate":
         return by_oracle(cands, deadline)
     if not ortools_ready(deadline - oracle_reserve(limit)):
@@ -106,11 +112,15 @@ def decide(
         return by_oracle(cands, deadline)
     start = hint if hint is not None else starting_plan(cands)
     try:
-        model = OneModel(cands, presolve=presolve, workers=workers, deadline=deadline)
+        model = OneModel(
+            cands, presolve=presolve, workers=workers, deadline=deadline, excluded=excluded
+        )
     except OutOfTime:
         # A model too large to build within the limit: the starting plan stands.
         if fallback is not None:
             return fallback
+        if excluded:
+            return Decision(None, "UNKNOWN", None, None, "cpsat")
         if start is None:
             return by_oracle(cands, deadline)
         return Decision(start, "FEASIBLE", None, None, "closed-form")

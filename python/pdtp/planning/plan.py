@@ -68,7 +68,13 @@ class Plan:
     configuration; ``status`` is ``OPTIMAL`` when every stage of the objective is proven,
     ``FEASIBLE`` when the time limit cut a proof short (``gap``: the relative gap of the
     first unproven stage, None when no bound is known); ``method`` says who decided
-    (``cpsat``, or ``enumerate``: the exhaustive oracle)."""
+    (``cpsat``, or ``enumerate``: the exhaustive oracle).
+
+    ``slo_basis`` says what the SLOs were planned on: ``"mean"`` (the analytic model, the
+    default) or e.g. ``"p90 simulated"`` (``slo_percentile=0.9``: the planner verified its
+    candidates with the simulator; ``requests_per_s`` is then the simulated goodput — the
+    highest rate whose p90 TTFT and TPOT meet the SLOs — and ``analytic_requests_per_s``
+    the mean-based capacity of the same split)."""
 
     model: str
     model_id: str
@@ -107,6 +113,9 @@ class Plan:
     mode: str | None = None
     pool: str = ""
     notes: tuple[str, ...] = ()
+    slo_basis: str = "mean"
+    slo_percentile: float | None = None
+    analytic_requests_per_s: float | None = None
     # Where the instances run, computed on first use (a pool of a million GPUs has as many
     # instances: listing them is the caller's choice, not part of the solve's time).
     placer: Callable[[], Sequence[Placement]] | None = field(
@@ -179,6 +188,9 @@ class Plan:
             "placement": [p.to_dict() for p in self.assignment],
             "rejected": list(self.rejected),
             "notes": list(self.notes),
+            "slo_basis": self.slo_basis,
+            "slo_percentile": self.slo_percentile,
+            "analytic_requests_per_s": self.analytic_requests_per_s,
             "warnings": [w.to_dict() for w in self.warnings],
         }
 

@@ -4,6 +4,7 @@ re-plan's move cost as its objective."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import time
@@ -15,7 +16,7 @@ from .._validate import positive_int, positive_number
 from ..check import MAX_TP
 from ..errors import InfeasibleError, InvalidArgumentError
 from ..perf import DEFAULT_GPU, DEFAULT_UTILIZATION
-from . import infeasible, plan, scenario
+from . import goodput, infeasible, plan, scenario
 from .decide import METHODS, decide
 from .plan import Plan, Side
 
@@ -295,6 +296,7 @@ def replan(
     time_limit_s: float = 10.0,
     constants: Any = None,
     method: str = "cpsat",
+    slo_percentile: float | None = None,
 ) -> Replan:
     """A plan serving ``demand_rps`` on the pool (``max_gpus`` or ``nodes``, as in
     ``size_for``) that disturbs ``current`` least.
@@ -316,6 +318,10 @@ def replan(
     ``solve``'s order. CP-SAT decides over the same model as ``solve``. Raises
     :class:`pdtp.InfeasibleError` when the pool cannot serve the demand.
 
+    ``slo_percentile=0.9``: the new plan's simulated goodput at p90 must serve the demand
+    (verified by simulation; re-planned for a demand raised by the shortfall until it does;
+    unlike ``size_for`` only the least-disruptive split is verified each round).
+
     >>> import pdtp
     >>> now = {"model": "llama-3.1-70b", "gpu": "mi300x",
     ...        "prefill": {"tp": 2, "instances": 2}, "decode": {"tp": 2, "instances": 1}}
@@ -327,6 +333,36 @@ def replan(
     limit = positive_number("time_limit_s", time_limit_s)
     if method not in METHODS:
         raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    percentile = goodput.percentile_value(slo_percentile)
+    if percentile is not None:
+        demand = scenario.demand_value("demand_rps", demand_rps)
+
+        def replan_for(d: float) -> Replan:
+            r = replan(
+                current,
+                d,
+                max_gpus=max_gpus,
+                nodes=nodes,
+                gpu=gpu,
+                gpus_per_node=gpus_per_node,
+                workload=workload,
+                connector=connector,
+                vllm_version=vllm_version,
+                move_cost=move_cost,
+                model=model,
+                max_tp=max_tp,
+                max_acks=max_acks,
+                gpu_memory_utilization=gpu_memory_utilization,
+                time_limit_s=time_limit_s,
+                constants=constants,
+                method=method,
+            )
+            rate = goodput.goodput(r.plan, percentile, constants)
+            if rate < demand * (1 - 1e-9):
+                raise goodput.ShortOfDemand(rate, r.plan.requests_per_s)
+            return dataclasses.replace(r, plan=goodput.verified(r.plan, percentile, rate))
+
+        return goodput.meet_demand(replan_for, demand, percentile, "max_gpus")
     cur = _current(current, model)
     demand = scenario.demand_value("demand_rps", demand_rps)
     weights = _move_cost(move_cost)

@@ -8,7 +8,7 @@ from typing import Any
 from .._validate import positive_int, positive_number
 from ..errors import InvalidArgumentError
 from ..perf import DEFAULT_UTILIZATION
-from . import scenario
+from . import goodput, scenario
 from .decide import METHODS
 from .plan import Plan
 from .solve import _plan
@@ -35,6 +35,7 @@ def size_for(
     time_limit_s: float = 10.0,
     constants: Any = None,
     method: str = "cpsat",
+    slo_percentile: float | None = None,
 ) -> Plan:
     """The plan with the fewest GPUs (``objective="cost"``: the fewest USD per hour) that
     serves ``demand_rps`` requests/s within the SLOs on the pool ``max_gpus`` (a count or a
@@ -45,6 +46,13 @@ def size_for(
     ``solve``. Raises :class:`pdtp.InfeasibleError` (with ``.reasons``) when the pool cannot
     serve the demand. A demand of 0 gives the smallest valid deployment (one instance each).
 
+    ``slo_percentile=0.9``: the demand must be served with the SLOs met at p90 under
+    Poisson arrivals (simulated, :func:`pdtp.max_rate_within_slo`), not on means. The
+    analytic plans of the best few (prefill, decode) pairs are verified by simulation in
+    the planner's order and the first whose simulated goodput serves the demand wins; when
+    none does, they are re-planned for a demand raised by the shortfall. The plan's
+    ``slo_basis`` says ``"p90 simulated"`` and its ``requests_per_s`` is that goodput.
+
     >>> import pdtp
     >>> plan = pdtp.size_for("llama-3.1-70b", 10.0, max_gpus=64, gpu="mi300x")
     >>> plan.requests_per_s >= 10.0, plan.status
@@ -52,6 +60,7 @@ def size_for(
     """
     started = time.perf_counter()
     demand = scenario.demand_value("demand_rps", demand_rps)
+    percentile = goodput.percentile_value(slo_percentile)
     limit = positive_number("time_limit_s", time_limit_s)
     if method not in METHODS:
         raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -64,15 +73,26 @@ def size_for(
     )
     if objective == "cost":
         scenario.needs_prices(pool, objective)
-    sc = scenario.build(
-        [(model, workload, demand, 1.0, None)],
-        pool,
-        connector=connector,
-        vllm_version=vllm_version,
-        objective=objective,
-        max_tp=max_tp,
-        max_acks=max_acks,
-        gpu_memory_utilization=gpu_memory_utilization,
-        constants=constants,
-    )
-    return _plan(sc, started, limit, method, positive_int("num_workers", 1), demand, "max_gpus")
+
+    def plan_for(d: float) -> Plan:
+        sc = scenario.build(
+            [(model, workload, d, 1.0, None)],
+            pool,
+            connector=connector,
+            vllm_version=vllm_version,
+            objective=objective,
+            max_tp=max_tp,
+            max_acks=max_acks,
+            gpu_memory_utilization=gpu_memory_utilization,
+            constants=constants,
+        )
+        at = started if d == demand else time.perf_counter()
+        workers = positive_int("num_workers", 1)
+        goal = None if percentile is None else demand
+        return _plan(
+            sc, at, limit, method, workers, d, percentile, constants, goal, budget_field="max_gpus"
+        )
+
+    if percentile is None:
+        return plan_for(demand)
+    return goodput.meet_demand(plan_for, demand, percentile, "max_gpus")

@@ -1,0 +1,478 @@
+"""``pdtp.simulate``: a discrete-event simulation of a vLLM deployment, request by request.
+
+The simulation runs in Rust (``src/sim/``): per instance, vLLM V1's scheduler — continuous
+batching up to ``max_num_seqs``, chunked prefill within ``max_num_batched_tokens`` per step,
+the paged KV cache in 16-token blocks with admission waiting for blocks and recompute
+preemption — with every step's duration from the performance model's one step-cost function.
+Disaggregated deployments add the router, the prefill instance holding each prompt's KV until
+a decode instance has read it, and the transfer. See ``src/sim/mod.rs`` for what is and is
+not modelled.
+
+This module builds the typed configuration (from a :class:`pdtp.Plan`, a ``pdtp solve --json``
+dict, or keyword arguments), validates the load, and returns the core's frozen
+:class:`SimResult`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from . import _core
+from ._core import RateSearch, SimConfig, SimResult, SimTrace
+from ._validate import positive_int, positive_number
+from .errors import InvalidArgumentError
+from .workload import Workload, resolve_workload
+
+if TYPE_CHECKING:
+    from .perf import Context
+
+# pdtp.simulate is imported with pdtp itself (the function must not be shadowed by this
+# module's name), so the performance model's Python side loads only when a config is built.
+
+__all__ = [
+    "ARRIVALS",
+    "ROUTERS",
+    "RateSearch",
+    "SimConfig",
+    "SimResult",
+    "SimTrace",
+    "config_from_plan",
+    "load_trace",
+    "max_rate_within_slo",
+    "sim_config",
+    "simulate",
+    "vllm_scheduler_defaults",
+]
+
+ARRIVALS = ("poisson", "gamma", "constant")
+ROUTERS = ("round_robin", "least_loaded")
+MAX_REQUESTS: int = _core.SIM_MAX_REQUESTS
+MAX_TRACE_BYTES: int = _core.SIM_MAX_TRACE_BYTES
+# Requests per trial of the rate search. Near capacity the decode batch settles slowly, so
+# short runs are optimistic (llama-3.1-70b's 24-GPU plan: 2,000 requests +7%, 4,000 +4%,
+# 10,000 +1% against 30,000); 10,000 still take ~15 ms a trial.
+SEARCH_REQUESTS = 10_000
+_GIB = float(1 << 30)
+
+
+def vllm_scheduler_defaults(gpu_name: str, memory_bytes: float) -> tuple[int, int]:
+    """``(max_num_seqs, max_num_batched_tokens)`` that ``vllm serve`` picks on this GPU
+    (``EngineArgs.get_batch_defaults``, vLLM ≥ 0.9, OpenAI server): 1024 and 8192 on GPUs with
+    at least 70 GiB that are not A100s, else 256 and 2048."""
+    if memory_bytes >= 70 * _GIB and "a100" not in gpu_name.lower():
+        return 1024, 8192
+    return 256, 2048
+
+
+def _side_limits(
+    ctx: Context, max_num_seqs: int | None, max_num_batched_tokens: int | None
+) -> tuple[int, int]:
+    seqs_default, tokens_default = vllm_scheduler_defaults(ctx.gpu.name, ctx.gpu.memory_bytes)
+    # The analytic model's max_num_seqs (a constant) caps vLLM's default, so the simulated
+    # and the planned decode batches agree.
+    seqs = (
+        min(seqs_default, int(ctx.constants.max_num_seqs))
+        if max_num_seqs is None
+        else positive_int("max_num_seqs", max_num_seqs, maximum=1 << 20)
+    )
+    tokens = (
+        max(tokens_default, seqs)
+        if max_num_batched_tokens is None
+        else positive_int("max_num_batched_tokens", max_num_batched_tokens, maximum=1 << 24)
+    )
+    return seqs, tokens
+
+
+def _router(router: Any) -> str:
+    if router not in ROUTERS:
+        raise InvalidArgumentError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
+    return str(router)
+
+
+def sim_config(
+    model: Any,
+    *,
+    gpu: Any = None,
+    tp: int | None = None,
+    instances: int = 1,
+    prefill_tp: int | None = None,
+    prefill_instances: int = 1,
+    decode_tp: int | None = None,
+    decode_instances: int = 1,
+    constants: Any = None,
+    gpu_memory_utilization: float | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    router: str = "round_robin",
+) -> SimConfig:
+    """A deployment to simulate: ``tp`` (and ``instances``) for aggregated serving — plain
+    ``vllm serve``, each instance doing both phases — or ``prefill_tp`` and ``decode_tp``
+    (and instance counts) for disaggregated serving. ``gpu`` and ``gpu_memory_utilization``
+    default as in :func:`pdtp.solve` (mi300x, 0.9).
+
+    ``max_num_seqs`` / ``max_num_batched_tokens`` default to what ``vllm serve`` picks on the
+    GPU (:func:`vllm_scheduler_defaults`; ``max_num_seqs`` at most the constants'). ``router``
+    spreads requests over instances: ``round_robin`` (vLLM's example P/D proxy) or
+    ``least_loaded`` (fewest unfinished requests).
+
+    >>> import pdtp
+    >>> c = pdtp.sim_config("llama-3.1-8b", gpu="h100", tp=1, instances=2)
+    >>> c.mode, c.gpus, c.pools[0].max_num_batched_tokens
+    ('aggregated', 2, 8192)
+    """
+    from .perf import DEFAULT_GPU, DEFAULT_UTILIZATION, resolve_context
+
+    ctx = resolve_context(
+        model,
+        DEFAULT_GPU if gpu is None else gpu,
+        constants,
+        DEFAULT_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization,
+    )
+    aggregated = tp is not None
+    disaggregated = prefill_tp is not None or decode_tp is not None
+    if aggregated == disaggregated:
+        raise InvalidArgumentError(
+            "give tp (aggregated serving) or prefill_tp and decode_tp (disaggregated), "
+            "not both and not neither"
+        )
+    seqs, tokens = _side_limits(ctx, max_num_seqs, max_num_batched_tokens)
+    util = ctx.gpu_memory_utilization
+    if aggregated:
+        pools = [
+            (
+                "aggregated",
+                positive_int("tp", tp, maximum=1 << 16),
+                positive_int("instances", instances, maximum=1 << 16),
+                util,
+                seqs,
+                tokens,
+            )
+        ]
+    else:
+        if prefill_tp is None or decode_tp is None:
+            raise InvalidArgumentError("disaggregated serving needs both prefill_tp and decode_tp")
+        pools = [
+            (
+                "prefill",
+                positive_int("prefill_tp", prefill_tp, maximum=1 << 16),
+                positive_int("prefill_instances", prefill_instances, maximum=1 << 16),
+                util,
+                seqs,
+                tokens,
+            ),
+            (
+                "decode",
+                positive_int("decode_tp", decode_tp, maximum=1 << 16),
+                positive_int("decode_instances", decode_instances, maximum=1 << 16),
+                util,
+                seqs,
+                tokens,
+            ),
+        ]
+    m, g, c = ctx.inputs
+    return SimConfig(
+        m,
+        g,
+        c,
+        model_name=ctx.model.name,
+        gpu_name=ctx.gpu.name,
+        pools=pools,
+        router=_router(router),
+    )
+
+
+def _is_plan(x: Any) -> bool:
+    return all(hasattr(x, a) for a in ("prefill", "decode", "model", "gpu", "workload"))
+
+
+def config_from_plan(
+    plan: Any,
+    *,
+    constants: Any = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    router: str = "round_robin",
+) -> SimConfig:
+    """The disaggregated deployment of a :class:`pdtp.Plan` (or of a ``pdtp solve --json``
+    dict: ``model``, ``gpu``, ``prefill`` and ``decode`` as ``{tp, instances}``; optional
+    ``gpu_memory_utilization`` and ``kv_dtype``)."""
+    from .catalog import resolve_model
+
+    if _is_plan(plan):
+        model, gpu = plan.model, plan.gpu
+        p_tp, p_n = plan.prefill.tp, plan.prefill.instances
+        d_tp, d_n = plan.decode.tp, plan.decode.instances
+        util = getattr(plan, "gpu_memory_utilization", None)
+        kv_dtype = getattr(plan, "kv_dtype", None)
+    elif isinstance(plan, Mapping):
+        model = plan.get("model_id") or plan.get("model")
+        gpu = plan.get("gpu")
+        if not isinstance(model, str):
+            raise InvalidArgumentError("plan['model'] must be a catalog name or HF id")
+        (p_tp, p_n), (d_tp, d_n) = (_plan_side(plan, s) for s in ("prefill", "decode"))
+        util = plan.get("gpu_memory_utilization")
+        kv_dtype = plan.get("kv_dtype")
+    else:
+        raise TypeError(
+            "plan must be a pdtp.Plan or a dict from `pdtp solve --json`, got "
+            f"{type(plan).__name__}"
+        )
+    types = {_side_gpu(plan, role) for role in ("prefill", "decode")} - {None}
+    if len(types) > 1:
+        raise InvalidArgumentError(
+            "the simulator models one GPU type per deployment; this plan runs prefill on "
+            f"{_side_gpu(plan, 'prefill')} and decode on {_side_gpu(plan, 'decode')}"
+        )
+    m = resolve_model(model)
+    if kv_dtype:
+        m = m.with_dtypes(kv_dtype=kv_dtype)
+    return sim_config(
+        m,
+        gpu=gpu,
+        prefill_tp=p_tp,
+        prefill_instances=p_n,
+        decode_tp=d_tp,
+        decode_instances=d_n,
+        constants=constants,
+        gpu_memory_utilization=util,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        router=router,
+    )
+
+
+def _side_gpu(plan: Any, role: str) -> Any:
+    """The GPU type a plan's side names (None: the plan's one type)."""
+    side = plan.get(role) if isinstance(plan, Mapping) else getattr(plan, role, None)
+    return side.get("gpu") if isinstance(side, Mapping) else getattr(side, "gpu", None)
+
+
+def _plan_side(plan: Mapping[str, Any], role: str) -> tuple[Any, Any]:
+    side = plan.get(role)
+    if not isinstance(side, Mapping) or "tp" not in side or "instances" not in side:
+        raise InvalidArgumentError(f"plan[{role!r}] must be a dict with 'tp' and 'instances'")
+    return side["tp"], side["instances"]
+
+
+def load_trace(path: str | os.PathLike[str]) -> SimTrace:
+    """Read a request trace: a CSV of arrival time (s), input tokens and output tokens per
+    request. A header may name the columns (``arrival_s``/``timestamp``,
+    ``input_tokens``/``isl``, ``output_tokens``/``osl``; any order, other columns ignored);
+    without one the first three columns are used in that order. At most 64 MiB and 1,000,000
+    requests; errors name the file and line."""
+    name = os.fspath(path)
+    try:
+        size = os.stat(name).st_size
+        if size > MAX_TRACE_BYTES:
+            raise InvalidArgumentError(
+                f"trace {name!r} is {size} bytes; at most {MAX_TRACE_BYTES} are read"
+            )
+        with open(name, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise InvalidArgumentError(f"cannot read trace {name!r}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InvalidArgumentError(f"trace {name!r} is not UTF-8 text ({e.reason})") from None
+    return _core.parse_trace(text, os.path.basename(name))
+
+
+def _length_range(value: Any) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        raise InvalidArgumentError(
+            f"length_range must be (low, high) multiples of the nominal lengths, e.g. "
+            f"(0.8, 1.0), got {value!r}"
+        )
+    low = positive_number("length_range[0]", value[0])
+    high = positive_number("length_range[1]", value[1])
+    if low > high:
+        raise InvalidArgumentError(f"length_range must have low <= high, got {value!r}")
+    return low, high
+
+
+def _load_args(
+    arrival: Any, burstiness: Any, seed: Any, requests: Any
+) -> tuple[str, float, int, int | None]:
+    if arrival not in ARRIVALS:
+        raise InvalidArgumentError(f"arrival must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
+    b = positive_number("burstiness", burstiness)
+    if not 1e-3 <= b <= 1e3:
+        raise InvalidArgumentError(f"burstiness must be in [0.001, 1000], got {burstiness!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+    if not 0 <= int(seed) < 2**64:
+        raise InvalidArgumentError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+    n = None if requests is None else positive_int("requests", requests, maximum=MAX_REQUESTS)
+    return str(arrival), b, int(seed), n
+
+
+def _requests_kwargs(
+    w: Workload, length_range: Any, seed: int, arrival: str, burstiness: float
+) -> dict[str, Any]:
+    """The core's keywords for the requests (lengths, arrivals, seed) and the SLOs."""
+    return {
+        "isl": w.isl,
+        "osl": w.osl,
+        "length_range": _length_range(length_range),
+        "seed": seed,
+        "arrival": arrival,
+        "burstiness": burstiness,
+        "ttft_slo_ms": w.ttft_ms,
+        "tpot_slo_ms": w.tpot_ms,
+    }
+
+
+def _resolve(
+    plan_or_config: Any, workload: Any, constants: Any, router: Any
+) -> tuple[SimConfig, Workload]:
+    if isinstance(plan_or_config, SimConfig):
+        if constants is not None or router is not None:
+            raise InvalidArgumentError(
+                "constants and router belong to the SimConfig: pass them to pdtp.sim_config"
+            )
+        return plan_or_config, resolve_workload(workload)
+    if _is_plan(plan_or_config) or isinstance(plan_or_config, Mapping):
+        cfg = config_from_plan(plan_or_config, constants=constants, router=router or "round_robin")
+        default = (
+            plan_or_config.workload if _is_plan(plan_or_config) else plan_or_config.get("workload")
+        )
+        return cfg, resolve_workload(default if workload is None else workload)
+    raise TypeError(
+        "simulate needs a pdtp.Plan, a `pdtp solve --json` dict or a pdtp.SimConfig "
+        f"(pdtp.sim_config(...)), got {type(plan_or_config).__name__}"
+    )
+
+
+def simulate(
+    plan_or_config: Any,
+    *,
+    rate_rps: float | None = None,
+    concurrency: int | None = None,
+    workload: Any = None,
+    requests: int | None = None,
+    arrival: str = "poisson",
+    seed: int = 0,
+    length_range: tuple[float, float] | None = None,
+    burstiness: float = 1.0,
+    trace: Any = None,
+    constants: Any = None,
+    router: str | None = None,
+) -> SimResult:
+    """Simulate serving ``requests`` requests (default 10,000) on a deployment and return
+    the latency percentiles, throughput, goodput, queues and utilisation per side.
+
+    ``plan_or_config``: a :class:`pdtp.Plan` (its disaggregated split; ``constants`` and
+    ``router`` apply), a ``pdtp solve --json`` dict, or a :func:`sim_config`.
+
+    Load — exactly one of: ``rate_rps`` (open loop; ``arrival`` ``poisson``, ``gamma`` with
+    ``burstiness`` as vLLM's benchmark client, or ``constant`` gaps), ``concurrency``
+    (closed loop: that many clients, each sending its next request when one finishes), or a
+    ``trace`` alone (replayed at its arrival times).
+
+    Lengths: ``workload`` (a :class:`pdtp.Workload` or dict; default the plan's) gives the
+    nominal ``isl``/``osl`` and the SLOs goodput is counted against; ``length_range=(0.8,
+    1.0)`` draws each length uniformly from 80–100% of nominal as benchmark clients do;
+    ``trace`` (a CSV path or :func:`load_trace`) gives each request's lengths instead.
+
+    Deterministic for a ``seed``; runs in Rust with the GIL released.
+
+    >>> import pdtp
+    >>> plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
+    >>> r = pdtp.simulate(plan, rate_rps=20, requests=2000)
+    >>> r.requests, r.ttft_ms.p90 < r.ttft_ms.p99, r.sides[1].role
+    (2000, True, 'decode')
+    """
+    cfg, w = _resolve(plan_or_config, workload, constants, router)
+    arrival, b, seed, n = _load_args(arrival, burstiness, seed, requests)
+    if rate_rps is not None and concurrency is not None:
+        raise InvalidArgumentError(
+            "give rate_rps (open loop) or concurrency (closed loop), not both"
+        )
+    rate = None if rate_rps is None else positive_number("rate_rps", rate_rps)
+    conc = (
+        None
+        if concurrency is None
+        else positive_int("concurrency", concurrency, maximum=MAX_REQUESTS)
+    )
+    if trace is None or isinstance(trace, SimTrace):
+        tr = trace
+    elif isinstance(trace, str | os.PathLike):
+        tr = load_trace(trace)
+    else:
+        raise TypeError(
+            "trace must be a path to a CSV file or a pdtp.load_trace(...) result, got "
+            f"{type(trace).__name__}"
+        )
+    if rate is None and conc is None and tr is None:
+        raise InvalidArgumentError(
+            "give rate_rps (open loop), concurrency (closed loop) or a trace to replay"
+        )
+    return _core.simulate(
+        cfg,
+        **_requests_kwargs(w, length_range, seed, arrival, b),
+        requests=n,
+        rate_rps=rate,
+        concurrency=conc,
+        trace=tr,
+    )
+
+
+def max_rate_within_slo(
+    plan_or_config: Any,
+    *,
+    percentile: float = 0.9,
+    workload: Any = None,
+    requests: int = SEARCH_REQUESTS,
+    arrival: str = "poisson",
+    burstiness: float = 1.0,
+    seed: int = 0,
+    length_range: tuple[float, float] | None = None,
+    tolerance: float = 0.01,
+    hint_rps: float | None = None,
+    constants: Any = None,
+    router: str | None = None,
+) -> RateSearch:
+    """The highest request rate at which the ``percentile`` quantiles of TTFT and TPOT both
+    meet the workload's SLOs — the deployment's goodput in DistServe's sense — found by
+    simulating at a few rates (doubling or halving from ``hint_rps``, then bisection down to
+    ``tolerance`` relative width). Every trial serves the same ``requests`` requests (same
+    lengths, same arrival pattern scaled to the rate), so trials differ only by the rate, and
+    is judged on its steady state: the middle 80% of the requests by arrival
+    (``SimResult.meets_slo(p, steady_state=True)``), not the ramp-up or the drain.
+
+    A planner calls this once per candidate: with ``hint_rps`` the analytic capacity (the
+    default for a Plan) it typically takes about 9 simulations, 0.1–0.2 s in all.
+
+    >>> import pdtp
+    >>> plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
+    >>> s = pdtp.max_rate_within_slo(plan, percentile=0.9, requests=1000, tolerance=0.05)
+    >>> 0 < s.rate_rps <= s.failing_rps, s.result.meets_slo(0.9, steady_state=True)
+    (True, True)
+    """
+    cfg, w = _resolve(plan_or_config, workload, constants, router)
+    if w.ttft_ms is None and w.tpot_ms is None:
+        raise InvalidArgumentError("the workload has no SLO (ttft_ms or tpot_ms) to meet")
+    arrival, b, seed, _ = _load_args(arrival, burstiness, seed, None)
+    n = positive_int("requests", requests, maximum=MAX_REQUESTS)
+    p = positive_number("percentile", percentile)
+    if not p < 1:
+        raise InvalidArgumentError(f"percentile must be in (0, 1), e.g. 0.9, got {percentile!r}")
+    tol = positive_number("tolerance", tolerance)
+    if hint_rps is None and _is_plan(plan_or_config):
+        hint_rps = getattr(plan_or_config, "requests_per_s", None)
+    hint = None if hint_rps is None else positive_number("hint_rps", hint_rps)
+    if hint is not None and not math.isfinite(hint):
+        hint = None
+    return _core.max_rate_within_slo(
+        cfg,
+        **_requests_kwargs(w, length_range, seed, arrival, b),
+        requests=n,
+        percentile=p,
+        tolerance=tol,
+        hint_rps=hint,
+    )

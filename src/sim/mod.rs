@@ -1,0 +1,268 @@
+//! A discrete-event simulation of a vLLM deployment: what the engines' schedulers do with a
+//! stream of requests, step by step, with each step's duration from the one step-cost
+//! function [`crate::perf::step_time`].
+//!
+//! Modelled (vLLM V1's scheduler, `vllm/v1/core/sched/scheduler.py`):
+//! - per instance, continuous batching up to `max_num_seqs` running requests;
+//! - chunked prefill: a token budget per step (`max_num_batched_tokens`); running requests
+//!   are scheduled first (decodes, then unfinished prompt chunks), waiting requests are
+//!   admitted FCFS with what is left, and only when this step preempted nobody;
+//! - the paged KV cache in blocks of [`BLOCK_SIZE`] tokens: a request holds
+//!   ⌈tokens / 16⌉ blocks, admission waits for free blocks, and a running request that needs
+//!   a block when none is free preempts the most recently admitted running request, which
+//!   frees its blocks and is recomputed later from its prompt and the tokens it has produced
+//!   (vLLM's recompute preemption);
+//! - disaggregated serving: a router sends each request to a prefill instance; the prefill
+//!   instance computes the prompt and holds its KV blocks until a decode instance has read
+//!   them; the decode instance admits the request when it has blocks (vLLM's
+//!   `WAITING_FOR_REMOTE_KVS`), reads the KV (time from [`crate::perf::kv_transfer_time`]),
+//!   recomputes the last prompt token to sample the first output token, and decodes;
+//! - aggregated serving: one kind of instance does both phases in mixed steps.
+//!
+//! Not modelled: prefix caching, speculative decoding, CPU swap, network contention between
+//! concurrent KV transfers, HTTP/tokenizer time, and the request-level overheads a client
+//! sees outside the engine.
+//!
+//! Speed: the per-step work is O(1) plus O(log n) per request that starts or finishes —
+//! decoding sequences are kept as running sums (count, KV tokens, blocks needed per step
+//! phase), never visited one by one — so the cost is per step and per request, not per token.
+
+mod engine;
+mod requests;
+pub mod rng;
+mod search;
+mod stats;
+pub mod trace;
+
+pub use requests::{build_requests, Arrival, Lengths, Load, Requests, DEFAULT_REQUESTS};
+pub use search::{max_rate_within_slo, RateSearch, SearchOptions, GROWTH, STEADY_STATE};
+pub use stats::{quantile, Percentiles, SideStats, SimResult};
+
+use crate::layout::Layout;
+use crate::perf::{self, Constants, GpuPerf, ModelPerf, StepBatch};
+
+/// vLLM's KV-cache block size (tokens per block), its default on CUDA and ROCm.
+pub const BLOCK_SIZE: u32 = 16;
+/// The most requests one simulation takes.
+pub const MAX_REQUESTS: usize = 1_000_000;
+/// The most output tokens one simulation produces (bounds its running time).
+pub const MAX_OUTPUT_TOKENS: u64 = 500_000_000;
+/// Largest prompt or output length of one request.
+pub const MAX_TOKENS: u32 = 1 << 24;
+/// Largest instance count of one side.
+pub const MAX_INSTANCES: u32 = 1 << 16;
+/// Largest `max_num_seqs` / `max_num_batched_tokens`.
+pub const MAX_BATCH_SEQS: u32 = 1 << 20;
+pub const MAX_BATCHED_TOKENS: u32 = 1 << 24;
+
+/// An error in the simulation's inputs (the message names the field and what is allowed),
+/// or, with `internal`, a bug in the simulator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimError {
+    pub message: String,
+    pub internal: bool,
+}
+
+impl SimError {
+    pub fn new(message: impl Into<String>) -> SimError {
+        SimError {
+            message: message.into(),
+            internal: false,
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> SimError {
+        SimError {
+            message: message.into(),
+            internal: true,
+        }
+    }
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// One kind of instance: the model, GPU and constants the step cost needs, the layout and
+/// count, and vLLM's scheduler limits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pool {
+    pub model: ModelPerf,
+    pub gpu: GpuPerf,
+    pub constants: Constants,
+    pub layout: Layout,
+    pub instances: u32,
+    pub gpu_memory_utilization: f64,
+    /// vLLM's `max_num_seqs`: running requests per instance.
+    pub max_num_seqs: u32,
+    /// vLLM's `max_num_batched_tokens`: tokens one step computes.
+    pub max_num_batched_tokens: u32,
+}
+
+impl Pool {
+    /// KV-cache blocks one instance holds (memory left after weights and reserve).
+    pub fn kv_blocks(&self) -> u64 {
+        let tokens = perf::kv_capacity_tokens(
+            &self.model,
+            &self.gpu,
+            &self.constants,
+            self.layout.tp,
+            self.gpu_memory_utilization,
+        );
+        if tokens.is_finite() && tokens > 0.0 {
+            (tokens / f64::from(BLOCK_SIZE)).floor().min(1e15) as u64
+        } else {
+            0
+        }
+    }
+
+    /// Seconds one step of this pool's instances takes for `batch`.
+    pub fn step_time(&self, batch: &StepBatch) -> f64 {
+        perf::step_time(&self.model, &self.gpu, &self.constants, &self.layout, batch)
+    }
+
+    fn validate(&self, side: &str) -> Result<(), SimError> {
+        let l = &self.layout;
+        if !l.is_tp_only() {
+            return Err(SimError::new(format!(
+                "{side}: the simulator models tensor-parallel layouts only (pp=1, dp=1, no ep), \
+                 got {l}"
+            )));
+        }
+        if !(1..=1 << 16).contains(&l.tp) {
+            return Err(SimError::new(format!(
+                "{side}_tp must be in 1..=65536, got {}",
+                l.tp
+            )));
+        }
+        if self.instances < 1 || self.instances > MAX_INSTANCES {
+            return Err(SimError::new(format!(
+                "{side}_instances must be in 1..={MAX_INSTANCES}, got {}",
+                self.instances
+            )));
+        }
+        if !(self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0) {
+            return Err(SimError::new(format!(
+                "gpu_memory_utilization must be in (0, 1], got {}",
+                self.gpu_memory_utilization
+            )));
+        }
+        if self.max_num_seqs < 1 || self.max_num_seqs > MAX_BATCH_SEQS {
+            return Err(SimError::new(format!(
+                "max_num_seqs must be in 1..={MAX_BATCH_SEQS}, got {}",
+                self.max_num_seqs
+            )));
+        }
+        if self.max_num_batched_tokens > MAX_BATCHED_TOKENS {
+            return Err(SimError::new(format!(
+                "max_num_batched_tokens must be at most {MAX_BATCHED_TOKENS}, got {}",
+                self.max_num_batched_tokens
+            )));
+        }
+        if self.max_num_batched_tokens < self.max_num_seqs {
+            // vLLM's SchedulerConfig refuses this with chunked prefill on (always in V1).
+            return Err(SimError::new(format!(
+                "max_num_batched_tokens ({}) must be greater than or equal to max_num_seqs ({})",
+                self.max_num_batched_tokens, self.max_num_seqs
+            )));
+        }
+        if self.kv_blocks() == 0 {
+            return Err(SimError::new(format!(
+                "{side}: tp={} leaves no memory for the KV cache (the weights and runtime \
+                 reserve fill gpu_memory_utilization={} of the GPU)",
+                l.tp, self.gpu_memory_utilization
+            )));
+        }
+        let t = self.step_time(&StepBatch::decode(1.0, 1.0));
+        if !(t.is_finite() && t > 0.0) {
+            return Err(SimError::new(format!(
+                "{side}: the performance model gives a step time of {t} s; check the \
+                 constants (every efficiency must be positive)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What is deployed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[allow(clippy::large_enum_variant)] // a handful of configs per run, copied rarely
+pub enum Deployment {
+    /// One kind of instance serving both phases (plain `vllm serve`).
+    Aggregated(Pool),
+    /// Prefill instances hand each prompt's KV cache to decode instances.
+    Disaggregated { prefill: Pool, decode: Pool },
+}
+
+/// How requests are spread over instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Router {
+    /// Each new request to the next instance in turn (vLLM's example P/D proxy).
+    RoundRobin,
+    /// To the instance with the fewest unfinished requests (ties: the lowest index).
+    LeastLoaded,
+}
+
+/// Latency bounds (seconds); `None` = unbounded.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Slo {
+    pub ttft: Option<f64>,
+    pub tpot: Option<f64>,
+}
+
+impl Slo {
+    pub fn met(&self, ttft: f64, tpot: Option<f64>) -> bool {
+        self.ttft.is_none_or(|b| ttft <= b)
+            && match (self.tpot, tpot) {
+                (Some(b), Some(t)) => t <= b,
+                _ => true,
+            }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Config {
+    pub deployment: Deployment,
+    pub router: Router,
+    pub slo: Slo,
+}
+
+impl Config {
+    pub fn validate(&self) -> Result<(), SimError> {
+        for s in [&self.slo.ttft, &self.slo.tpot].into_iter().flatten() {
+            if !(s.is_finite() && *s > 0.0) {
+                return Err(SimError::new(format!(
+                    "SLO bounds must be positive and finite, got {s}"
+                )));
+            }
+        }
+        match &self.deployment {
+            Deployment::Aggregated(p) => p.validate("aggregated"),
+            Deployment::Disaggregated { prefill, decode } => {
+                prefill.validate("prefill")?;
+                decode.validate("decode")
+            }
+        }
+    }
+
+    /// GPUs the deployment occupies.
+    pub fn gpus(&self) -> i64 {
+        let side = |p: &Pool| p.layout.gpus().saturating_mul(i64::from(p.instances));
+        match &self.deployment {
+            Deployment::Aggregated(p) => side(p),
+            Deployment::Disaggregated { prefill, decode } => side(prefill) + side(decode),
+        }
+    }
+}
+
+/// Run one simulation: `requests` (lengths, and arrival times for an open loop) under `load`.
+pub fn simulate(config: &Config, load: &Load, requests: &Requests) -> Result<SimResult, SimError> {
+    config.validate()?;
+    requests.validate(load)?;
+    engine::run(config, load, requests)
+}
+
+#[cfg(test)]
+mod tests;
