@@ -51,6 +51,105 @@ impl Layout {
     }
 }
 
+/// Largest size any one parallelism of a parsed layout may have (as `MAX_TP` in Python).
+pub const MAX_DIM: i64 = 1 << 16;
+
+impl Layout {
+    /// `tp2`, `pp2` … parts joined (`tp8pp2`) or separated by `·`, `-`, `_`, `.`, `,`, `+`
+    /// or spaces (`tp2·dp4·ep`, the display form); `ep` alone or `epN` with N = tp × dp.
+    /// A missing part is 1 (`dp8ep` = tp1·dp8·ep). Case-insensitive.
+    pub fn parse(text: &str) -> Result<Layout, String> {
+        let form = "a layout such as \"tp4\", \"tp2dp4ep\" or \"tp8pp2\" (parts tpN, ppN, dpN \
+                    and ep, each at most once)";
+        let lower = text.trim().to_ascii_lowercase();
+        let cleaned: String = lower
+            .chars()
+            .filter(|c| !matches!(c, '·' | '-' | '_' | '.' | ',' | '+' | ' ' | '\t'))
+            .collect();
+        if cleaned.is_empty() {
+            return Err(format!("expected {form}, got {text:?}"));
+        }
+        let (mut tp, mut pp, mut dp, mut ep): (Option<i64>, Option<i64>, Option<i64>, Option<i64>) =
+            (None, None, None, None);
+        let mut ep_seen = false;
+        let bytes = cleaned.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let key = cleaned.get(i..i + 2).unwrap_or("");
+            if !matches!(key, "tp" | "pp" | "dp" | "ep") {
+                return Err(format!("expected {form}, got {text:?}"));
+            }
+            i += 2;
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            let digits = &cleaned[start..i];
+            let value = if digits.is_empty() {
+                None
+            } else {
+                match digits.parse::<i64>() {
+                    Ok(v) if (1..=MAX_DIM).contains(&v) => Some(v),
+                    _ => {
+                        return Err(format!(
+                            "{key} in {text:?} must be an integer in [1, {MAX_DIM}], got {digits}"
+                        ))
+                    }
+                }
+            };
+            let slot = match key {
+                "tp" => &mut tp,
+                "pp" => &mut pp,
+                "dp" => &mut dp,
+                _ => {
+                    if ep_seen {
+                        return Err(format!("ep appears twice in {text:?}; expected {form}"));
+                    }
+                    ep_seen = true;
+                    ep = value;
+                    continue;
+                }
+            };
+            if slot.is_some() {
+                return Err(format!("{key} appears twice in {text:?}; expected {form}"));
+            }
+            match value {
+                Some(v) => *slot = Some(v),
+                None => return Err(format!("{key} needs a size in {text:?} (e.g. {key}2)")),
+            }
+        }
+        let layout = Layout {
+            tp: tp.unwrap_or(1),
+            pp: pp.unwrap_or(1),
+            dp: dp.unwrap_or(1),
+            ep: ep_seen,
+        };
+        if let Some(n) = ep {
+            if n != layout.tp.saturating_mul(layout.dp) {
+                return Err(format!(
+                    "ep{n} in {text:?}: vLLM's expert-parallel size is tp × dp = {} \
+                     (--enable-expert-parallel spans every rank); write ep or ep{}",
+                    layout.tp * layout.dp,
+                    layout.tp * layout.dp
+                ));
+            }
+        }
+        Ok(layout)
+    }
+
+    /// The compact name users type and `parse` reads back: `tp2dp4ep`, `tp8pp2`.
+    pub fn key(&self) -> String {
+        self.to_string().replace('·', "")
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Layout, String> {
+        Layout::parse(s)
+    }
+}
+
 impl std::fmt::Display for Layout {
     /// `tp4`, `tp2·dp4·ep`, `tp8·pp2`: the short name used in tables and messages.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -86,5 +185,48 @@ mod tests {
         assert_eq!(Layout::tp(8).to_string(), "tp8");
         assert!(Layout::tp(8).is_tp_only() && !l.is_tp_only());
         assert_eq!(Layout::tp(4).ep_size(), 1);
+    }
+
+    #[test]
+    fn parse_reads_every_spelling_and_names_what_is_wrong() {
+        let l = Layout {
+            tp: 2,
+            pp: 1,
+            dp: 4,
+            ep: true,
+        };
+        for s in [
+            "tp2dp4ep",
+            "tp2·dp4·ep",
+            "TP2-DP4-EP",
+            "dp4 tp2 ep8",
+            "tp2_dp4_ep",
+        ] {
+            assert_eq!(Layout::parse(s), Ok(l), "{s}");
+        }
+        assert_eq!(Layout::parse("tp8pp2").unwrap().gpus(), 16);
+        assert_eq!(
+            Layout::parse("dp8ep").unwrap(),
+            Layout { tp: 1, dp: 8, ..l }
+        );
+        assert_eq!(Layout::parse("tp4"), Ok(Layout::tp(4)));
+        for bad in [
+            "",
+            "tp",
+            "tp0",
+            "tp2tp4",
+            "tpx",
+            "ep4dp2tp1",
+            "tp2dp4ep4",
+            "4",
+            "tp99999999",
+        ] {
+            let e = Layout::parse(bad).unwrap_err();
+            assert!(!e.is_empty(), "{bad}");
+        }
+        for l in [l, Layout::tp(8), Layout::parse("tp4pp2").unwrap()] {
+            assert_eq!(Layout::parse(&l.key()), Ok(l));
+            assert_eq!(Layout::parse(&l.to_string()), Ok(l));
+        }
     }
 }

@@ -91,11 +91,27 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _add_pair_flags(p: argparse.ArgumentParser) -> None:
+def _layout(text: str) -> Any:
+    """A side of a pair: a TP size (``4``) or a layout (``tp2dp4ep``, ``tp8pp2``)."""
+    from .layout import Layout
+
+    if text.strip().isdigit():
+        return _count(text)
+    try:
+        return Layout.parse(text)
+    except Exception as e:  # argparse turns this into one usage line naming the flag
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _add_pair_flags(p: argparse.ArgumentParser, *, required: bool = True) -> None:
     p.add_argument(
-        "--prefill-tp", "-P", type=int, required=True, metavar="P", help="prefill TP size"
-    )
-    p.add_argument("--decode-tp", "-D", type=int, required=True, metavar="D", help="decode TP size")
+        "--prefill-tp", "-P", type=_layout, required=required, metavar="P",
+        help="prefill TP size, or a layout such as tp2dp4ep (DP attention + EP) or tp8pp2",
+    )  # fmt: skip
+    p.add_argument(
+        "--decode-tp", "-D", type=_layout, required=required, metavar="D",
+        help="decode TP size or layout (as -P)",
+    )  # fmt: skip
     p.add_argument(
         "--connector",
         default="moriio",
@@ -120,6 +136,7 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
         help="most req/s (default), most output tokens per USD, or the cheapest plan for --demand",
     )  # fmt: skip
     p.add_argument("--demand", type=float, metavar="RPS", help="req/s to serve (--objective cost)")
+    _add_mode_flags(p)
     _add_workload_flags(p)
     o = p.add_argument_group("options")
     o.add_argument(
@@ -134,6 +151,21 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
         "--time-limit", type=float, default=10.0, metavar="S", help="seconds (default 10)"
     )
     return o
+
+
+def _add_mode_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("instances (what each instance is, and whether P/D is split)")
+    g.add_argument(
+        "--mode", choices=["auto", "disagg", "agg"], default="auto",
+        help="auto (default): P/D split or aggregated instances, whichever serves more; "
+        "disagg: prefill + decode instances; agg: instances doing both phases (no connector)",
+    )  # fmt: skip
+    g.add_argument(
+        "--layouts", metavar="LIST",
+        help="restrict each instance's layout: families tp, ep (TP + expert parallel), dp "
+        "(DP attention + EP), pp, all, and/or layouts such as tp2dp4ep,tp8pp2 (default: tp; "
+        "ep and dp for MoE models; pp where no layout in one node holds the weights)",
+    )  # fmt: skip
 
 
 def _add_host_flags(p: argparse.ArgumentParser) -> None:
@@ -167,10 +199,20 @@ def build_parser() -> argparse.ArgumentParser:
             "connector's size rule and (MoRIIO) the replicated-KV-head guard. Prints every "
             "violation with vLLM's exact message, a hint, warnings and the nearest valid pairs."
         ),
-        epilog="example: pdtp check --heads 64 --kv-heads 8 --prefill-tp 4 --decode-tp 8",
+        epilog=(
+            "examples:\n  pdtp check --heads 64 --kv-heads 8 --prefill-tp 4 --decode-tp 8\n"
+            "  pdtp check --model deepseek-r1 -P tp8 -D tp1dp8ep --gpu mi355x\n"
+            "  pdtp check --model llama-3.1-405b -P tp8pp2 -D tp8pp2 --connector nixl --gpu h100\n"
+            "  pdtp check --model qwen3-235b-a22b --aggregated tp2dp4ep --gpu mi300x"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_model_flags(c)
-    _add_pair_flags(c)
+    _add_pair_flags(c, required=False)
+    c.add_argument(
+        "--aggregated", type=_layout, metavar="LAYOUT",
+        help="check one aggregated instance's layout instead of a pair (no KV connector)",
+    )  # fmt: skip
     c.add_argument("--max-acks", type=int, metavar="K", help="cap on release acks per prefill rank")
     c.add_argument("--max-tp", type=int, metavar="T", help="largest TP size to propose instead")
     c.add_argument(
@@ -219,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--config", metavar="PATH", help="HF config.json or model folder instead")
     z.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
     _add_pool_flags(z, "--max-gpus")
+    _add_mode_flags(z)
     z.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
     z.add_argument(
         "--objective", choices=["gpus", "cost"], default="gpus",
@@ -705,6 +748,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
         from .catalog import resolve_model
 
         model = resolve_model(_model_arg(args))
+    elif args.model or args.config:
+        from .catalog import resolve_model
+
+        model = resolve_model(_model_arg(args))  # layouts need the layer and expert counts
+    if args.aggregated is not None:
+        if args.prefill_tp is not None or args.decode_tp is not None:
+            raise UsageError("give --prefill-tp and --decode-tp, or --aggregated, not both")
+    elif args.prefill_tp is None or args.decode_tp is None:
+        raise UsageError("give --prefill-tp P and --decode-tp D (a pair), or --aggregated LAYOUT")
     r = check(
         model,
         args.prefill_tp,
@@ -714,16 +766,33 @@ def _cmd_check(args: argparse.Namespace) -> int:
         max_tp=args.max_tp,
         gpu=args.gpu,
         gpu_memory_utilization=args.gpu_memory_utilization,
+        aggregated=args.aggregated,
     )
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))
         return EXIT_OK if r.ok else EXIT_INVALID
-    print(f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  connector={r.connector}")
+    if r.mode == "agg":
+        print(f"{r.model}: aggregated {r.prefill_layout}  (no KV connector)")
+    elif r.prefill_layout is not None and not (
+        r.prefill_layout.is_tp_only and r.decode_layout is not None and r.decode_layout.is_tp_only
+    ):
+        print(
+            f"{r.model}: prefill {r.prefill_layout}  decode {r.decode_layout}  "
+            f"connector={r.connector}"
+        )
+    else:
+        print(
+            f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  "
+            f"connector={r.connector}"
+        )
     print("VALID" if r.ok else f"INVALID ({len(r.violations)} violation(s))")
     if r.gpu is not None:
         fit = {True: "fits", False: "does not fit"}
         p_fit, d_fit = fit[bool(r.prefill_fits)], fit[bool(r.decode_fits)]
-        print(f"memory on {r.gpu}: prefill {p_fit}, decode {d_fit}")
+        if r.mode == "agg":
+            print(f"memory on {r.gpu}: {p_fit}")
+        else:
+            print(f"memory on {r.gpu}: prefill {p_fit}, decode {d_fit}")
     # vLLM's messages verbatim; pdtp's hints and warnings in this command's flags.
     for v in r.violations:
         err = f"  [vLLM {v.vllm_error}]" if v.vllm_error else ""
@@ -732,7 +801,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     for w in r.warnings:
         print(f"\n  ! {w.code}\n    {in_cli_words(w.message, args._flags)}")
     if r.alternatives:
-        alts = ", ".join(f"P{p}/D{d}" for p, d in r.alternatives)
+        alts = ", ".join(
+            f"P{p}/D{d}" if isinstance(p, int) else f"P {p}/D {d}" for p, d in r.alternatives
+        )
         print(f"\nnearest valid pairs: {alts}")
     return EXIT_OK if r.ok else EXIT_INVALID
 
@@ -831,24 +902,49 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
     gap = "" if plan.status == "OPTIMAL" or plan.gap is None else f", gap {plan.gap:.2%}"
     print(header or f"plan: {plan.status} ({plan.method}{gap}, {plan.solve_ms:.1f} ms)")
     print()
+    tp_only = all(s.layout.is_tp_only for _, s in plan.sides)
+    latency = {
+        "prefill": f"TTFT {plan.ttft_ms:,.0f} ms",
+        "decode": f"TPOT {plan.tpot_ms:,.1f} ms at batch {plan.decode_batch}"
+        + (" per DP rank" if plan.decode is not None and plan.decode.dp > 1 else ""),
+        "aggregated": f"TTFT {plan.ttft_ms:,.0f} ms, TPOT {plan.tpot_ms:,.1f} ms at "
+        f"{plan.concurrency} in flight",
+    }
+    capacity = {
+        "prefill": plan.prefill_capacity_rps,
+        "decode": plan.decode_capacity_rps,
+        "aggregated": plan.requests_per_s,
+    }
     rows = [
-        ["prefill", plan.prefill.instances, plan.prefill.tp, plan.prefill.gpus,
-         f"{plan.prefill_capacity_rps:,.2f}", f"TTFT {plan.ttft_ms:,.0f} ms"],
-        ["decode", plan.decode.instances, plan.decode.tp, plan.decode.gpus,
-         f"{plan.decode_capacity_rps:,.2f}",
-         f"TPOT {plan.tpot_ms:,.1f} ms at batch {plan.decode_batch}"],
+        [role, s.instances, s.tp if tp_only else str(s.layout), s.gpus,
+         f"{capacity[role]:,.2f}", latency[role]]
+        for role, s in plan.sides
     ]  # fmt: skip
-    head = ["side", "instances", "tp", "GPUs", "capacity req/s", "latency"]
-    if plan.prefill.gpu != plan.decode.gpu:
+    head = ["side", "instances", "tp" if tp_only else "layout", "GPUs", "capacity req/s", "latency"]
+    if len({s.gpu for _, s in plan.sides}) > 1:
         head.insert(1, "gpu")
-        rows[0].insert(1, plan.prefill.gpu)
-        rows[1].insert(1, plan.decode.gpu)
+        for row, (_, s) in zip(rows, plan.sides):
+            row.insert(1, s.gpu)
     print(table(head, rows, indent="  "))
     cost = f", ${plan.cost_per_hour:,.2f}/h" if plan.cost_per_hour is not None else ""
     print(
         f"\nserves {plan.requests_per_s:,.2f} req/s = {plan.output_tokens_per_s:,.0f} output "
         f"tok/s on {plan.gpus_used} of {plan.gpus} GPUs{cost}; bottleneck: {plan.bottleneck}"
     )
+    alt = plan.alternative
+    if alt is not None:
+        kind = {"agg": "aggregated", "disagg": "disaggregated"}[alt.mode]
+        gain = plan.mode_gain
+        if plan.objective == "throughput" and gain is not None:
+            verdict = f"this plan serves {gain:.1%} more"
+        elif alt.gpus_used > plan.gpus_used:
+            verdict = f"this plan uses {alt.gpus_used - plan.gpus_used} fewer GPUs"
+        else:
+            verdict = "this plan comes first by the objective"
+        print(
+            f"\n{kind} alternative: {alt.summary} serves {alt.requests_per_s:,.2f} req/s on "
+            f"{alt.gpus_used} GPUs; {verdict}"
+        )
     for note in plan.notes:
         print(f"\nnote: {note}")
     for r in plan.rejected:
@@ -898,6 +994,8 @@ def _solve_options(args: argparse.Namespace) -> dict[str, Any]:
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "time_limit_s": args.time_limit,
         "method": args.method,
+        "mode": args.mode,
+        "layouts": args.layouts,
     }
 
 
@@ -928,6 +1026,8 @@ def _cmd_size_for(args: argparse.Namespace) -> int:
             gpu_memory_utilization=args.gpu_memory_utilization,
             time_limit_s=args.time_limit,
             method=args.method,
+            mode=args.mode,
+            layouts=args.layouts,
         ),
         args,
         header=f"fewest {'USD/h' if args.objective == 'cost' else 'GPUs'} serving "

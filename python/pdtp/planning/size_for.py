@@ -35,6 +35,8 @@ def size_for(
     time_limit_s: float = 10.0,
     constants: Any = None,
     method: str = "cpsat",
+    mode: str = "auto",
+    layouts: Any = None,
 ) -> Plan:
     """The plan with the fewest GPUs (``objective="cost"``: the fewest USD per hour) that
     serves ``demand_rps`` requests/s within the SLOs on the pool ``max_gpus`` (a count or a
@@ -44,6 +46,8 @@ def size_for(
     sizes: P + D, then P; then fewer instances). CP-SAT decides over the same model as
     ``solve``. Raises :class:`pdtp.InfeasibleError` (with ``.reasons``) when the pool cannot
     serve the demand. A demand of 0 gives the smallest valid deployment (one instance each).
+    ``mode`` and ``layouts`` as in :func:`pdtp.solve` (aggregated instances and the layouts
+    of MoE models are considered by default).
 
     >>> import pdtp
     >>> plan = pdtp.size_for("llama-3.1-70b", 10.0, max_gpus=64, gpu="mi300x")
@@ -74,5 +78,7 @@ def size_for(
         max_acks=max_acks,
         gpu_memory_utilization=gpu_memory_utilization,
         constants=constants,
+        mode=mode,
+        layouts=layouts,
     )
     return _plan(sc, started, limit, method, positive_int("num_workers", 1), demand, "max_gpus")

@@ -37,8 +37,10 @@ def solve(
     constants: Any = None,
     method: str = "cpsat",
     num_workers: int = 1,
+    mode: str = "auto",
+    layouts: Any = None,
 ) -> Plan:
-    """The best valid P/D split of a GPU pool for ``model``.
+    """The best valid plan of a GPU pool for ``model``: a P/D split or aggregated instances.
 
     The pool: ``gpus=24`` (full nodes of the GPU type's size, the last one partial),
     ``nodes=[8, 8, 5, 3]`` (free GPUs per node), or several GPU types,
@@ -54,6 +56,15 @@ def solve(
     throughput; ``"cost"`` serves ``demand_rps`` at the fewest USD per hour. CP-SAT decides
     (``method="enumerate"``: the exhaustive oracle); ``time_limit_s`` bounds the whole
     call. Raises :class:`pdtp.InfeasibleError` (with ``.reasons``) when nothing fits.
+
+    ``mode``: ``"auto"`` (default) considers P/D splits and aggregated instances (one layout
+    doing both phases, vLLM's chunked prefill, at the highest concurrency meeting both SLOs)
+    and returns the better, with the other as ``plan.alternative``; ``"disagg"`` or ``"agg"``
+    only one kind. ``layouts`` restricts each instance's layout: families ``"tp"``, ``"ep"``
+    (TP + expert parallel), ``"dp"`` (data-parallel attention + expert parallel), ``"pp"``,
+    ``"all"``, and/or explicit layouts (``"tp2dp4ep"``, :class:`pdtp.Layout`), as a list or a
+    comma-separated string. The default: TP sizes; TP+EP and DP+EP for MoE models; PP only
+    where no layout inside one node holds the weights.
 
     >>> import pdtp
     >>> plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
@@ -94,6 +105,8 @@ def solve(
         max_acks=max_acks,
         gpu_memory_utilization=gpu_memory_utilization,
         constants=constants,
+        mode=mode,
+        layouts=layouts,
     )
     return _plan(sc, started, limit, method, workers, demand if objective == "cost" else None)
 
@@ -127,4 +140,14 @@ def _plan(
     if decision.method == "enumerate" and method == "cpsat":
         notes = ("OR-Tools was still loading: the exhaustive oracle decided within the limit",)
     rejected = plan.rule_note(sc, cands, decision.solution, demand)
-    return plan.build(sc, cands, decision, 0, started=started, rejected=rejected, notes=notes)
+    alternative = plan.alternative(sc, cands, decision.solution[0])
+    return plan.build(
+        sc,
+        cands,
+        decision,
+        0,
+        started=started,
+        rejected=rejected,
+        notes=notes,
+        alternative=alternative,
+    )
