@@ -13,10 +13,10 @@ use crate::perf::{self, Constants, GpuPerf, ModelPerf, Workload};
 use std::sync::Arc;
 
 use crate::layout::Layout;
+use crate::layout_rules::{self, LayoutModel};
 use crate::perf::fit::{self as perf_fit, FitOptions, FitPoint, Prior};
 use crate::perf::serving::{self, Engine, ServingWorkload};
 use crate::perf::{StepBatch, WeightFormat};
-use crate::layout_rules::{self, LayoutModel};
 use crate::plan::{
     self, cluster::TooLarge, oracle, relax, rule_blind, Candidates, Choice, Families, GpuType,
     LayoutSpace, Mode, ModelSpec, MoveCost, NodeClass, Objective, Order, Pair, Role, Running,
@@ -264,6 +264,25 @@ fn parse_layout(py: Python<'_>, text: &str) -> PyResult<LayoutTuple> {
     Layout::parse(text)
         .map(|l| (l.tp, l.pp, l.dp, l.ep))
         .map_err(|e| pdtp_error(py, "InvalidArgumentError", e))
+}
+
+/// The `(first, end)` layers of each of `pp` pipeline stages (vLLM's `get_pp_indices`).
+#[pyfunction]
+fn stage_layers(py: Python<'_>, pp: i64, num_layers: i64) -> PyResult<Vec<(i64, i64)>> {
+    if !(1..=crate::layout::MAX_DIM).contains(&pp) || !(0..=1 << 20).contains(&num_layers) {
+        return Err(invalid(
+            py,
+            format!(
+                "pp must be in [1, {}] and num_layers in [0, 2^20]",
+                crate::layout::MAX_DIM
+            ),
+        ));
+    }
+    let l = Layout {
+        pp,
+        ..Layout::tp(1)
+    };
+    shielded(py, || l.stage_layers(num_layers))
 }
 
 /// A model as the layout rules see it: `(heads, kv_heads, is_mla, layers, experts,
@@ -669,7 +688,11 @@ impl PyGpuType {
                 ))
             }
         };
-        if node_size < 1 || price < 0 || !(max_num_batched_tokens >= 1.0) {
+        if node_size < 1
+            || price < 0
+            || max_num_batched_tokens.is_nan()
+            || max_num_batched_tokens < 1.0
+        {
             return Err(invalid(
                 py,
                 format!(
@@ -1407,11 +1430,18 @@ impl PyCandidates {
         let aggregated = match mode {
             "agg" => true,
             "disagg" => false,
-            m => return Err(invalid(py, format!("mode must be agg or disagg, got {m:?}"))),
+            m => {
+                return Err(invalid(
+                    py,
+                    format!("mode must be agg or disagg, got {m:?}"),
+                ))
+            }
         };
         let (c, o) = (self.c.clone(), self.order.clone());
-        Ok(released(py, move || relax::best_of_kind(&c, &o, aggregated))?
-            .map(|s| out_solution(&s)))
+        Ok(
+            released(py, move || relax::best_of_kind(&c, &o, aggregated))?
+                .map(|s| out_solution(&s)),
+        )
     }
 
     /// The best plan over the pairs the connector's rules refuse (what they cost).
@@ -1968,6 +1998,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(transfer_map, m)?)?;
     m.add_function(wrap_pyfunction!(connectors, m)?)?;
     m.add_function(wrap_pyfunction!(parse_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_layers, m)?)?;
     m.add_function(wrap_pyfunction!(check_layouts, m)?)?;
     m.add_function(wrap_pyfunction!(layout_load_violations, m)?)?;
     m.add_function(wrap_pyfunction!(predict_prefill, m)?)?;

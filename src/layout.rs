@@ -137,6 +137,30 @@ impl Layout {
         Ok(layout)
     }
 
+    /// The layers each pipeline stage holds, as `(first, end)` ranges: vLLM's
+    /// `get_pp_indices` — `L / pp` each, the remainder one more each on the stages before
+    /// the last, counted back from the second-to-last (no divisibility rule).
+    pub fn stage_layers(&self, num_layers: i64) -> Vec<(i64, i64)> {
+        let pp = self.pp.max(1);
+        let mut parts = vec![num_layers.max(0) / pp; pp as usize];
+        let rest = num_layers.max(0) % pp;
+        for i in 2..rest + 2 {
+            let k = parts.len() as i64 - i;
+            if k >= 0 {
+                parts[k as usize] += 1;
+            }
+        }
+        let mut start = 0;
+        parts
+            .into_iter()
+            .map(|n| {
+                let r = (start, start + n);
+                start += n;
+                r
+            })
+            .collect()
+    }
+
     /// The compact name users type and `parse` reads back: `tp2dp4ep`, `tp8pp2`.
     pub fn key(&self) -> String {
         self.to_string().replace('·', "")
@@ -185,6 +209,23 @@ mod tests {
         assert_eq!(Layout::tp(8).to_string(), "tp8");
         assert!(Layout::tp(8).is_tp_only() && !l.is_tp_only());
         assert_eq!(Layout::tp(4).ep_size(), 1);
+    }
+
+    #[test]
+    fn stage_layers_follow_vllms_get_pp_indices() {
+        let l = |pp| Layout {
+            pp,
+            ..Layout::tp(8)
+        };
+        assert_eq!(l(2).stage_layers(126), vec![(0, 63), (63, 126)]);
+        // 61 layers over 4 stages: 15 each, one more on the third stage.
+        assert_eq!(
+            l(4).stage_layers(61),
+            vec![(0, 15), (15, 30), (30, 46), (46, 61)]
+        );
+        // 7 over 4: the remainder (3) on stages 2, 1, 0.
+        assert_eq!(l(4).stage_layers(7), vec![(0, 2), (2, 4), (4, 6), (6, 7)]);
+        assert_eq!(Layout::tp(2).stage_layers(80), vec![(0, 80)]);
     }
 
     #[test]

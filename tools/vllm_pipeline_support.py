@@ -127,9 +127,12 @@ def supports_pp(src: Sources, module: str, cls: str, seen: set[tuple[str, str]])
                     if supports_pp(src, mod, orig, seen):
                         return True
             return False
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
-            if any(isinstance(t, ast.Name) and t.id == cls for t in node.targets):
-                return supports_pp(src, module, node.value.id, seen)
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Name)
+            and any(isinstance(t, ast.Name) and t.id == cls for t in node.targets)
+        ):
+            return supports_pp(src, module, node.value.id, seen)
     if cls in imports:  # re-exported
         mod, orig = imports[cls]
         return supports_pp(src, mod, orig, seen)
@@ -151,7 +154,8 @@ def main(where: str) -> None:
     }
     OUT.write_text(json.dumps(data, indent=1) + "\n")
     print(
-        f"{OUT}: {len(data['pipeline'])} with, {len(data['no_pipeline'])} without (vLLM {src.version})"
+        f"{OUT}: {len(data['pipeline'])} with, {len(data['no_pipeline'])} without "
+        f"(vLLM {src.version})"
     )
 
 

@@ -26,14 +26,19 @@ __all__ = [
     "Scenario",
     "Stage",
     "candidates",
+    "check_layouts",
     "check_pair",
     "connectors",
     "expected_ack_count",
+    "layout_load_violations",
+    "layout_option",
     "loadable_sizes",
+    "parse_layout",
     "predict_decode",
     "predict_prefill",
     "remote_tp_rank",
     "side_option",
+    "stage_layers",
     "sweep_budgets",
     "transfer_map",
     "validate_kv_heads",
@@ -92,6 +97,22 @@ def transfer_map(
     list[tuple[int, list[int], list[int], int]],
 ]: ...
 def connectors() -> list[dict[str, Any]]: ...
+
+# ---- layouts -------------------------------------------------------------------------------
+_LayoutModel = tuple[int, int, bool, int, int, bool]
+
+def parse_layout(text: str) -> tuple[int, int, int, bool]: ...
+def stage_layers(pp: int, num_layers: int) -> list[tuple[int, int]]: ...
+def check_layouts(
+    model: _LayoutModel,
+    prefill: tuple[int, int, int, bool],
+    decode: tuple[int, int, int, bool],
+    connector: str,
+    max_acks: int | None = None,
+) -> tuple[list[tuple[str, str, str, str, str]], list[tuple[str, str]]]: ...
+def layout_load_violations(
+    model: _LayoutModel, layout_: tuple[int, int, int, bool], side: str, connector: str
+) -> list[tuple[str, str, str, str, str]]: ...
 def predict_prefill(
     model: _Nums, gpu: _Nums, consts: _Nums, tp: int, isl: float, util: float
 ) -> tuple[float, float, float, bool, float, bool]: ...
@@ -108,6 +129,17 @@ def predict_decode(
 def side_option(
     model: _Nums, gpu: _Nums, consts: _Nums, work: _Work, tp: int, prefill: bool, util: float
 ) -> _SideRow: ...
+def layout_option(
+    model: _Nums,
+    rules_model: _LayoutModel,
+    gpu: _Nums,
+    consts: _Nums,
+    work: _Work,
+    layout_: tuple[int, int, int, bool],
+    role: str,
+    util: float,
+    max_num_batched_tokens: float,
+) -> tuple[_SideRow, float, int, float]: ...
 def sweep_budgets(
     scenario: Scenario, budgets: list[int]
 ) -> tuple[list[_SideRow], list[_SideRow], list[tuple[_CandRow | None, _CandRow | None, bool]]]: ...
@@ -127,6 +159,7 @@ class ModelSpec:
         gpus: list[_Nums],
         demand_rps: float = 0.0,
         weight: float = 1.0,
+        supports_pp: bool = False,
     ) -> ModelSpec: ...
     @property
     def name(self) -> str: ...
@@ -136,12 +169,20 @@ class GpuType:
     """One GPU type of a pool: vendor, constants, node size, price (PRICE_SCALE units)."""
 
     def __new__(
-        cls, *, name: str, vendor: str, constants: _Nums, node_size: int, price: int = 0
+        cls,
+        *,
+        name: str,
+        vendor: str,
+        constants: _Nums,
+        node_size: int,
+        price: int = 0,
+        max_num_batched_tokens: float = ...,
     ) -> GpuType: ...
     @property
     def name(self) -> str: ...
 
-_Running = tuple[int | None, int, int]
+_Running = tuple[int | None, str, tuple[int, int, int, bool], int]
+_LayoutSpace = tuple[list[str] | None, list[tuple[int, int, int, bool]]] | None
 
 @final
 class Scenario:
@@ -160,6 +201,8 @@ class Scenario:
         gpu_memory_utilization: float = 0.9,
         move_cost: tuple[float, float, float, float] | None = None,
         running: tuple[_Running, _Running] | None = None,
+        mode: str = "disagg",
+        layouts: _LayoutSpace = None,
     ) -> Scenario: ...
     @property
     def connector(self) -> str: ...
@@ -179,6 +222,8 @@ class Row:
     @property
     def tp(self) -> int: ...
     @property
+    def layout(self) -> tuple[int, int, int, bool]: ...
+    @property
     def gpus(self) -> int: ...
     @property
     def loads(self) -> bool: ...
@@ -188,6 +233,10 @@ class Row:
     def fits_kv(self) -> bool: ...
     @property
     def latency_s(self) -> float: ...
+    @property
+    def ttft_s(self) -> float: ...
+    @property
+    def concurrency(self) -> int: ...
     @property
     def meets_slo(self) -> bool: ...
     @property
@@ -336,6 +385,7 @@ class Candidates:
     def oracle(
         self, time_limit_s: float | None = None, reduced: bool = True
     ) -> tuple[_Solution | None, bool]: ...
+    def best_of_mode(self, mode: str) -> _Solution | None: ...
     def rule_blind(self) -> _Solution | None: ...
     def place(
         self, solution: _Solution, usage: list[tuple[int, int]] | None = None

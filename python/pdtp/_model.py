@@ -496,6 +496,11 @@ class Model:
         # Accept any sequence (lists come from JSON) but store a tuple so the record stays
         # hashable and immutable.
         object.__setattr__(self, "aliases", tuple(self.aliases))
+        if isinstance(self.architectures, str) or not all(
+            isinstance(a, str) for a in self.architectures
+        ):
+            raise ConfigError(f"{who}: field 'architectures' must be a sequence of strings")
+        object.__setattr__(self, "architectures", tuple(self.architectures))
         _check_int(who, "state_bytes_per_sequence", self.state_bytes_per_sequence, 0)
         for fname in ("serve_ref", "serve_note"):
             value = getattr(self, fname)
@@ -736,6 +741,7 @@ class Model:
         """Fields plus the main derived numbers, JSON-ready."""
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         out["aliases"] = list(self.aliases)
+        out["architectures"] = list(self.architectures)
         out["attention_groups"] = [g.to_dict() for g in self.attention_groups]
         out["attention_type"] = self.attention_type
         out["kv_bytes_per_token"] = self.kv_bytes_per_token

@@ -212,7 +212,7 @@ def check(
         )
         memo: dict[tuple[str, Layout], bool] = {}
 
-        def fit(side: str, lay: Layout) -> bool:
+        def fits_memory(side: str, lay: Layout) -> bool:
             if ctx is None or w is None:
                 return True
             if (side, lay) not in memo:
@@ -223,7 +223,7 @@ def check(
 
         if tp_only:
             sizes = {
-                side: [t for t in loadable if fit(side, Layout(t))]
+                side: [t for t in loadable if fits_memory(side, Layout(t))]
                 for side in ("prefill", "decode")
             }
             alts = tuple(
@@ -241,7 +241,9 @@ def check(
                 )
             )
         else:
-            alts = _layout_alternatives(rules_model, pl, dl, conn.name, acks, loadable, fit, n_alt)
+            alts = _layout_alternatives(
+                rules_model, pl, dl, conn.name, acks, loadable, fits_memory, n_alt
+            )
     return CheckResult(
         model=shape.name,
         prefill_tp=p,

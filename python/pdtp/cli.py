@@ -1141,8 +1141,11 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         from .errors import InfeasibleError
         from .planning.solve import solve
 
+        solve_kw = _solve_options(args)
+        if not _given(args, args._parser, "mode"):
+            solve_kw["mode"] = "disagg"  # deploy writes P/D deployments (proxy + roles)
         try:
-            plan = solve(_solve_model(args), **_solve_options(args))
+            plan = solve(_solve_model(args), **solve_kw)
         except InfeasibleError as e:
             return _print_infeasible(e, args, as_json=args.format == "json")
     dep = deploy(
@@ -1280,15 +1283,23 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         name = resolve_model(d["model"]).name
         plan, frac = fp.plans.get(name), fp.served_fraction.get(name, 0.0)
         cells = ["-", "-", "-"]
-        if plan is not None:
+        if plan is not None and plan.prefill is not None and plan.decode is not None:
             cells = [
-                f"{plan.prefill.instances}xP{plan.prefill.tp}",
-                f"{plan.decode.instances}xD{plan.decode.tp}",
+                f"{plan.prefill.instances}xP{_short(plan.prefill.layout)}",
+                f"{plan.decode.instances}xD{_short(plan.decode.layout)}",
                 str(plan.gpus_used),
             ]
+        elif plan is not None and plan.aggregated is not None:
+            agg = f"{plan.aggregated.instances}x agg {plan.aggregated.layout}"
+            cells = [agg, "-", str(plan.gpus_used)]
         out.append([name, f"{d['demand_rps']:g}", *cells, f"{frac:.0%}"])
     print(table(["model", "demand req/s", "prefill", "decode", "GPUs", "served"], out, indent="  "))
     return EXIT_OK
+
+
+def _short(layout: Any) -> str:
+    """``2`` for a TP-only layout (the fleet table's ``3xP2``), else ``tp2dp4ep``."""
+    return str(layout.tp) if layout.is_tp_only else str(layout)
 
 
 def _print_sources(entries: list[tuple[str, str, str, bool]]) -> None:

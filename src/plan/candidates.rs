@@ -370,7 +370,7 @@ pub fn instances_for(demand: f64, rps: f64, limit: i64) -> Option<i64> {
 impl Candidates {
     pub fn build(sc: Scenario) -> Candidates {
         let cluster = Cluster::new(&sc);
-        let mut rows = Vec::new();
+        let mut rows: Vec<Row> = Vec::new();
         let roles: Vec<Role> = [
             (sc.mode.disaggregated(), Role::Prefill),
             (sc.mode.disaggregated(), Role::Decode),
@@ -379,7 +379,38 @@ impl Candidates {
         .into_iter()
         .filter_map(|(on, r)| on.then_some(r))
         .collect();
+        // Each model's rows, as a range of `rows` (a model's rows are contiguous).
+        let mut model_rows: Vec<std::ops::Range<usize>> = Vec::with_capacity(sc.models.len());
+        // Models whose performance inputs repeat an earlier model's (a fleet lists one model
+        // under several names) share its operating points: only the demand differs.
+        let mut distinct: Vec<usize> = Vec::new();
+        let mut twin_of: Vec<Option<usize>> = vec![None; sc.models.len()];
         for (mi, m) in sc.models.iter().enumerate() {
+            let start = rows.len();
+            let twin = distinct.iter().copied().find(|&j| {
+                let o = &sc.models[j];
+                o.perf == m.perf
+                    && o.workload == m.workload
+                    && o.gpu_perf == m.gpu_perf
+                    && o.supports_pp == m.supports_pp
+            });
+            twin_of[mi] = twin;
+            if let Some(j) = twin {
+                for k in model_rows[j].clone() {
+                    let mut row = rows[k].clone();
+                    row.model = mi;
+                    row.need = match (row.item, sc.objective.serves_demand()) {
+                        (Some(it), true) => {
+                            instances_for(m.demand_rps, row.side.requests_per_s, cluster.most(it))
+                        }
+                        _ => None,
+                    };
+                    rows.push(row);
+                }
+                model_rows.push(start..rows.len());
+                continue;
+            }
+            distinct.push(mi);
             let lm = m.layout_model();
             for (t, gt) in sc.gpu_types.iter().enumerate() {
                 let g = &m.gpu_perf[t];
@@ -422,50 +453,76 @@ impl Candidates {
                     }
                 }
             }
+            model_rows.push(start..rows.len());
         }
         let unit_scale = fleet_scale(&sc, &cluster, &mut rows);
         let mixing = mixing_vendor(sc.connector);
         let mut pairs = Vec::new();
         let mut rejected = Vec::new();
-        for (pi, p) in rows.iter().enumerate() {
-            if p.role != Role::Prefill || !p.usable() {
+        // Each model's pairs and rejected pairs, as ranges (pushed model by model).
+        let mut model_pairs: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> =
+            Vec::with_capacity(sc.models.len());
+        for (mi, span) in model_rows.iter().enumerate() {
+            let (p0, r0) = (pairs.len(), rejected.len());
+            if let Some(j) = twin_of[mi] {
+                // A twin's rows mirror model j's: so do its pairs, shifted.
+                let shift = |x: usize| x - model_rows[j].start + span.start;
+                let moved = |q: &Pair| Pair {
+                    model: mi,
+                    prefill: shift(q.prefill),
+                    decode: shift(q.decode),
+                };
+                let (pj, rj) = model_pairs[j].clone();
+                let copied: Vec<Pair> = pairs[pj].iter().map(moved).collect();
+                pairs.extend(copied);
+                let copied: Vec<Pair> = rejected[rj].iter().map(moved).collect();
+                rejected.extend(copied);
+                model_pairs.push((p0..pairs.len(), r0..rejected.len()));
                 continue;
             }
-            let lm = sc.models[p.model].layout_model();
-            for (di, d) in rows.iter().enumerate() {
-                if d.role != Role::Decode || d.model != p.model || !d.usable() {
+            for pi in span.clone() {
+                let p = &rows[pi];
+                if p.role != Role::Prefill || !p.usable() {
                     continue;
                 }
-                let (vp, vd) = (
-                    sc.gpu_types[p.gpu_type].vendor,
-                    sc.gpu_types[d.gpu_type].vendor,
-                );
-                if p.gpu_type != d.gpu_type && !(vp == vd && mixing == Some(vp)) {
-                    continue;
-                }
-                let (a, b) = (p.item.unwrap(), d.item.unwrap());
-                let together = match cluster.most_beside(a, 1, b, true) {
-                    Ok(room) => room.is_some_and(|n| n >= 1),
-                    Err(TooLarge) => cluster
-                        .most_beside(a, 1, b, false)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|n| n >= 1),
-                };
-                if !together {
-                    continue;
-                }
-                let pair = Pair {
-                    model: p.model,
-                    prefill: pi,
-                    decode: di,
-                };
-                if layout_rules::pair_ok(&lm, &p.layout, &d.layout, sc.connector, sc.max_acks) {
-                    pairs.push(pair);
-                } else {
-                    rejected.push(pair);
+                let lm = sc.models[p.model].layout_model();
+                for di in model_rows[p.model].clone() {
+                    let d = &rows[di];
+                    if d.role != Role::Decode || !d.usable() {
+                        continue;
+                    }
+                    let (vp, vd) = (
+                        sc.gpu_types[p.gpu_type].vendor,
+                        sc.gpu_types[d.gpu_type].vendor,
+                    );
+                    if p.gpu_type != d.gpu_type && !(vp == vd && mixing == Some(vp)) {
+                        continue;
+                    }
+                    let (a, b) = (p.item.unwrap(), d.item.unwrap());
+                    let together = match cluster.most_beside(a, 1, b, true) {
+                        Ok(room) => room.is_some_and(|n| n >= 1),
+                        Err(TooLarge) => cluster
+                            .most_beside(a, 1, b, false)
+                            .ok()
+                            .flatten()
+                            .is_some_and(|n| n >= 1),
+                    };
+                    if !together {
+                        continue;
+                    }
+                    let pair = Pair {
+                        model: p.model,
+                        prefill: pi,
+                        decode: di,
+                    };
+                    if layout_rules::pair_ok(&lm, &p.layout, &d.layout, sc.connector, sc.max_acks) {
+                        pairs.push(pair);
+                    } else {
+                        rejected.push(pair);
+                    }
                 }
             }
+            model_pairs.push((p0..pairs.len(), r0..rejected.len()));
         }
         // Aggregated plans: a usable aggregated row paired with itself.
         for (i, r) in rows.iter().enumerate() {
@@ -504,11 +561,14 @@ impl Candidates {
     /// (exact where the node search allows, else what a relaxed plan that fits serves): a
     /// value some plan reaches.
     pub fn most_served(&self, model: usize) -> i64 {
+        self.most_served_by(self.pairs.iter().filter(|p| p.model == model))
+    }
+
+    /// [`Candidates::most_served`] over the given pairs (one model's).
+    fn most_served_by<'a>(&'a self, pairs: impl Iterator<Item = &'a Pair>) -> i64 {
         use super::cluster::{most_served, room, Fit};
         let cl = &self.cluster;
-        self.pairs
-            .iter()
-            .filter(|p| p.model == model)
+        pairs
             .filter_map(|p| {
                 let (r, d) = (&self.rows[p.prefill], &self.rows[p.decode]);
                 let (a, b) = (r.item?, d.item?);
@@ -590,14 +650,20 @@ fn fleet_scale(sc: &Scenario, cluster: &Cluster, rows: &mut [Row]) -> Vec<i64> {
     if !sc.objective.is_fleet() {
         return scale;
     }
-    for (m, g) in scale.iter_mut().enumerate() {
-        let cap = side_bound(rows, cluster, m);
+    // A model's rows are contiguous: walk them model by model.
+    let mut start = 0;
+    while start < rows.len() {
+        let m = rows[start].model;
+        let end = start + rows[start..].iter().take_while(|r| r.model == m).count();
+        let g = &mut scale[m];
+        let cap = side_bound(&rows[start..end], cluster, m);
         while cap / *g > FLEET_UNITS_MAX {
             *g *= 2;
         }
-        for r in rows.iter_mut().filter(|r| r.model == m) {
+        for r in &mut rows[start..end] {
             r.units = r.side.units / *g;
         }
+        start = end;
     }
     scale
 }
@@ -611,6 +677,10 @@ fn fleet_demands(c: &Candidates) -> Vec<i64> {
     if !sc.objective.is_fleet() {
         return vec![0; sc.models.len()];
     }
+    let mut by_model: Vec<Vec<Pair>> = vec![Vec::new(); sc.models.len()];
+    for p in &c.pairs {
+        by_model[p.model].push(*p);
+    }
     sc.models
         .iter()
         .enumerate()
@@ -619,7 +689,8 @@ fn fleet_demands(c: &Candidates) -> Vec<i64> {
                 return 0;
             }
             let want = (spec.demand_rps * CAPACITY_SCALE / c.unit_scale[m] as f64).ceil();
-            let ceiling = (c.most_served(m).max(1) as f64) * FRACTION_SCALE as f64;
+            let most = c.most_served_by(by_model[m].iter());
+            let ceiling = (most.max(1) as f64) * FRACTION_SCALE as f64;
             want.clamp(1.0, ceiling) as i64
         })
         .collect()

@@ -112,6 +112,22 @@ def port_offset(dp_rank: int, tp_rank: int, tp_size: int = 1) -> int:
     return dp_rank * tp_size + tp_rank
 
 
+def instance_bound_ports(
+    version: Version, kv_connector: str, inst: PlannedInstance, ports: InstancePorts
+) -> list[BoundPort]:
+    """:func:`bound_ports` of one planned instance (one node of it)."""
+    return bound_ports(
+        version,
+        kv_connector,
+        inst.name,
+        ports,
+        inst.tp,
+        inst.dp,
+        dp_ranks=inst.local_dp_ranks,
+        api=inst.serves_api,
+    )
+
+
 def instance_ports(kv_connector: str, inst: PlannedInstance, bases: PortBases) -> InstancePorts:
     """The base ports of ``inst``: each family's base plus the instance's first device number
     (unique on its node)."""
@@ -126,11 +142,22 @@ def instance_ports(kv_connector: str, inst: PlannedInstance, bases: PortBases) -
 
 
 def bound_ports(
-    version: Version, kv_connector: str, owner: str, ports: InstancePorts, tp: int, dp: int
+    version: Version,
+    kv_connector: str,
+    owner: str,
+    ports: InstancePorts,
+    tp: int,
+    dp: int,
+    *,
+    dp_ranks: range | None = None,
+    api: bool = True,
 ) -> list[BoundPort]:
-    """Every port the instance's processes bind, rank by rank, as ``version`` derives them."""
-    out = [BoundPort(ports.http, owner, "HTTP API (--port)")]
-    ranks = [(d, t) for d in range(dp) for t in range(tp)]
+    """Every port the instance's processes on one node bind, rank by rank, as ``version``
+    derives them: its ``dp_ranks`` (default all ``dp``; a headless part of an instance
+    spanning nodes binds only its own DP ranks' ports, and no HTTP API: ``api=False``)."""
+    out = [BoundPort(ports.http, owner, "HTTP API (--port)")] if api else []
+    dps = range(dp) if dp_ranks is None else dp_ranks
+    ranks = [(d, t) for d in dps for t in range(tp)]
     if kv_connector == MORIIO:
         assert ports.handshake is not None and ports.notify is not None
         for d, t in ranks:
@@ -143,7 +170,7 @@ def bound_ports(
     elif kv_connector == NIXL:
         assert ports.side_channel is not None
         if version >= NIXL_ONE_LISTENER_SINCE:
-            for d in range(dp):
+            for d in dps:
                 out.append(BoundPort(ports.side_channel + d, owner, f"NIXL side channel (dp {d})"))
         else:
             for d, t in ranks:

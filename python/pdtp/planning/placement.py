@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 
 from .._shell import command_line
 from ..errors import InvalidArgumentError
-
 from ..layout import Layout
 
 if TYPE_CHECKING:
-    from .plan import Plan, Side
+    from .plan import Placement, Plan, Side
 
 # MoRIIO's proxy ping port in vLLM's examples; one proxy serves every instance.
 MORIIO_PROXY_PING_PORT = 36367

@@ -470,7 +470,8 @@ def sweep_scenario(
     ctx: Context, workload: Workload, connector: str, max_tp: int, max_acks: int | None
 ) -> _core.Scenario:
     """The core scenario of one sweep group (one model, one GPU type; each budget of the
-    sweep supplies its own nodes)."""
+    sweep supplies its own nodes). Sweeps cover TP-only P/D splits: their rows have one TP
+    size per side (layouts and aggregated instances are ``solve``'s and ``pareto``'s)."""
     m, g = ctx.model, ctx.gpu
     return _core.Scenario(
         models=[
@@ -495,4 +496,6 @@ def sweep_scenario(
         max_tp=max_tp,
         max_acks=max_acks,
         gpu_memory_utilization=ctx.gpu_memory_utilization,
+        mode="disagg",
+        layouts=(["tp"], []),
     )
