@@ -393,14 +393,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser(
         "plot",
-        help="charts (PNG/SVG): requests/s per GPU vs budget; valid P/D pairs",
+        help="charts (PNG/SVG): requests/s per GPU vs budget; valid P/D pairs; Pareto frontier",
         description=(
             "throughput: requests/s per GPU against the GPU budget, one line per model and a "
             "panel per GPU type, connector and workload (from a `pdtp sweep` file, or sweeps "
             "it); the 10 models with the highest peak unless --models or --top say otherwise. "
             "pairs: for each model and connector, which (prefill TP, decode TP) pairs vLLM "
-            "accepts, and the rule each other pair breaks. Needs matplotlib "
-            "(pip install 'pdtp[plot]')."
+            "accepts, and the rule each other pair breaks. pareto: output tokens/s per GPU "
+            "against tokens/s per user for one model on --gpus GPUs (default 16), one plan "
+            "per TPOT target, aggregated and disaggregated points marked apart, with the "
+            "rule-blind frontier faintly behind (what the connector's rules cost). Needs "
+            "matplotlib (pip install 'pdtp[plot]')."
         ),
         epilog=(
             "examples:\n  pdtp plot throughput -o throughput.png --gpu mi300x,h200\n"
@@ -408,11 +411,12 @@ def build_parser() -> argparse.ArgumentParser:
             "  pdtp plot throughput --input sweep.csv --gpu h200 --connector nixl --top 5 "
             "-o top5.png\n"
             "  pdtp plot pairs --models llama-3.1-70b,deepseek-v3 --connector moriio,nixl "
-            "-o pairs.png"
+            "-o pairs.png\n"
+            "  pdtp plot pareto --models qwen3-30b-a3b --gpu mi300x --gpus 16 -o pareto.png"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    pl.add_argument("chart", choices=["throughput", "pairs"])
+    pl.add_argument("chart", choices=["throughput", "pairs", "pareto"])
     pl.add_argument("-o", "--output", required=True, metavar="FILE", help=".png or .svg")
     pl.add_argument("--input", metavar="FILE", help="throughput: a `pdtp sweep` output file")
     pl.add_argument(
@@ -440,6 +444,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="pairs: largest TP size shown (default 8); throughput: largest TP swept",
     )
     pl.add_argument("--title", help="chart title")
+    pl.add_argument(
+        "--tpot-targets",
+        metavar="MS,...",
+        help="pareto: TPOT targets in ms (default 5,6,7.5,10,...,200)",
+    )
+    pl.add_argument(
+        "--mode",
+        choices=["auto", "disagg", "agg"],
+        default="auto",
+        help="pareto: P/D splits (disagg), aggregated instances (agg) or both (auto)",
+    )
+    pl.add_argument(
+        "--layouts",
+        metavar="LIST",
+        help="pareto: layout families tp, ep, dp, pp, all and/or layouts such as tp2dp4ep",
+    )
 
     m = sub.add_parser(
         "map",
@@ -1418,7 +1438,22 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import cli_main
 
-    if args.chart == "pairs":
+    pareto_only = ("tpot_targets", "mode", "layouts")
+    if args.chart != "pareto":
+        for dest in pareto_only:
+            if _given(args, args._parser, dest):
+                raise UsageError(f"{args._flags[dest]} is for pareto charts")
+    if args.chart == "pareto":
+        for dest in ("input", "top"):
+            if _given(args, args._parser, dest):
+                raise UsageError(
+                    f"{args._flags[dest]} is for throughput charts; a pareto chart takes "
+                    "--models (one), --gpu, --gpus, --connector, --tpot-targets, --mode, "
+                    "--layouts and --max-tp"
+                )
+        if not args.models:
+            raise UsageError("a pareto chart needs --models NAME (one model)")
+    elif args.chart == "pairs":
         for dest in ("input", "gpu", "gpus", "top"):
             if _given(args, args._parser, dest):
                 raise UsageError(
