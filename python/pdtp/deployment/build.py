@@ -272,7 +272,7 @@ def deploy(
     without addresses through for them alone (``hosts_known`` is then False).
 
     >>> import pdtp
-    >>> plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x")
+    >>> plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x", mode="disagg")
     >>> d = pdtp.deploy(plan)
     >>> d.nodes, d.proxy.http_port, sorted(d.scripts())[:2]
     (('127.0.0.1',), 10001, ['README.md', 'node-0.sh'])
