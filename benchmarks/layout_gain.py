@@ -48,7 +48,7 @@ def solved(model: str, **kw: Any) -> pdtp.Plan | None:
 def passes_check(plan: pdtp.Plan) -> bool:
     """The plan's instances pass vLLM's rules and fit memory (``pdtp.check`` with the GPU)."""
     common = {"connector": plan.connector, "gpu": plan.gpu, "workload": plan.workload}
-    if plan.mode == "agg":
+    if plan.serving == "agg":
         return pdtp.check(plan.model, aggregated=plan.aggregated.layout, **common).ok
     return pdtp.check(
         plan.model, prefill_tp=plan.prefill.layout, decode_tp=plan.decode.layout, **common
@@ -102,10 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     ]
     only_layouts = [r for r in rows if r[3] is None and r[5] is not None]
     decided = [r for r in rows if r[5] is not None]
-    agg_wins = [r for r in decided if r[5].mode == "agg"]
-    margins = [r[5].mode_gain for r in agg_wins if r[5].mode_gain is not None]
+    agg_wins = [r for r in decided if r[5].serving == "agg"]
+    margins = [r[5].serving_gain for r in agg_wins if r[5].serving_gain is not None]
     dis_margins = [
-        r[5].mode_gain for r in decided if r[5].mode == "disagg" and r[5].mode_gain is not None
+        r[5].serving_gain
+        for r in decided
+        if r[5].serving == "disagg" and r[5].serving_gain is not None
     ]
     fams: collections.Counter[str] = collections.Counter()
     for r in decided:

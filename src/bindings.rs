@@ -41,6 +41,7 @@ fn rule_error(py: Python<'_>, e: RuleError) -> PyErr {
     match e {
         RuleError::Value(m) => pdtp_error(py, "RuleValueError", m),
         RuleError::NotImplemented(m) => pdtp_error(py, "RuleNotImplementedError", m),
+        RuleError::Assertion(m) => pdtp_error(py, "RuleAssertionError", m),
     }
 }
 
@@ -66,17 +67,16 @@ fn released<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T
         .map_err(|_| internal(py))
 }
 
-fn profile(py: Python<'_>, name: &str) -> PyResult<&'static ConnectorProfile> {
-    connector::profile(name).ok_or_else(|| {
-        pdtp_error(
-            py,
-            "UnknownNameError",
-            format!(
-                "connector must be one of {}, got {name:?}",
-                connector::names().join(", ")
-            ),
-        )
+/// `"name"` or `"name@X.Y.Z"` → the resolved connector, or pdtp's error naming what is valid.
+fn resolved(py: Python<'_>, key: &str) -> PyResult<connector::Resolved> {
+    connector::resolve(key).map_err(|e| match e {
+        connector::ResolveError::UnknownName(m) => pdtp_error(py, "UnknownNameError", m),
+        connector::ResolveError::BadVersion(m) => pdtp_error(py, "InvalidArgumentError", m),
     })
+}
+
+fn profile(py: Python<'_>, key: &str) -> PyResult<&'static ConnectorProfile> {
+    resolved(py, key).map(|r| r.profile)
 }
 
 #[pyfunction]
@@ -209,8 +209,8 @@ fn loadable_sizes(
     shielded(py, || check::loadable_sizes(&shape, bound))
 }
 
-type DecodeRow = (i64, Vec<i64>, Vec<(i64, Vec<i64>)>);
-type PrefillRow = (i64, Vec<i64>, Vec<i64>, i64);
+type DecodeRow = (i64, Vec<i64>, Vec<(i64, Vec<i64>)>, Vec<i64>);
+type PrefillRow = (i64, Vec<i64>, Vec<i64>, Vec<i64>, i64);
 
 /// `(decode_rows, prefill_rows)`; raises vLLM's error for an invalid pair.
 #[pyfunction]
@@ -236,11 +236,11 @@ fn transfer_map(
         Ok(m) => Ok((
             m.decode
                 .into_iter()
-                .map(|r| (r.rank, r.heads, r.sources))
+                .map(|r| (r.rank, r.heads, r.sources, r.releases))
                 .collect(),
             m.prefill
                 .into_iter()
-                .map(|r| (r.rank, r.heads, r.readers, r.expected_acks))
+                .map(|r| (r.rank, r.heads, r.readers, r.released_by, r.expected_acks))
                 .collect(),
         )),
         Err(v) => {
@@ -248,9 +248,17 @@ fn transfer_map(
                 VllmError::ValueError => "RuleValueError",
                 VllmError::NotImplementedError => "RuleNotImplementedError",
                 VllmError::AssertionError => "RuleAssertionError",
-                VllmError::None => "InvalidArgumentError",
+                VllmError::ZeroDivisionError => "RuleZeroDivisionError",
+                VllmError::MoRIIOError => "RuleConnectorError",
+                VllmError::None => "UnworkablePairError",
             };
-            Err(pdtp_error(py, class, v.message))
+            // vLLM's text; where it has none (a bare assert) or names no cause, the hint.
+            let message = match v.error {
+                _ if v.message.is_empty() => v.hint,
+                VllmError::ZeroDivisionError => format!("{} ({})", v.message, v.hint),
+                _ => v.message,
+            };
+            Err(pdtp_error(py, class, message))
         }
     }
 }
@@ -353,22 +361,51 @@ fn layout_load_violations(
     Ok(v.into_iter().map(violation_tuple).collect())
 }
 
-/// Every connector profile as a dict (the data behind `connector=`).
+// ---- connector profiles per vLLM release ------------------------------------------------
+
+/// A connector resolved at one vLLM version (what `resolve_connector` returns).
+#[pyclass(frozen, get_all, module = "pdtp._core")]
+struct ConnectorInfo {
+    name: &'static str,
+    vllm_version: String,
+    rules_version: String,
+    key: String,
+    kv_connector: &'static str,
+    prefill_role: &'static str,
+    decode_role: &'static str,
+    mode: Option<&'static str>,
+    requires_replicated_heads: bool,
+    summary: &'static str,
+}
+
+/// Resolve `"name"` or `"name@X.Y.Z"`; unknown names and versions raise pdtp's errors.
 #[pyfunction]
-fn connectors(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
-    connector::PROFILES
-        .iter()
-        .map(|p| {
-            let d = PyDict::new(py);
-            d.set_item("name", p.name)?;
-            d.set_item("kv_connector", p.kv_connector)?;
-            d.set_item("prefill_role", p.prefill_role)?;
-            d.set_item("decode_role", p.decode_role)?;
-            d.set_item("requires_replicated_heads", p.requires_replicated_heads)?;
-            d.set_item("summary", p.summary)?;
-            Ok(d)
-        })
-        .collect()
+fn resolve_connector(py: Python<'_>, key: &str) -> PyResult<ConnectorInfo> {
+    let r = resolved(py, key)?;
+    Ok(ConnectorInfo {
+        name: r.connector.name,
+        vllm_version: r.version.to_string(),
+        rules_version: r.rules_version.to_string(),
+        key: r.key(),
+        kv_connector: r.connector.kv_connector,
+        prefill_role: r.connector.prefill_role,
+        decode_role: r.connector.decode_role,
+        mode: r.connector.mode,
+        requires_replicated_heads: r.profile.requires_replicated_heads(),
+        summary: r.connector.summary,
+    })
+}
+
+/// Every connector name, in listing order.
+#[pyfunction]
+fn connector_names() -> Vec<&'static str> {
+    connector::names()
+}
+
+/// Every vLLM release the golden data covers, oldest first.
+#[pyfunction]
+fn vllm_releases() -> Vec<&'static str> {
+    connector::RELEASES.to_vec()
 }
 
 // ---- performance model and solver ------------------------------------------------------
@@ -1996,7 +2033,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(alternatives, m)?)?;
     m.add_function(wrap_pyfunction!(loadable_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(transfer_map, m)?)?;
-    m.add_function(wrap_pyfunction!(connectors, m)?)?;
+    m.add_class::<ConnectorInfo>()?;
+    m.add_function(wrap_pyfunction!(resolve_connector, m)?)?;
+    m.add_function(wrap_pyfunction!(connector_names, m)?)?;
+    m.add_function(wrap_pyfunction!(vllm_releases, m)?)?;
     m.add_function(wrap_pyfunction!(parse_layout, m)?)?;
     m.add_function(wrap_pyfunction!(stage_layers, m)?)?;
     m.add_function(wrap_pyfunction!(check_layouts, m)?)?;

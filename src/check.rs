@@ -1,8 +1,18 @@
-//! Whole-pair validation: every rule a (prefill TP, decode TP) pair must pass for one model
-//! and connector, reported (not raised) in the order vLLM would hit them.
+//! Whole-pair validation: every rule a (prefill TP, decode TP) pair must pass for one model,
+//! connector and vLLM release, reported (not raised) in the order vLLM would hit them.
+//!
+//! The connector part walks the steps vLLM takes for the release (`connector::Rules`): the
+//! first failing step is the exception vLLM raises, with its class and text. A pair vLLM
+//! accepts yields a [`Flow`]: which prefill ranks each decode rank takes KV from, with which
+//! heads, and which prefill ranks it releases. Where vLLM raises nothing but the flow cannot
+//! work (a rank dials a peer rank that does not exist, or copies a block holding other KV
+//! heads, in releases before heterogeneous TP), pdtp reports its own violation.
 
-use crate::connector::{ConnectorProfile, SizeRule};
-use crate::rules;
+use crate::connector::{
+    BlockLen, ConnectorProfile, Dial, FanInReplicated, LayerCheck, MoriioReadRules,
+    MoriioWriteRules, NixlRatio, NixlRules, Release, Replicated, Rules, WriteMapping,
+};
+use crate::rules::{self, RuleError};
 
 /// What `check` needs to know about a model's attention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,12 +22,15 @@ pub struct Shape {
     pub is_mla: bool,
 }
 
-/// Which exception vLLM raises for a violation (`None`: a pdtp-only limit).
+/// Which exception vLLM raises for a violation (`None`: vLLM raises nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VllmError {
     ValueError,
     NotImplementedError,
     AssertionError,
+    ZeroDivisionError,
+    /// MoRIIO's own exception class.
+    MoRIIOError,
     None,
 }
 
@@ -27,7 +40,17 @@ impl VllmError {
             VllmError::ValueError => "ValueError",
             VllmError::NotImplementedError => "NotImplementedError",
             VllmError::AssertionError => "AssertionError",
+            VllmError::ZeroDivisionError => "ZeroDivisionError",
+            VllmError::MoRIIOError => "MoRIIOError",
             VllmError::None => "",
+        }
+    }
+
+    fn of(e: &RuleError) -> VllmError {
+        match e {
+            RuleError::Value(_) => VllmError::ValueError,
+            RuleError::NotImplemented(_) => VllmError::NotImplementedError,
+            RuleError::Assertion(_) => VllmError::AssertionError,
         }
     }
 }
@@ -38,9 +61,9 @@ pub struct Violation {
     pub code: &'static str,
     /// `prefill`, `decode` or `pair`.
     pub side: &'static str,
-    /// vLLM's exact text where vLLM has one.
+    /// vLLM's exact text where vLLM has one (empty for a bare `assert`).
     pub message: String,
-    /// What to change, in words a user acts on.
+    /// What failed and what to change, in words a user acts on.
     pub hint: String,
     pub error: VllmError,
 }
@@ -113,72 +136,480 @@ pub fn load_ok(shape: &Shape, tp: i64) -> bool {
         && rules::check_kv_heads(shape.num_kv_heads, tp, shape.is_mla).is_ok()
 }
 
-fn size_violation(profile: &ConnectorProfile, p: i64, d: i64) -> Option<Violation> {
-    // In READ mode the decode side is "local" and the prefill side "remote".
-    let (message, error) = match profile.size_rule {
-        SizeRule::MoriioMultiple => match rules::remote_tp_rank(0, d, p) {
-            Ok(_) => return None,
-            Err(e) => (e.message().to_string(), VllmError::ValueError),
-        },
-        SizeRule::NixlDivisible => {
-            if d >= p && d % p != 0 {
-                (
-                    format!(
-                        "Local tensor parallel size {d} is not divisible by remote tensor \
-                         parallel size {p}."
-                    ),
-                    VllmError::ValueError,
-                )
-            } else if p > d && p % d != 0 {
-                (
-                    format!(
-                        "Remote tensor parallel size {p} is not divisible by local tensor \
-                         parallel size {d}."
-                    ),
-                    VllmError::ValueError,
-                )
-            } else {
-                return None;
-            }
-        }
-        SizeRule::NixlDecodeAtLeastPrefill => {
-            if d < p {
-                return Some(Violation {
-                    code: "decode_smaller_than_prefill",
-                    side: "pair",
-                    message: "Decode TP cannot be smaller than prefill TP".into(),
-                    hint: format!(
-                        "this connector needs decode_tp >= prefill_tp: use decode_tp={p} or a \
-                         multiple of it, or a newer vLLM (connector=\"nixl\")"
-                    ),
-                    error: VllmError::ValueError,
-                });
-            }
-            if d % p != 0 {
-                (
-                    format!(
-                        "Local tensor parallel size {d} is not divisible by remote tensor \
-                         parallel size {p}."
-                    ),
-                    VllmError::ValueError,
-                )
-            } else {
-                return None;
-            }
-        }
-    };
+/// The KV heads (indices) a rank holds: vLLM's QKV layout; MLA: `[0]`, the latent.
+fn heads(shape: &Shape, tp: i64, rank: i64) -> Vec<i64> {
+    rules::kv_heads_of_rank(shape.num_kv_heads, tp, rank, shape.is_mla)
+}
+
+/// KV heads one rank holds (vLLM's `get_num_kv_heads`), the unit of a block's length.
+fn heads_per_rank(shape: &Shape, tp: i64) -> i64 {
+    rules::kv_heads_per_rank(shape.num_kv_heads, tp, shape.is_mla)
+}
+
+/// One decode rank of a pair vLLM accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeFlow {
+    /// (prefill rank, KV heads received from it), in read order.
+    pub sources: Vec<(i64, Vec<i64>)>,
+    /// Prefill ranks this decode rank releases (they free the request's blocks on it).
+    pub releases: Vec<i64>,
+}
+
+/// What vLLM does for a pair it accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flow {
+    pub decode: Vec<DecodeFlow>,
+    /// Releases each prefill rank waits for before freeing a request's blocks.
+    pub expected_acks: i64,
+    /// The decode scheduler releases every prefill rank itself (MoRIIO WRITE mode).
+    pub scheduler_releases_all: bool,
+}
+
+/// A connector violation with vLLM's class and text.
+fn vllm(
+    code: &'static str,
+    error: VllmError,
+    message: impl Into<String>,
+    hint: String,
+) -> Violation {
+    Violation {
+        code,
+        side: "pair",
+        message: message.into(),
+        hint,
+        error,
+    }
+}
+
+/// A violation vLLM does not raise (it hangs, or copies the wrong bytes): pdtp's own text.
+fn silent(code: &'static str, message: String, hint: String) -> Violation {
+    Violation {
+        code,
+        side: "pair",
+        message,
+        hint,
+        error: VllmError::None,
+    }
+}
+
+fn divisible_hint(p: i64, d: i64) -> String {
     let (lo, hi) = (p.min(d), p.max(d));
     let down = hi - hi % lo;
     let up = down + lo;
-    Some(Violation {
-        code: "tp_not_divisible",
-        side: "pair",
-        message,
-        hint: format!(
-            "one TP size must be a multiple of the other: with {lo} on one side use {down} or \
-             {up} on the other, or make both equal"
+    format!(
+        "one TP size must be a multiple of the other: with {lo} on one side use {down} or {up} \
+         on the other, or make both equal"
+    )
+}
+
+/// The connector's steps for a pair (P = prefill TP, D = decode TP, both ≥ 1): the first
+/// violation vLLM would raise, else what runs.
+pub fn connector_flow(
+    shape: &Shape,
+    p: i64,
+    d: i64,
+    profile: &ConnectorProfile,
+) -> Result<Flow, Violation> {
+    match profile.rules {
+        Rules::Nixl(r) => nixl_flow(shape, p, d, &r),
+        Rules::MoriioRead(r) => moriio_read_flow(shape, p, d, &r),
+        Rules::MoriioWrite(r) => moriio_write_flow(shape, p, d, &r),
+    }
+}
+
+fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<Flow, Violation> {
+    let h = shape.num_kv_heads;
+    // 1. `_nixl_handshake`: the tp ratio, and with it the prefill rank(s) to dial.
+    match r.ratio {
+        NixlRatio::Legacy if d < p => {
+            return Err(vllm(
+                "decode_smaller_than_prefill",
+                VllmError::ZeroDivisionError,
+                "integer division or modulo by zero",
+                format!(
+                    "vLLM's NIXL before 0.11.1 computes decode_tp // prefill_tp = {d} // {p} = 0 \
+                     and divides the decode rank by it: it crashes before any check of its own. \
+                     It needs decode_tp >= prefill_tp (a multiple of it): use decode_tp={p}, or \
+                     vLLM 0.14.0 or newer where NIXL accepts prefill_tp > decode_tp"
+                ),
+            ))
+        }
+        NixlRatio::Legacy if d % p != 0 => {
+            return Err(vllm(
+                "tp_not_divisible",
+                VllmError::AssertionError,
+                format!("{d} is not divisible by {p}"),
+                format!(
+                    "NIXL asserts divide(decode_tp, prefill_tp) when it registers the prefill \
+                     rank: decode_tp must be a multiple of prefill_tp ({}).",
+                    divisible_hint(p, d)
+                ),
+            ))
+        }
+        NixlRatio::DecodeMultiple if d % p != 0 => {
+            let hint = if d < p {
+                format!(
+                    "this vLLM's NIXL reads only from a prefill instance no larger than the \
+                     decode one: decode_tp must be a multiple of prefill_tp={p} (NIXL accepts \
+                     prefill_tp > decode_tp from vLLM 0.14.0)"
+                )
+            } else {
+                divisible_hint(p, d)
+            };
+            let code = if d < p {
+                "decode_smaller_than_prefill"
+            } else {
+                "tp_not_divisible"
+            };
+            return Err(vllm(
+                code,
+                VllmError::AssertionError,
+                format!(
+                    "Local tensor parallel size {d} is not divisible by remote tensor parallel \
+                     size {p}."
+                ),
+                hint,
+            ));
+        }
+        NixlRatio::BothWays if d >= p && d % p != 0 => {
+            return Err(vllm(
+                "tp_not_divisible",
+                VllmError::AssertionError,
+                format!(
+                    "Local tensor parallel size {d} is not divisible by remote tensor parallel \
+                     size {p}."
+                ),
+                divisible_hint(p, d),
+            ));
+        }
+        NixlRatio::BothWays if p > d && p % d != 0 => {
+            return Err(vllm(
+                "tp_not_divisible",
+                VllmError::AssertionError,
+                format!(
+                    "Remote tensor parallel size {p} is not divisible by local tensor parallel \
+                     size {d}."
+                ),
+                divisible_hint(p, d),
+            ));
+        }
+        _ => {}
+    }
+    // 2. `_validate_remote_agent_handshake` (inline in `add_remote_agent` in 0.11.0).
+    let replicated = match r.replicated {
+        Replicated::AtLeastHeads => p >= h,
+        Replicated::MoreThanHeads => p > h,
+    };
+    let fan_in_checked = match r.fan_in_replicated {
+        FanInReplicated::AllModels => true,
+        FanInReplicated::NonMla => !shape.is_mla,
+    };
+    if p > d && replicated && fan_in_checked {
+        let who = if shape.is_mla {
+            "this vLLM's NIXL"
+        } else {
+            "NIXL"
+        };
+        return Err(vllm(
+            "replicated_kv_prefill_larger",
+            VllmError::AssertionError,
+            "",
+            format!(
+                "{who} asserts (without a message) that a prefill side larger than the decode \
+                 side does not replicate KV heads: prefill_tp={p} {} the {h} KV heads. Use \
+                 prefill_tp <= decode_tp, or keep prefill_tp {} {h}",
+                if p > h { "exceeds" } else { "reaches" },
+                match r.replicated {
+                    Replicated::AtLeastHeads => "<",
+                    Replicated::MoreThanHeads => "<=",
+                }
+            ),
+        ));
+    }
+    if let BlockLen::TpRatio(message) = r.block_len {
+        // Block lengths are heads per rank x a fixed size; `tp_ratio` = D / P here.
+        if !shape.is_mla && !replicated && d > p {
+            let (local, remote) = (heads_per_rank(shape, d), heads_per_rank(shape, p));
+            if remote != local * (d / p) {
+                return Err(vllm(
+                    "kv_block_len_mismatch",
+                    VllmError::AssertionError,
+                    message,
+                    format!(
+                        "this vLLM's NIXL expects a prefill block to hold decode_tp/prefill_tp = \
+                         {} times a decode rank's KV heads, but with {h} KV heads a prefill rank \
+                         holds {remote} and a decode rank {local} (decode ranks replicate heads \
+                         once decode_tp > {h}). Keep decode_tp <= {h}, raise prefill_tp to {h} \
+                         or more, or use vLLM 0.24.0 or newer",
+                        d / p
+                    ),
+                ));
+            }
+        }
+    }
+    // 3. What runs: decode rank r reads prefill rank r*P/D (D >= P, or MLA: one copy of the
+    // latent), else its P/D prefill ranks, once per distinct head set.
+    let decode = (0..d)
+        .map(|rank| {
+            let mine = heads(shape, d, rank);
+            let group: Vec<i64> = if d >= p {
+                vec![rank * p / d]
+            } else {
+                let k = p / d;
+                (rank * k..(rank + 1) * k).collect()
+            };
+            let mut sources: Vec<(i64, Vec<i64>)> = Vec::new();
+            for src in group.iter().copied() {
+                let got: Vec<i64> = if shape.is_mla {
+                    vec![0]
+                } else {
+                    let theirs = heads(shape, p, src);
+                    mine.iter()
+                        .copied()
+                        .filter(|x| theirs.contains(x))
+                        .collect()
+                };
+                if got.is_empty() || sources.iter().any(|(_, hs)| *hs == got) {
+                    continue;
+                }
+                sources.push((src, got));
+            }
+            // MLA with P > D reads one rank and notifies the rest of its group.
+            DecodeFlow {
+                sources,
+                releases: group,
+            }
+        })
+        .collect();
+    Ok(Flow {
+        decode,
+        expected_acks: rules::expected_ack_count(p, d).unwrap_or(1),
+        scheduler_releases_all: false,
+    })
+}
+
+fn moriio_read_flow(shape: &Shape, p: i64, d: i64, r: &MoriioReadRules) -> Result<Flow, Violation> {
+    let h = shape.num_kv_heads;
+    // 1. `_moriio_handshake`: the prefill rank each decode rank dials and reads.
+    let read: Vec<i64> = match r.dial {
+        Dial::SameRank => {
+            if d > p {
+                return Err(silent(
+                    "unreachable_rank",
+                    format!(
+                        "decode rank {p} dials prefill rank {p}, which does not exist \
+                         (prefill_tp={p}): MoRIIO before vLLM 0.25.0 pairs each rank with the \
+                         rank of the same index, so its handshake waits forever"
+                    ),
+                    "this vLLM's MoRIIO has no heterogeneous TP: use equal TP sizes, or vLLM \
+                     0.25.0 or newer"
+                        .into(),
+                ));
+            }
+            (0..d).collect()
+        }
+        Dial::RemoteTpRank => match rules::remote_tp_rank(0, d, p) {
+            Err(e) => {
+                return Err(vllm(
+                    "tp_not_divisible",
+                    VllmError::of(&e),
+                    e.message(),
+                    divisible_hint(p, d),
+                ))
+            }
+            Ok(_) => (0..d)
+                .map(|rank| rules::remote_tp_rank(rank, d, p).unwrap_or(0))
+                .collect(),
+        },
+    };
+    // 2. Per layer, before reading.
+    let (local, remote) = (heads_per_rank(shape, d), heads_per_rank(shape, p));
+    if r.layer_check == LayerCheck::HeadsPerRank && !shape.is_mla && local != remote {
+        return Err(vllm(
+            "kv_heads_not_replicated",
+            VllmError::MoRIIOError,
+            format!(
+                "Layer model.layers.0.self_attn.attn holds {local} KV heads per rank here and \
+                 {remote} on the peer"
+            ),
+            replicated_hint(h, p, d, "MoRIIO READ"),
+        ));
+    }
+    if matches!(
+        r.layer_check,
+        LayerCheck::ReplicatedHeads | LayerCheck::HeadsPerRank
+    ) {
+        if let Err(e) = rules::validate_kv_heads(d, p, h, shape.is_mla) {
+            return Err(vllm(
+                "kv_heads_not_replicated",
+                VllmError::of(&e),
+                e.message(),
+                replicated_hint(h, p, d, "MoRIIO READ"),
+            ));
+        }
+    }
+    // 3. What runs: whole blocks from one rank; releases per the release rule.
+    let mut decode = Vec::with_capacity(d as usize);
+    for (rank, &src) in read.iter().enumerate() {
+        let rank = rank as i64;
+        let theirs = heads(shape, p, src);
+        if r.dial == Dial::SameRank && theirs != heads(shape, d, rank) {
+            return Err(misrouted(shape, p, d, rank, src));
+        }
+        let releases = match r.release {
+            Release::ReadRank => vec![src],
+            Release::AllHolders => rules::read_holder_tp_ranks(rank, d, p).unwrap_or_default(),
+        };
+        decode.push(DecodeFlow {
+            sources: vec![(src, theirs)],
+            releases,
+        });
+    }
+    let expected_acks = if r.counted_acks {
+        rules::expected_ack_count(p, d).unwrap_or(1)
+    } else {
+        1
+    };
+    Ok(Flow {
+        decode,
+        expected_acks,
+        scheduler_releases_all: false,
+    })
+}
+
+fn replicated_hint(h: i64, p: i64, d: i64, what: &str) -> String {
+    let _ = (p, d);
+    format!(
+        "{what} copies whole KV blocks and never re-slices heads, so unequal TP sizes need \
+         every rank on both sides to hold one whole replicated KV head: min(prefill_tp, \
+         decode_tp) >= {h}. Use equal TP sizes, raise the smaller side to {h} or more, or use a \
+         connector that re-slices heads (moriio-write from vLLM 0.33.0, or nixl)"
+    )
+}
+
+fn misrouted(shape: &Shape, p: i64, d: i64, drank: i64, prank: i64) -> Violation {
+    silent(
+        "kv_heads_misrouted",
+        format!(
+            "decode rank {drank} copies prefill rank {prank}'s KV block whole, but holds KV heads \
+             [{}] and prefill rank {prank} holds [{}] (prefill_tp={p}, decode_tp={d}, {} KV \
+             heads): vLLM raises nothing and decodes with the wrong KV",
+            list(&heads(shape, d, drank)),
+            list(&heads(shape, p, prank)),
+            shape.num_kv_heads
         ),
-        error,
+        "MoRIIO before vLLM 0.25.0 (READ) or 0.33.0 (WRITE) pairs each rank with the rank of \
+         the same index: use equal TP sizes, or a newer vLLM"
+            .into(),
+    )
+}
+
+fn moriio_write_flow(
+    shape: &Shape,
+    p: i64,
+    d: i64,
+    r: &MoriioWriteRules,
+) -> Result<Flow, Violation> {
+    let h = shape.num_kv_heads;
+    if r.mapping == WriteMapping::TpMapping {
+        // `_write_tp_mapping` runs first (`validate_write_tp_topology`).
+        if let Err(e) = rules::validate_write_tp_topology(p, d, h, shape.is_mla) {
+            let hint = if e.message().contains("cannot shard") {
+                format!("MoRIIO WRITE slices the {h} KV heads over both sides: each TP size must divide {h} or be a multiple of it")
+            } else {
+                divisible_hint(p, d)
+            };
+            return Err(vllm(
+                "tp_not_divisible",
+                VllmError::of(&e),
+                e.message(),
+                hint,
+            ));
+        }
+        let mut decode: Vec<DecodeFlow> = (0..d)
+            .map(|_| DecodeFlow {
+                sources: Vec::new(),
+                releases: Vec::new(),
+            })
+            .collect();
+        for prank in 0..p {
+            let targets = rules::write_targets(prank, p, d, h, shape.is_mla).unwrap_or_default();
+            for t in targets {
+                let (first, _) = rules::rank_heads(t.tp_rank, d, if shape.is_mla { 1 } else { h });
+                let written: Vec<i64> = if shape.is_mla {
+                    vec![0]
+                } else {
+                    (first + t.remote_head..first + t.remote_head + t.num_heads).collect()
+                };
+                let slot = &mut decode[t.tp_rank as usize];
+                slot.sources.push((prank, written));
+            }
+        }
+        return Ok(Flow {
+            decode,
+            expected_acks: 1,
+            scheduler_releases_all: true,
+        });
+    }
+    // Before 0.33.0: producer rank q dials one decode rank (its own index, or
+    // `get_moriio_remote_tp_rank`), writes its block whole over that session and sends
+    // `write_done` to decode rank q.
+    if r.dial == Dial::RemoteTpRank {
+        if let Err(e) = rules::remote_tp_rank(0, p, d) {
+            return Err(vllm(
+                "tp_not_divisible",
+                VllmError::of(&e),
+                e.message(),
+                divisible_hint(p, d),
+            ));
+        }
+    }
+    if p != d {
+        let (who, what) = if p > d {
+            (
+                format!("prefill rank {d}"),
+                format!("decode rank {d}, which does not exist (decode_tp={d})"),
+            )
+        } else if r.dial == Dial::SameRank || p == 1 {
+            // With one producer rank, `get_moriio_remote_tp_rank` dials decode rank 0 too.
+            (
+                format!("decode rank {p}"),
+                format!("a write from prefill rank {p}, which does not exist (prefill_tp={p})"),
+            )
+        } else {
+            let target = rules::remote_tp_rank(1, p, d).unwrap_or(1);
+            (
+                "prefill rank 1".to_string(),
+                format!("decode rank {target} but sends write_done to decode rank 1"),
+            )
+        };
+        let verb = if p > d || (r.dial != Dial::SameRank && p > 1) {
+            "writes to"
+        } else {
+            "waits for"
+        };
+        return Err(silent(
+            "unreachable_rank",
+            format!(
+                "{who} {verb} {what}: MoRIIO WRITE before vLLM 0.33.0 pairs each rank with \
+                 the rank of the same index, so the transfer never completes (vLLM raises \
+                 nothing)"
+            ),
+            "this vLLM's MoRIIO WRITE mode has no heterogeneous TP: use equal TP sizes, READ \
+             mode (connector=\"moriio\", vLLM 0.25.0 or newer) or vLLM 0.33.0 or newer"
+                .into(),
+        ));
+    }
+    let decode = (0..d)
+        .map(|rank| DecodeFlow {
+            sources: vec![(rank, heads(shape, p, rank))],
+            releases: Vec::new(),
+        })
+        .collect();
+    Ok(Flow {
+        decode,
+        expected_acks: 1,
+        scheduler_releases_all: true,
     })
 }
 
@@ -197,79 +628,79 @@ pub fn check_pair(
     report
         .violations
         .extend(load_violations(shape, d, "decode"));
-    let size = size_violation(profile, p, d);
-    let sizes_ok = size.is_none();
-    report.violations.extend(size);
-
-    if profile.requires_replicated_heads {
-        // vLLM runs this on the decode (local) side at the first READ transfer.
-        if let Err(e) = rules::validate_kv_heads(d, p, shape.num_kv_heads, shape.is_mla) {
-            let h = shape.num_kv_heads;
-            let error = match e {
-                rules::RuleError::Value(_) => VllmError::ValueError,
-                rules::RuleError::NotImplemented(_) => VllmError::NotImplementedError,
-            };
-            report.violations.push(Violation {
-                code: "kv_heads_not_replicated",
-                side: "pair",
-                message: e.message().to_string(),
-                hint: format!(
-                    "{} copies whole KV blocks and never re-slices heads, so unequal TP sizes \
-                     need every rank on both sides to hold one whole replicated KV head: \
-                     min(prefill_tp, decode_tp) >= {h}. Use equal TP sizes, raise the smaller \
-                     side to {h} or more, or use a connector that re-slices heads (nixl)",
-                    profile.kv_connector
-                ),
-                error,
-            });
-        }
-    }
-
-    if let (Some(limit), true) = (max_acks, sizes_ok && d > p) {
-        if let Ok(acks) = rules::expected_ack_count(p, d) {
-            if acks > limit {
-                report.violations.push(Violation {
-                    code: "too_many_acks",
-                    side: "pair",
-                    message: format!(
-                        "decode_tp={d} reading prefill_tp={p} makes each prefill rank wait for \
-                         {acks} release acks, more than max_acks={limit}"
-                    ),
-                    hint: format!(
-                        "keep decode_tp / prefill_tp <= {limit}: raise prefill_tp or lower \
-                         decode_tp"
-                    ),
-                    error: VllmError::None,
-                });
-            }
-        }
-    }
-
-    // Warnings describe how a valid pair behaves; an invalid pair never runs.
-    if profile.unread_ranks_hold_blocks && report.ok() && p > d {
-        let stride = p / d;
-        let unread: Vec<i64> = (0..p).filter(|r| r % stride != 0).collect();
-        let shown: Vec<i64> = unread.iter().copied().take(8).collect();
-        let more = if unread.len() > shown.len() {
-            ", …"
-        } else {
-            ""
-        };
-        report.warnings.push(Warning {
-            code: "unread_prefill_ranks",
-            message: format!(
-                "prefill_tp={p} > decode_tp={d}: decode rank r reads only prefill rank \
-                 r*{stride}, so {} of {p} prefill ranks ({}{more}) are never read or acked and \
-                 hold their KV blocks until vLLM's deferred-send timeout",
-                unread.len(),
-                list(&shown)
-            ),
-        });
-    }
+    connector_report(shape, p, d, profile, max_acks, &mut report);
     report
 }
 
-/// Fast validity test used by enumeration (no strings built).
+/// The connector's part of a pair's report, appended after both sides' load violations:
+/// the first step vLLM's connector fails, else the `max_acks` limit and (for a valid pair)
+/// the warnings. `p`, `d` are the two sides' TP sizes.
+pub fn connector_report(
+    shape: &Shape,
+    p: i64,
+    d: i64,
+    profile: &ConnectorProfile,
+    max_acks: Option<i64>,
+    report: &mut PairReport,
+) {
+    if p <= 0 || d <= 0 {
+        return;
+    }
+    let flow = match connector_flow(shape, p, d, profile) {
+        Ok(flow) => flow,
+        Err(v) => {
+            report.violations.push(v);
+            return;
+        }
+    };
+    if let (Some(limit), true) = (max_acks, d > p) {
+        let acks = d / p;
+        if acks > limit {
+            report.violations.push(Violation {
+                code: "too_many_acks",
+                side: "pair",
+                message: format!(
+                    "decode_tp={d} reading prefill_tp={p} makes each prefill rank wait for \
+                     {acks} release acks, more than max_acks={limit}"
+                ),
+                hint: format!(
+                    "keep decode_tp / prefill_tp <= {limit}: raise prefill_tp or lower decode_tp"
+                ),
+                error: VllmError::None,
+            });
+        }
+    }
+    // Warnings describe how a valid pair behaves; an invalid pair never runs.
+    if report.ok() && !flow.scheduler_releases_all {
+        let mut released = vec![false; p as usize];
+        for rank in &flow.decode {
+            for &q in &rank.releases {
+                released[q as usize] = true;
+            }
+        }
+        let unread: Vec<i64> = (0..p).filter(|&q| !released[q as usize]).collect();
+        if !unread.is_empty() {
+            let shown: Vec<i64> = unread.iter().copied().take(8).collect();
+            let more = if unread.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            };
+            report.warnings.push(Warning {
+                code: "unread_prefill_ranks",
+                message: format!(
+                    "prefill_tp={p} > decode_tp={d}: {} of {p} prefill ranks ({}{more}) are \
+                     never read or released by a decode rank and hold their KV blocks until \
+                     vLLM's deferred-send timeout",
+                    unread.len(),
+                    list(&shown)
+                ),
+            });
+        }
+    }
+}
+
+/// Fast validity test used by enumeration: the same verdict as `check_pair(..).ok()`.
 pub fn pair_ok(
     shape: &Shape,
     p: i64,
@@ -280,32 +711,65 @@ pub fn pair_ok(
     if p <= 0 || d <= 0 || !load_ok(shape, p) || !load_ok(shape, d) {
         return false;
     }
-    let sizes_ok = match profile.size_rule {
-        SizeRule::MoriioMultiple | SizeRule::NixlDivisible => {
-            (p >= d && p % d == 0) || (d > p && d % p == 0)
-        }
-        SizeRule::NixlDecodeAtLeastPrefill => d >= p && d % p == 0,
-    };
-    if !sizes_ok {
-        return false;
-    }
-    if profile.requires_replicated_heads
-        && rules::validate_kv_heads(d, p, shape.num_kv_heads, shape.is_mla).is_err()
-    {
-        return false;
-    }
     if let Some(limit) = max_acks {
         if d > p && d / p > limit {
             return false;
         }
     }
-    true
+    let (lo, hi) = (p.min(d), p.max(d));
+    let h = shape.num_kv_heads;
+    let (local, remote) = (heads_per_rank(shape, d), heads_per_rank(shape, p));
+    match profile.rules {
+        Rules::Nixl(r) => {
+            let sizes = match r.ratio {
+                NixlRatio::Legacy | NixlRatio::DecodeMultiple => d % p == 0,
+                NixlRatio::BothWays => hi % lo == 0,
+            };
+            let replicated = match r.replicated {
+                Replicated::AtLeastHeads => p >= h,
+                Replicated::MoreThanHeads => p > h,
+            };
+            let fan_in = match r.fan_in_replicated {
+                FanInReplicated::AllModels => true,
+                FanInReplicated::NonMla => !shape.is_mla,
+            };
+            let block_len = match r.block_len {
+                BlockLen::TpRatio(_) => {
+                    shape.is_mla || replicated || d <= p || remote == local * (d / p)
+                }
+                BlockLen::PerRankHeads => true,
+            };
+            sizes && !(p > d && replicated && fan_in) && block_len
+        }
+        Rules::MoriioRead(r) => {
+            let sizes = match r.dial {
+                Dial::SameRank => d <= p,
+                Dial::RemoteTpRank => hi % lo == 0,
+            };
+            let guard = match r.layer_check {
+                LayerCheck::Nothing => true,
+                LayerCheck::ReplicatedHeads | LayerCheck::HeadsPerRank => {
+                    shape.is_mla || p == d || lo >= h
+                }
+            };
+            let same_rank_heads = r.dial != Dial::SameRank
+                || (0..d).all(|rank| heads(shape, p, rank) == heads(shape, d, rank));
+            sizes && guard && same_rank_heads
+        }
+        Rules::MoriioWrite(r) => match r.mapping {
+            WriteMapping::TpMapping => {
+                rules::validate_write_tp_topology(p, d, h, shape.is_mla).is_ok()
+            }
+            WriteMapping::SameRank => p == d,
+        },
+    }
 }
 
 /// The nearest valid pairs to (p, d), nearest first. Distance is |log P'/P| + |log D'/D|
 /// (TP sizes scale multiplicatively); ties go to fewer GPUs, then smaller prefill TP.
 /// `prefill_sizes` / `decode_sizes` are the sizes each side may use (already filtered for
 /// memory, `max_tp`, …); the pair rules are applied here.
+#[allow(clippy::too_many_arguments)]
 pub fn alternatives(
     shape: &Shape,
     p: i64,
@@ -348,7 +812,7 @@ pub fn loadable_sizes(shape: &Shape, bound: i64) -> Vec<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::connector::profile;
+    use crate::connector::{profile, PROFILES};
 
     const LLAMA70: Shape = Shape {
         num_attention_heads: 64,
@@ -358,31 +822,54 @@ mod tests {
 
     #[test]
     fn moriio_seed_error_is_rejected() {
-        // The seed prose calls P4/D8 with 8 KV heads fine; vLLM's MoRIIO guard rejects it.
-        let r = check_pair(&LLAMA70, 4, 8, profile("moriio").unwrap(), None);
+        // The seed prose calls P4/D8 with 8 KV heads fine; vLLM's MoRIIO rejects it.
+        let r = check_pair(&LLAMA70, 4, 8, profile("moriio@0.32.0").unwrap(), None);
         assert_eq!(r.violations.len(), 1);
         assert_eq!(r.violations[0].code, "kv_heads_not_replicated");
         assert_eq!(r.violations[0].error, VllmError::NotImplementedError);
         assert!(r.violations[0]
             .message
             .contains("total_num_kv_heads=8, local_tp_size=8, remote_tp_size=4"));
-        // NIXL re-slices heads and accepts it.
+        // 0.33.0 compares the head layouts first and raises its own class.
+        let r = check_pair(&LLAMA70, 4, 8, profile("moriio").unwrap(), None);
+        assert_eq!(r.violations[0].error, VllmError::MoRIIOError);
+        assert!(r.violations[0]
+            .message
+            .ends_with("holds 1 KV heads per rank here and 2 on the peer"));
+        // NIXL re-slices heads and accepts it; so does MoRIIO WRITE from 0.33.0.
         assert!(check_pair(&LLAMA70, 4, 8, profile("nixl").unwrap(), None).ok());
+        assert!(check_pair(&LLAMA70, 4, 8, profile("moriio-write").unwrap(), None).ok());
     }
 
     #[test]
-    fn unread_warning_only_for_moriio_prefill_larger() {
+    fn nixl_rejects_replicated_fan_in() {
+        // The issue's example: llama-3.1-70b P16/D8 under vLLM 0.33.0.
+        let r = check_pair(&LLAMA70, 16, 8, profile("nixl").unwrap(), None);
+        assert_eq!(r.violations[0].code, "replicated_kv_prefill_larger");
+        assert_eq!(r.violations[0].error, VllmError::AssertionError);
+        assert_eq!(r.violations[0].message, "");
+        assert!(r.violations[0].hint.contains("prefill_tp=16"));
+    }
+
+    #[test]
+    fn unread_warning_only_while_unreleased() {
         let s = Shape {
             num_attention_heads: 64,
             num_kv_heads: 4,
             is_mla: false,
         };
-        let r = check_pair(&s, 8, 4, profile("moriio").unwrap(), None);
+        let r = check_pair(&s, 8, 4, profile("moriio@0.32.0").unwrap(), None);
         assert!(r.ok());
         assert_eq!(r.warnings.len(), 1);
-        assert!(check_pair(&s, 4, 8, profile("moriio").unwrap(), None)
+        // 0.33.0 releases every holder.
+        assert!(check_pair(&s, 8, 4, profile("moriio").unwrap(), None)
             .warnings
             .is_empty());
+        assert!(
+            check_pair(&s, 4, 8, profile("moriio@0.32.0").unwrap(), None)
+                .warnings
+                .is_empty()
+        );
         assert!(check_pair(&s, 8, 4, profile("nixl").unwrap(), None)
             .warnings
             .is_empty());
@@ -390,14 +877,15 @@ mod tests {
 
     #[test]
     fn pair_ok_agrees_with_check_pair() {
-        for name in ["moriio", "nixl", "nixl-legacy"] {
-            let prof = profile(name).unwrap();
+        for prof in PROFILES {
             for (a, h, mla) in [
                 (64, 8, false),
                 (32, 4, false),
                 (40, 10, false),
                 (128, 128, true),
+                (128, 8, true),
                 (8, 1, false),
+                (48, 6, false),
             ] {
                 let s = Shape {
                     num_attention_heads: a,
@@ -410,7 +898,9 @@ mod tests {
                             assert_eq!(
                                 pair_ok(&s, p, d, prof, acks),
                                 check_pair(&s, p, d, prof, acks).ok(),
-                                "{name} {s:?} {p} {d} {acks:?}"
+                                "{} {} {s:?} {p} {d} {acks:?}",
+                                prof.connector,
+                                prof.since
                             );
                         }
                     }

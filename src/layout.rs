@@ -45,6 +45,34 @@ impl Layout {
         }
     }
 
+    /// Expert parallel is in use: enabled and more than one rank (vLLM's
+    /// `FusedMoEParallelConfig.make`: `tp1·dp1·ep` runs as plain TP).
+    pub fn uses_ep(&self) -> bool {
+        self.ep && self.tp.saturating_mul(self.dp) > 1
+    }
+
+    /// The MoE layers' own TP size: 1 under expert parallel, else the TP group flattened
+    /// across the DP ranks (`tp × dp`: without EP every rank holds a slice of every expert).
+    pub fn moe_tp_size(&self) -> i64 {
+        if self.uses_ep() {
+            1
+        } else {
+            self.tp.saturating_mul(self.dp)
+        }
+    }
+
+    /// Experts EP rank `rank` holds of `num_experts` (vLLM's `determine_expert_map`:
+    /// `E // ep` each, the first `E % ep` ranks one more; no divisibility rule).
+    pub fn experts_on_rank(&self, num_experts: i64, rank: i64) -> i64 {
+        let ep = self.ep_size().max(1);
+        num_experts.max(0) / ep + i64::from(rank < num_experts.max(0) % ep)
+    }
+
+    /// The most experts one rank holds (rank 0's: what memory must fit).
+    pub fn most_experts_per_rank(&self, num_experts: i64) -> i64 {
+        self.experts_on_rank(num_experts, 0)
+    }
+
     /// True for a TP-only layout.
     pub fn is_tp_only(&self) -> bool {
         self.pp == 1 && self.dp == 1 && !self.ep

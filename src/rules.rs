@@ -5,19 +5,21 @@
 
 use std::fmt;
 
-/// The two exception classes vLLM raises from these rules.
+/// The exception classes vLLM raises from these rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuleError {
     /// vLLM raises `ValueError`.
     Value(String),
     /// vLLM raises `NotImplementedError`.
     NotImplemented(String),
+    /// vLLM fails an `assert` (`AssertionError`; the message may be empty).
+    Assertion(String),
 }
 
 impl RuleError {
     pub fn message(&self) -> &str {
         match self {
-            RuleError::Value(m) | RuleError::NotImplemented(m) => m,
+            RuleError::Value(m) | RuleError::NotImplemented(m) | RuleError::Assertion(m) => m,
         }
     }
 }
@@ -108,6 +110,141 @@ pub fn expected_ack_count(producer_tp_size: i64, consumer_tp_size: i64) -> Resul
         )));
     }
     Ok(consumer_tp_size / producer_tp_size)
+}
+
+/// `get_moriio_read_holder_tp_ranks` (0.33.0): the remote ranks holding a local READ rank's
+/// share, each freed only once this rank releases it.
+pub fn read_holder_tp_ranks(
+    local_tp_rank: i64,
+    local_tp_size: i64,
+    remote_tp_size: i64,
+) -> Result<Vec<i64>, RuleError> {
+    let first = remote_tp_rank(local_tp_rank, local_tp_size, remote_tp_size)?;
+    if remote_tp_size <= local_tp_size {
+        return Ok(vec![first]);
+    }
+    Ok((first..first + remote_tp_size / local_tp_size).collect())
+}
+
+/// `validate_write_tp_topology` (MoRIIO WRITE mode, 0.33.0): the TP pairs the write mapping
+/// can express. Sizes first, then (unless MLA or equal sizes) that both sides shard the heads.
+pub fn validate_write_tp_topology(
+    producer_tp_size: i64,
+    consumer_tp_size: i64,
+    total_num_kv_heads: i64,
+    is_mla: bool,
+) -> Result<(), RuleError> {
+    if producer_tp_size <= 0 || consumer_tp_size <= 0 {
+        return Err(RuleError::Value("TP sizes must be positive".into()));
+    }
+    let larger = producer_tp_size.max(consumer_tp_size);
+    let smaller = producer_tp_size.min(consumer_tp_size);
+    if larger % smaller != 0 {
+        return Err(RuleError::Value(format!(
+            "MoRIIO WRITE needs one TP size to be a multiple of the other, got producer \
+             tp_size={producer_tp_size}, consumer tp_size={consumer_tp_size}"
+        )));
+    }
+    if is_mla || producer_tp_size == consumer_tp_size {
+        return Ok(());
+    }
+    if total_num_kv_heads <= 0 {
+        return Err(RuleError::Value(
+            "total_num_kv_heads must be positive".into(),
+        ));
+    }
+    let h = total_num_kv_heads;
+    for tp in [producer_tp_size, consumer_tp_size] {
+        if (tp <= h && h % tp != 0) || (tp > h && tp % h != 0) {
+            return Err(RuleError::Value(format!(
+                "MoRIIO WRITE cannot shard {h} KV heads over tp_size={tp}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `_rank_heads` (MoRIIO's statement of vLLM's sharding): the first head and head count of
+/// a rank; with more ranks than heads every rank holds the single head `rank * H // tp`.
+pub fn rank_heads(tp_rank: i64, tp_size: i64, total_num_kv_heads: i64) -> (i64, i64) {
+    let h = total_num_kv_heads;
+    if tp_size <= h {
+        let per = h / tp_size;
+        return (tp_rank * per, per);
+    }
+    // tp_rank < tp_size <= 2^16 and h < tp_size here: no overflow.
+    (tp_rank * h / tp_size, 1)
+}
+
+/// One target of `compute_write_tp_mapping` (no mamba state): the consumer rank, where the
+/// heads land in its block, how many, and how many producers write into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteTarget {
+    pub tp_rank: i64,
+    pub remote_head: i64,
+    pub num_heads: i64,
+    pub num_writers: i64,
+}
+
+/// `compute_write_tp_mapping(...).targets` for a model without mamba state: the consumer
+/// ranks one producer rank writes. Fan-out: consumers `p*r .. p*r+r-1`, each its slice;
+/// fan-in: consumer `p / r`, written only by the first producer holding each head.
+pub fn write_targets(
+    producer_tp_rank: i64,
+    producer_tp_size: i64,
+    consumer_tp_size: i64,
+    total_num_kv_heads: i64,
+    is_mla: bool,
+) -> Result<Vec<WriteTarget>, RuleError> {
+    validate_write_tp_topology(
+        producer_tp_size,
+        consumer_tp_size,
+        total_num_kv_heads,
+        is_mla,
+    )?;
+    if producer_tp_rank < 0 || producer_tp_rank >= producer_tp_size {
+        return Err(RuleError::Value(format!(
+            "producer_tp_rank {producer_tp_rank} must be in [0, {producer_tp_size})"
+        )));
+    }
+    let h = if is_mla { 1 } else { total_num_kv_heads };
+    let (p, pt, ct) = (producer_tp_rank, producer_tp_size, consumer_tp_size);
+    let local = rank_heads(p, pt, h);
+    if ct >= pt {
+        let ratio = ct / pt;
+        return Ok((0..ratio)
+            .map(|j| {
+                let remote = rank_heads(p * ratio + j, ct, h);
+                WriteTarget {
+                    tp_rank: p * ratio + j,
+                    remote_head: 0,
+                    num_heads: remote.1,
+                    num_writers: 1,
+                }
+            })
+            .collect());
+    }
+    let ratio = pt / ct;
+    let tp_rank = p / ratio;
+    let remote = rank_heads(tp_rank, ct, h);
+    let group = tp_rank * ratio..(tp_rank + 1) * ratio;
+    let first_holder = group
+        .clone()
+        .find(|&q| rank_heads(q, pt, h).0 == local.0)
+        .unwrap_or(p);
+    if first_holder != p {
+        return Ok(Vec::new());
+    }
+    let writers = group
+        .clone()
+        .filter(|&q| (group.start..q).all(|o| rank_heads(o, pt, h).0 != rank_heads(q, pt, h).0))
+        .count() as i64;
+    Ok(vec![WriteTarget {
+        tp_rank,
+        remote_head: local.0 - remote.0,
+        num_heads: local.1,
+        num_writers: writers,
+    }])
 }
 
 /// Model-load rule: attention heads split evenly (vLLM's `ValueError` at engine start).

@@ -1,9 +1,11 @@
-//! Who reads from whom: for each decode rank the prefill rank(s) it reads and the KV heads
-//! it receives from each; for each prefill rank the heads it holds, its readers and the
-//! release acks it waits for.
+//! Who reads from whom: for each decode rank the prefill rank(s) it takes KV from and the KV
+//! heads it receives from each, and the prefill ranks it releases; for each prefill rank the
+//! heads it holds, the decode ranks that take its KV, the ranks that release it and the
+//! release acks it waits for. Built from the connector's flow for the vLLM release
+//! (`check::connector_flow`), so it is what that release does.
 
-use crate::check::{check_pair, Shape, Violation};
-use crate::connector::{ConnectorProfile, ReadRule};
+use crate::check::{check_pair, connector_flow, Shape, Violation};
+use crate::connector::ConnectorProfile;
 use crate::rules;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,14 +15,19 @@ pub struct DecodeRankMap {
     pub heads: Vec<i64>,
     /// (prefill rank, heads received from it), in read order.
     pub sources: Vec<(i64, Vec<i64>)>,
+    /// Prefill ranks this decode rank releases once it has the KV.
+    pub releases: Vec<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefillRankMap {
     pub rank: i64,
     pub heads: Vec<i64>,
-    /// Decode ranks that read this prefill rank.
+    /// Decode ranks that take KV from this rank (read it, or are written by it).
     pub readers: Vec<i64>,
+    /// Decode ranks that release this rank (empty in MoRIIO WRITE mode, where the decode
+    /// scheduler releases every prefill rank itself).
+    pub released_by: Vec<i64>,
     /// Release acks this rank waits for before freeing a request's blocks.
     pub expected_acks: i64,
 }
@@ -34,12 +41,9 @@ pub struct TransferMap {
 /// Largest TP size `transfer_map` lays out rank by rank (the output grows as P + D).
 pub const MAX_MAP_TP: i64 = 1 << 16;
 
-fn intersect(a: &[i64], b: &[i64]) -> Vec<i64> {
-    a.iter().copied().filter(|x| b.contains(x)).collect()
-}
-
 /// Build the map for a valid pair; an invalid pair returns the first violation vLLM would
-/// raise. Attention-head divisibility is not checked here (the map only needs KV heads).
+/// raise (or pdtp's, where vLLM raises nothing but the pair cannot work). Attention-head
+/// divisibility is not checked here (the map only needs KV heads).
 pub fn transfer_map(
     p: i64,
     d: i64,
@@ -47,7 +51,7 @@ pub fn transfer_map(
     is_mla: bool,
     profile: &ConnectorProfile,
 ) -> Result<TransferMap, Violation> {
-    // Attention heads = lcm-free stand-in that always divides: P·D·H is a multiple of both.
+    // Attention heads = a stand-in that always divides: P·D is a multiple of both.
     let shape = Shape {
         num_attention_heads: p.saturating_mul(d),
         num_kv_heads: kv_heads,
@@ -57,56 +61,39 @@ pub fn transfer_map(
     if let Some(first) = report.violations.into_iter().next() {
         return Err(first);
     }
-    let heads_p: Vec<Vec<i64>> = (0..p)
-        .map(|r| rules::kv_heads_of_rank(kv_heads, p, r, is_mla))
-        .collect();
-    let expected_acks = rules::expected_ack_count(p, d).unwrap_or(1);
+    let flow = connector_flow(&shape, p, d, profile)?;
     let mut readers: Vec<Vec<i64>> = vec![Vec::new(); p as usize];
-    let mut decode = Vec::with_capacity(d as usize);
-    for r in 0..d {
-        let heads = rules::kv_heads_of_rank(kv_heads, d, r, is_mla);
-        let group: Vec<i64> = match profile.read_rule {
-            ReadRule::OneRankWholeBlocks => {
-                vec![rules::remote_tp_rank(r, d, p).unwrap_or(0)]
-            }
-            ReadRule::ResliceHeads => {
-                if d >= p || is_mla {
-                    vec![r * p / d]
-                } else {
-                    let k = p / d;
-                    (r * k..(r + 1) * k).collect()
-                }
-            }
-        };
-        let mut sources: Vec<(i64, Vec<i64>)> = Vec::new();
-        for src in group {
-            let got = match profile.read_rule {
-                // Whole blocks: whatever the prefill rank holds arrives as is.
-                ReadRule::OneRankWholeBlocks => heads_p[src as usize].clone(),
-                ReadRule::ResliceHeads => intersect(&heads, &heads_p[src as usize]),
-            };
-            // Deduplicate ranks that would send heads already received (replicated heads).
-            if got.is_empty() || sources.iter().any(|(_, h)| *h == got) {
-                continue;
-            }
-            readers[src as usize].push(r);
-            sources.push((src, got));
-        }
-        decode.push(DecodeRankMap {
-            rank: r,
-            heads,
-            sources,
-        });
-    }
-    let prefill = heads_p
+    let mut released_by: Vec<Vec<i64>> = vec![Vec::new(); p as usize];
+    let decode = flow
+        .decode
         .into_iter()
-        .zip(readers)
         .enumerate()
-        .map(|(r, (heads, readers))| PrefillRankMap {
+        .map(|(r, f)| {
+            let r = r as i64;
+            for (src, _) in &f.sources {
+                readers[*src as usize].push(r);
+            }
+            for q in &f.releases {
+                released_by[*q as usize].push(r);
+            }
+            DecodeRankMap {
+                rank: r,
+                heads: rules::kv_heads_of_rank(kv_heads, d, r, is_mla),
+                sources: f.sources,
+                releases: f.releases,
+            }
+        })
+        .collect();
+    let prefill = readers
+        .into_iter()
+        .zip(released_by)
+        .enumerate()
+        .map(|(r, (readers, released_by))| PrefillRankMap {
             rank: r as i64,
-            heads,
+            heads: rules::kv_heads_of_rank(kv_heads, p, r as i64, is_mla),
             readers,
-            expected_acks,
+            released_by,
+            expected_acks: flow.expected_acks,
         })
         .collect();
     Ok(TransferMap { decode, prefill })
@@ -129,11 +116,15 @@ mod tests {
     }
 
     #[test]
-    fn moriio_d4_reads_p8_leaves_ranks_unread() {
-        let m = transfer_map(8, 4, 4, false, profile("moriio").unwrap()).unwrap();
+    fn moriio_d4_reads_p8_releases_per_release() {
+        let m = transfer_map(8, 4, 4, false, profile("moriio@0.32.0").unwrap()).unwrap();
         let reads: Vec<i64> = m.decode.iter().map(|x| x.sources[0].0).collect();
         assert_eq!(reads, [0, 2, 4, 6]);
-        assert!(m.prefill[1].readers.is_empty());
+        assert!(m.prefill[1].readers.is_empty() && m.prefill[1].released_by.is_empty());
+        // 0.33.0 releases every holder, read or not.
+        let m = transfer_map(8, 4, 4, false, profile("moriio").unwrap()).unwrap();
+        assert_eq!(m.decode[0].releases, [0, 1]);
+        assert_eq!(m.prefill[1].released_by, [0]);
     }
 
     /// rules.md §4 restated independently: the heads rank `r` of `tp` holds.
@@ -148,12 +139,18 @@ mod tests {
     }
 
     /// Every pair P, D in 1..=64 and every KV-head count 1..=128, MLA or not, every
-    /// connector: each decode rank receives exactly the heads it holds, once each, from
-    /// ranks that hold them; acks equal `expected_ack_count`; MoRIIO reads `remote_tp_rank`.
+    /// connector profile: each decode rank receives exactly the heads it holds, once each,
+    /// from ranks that hold them; READ acks equal `expected_ack_count`; MoRIIO READ reads
+    /// `remote_tp_rank` (from 0.25.0) and every reader releases what it read.
     #[test]
     fn exhaustive_map_properties() {
+        use crate::connector::{Dial, Rules};
         let mut valid = 0;
         for prof in crate::connector::PROFILES {
+            let read_dial = match prof.rules {
+                Rules::MoriioRead(r) => Some(r.dial),
+                _ => None,
+            };
             for p in 1..=64 {
                 for d in 1..=64 {
                     for h in 1..=128 {
@@ -162,7 +159,6 @@ mod tests {
                                 continue;
                             };
                             valid += 1;
-                            let acks = rules::expected_ack_count(p, d).unwrap();
                             let mut readers = vec![Vec::new(); p as usize];
                             for dr in &m.decode {
                                 assert_eq!(dr.heads, held(h, d, dr.rank, mla));
@@ -174,18 +170,31 @@ mod tests {
                                     readers[*src as usize].push(dr.rank);
                                 }
                                 got.sort_unstable();
-                                assert_eq!(got, dr.heads, "{} P{p} D{d} H{h} {mla}", prof.name);
-                                if prof.name == "moriio" {
-                                    let want = rules::remote_tp_rank(dr.rank, d, p).unwrap();
+                                assert_eq!(
+                                    got, dr.heads,
+                                    "{} P{p} D{d} H{h} {mla}",
+                                    prof.connector
+                                );
+                                if let Some(dial) = read_dial {
+                                    let want = match dial {
+                                        Dial::RemoteTpRank => {
+                                            rules::remote_tp_rank(dr.rank, d, p).unwrap()
+                                        }
+                                        Dial::SameRank => dr.rank,
+                                    };
                                     assert_eq!(dr.sources.len(), 1);
                                     assert_eq!(dr.sources[0].0, want);
+                                    assert!(dr.releases.contains(&want));
                                 }
                             }
                             for pr in &m.prefill {
-                                assert_eq!(pr.expected_acks, acks);
                                 assert_eq!(pr.readers, readers[pr.rank as usize]);
-                                if prof.name == "moriio" && d >= p {
-                                    assert_eq!(pr.readers.len() as i64, acks);
+                                if read_dial == Some(Dial::RemoteTpRank) {
+                                    let acks = rules::expected_ack_count(p, d).unwrap();
+                                    assert_eq!(pr.expected_acks, acks);
+                                    if d >= p {
+                                        assert_eq!(pr.released_by.len() as i64, acks);
+                                    }
                                 }
                             }
                         }

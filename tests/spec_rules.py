@@ -1,5 +1,7 @@
-"""A plain-Python restatement of rules.md §1–3, written from the spec (not from pdtp's
-code), so the Rust core can be compared against it branch by branch."""
+"""A plain-Python restatement of rules.md §1–3 and of the README's rules table for the
+default releases (MoRIIO and NIXL of vLLM 0.33.0, nixl-legacy = NIXL of 0.13.0), written
+from the documents (not from pdtp's code), so the Rust core can be compared against it branch
+by branch. The golden tests (src/connector/golden.rs) compare it with vLLM itself."""
 
 from __future__ import annotations
 
@@ -78,14 +80,30 @@ def pair_valid(
     connector: str,
     max_acks: int | None = None,
 ) -> bool:
-    """product.md §2 rules 1–4 for one pair."""
+    """product.md §2 rules 1–4 for one pair, per the README's rules table."""
     if not (loads(heads, kv_heads, is_mla, p) and loads(heads, kv_heads, is_mla, d)):
         return False
     if connector == "nixl-legacy":
+        # 0.13.0: D a multiple of P; a head-split prefill (P < H) cannot feed a decode side
+        # that replicates heads unless D == H.
         if d < p or d % p:
+            return False
+        if (
+            not is_mla
+            and p < kv_heads
+            and d > p
+            and max(1, kv_heads // d) * (d // p) != (kv_heads // p)
+        ):
             return False
     elif max(p, d) % min(p, d):
         return False
     if connector == "moriio" and not (is_mla or p == d or min(p, d) >= kv_heads):
         return False
+    if connector == "nixl" and not is_mla and p > d and p > kv_heads:
+        return False
+    if connector == "moriio-write" and not is_mla and p != d:
+        # validate_write_tp_topology: both sizes shard the heads (true for loadable sizes).
+        for tp in (p, d):
+            if (tp <= kv_heads and kv_heads % tp) or (tp > kv_heads and tp % kv_heads):
+                return False
     return not (max_acks is not None and d > p and d // p > max_acks)

@@ -21,7 +21,7 @@ SHAPES = [
     ModelShape(128, 128, True),  # DeepSeek-V3 (MLA)
     ModelShape(28, 4),  # Qwen2.5-7B
 ]
-CONNECTORS = ["moriio", "nixl", "nixl-legacy"]
+CONNECTORS = ["moriio", "moriio-write", "nixl", "nixl-legacy"]
 
 
 @pytest.mark.parametrize("connector", CONNECTORS)
@@ -41,8 +41,9 @@ def test_ok_matches_spec_for_every_pair(shape, connector):
 
 
 def test_seed_prose_error_is_corrected():
-    # The seed calls P4/D8 with 8 KV heads "ok"; vLLM's MoRIIO raises NotImplementedError.
-    r = pdtp.check(ModelShape(64, 8), prefill_tp=4, decode_tp=8)
+    # The seed calls P4/D8 with 8 KV heads "ok"; vLLM's MoRIIO READ mode rejects it: up to
+    # 0.32.0 with the replicated-heads guard, from 0.33.0 earlier, comparing head layouts.
+    r = pdtp.check(ModelShape(64, 8), prefill_tp=4, decode_tp=8, vllm_version="0.32.0")
     assert not r.ok
     (v,) = r.violations
     assert v.code == "kv_heads_not_replicated"
@@ -52,7 +53,14 @@ def test_seed_prose_error_is_corrected():
         "Got total_num_kv_heads=8, local_tp_size=8, remote_tp_size=4."
     )
     assert "min(prefill_tp, decode_tp) >= 8" in v.hint
+    (v,) = pdtp.check(ModelShape(64, 8), prefill_tp=4, decode_tp=8).violations
+    assert (v.code, v.vllm_error) == ("kv_heads_not_replicated", "MoRIIOError")
+    assert v.message == (
+        "Layer model.layers.0.self_attn.attn holds 1 KV heads per rank here and 2 on the peer"
+    )
     assert pdtp.check(ModelShape(64, 8), 4, 8, connector="nixl").ok
+    assert pdtp.check(ModelShape(64, 8), 4, 8, connector="moriio-write").ok  # re-slices heads
+    assert not pdtp.check(ModelShape(64, 8), 4, 8, connector="moriio-write", vllm_version="0.32.0")
     assert pdtp.check(ModelShape(64, 4), 4, 8).ok  # fine under MoRIIO when H <= 4
 
 
@@ -75,13 +83,19 @@ def test_violation_messages_are_vllms():
         "Remote tensor parallel size 6 is not divisible by local tensor parallel size 4."
     )
     r = pdtp.check(ModelShape(24, 24), 4, 2, connector="nixl-legacy")
-    assert r.violations[0].message == "Decode TP cannot be smaller than prefill TP"
+    assert r.violations[0].code == "decode_smaller_than_prefill"
+    assert r.violations[0].message == (
+        "Local tensor parallel size 2 is not divisible by remote tensor parallel size 4."
+    )
+    assert r.violations[0].vllm_error == "AssertionError"
 
 
 def test_first_violation_raises_vllms_exception():
-    r = pdtp.check(ModelShape(64, 8), 4, 8)
+    r = pdtp.check(ModelShape(64, 8), 4, 8, vllm_version="0.32.0")
     with pytest.raises(NotImplementedError):
         r.raise_for_violations()
+    with pytest.raises(pdtp.RuleConnectorError, match="KV heads per rank"):
+        pdtp.check(ModelShape(64, 8), 4, 8).raise_for_violations()
     with pytest.raises(pdtp.RuleValueError, match="must be a multiple"):
         pdtp.check(ModelShape(48, 48), 4, 6).raise_for_violations()
     pdtp.check(ModelShape(64, 8), 8, 8).raise_for_violations()
@@ -97,12 +111,19 @@ def test_max_acks():
 
 
 def test_unread_rank_warning_exactly_when_moriio_prefill_larger():
+    # MoRIIO READ 0.25.0-0.32.0 releases only the prefill rank it read; 0.33.0 releases every
+    # holder, NIXL notifies the whole group and WRITE mode's scheduler releases every rank.
     for shape in (ModelShape(64, 4), ModelShape(128, 128, True)):
         for p, d in itertools.product([1, 2, 4, 8, 16, 32], repeat=2):
             for conn in CONNECTORS:
-                r = pdtp.check(shape, p, d, connector=conn, alternatives=0)
-                expected = r.ok and conn == "moriio" and p > d
-                assert bool(r.warnings) == expected, (shape, p, d, conn)
+                for version in (None, "0.32.0"):
+                    if conn == "nixl-legacy" and version:
+                        continue
+                    r = pdtp.check(
+                        shape, p, d, connector=conn, alternatives=0, vllm_version=version
+                    )
+                    expected = r.ok and conn == "moriio" and version == "0.32.0" and p > d
+                    assert bool(r.warnings) == expected, (shape, p, d, conn, version)
 
 
 def test_alternatives_valid_nearest_first_and_exclude_input():

@@ -57,8 +57,11 @@ def test_check_config_file(capsys, reference_dir):
 
 
 def test_map_table_and_json(capsys):
-    code, out, _ = run(capsys, "map", "--kv-heads", "4", "-P", "8", "-D", "4")
-    assert code == 0 and "(never read)" in out and "unread_prefill_ranks" in out
+    code, out, _ = run(
+        capsys, "map", "--kv-heads", "4", "-P", "8", "-D", "4", "--vllm-version", "0.32.0"
+    )
+    assert code == 0 and "(nobody)" in out and "unread_prefill_ranks" in out
+    assert "moriio (READ mode), vLLM 0.32.0" in out
     code, out, _ = run(capsys, "map", "--kv-heads", "4", "-P", "4", "-D", "8", "--json")
     assert code == 0
     assert [r["reads"][0]["prefill_rank"] for r in json.loads(out)["decode"]] == [
@@ -75,7 +78,15 @@ def test_map_table_and_json(capsys):
 
 def test_map_invalid_pair_exits_1(capsys):
     code, _, err = run(capsys, "map", "--kv-heads", "8", "-P", "4", "-D", "8")
+    assert code == 1 and "KV heads per rank" in err
+    code, _, err = run(
+        capsys, "map", "--kv-heads", "8", "-P", "4", "-D", "8", "--vllm-version", "0.25.0"
+    )
     assert code == 1 and "requires replicated KV heads" in err
+    code, _, err = run(
+        capsys, "map", "--kv-heads", "8", "-P", "4", "-D", "8", "--vllm-version", "0.9"
+    )
+    assert code == 2 and "0.14.0 to 0.33.0" in err
 
 
 @pytest.mark.parametrize(
@@ -423,3 +434,56 @@ def test_closed_pipe_is_quiet():
     p.stdout.close()  # `| head -1`
     _, err = p.communicate(timeout=60)
     assert err == b"" and p.returncode == 141
+
+
+def test_every_planning_command_takes_vllm_version(capsys, tmp_path):
+    """--vllm-version reaches every planner: MoRIIO WRITE before 0.33.0 needs equal TP sizes
+    (the newest rules plan unequal ones for this model and pool)."""
+    old = ("--connector", "moriio-write", "--vllm-version", "0.32.0")
+    pool = ("--gpu", "mi300x")
+    code, out, _ = run(capsys, "solve", "llama-3.1-70b", "--gpus", "16", *pool, *old, "--json")
+    plan = json.loads(out)
+    assert code == 0 and (plan["vllm_version"], plan["mode"]) == ("0.32.0", "write")
+    assert plan["prefill"]["tp"] == plan["decode"]["tp"]
+    # Before 0.23.0 the launch line selects the mode with vLLM's environment variable.
+    code, out, _ = run(
+        capsys, "solve", "llama-3.1-70b", "--gpus", "16", *pool, "--vllm-version", "0.20.0"
+    )
+    assert "moriio (READ mode), vLLM 0.20.0" in out
+    assert "VLLM_MORIIO_CONNECTOR_READ_MODE=true" in out and '"read_mode"' not in out
+    code, out, _ = run(
+        capsys, "size-for", "llama-3.1-70b", "--demand", "10", "--max-gpus", "64", *pool, *old,
+        "--json",
+    )  # fmt: skip
+    sized = json.loads(out)
+    assert code == 0 and sized["vllm_version"] == "0.32.0"
+    assert sized["prefill"]["tp"] == sized["decode"]["tp"]
+    now = tmp_path / "now.json"
+    now.write_text(json.dumps(plan))
+    code, out, _ = run(capsys, "replan", "--current", str(now), "--demand", "5", "--max-gpus",
+                       "64", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["plan"]["vllm_version"] == "0.32.0"
+    code, out, _ = run(capsys, "replan", "--current", str(now), "--demand", "5", "--max-gpus",
+                       "64", "--vllm-version", "0.33.0", "--json")  # fmt: skip
+    moved = json.loads(out)
+    assert code == 0 and moved["plan"]["vllm_version"] == "0.33.0" and moved["stop"]
+    demands = tmp_path / "d.csv"
+    demands.write_text("model,demand_rps\nllama-3.1-70b,10\n")
+    code, out, _ = run(capsys, "fleet", "--demands", str(demands), "--gpus", "16", *pool, *old,
+                       "--json")  # fmt: skip
+    fleet = json.loads(out)["plans"]["llama-3.1-70b"]
+    assert code == 0 and fleet["vllm_version"] == "0.32.0"
+    assert fleet["prefill"]["tp"] == fleet["decode"]["tp"]
+    code, out, _ = run(capsys, "sweep", "--models", "llama-3.1-70b", "--gpus", "16", *pool, *old,
+                       "--workers", "1", "--json")  # fmt: skip
+    row = json.loads(out.splitlines()[0])
+    assert code == 0 and row["connector"] == "moriio-write@0.32.0"
+    assert row["prefill_tp"] == row["decode_tp"]
+    code, out, _ = run(capsys, "deploy", "llama-3.1-70b", "--gpus", "16", *pool, *old,
+                       "--format", "json", "--node-hosts", "10.0.0.1,10.0.0.2")  # fmt: skip
+    dep = json.loads(out)
+    assert code == 0 and dep["vllm_version"] == "0.32.0" and dep["read_mode"] is False
+    code, out, _ = run(capsys, "check", "--model", "llama-3.1-70b", "-P", "1", "-D", "4", *old)
+    assert code == 1 and "moriio-write (WRITE mode), vLLM 0.32.0" in out
+    code, _, err = run(capsys, "solve", "llama-3.1-70b", "--gpus", "16", "--vllm-version", "0.9")
+    assert code == 2 and "--vllm-version" in err and "0.14.0 to 0.33.0" in err

@@ -151,7 +151,7 @@ def result_score(fp, demands, pool, gpn, gpu, connector, objective):
 
 def evaluate(plan: pdtp.Plan):
     """``pdtp.evaluate`` of a plan's own configuration (P/D split or aggregated)."""
-    if plan.mode == "agg":
+    if plan.serving == "agg":
         sides = {
             "aggregated": str(plan.aggregated.layout),
             "aggregated_instances": plan.aggregated.instances,

@@ -118,11 +118,6 @@ def test_rule_functions_unchanged_within_64_bits(name, ints, is_mla):
     assert got == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="owned by rules: check(alternatives=2**64) reaches the core unchecked "
-    "(OverflowError naming nothing); needs positive_int('alternatives', ...) in check.py",
-)
 def test_check_alternatives_beyond_64_bits():
     expect_error_here(
         pdtp.check, "llama-3.1-8b", 2, 4, alternatives=1 << 64, names=["alternatives"]

@@ -23,7 +23,7 @@ MOE = ["qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b", "deepseek-v3", "qwen3-235
 def key(plan):
     if plan is None:
         return None
-    return (plan.mode, *((role, str(s.layout), s.instances, s.gpu) for role, s in plan.sides))
+    return (plan.serving, *((role, str(s.layout), s.instances, s.gpu) for role, s in plan.sides))
 
 
 def solved(model, **kw):
@@ -36,7 +36,7 @@ def solved(model, **kw):
 def assert_checks(plan) -> None:
     """The plan's instances pass vLLM's rules and fit memory (``pdtp.check`` with the GPU)."""
     common = {"connector": plan.connector, "gpu": plan.gpu, "workload": plan.workload}
-    if plan.mode == "agg":
+    if plan.serving == "agg":
         r = pdtp.check(plan.model, aggregated=plan.aggregated.layout, **common)
     else:
         r = pdtp.check(
@@ -74,7 +74,7 @@ def test_oracle_agrees_over_layouts_and_modes_and_plans_pass_check():
         plans += 1
         assert cp.status == "OPTIMAL" and cp.requests_per_s == ex.requests_per_s
         assert_checks(cp)
-        modes.add(cp.mode)
+        modes.add(cp.serving)
         seen_layouts.update(str(s.layout) for _, s in cp.sides)
     # The sample exercises what it claims to: both modes, and layouts beyond plain TP.
     assert plans >= 10 and modes == {"agg", "disagg"}, (plans, modes)
@@ -93,14 +93,14 @@ def test_auto_is_the_better_mode_and_says_by_how_much(model, pool):
     agg = pdtp.solve(model, mode="agg", **pool)
     dis = pdtp.solve(model, mode="disagg", **pool)
     auto = pdtp.solve(model, **pool)
-    assert agg.mode == "agg" and agg.prefill is None and agg.aggregated is not None
-    assert dis.mode == "disagg" and dis.aggregated is None
+    assert agg.serving == "agg" and agg.prefill is None and agg.aggregated is not None
+    assert dis.serving == "disagg" and dis.aggregated is None
     best, other = (agg, dis) if agg.requests_per_s > dis.requests_per_s else (dis, agg)
     assert key(auto) == key(best) and auto.requests_per_s == best.requests_per_s
     alt = auto.alternative
-    assert alt is not None and alt.mode == other.mode
+    assert alt is not None and alt.serving == other.serving
     assert alt.requests_per_s == other.requests_per_s and alt.summary == other.summary()
-    assert auto.mode_gain == pytest.approx(best.requests_per_s / other.requests_per_s - 1)
+    assert auto.serving_gain == pytest.approx(best.requests_per_s / other.requests_per_s - 1)
     for p in (agg, dis, auto):
         assert_checks(p)
         e = pdtp.evaluate(
@@ -110,7 +110,7 @@ def test_auto_is_the_better_mode_and_says_by_how_much(model, pool):
             connector=p.connector,
             **(
                 {"aggregated": p.aggregated.layout, "aggregated_instances": p.aggregated.instances}
-                if p.mode == "agg"
+                if p.serving == "agg"
                 else {
                     "prefill_tp": p.prefill.layout,
                     "prefill_instances": p.prefill.instances,
@@ -128,7 +128,7 @@ def test_mode_is_checked():
     with pytest.raises(pdtp.InvalidArgumentError, match="mode must be one of auto"):
         pdtp.size_for("llama-3.1-8b", 5.0, max_gpus=8, mode="aggregate-ish")
     plan = pdtp.size_for("llama-3.1-8b", 5.0, max_gpus=8, gpu="h100", mode="agg")
-    assert plan.mode == "agg" and plan.requests_per_s >= 5.0
+    assert plan.serving == "agg" and plan.requests_per_s >= 5.0
 
 
 @pytest.mark.parametrize(
@@ -222,3 +222,24 @@ def test_pareto_arguments():
         pdtp.pareto("llama-3.1-8b", gpus=8, tpot_ms=[-1])
     with pytest.raises(pdtp.InfeasibleError, match="no TPOT target"):
         pdtp.pareto("llama-3.1-70b", gpus=8, gpu="h100", tpot_ms=[0.01])
+
+
+def test_connector_layout_rules_per_release():
+    """vLLM's own DP/PP connector facts (the layout golden data): MoRIIO binds
+    dp_rank + tp_rank, so a P/D instance with DP > 1 and TP > 1 is refused (aggregated
+    instances need no connector); NIXL before 0.26.0 knows no pipeline stages."""
+    m = "deepseek-v3"
+    r = pdtp.check(m, prefill_tp="tp2dp4ep", decode_tp="tp1dp8ep")
+    assert [v.code for v in r.violations] == ["moriio_dp_ports_collide"]
+    assert r.alternatives and all("tp1" in a for a, _ in r.alternatives)
+    assert pdtp.check(m, prefill_tp="tp1dp8ep", decode_tp="tp1dp8ep").ok
+    assert pdtp.check(m, prefill_tp="tp2dp4ep", decode_tp="tp1dp8ep", connector="nixl").ok
+    assert pdtp.check(m, aggregated="tp2dp4ep").ok
+    pp = {"prefill_tp": "tp8pp2", "decode_tp": "tp8", "connector": "nixl"}
+    assert pdtp.check("llama-3.1-405b", **pp).ok
+    old = pdtp.check("llama-3.1-405b", **pp, vllm_version="0.25.0")
+    assert [v.code for v in old.violations] == ["connector_pipeline_unsupported"]
+    # The planners never pick what check refuses: no MoRIIO P/D side with DP > 1 and TP > 1.
+    plan = pdtp.solve(m, gpus=32, gpu="mi300x", mode="disagg", layouts="all")
+    assert all(s.dp == 1 or s.tp == 1 for _, s in plan.sides)
+    assert_checks(plan)

@@ -36,7 +36,7 @@ def key(plan):
     layouts of MoE models: the oracle must agree on all of it)."""
     if plan is None:
         return None
-    return (plan.mode, *((role, str(s.layout), s.instances, s.gpu) for role, s in plan.sides))
+    return (plan.serving, *((role, str(s.layout), s.instances, s.gpu) for role, s in plan.sides))
 
 
 def run(planner, *args, **kwargs):
@@ -104,7 +104,7 @@ def test_solve_agrees_with_the_oracle_on_nodes_and_two_gpu_types():
         plan = check_solve(rng.choice(MODELS), connector, pool)
         if plan is not None:
             plans += 1
-            mixed += plan.mode == "disagg" and plan.prefill.gpu != plan.decode.gpu
+            mixed += plan.serving == "disagg" and plan.prefill.gpu != plan.decode.gpu
             assert_placed(plan)
     assert plans > 30 and mixed > 0
 
@@ -196,7 +196,7 @@ def fleet_solution(fp, sc, cands):
                 and r.layout == side.layout.core
             )
 
-        if plan.mode == "agg":  # an aggregated row paired with itself
+        if plan.serving == "agg":  # an aggregated row paired with itself
             a = row("aggregated", plan.aggregated)
             n = plan.aggregated.instances
             sol.append(_core.Choice(a, a, n, n))

@@ -8,6 +8,7 @@ import itertools
 import pytest
 
 import pdtp
+from pdtp.connectors import DEFAULT_VLLM_VERSION
 
 import spec_rules as spec
 
@@ -140,3 +141,209 @@ def test_error_classes_are_both_pdtp_and_vllm():
     assert issubclass(pdtp.RuleNotImplementedError, pdtp.PdtpError)
     assert issubclass(pdtp.InfeasibleError, pdtp.PdtpError)
     assert issubclass(pdtp.ConfigError, pdtp.PdtpError)
+
+
+# --- connector profiles per vLLM release ------------------------------------------------
+
+
+def test_resolve_connector_contract():
+    from pdtp.connectors import DEFAULT_VLLM_VERSION, VLLM_RELEASES, resolve_connector
+
+    assert VLLM_RELEASES[0] == "0.11.0" and VLLM_RELEASES[-1] == DEFAULT_VLLM_VERSION
+    c = resolve_connector("moriio")
+    assert (c.name, c.vllm_version, c.key, c.mode) == (
+        "moriio",
+        DEFAULT_VLLM_VERSION,
+        f"moriio@{DEFAULT_VLLM_VERSION}",
+        "read",
+    )
+    assert (c.kv_connector, c.prefill_role, c.decode_role) == (
+        "MoRIIOConnector",
+        "kv_producer",
+        "kv_consumer",
+    )
+    assert resolve_connector("MoRIIO_Write", "0.20.0").key == "moriio-write@0.20.0"
+    assert resolve_connector("moriio-write").mode == "write"
+    assert resolve_connector("nixl").mode is None
+    # A key and the same version agree; a key and another version is an error.
+    assert resolve_connector("nixl@0.14.0", "0.14.0") == resolve_connector("nixl", "0.14.0")
+    with pytest.raises(pdtp.InvalidArgumentError, match="give one"):
+        resolve_connector("nixl@0.14.0", "0.20.0")
+    # Newer than every release pdtp knows: the newest rules, and the label says so.
+    c = resolve_connector("nixl", "0.99.0")
+    assert c.rules_version == DEFAULT_VLLM_VERSION and "newest pdtp knows" in c.label
+    # nixl-legacy is NIXL before prefill TP > decode TP was accepted.
+    assert resolve_connector("nixl-legacy").vllm_version == "0.13.0"
+    with pytest.raises(pdtp.InvalidArgumentError, match='use connector="nixl"'):
+        resolve_connector("nixl-legacy", "0.20.0")
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "exc", "match"),
+    [
+        ("moriio", "0.13.0", pdtp.InvalidArgumentError, "0.14.0 to 0.33.0"),
+        ("nixl", "0.10.2", pdtp.InvalidArgumentError, "0.11.0 to 0.33.0"),
+        ("nixl", "latest", pdtp.InvalidArgumentError, "vllm_version must be a release"),
+        ("mooncake", None, pdtp.UnknownNameError, "connector must be one of"),
+    ],
+)
+def test_unknown_versions_list_what_is_covered(name, version, exc, match):
+    from pdtp.connectors import resolve_connector
+
+    with pytest.raises(exc, match=match):
+        resolve_connector(name, version)
+    with pytest.raises(exc, match=match):
+        pdtp.check(pdtp.ModelShape(64, 8), 4, 4, connector=name, vllm_version=version)
+
+
+def test_rules_differ_by_release_as_vllm_does():
+    llama70 = pdtp.ModelShape(64, 8)
+    # NIXL: P16/D8 is an assertion in 0.33.0 (replicated prefill heads, P > D) ...
+    r = pdtp.check(llama70, 16, 8, connector="nixl")
+    assert r.violations[0].vllm_error == "AssertionError" and r.violations[0].message == ""
+    # ... P > D crashes NIXL 0.11.0 with ZeroDivisionError, and is an assertion until 0.14.0.
+    r = pdtp.check(llama70, 8, 4, connector="nixl", vllm_version="0.11.0")
+    assert r.violations[0].vllm_error == "ZeroDivisionError"
+    with pytest.raises(pdtp.RuleZeroDivisionError, match="decode_tp // prefill_tp"):
+        r.raise_for_violations()
+    assert pdtp.check(llama70, 4, 2, connector="nixl", vllm_version="0.14.0").ok
+    # P < H < D: NIXL before 0.24.0 checks block lengths by the TP ratio and rejects it.
+    r = pdtp.check(pdtp.ModelShape(32, 4), 2, 8, connector="nixl", vllm_version="0.23.0")
+    assert r.violations[0].code == "kv_block_len_mismatch"
+    assert pdtp.check(pdtp.ModelShape(32, 4), 2, 8, connector="nixl").ok
+    # MoRIIO before 0.25.0 pairs rank r with rank r: vLLM raises nothing, pdtp rejects.
+    r = pdtp.check(pdtp.ModelShape(32, 4), 4, 8, vllm_version="0.24.0")
+    assert r.violations[0].code == "unreachable_rank" and r.violations[0].vllm_error is None
+    with pytest.raises(pdtp.UnworkablePairError):
+        r.raise_for_violations()
+    # WRITE mode re-slices heads from 0.33.0 only.
+    assert pdtp.check(llama70, 4, 8, connector="moriio-write").ok
+    assert not pdtp.check(llama70, 4, 8, connector="moriio-write", vllm_version="0.32.0").ok
+    r = pdtp.check(llama70, 4, 6, connector="moriio-write")
+    assert r.violations[-1].message == (
+        "MoRIIO WRITE needs one TP size to be a multiple of the other, got producer "
+        "tp_size=4, consumer tp_size=6"
+    )
+    assert r.mode == "write" and r.vllm_version == "0.33.0"
+
+
+def test_launch_lines_state_moriio_mode():
+    import json
+
+    from pdtp.planning.placement import kv_transfer
+
+    class Plan:
+        kv_connector = "MoRIIOConnector"
+        prefill_role, decode_role = "kv_producer", "kv_consumer"
+
+    for connector, flag in (("moriio", "true"), ("moriio-write", "false")):
+        for version, in_key in (("0.33.0", True), ("0.23.0", True), ("0.22.1", False)):
+            plan = Plan()
+            plan.connector, plan.vllm_version = connector, version  # type: ignore[attr-defined]
+            text, env = kv_transfer(plan, "prefill", 8100, "10.0.0.1")  # type: ignore[arg-type]
+            extra = json.loads(text)["kv_connector_extra_config"]
+            # From 0.23.0 vLLM reads the key (and ignores the variable); before, the variable.
+            assert extra.get("read_mode") == (flag if in_key else None)
+            assert env == ({} if in_key else {"VLLM_MORIIO_CONNECTOR_READ_MODE": flag})
+
+
+@pytest.mark.parametrize(
+    ("connector", "version", "mode"),
+    [("moriio", "0.20.0", "read"), ("moriio-write", None, "write"), ("nixl", "0.11.0", None)],
+)
+def test_plans_carry_version_and_mode(connector, version, mode):
+    gpu = "h100" if connector == "nixl" else "mi300x"
+    plan = pdtp.solve("llama-3.1-70b", gpus=16, gpu=gpu, connector=connector, vllm_version=version)
+    want = version or DEFAULT_VLLM_VERSION
+    assert (plan.vllm_version, plan.mode) == (want, mode)
+    d = plan.to_dict()
+    assert (d["vllm_version"], d["mode"]) == (want, mode)
+    # The plan was checked under that release's rules.
+    key = f"{connector}@{want}"
+    assert pdtp.check("llama-3.1-70b", plan.prefill.tp, plan.decode.tp, connector=key).ok
+    lines = plan.vllm_commands()
+    dep = pdtp.deploy(plan, node_hosts=[f"10.0.0.{i}" for i in range(1, 4)])
+    assert str(dep.vllm_version) == want
+    if mode is None:
+        assert all("read_mode" not in line for line in lines)
+        return
+    flag = "true" if mode == "read" else "false"
+    if version == "0.20.0":  # before 0.23.0 the variable selects the mode
+        assert all(f"VLLM_MORIIO_CONNECTOR_READ_MODE={flag}" in line for line in lines)
+        assert all("read_mode" not in line for line in lines)
+    else:
+        assert all(f'"read_mode":"{flag}"' in line for line in lines)
+    for inst in dep.instances:
+        env = dict(inst.launch.env)
+        extra = inst.launch.kv_transfer_config["kv_connector_extra_config"]
+        assert env.get("VLLM_MORIIO_CONNECTOR_READ_MODE", extra.get("read_mode")) == flag
+
+
+# ---- the planners under a vLLM release's rules -------------------------------------------------
+# MoRIIO WRITE before 0.33.0 pairs rank r with rank r: only equal TP sizes work. From 0.33.0 it
+# re-slices heads, and llama-3.1-70b on MI300X is then best served with unequal sizes. A planner
+# that ignored vllm_version would plan unequal sizes for 0.32.0 too.
+WRITE = {"gpu": "mi300x", "connector": "moriio-write"}
+
+
+def _equal(plan) -> bool:
+    return plan.prefill.tp == plan.decode.tp
+
+
+def test_solve_and_size_for_follow_the_release():
+    new = pdtp.solve("llama-3.1-70b", gpus=16, **WRITE)
+    old = pdtp.solve("llama-3.1-70b", gpus=16, vllm_version="0.32.0", **WRITE)
+    assert not _equal(new) and _equal(old)
+    assert old.requests_per_s < new.requests_per_s
+    # The rule note quotes the 0.32.0 rule that refused the better split.
+    assert old.rejected and f"P{new.prefill.tp}/D{new.decode.tp}" in old.rejected[0]
+    assert "before vLLM 0.33.0" in old.rejected[0]
+    assert old.connector_label == "moriio-write (WRITE mode), vLLM 0.32.0"
+    assert _equal(pdtp.size_for("llama-3.1-70b", 10, max_gpus=64, vllm_version="0.32.0", **WRITE))
+    assert not _equal(pdtp.size_for("llama-3.1-70b", 10, max_gpus=64, **WRITE))
+    # A key names the release too; a key and a different vllm_version conflict.
+    keyed = pdtp.solve("llama-3.1-70b", gpus=16, gpu="mi300x", connector="moriio-write@0.32.0")
+    assert (keyed.prefill, keyed.decode, keyed.vllm_version) == (old.prefill, old.decode, "0.32.0")
+    with pytest.raises(pdtp.InvalidArgumentError, match="give one"):
+        pdtp.solve("llama-3.1-70b", gpus=16, gpu="mi300x", connector="nixl@0.20.0",
+                   vllm_version="0.21.0")  # fmt: skip
+
+
+def test_fleet_evaluate_and_sweep_follow_the_release():
+    demands = [("llama-3.1-70b", 10.0)]
+    fleet_old = pdtp.solve_fleet(demands, gpus=16, vllm_version="0.32.0", **WRITE)
+    fleet_new = pdtp.solve_fleet(demands, gpus=16, **WRITE)
+    assert _equal(fleet_old.plans["llama-3.1-70b"]) and not _equal(fleet_new.plans["llama-3.1-70b"])
+    assert fleet_old.plans["llama-3.1-70b"].vllm_version == "0.32.0"
+    cfg = {"prefill_tp": 1, "prefill_instances": 8, "decode_tp": 4, "decode_instances": 2}
+    assert pdtp.evaluate("llama-3.1-70b", gpu="mi300x", connector="moriio-write", **cfg).valid
+    e = pdtp.evaluate(
+        "llama-3.1-70b", gpu="mi300x", connector="moriio-write", vllm_version="0.32.0", **cfg
+    )
+    assert not e.valid and e.violations[0].code == "unreachable_rank"
+    rows = pdtp.sweep(
+        "llama-3.1-70b", gpus=[8, 16, 24], connector="moriio-write", vllm_version="0.32.0",
+        workers=1, as_frame=False,
+    )  # fmt: skip
+    assert {r["connector"] for r in rows} == {"moriio-write@0.32.0"}
+    assert all(r["prefill_tp"] == r["decode_tp"] for r in rows if r["status"] == "OPTIMAL")
+    both = pdtp.sweep(
+        "llama-3.1-70b", gpus=16, connector=["moriio-write", "moriio-write@0.32.0"],
+        workers=1, as_frame=False,
+    )  # fmt: skip
+    by = {r["connector"]: r for r in both}
+    assert by["moriio-write"]["prefill_tp"] != by["moriio-write"]["decode_tp"]
+    assert by["moriio-write@0.32.0"]["prefill_tp"] == by["moriio-write@0.32.0"]["decode_tp"]
+    assert by["moriio-write"]["requests_per_s"] == pytest.approx(
+        pdtp.solve("llama-3.1-70b", gpus=16, **WRITE).requests_per_s
+    )
+
+
+def test_replan_keeps_the_running_release_unless_told():
+    old = pdtp.solve("llama-3.1-70b", gpus=16, vllm_version="0.32.0", **WRITE)
+    r = pdtp.replan(old.to_dict(), old.requests_per_s * 0.5, max_gpus=64)
+    assert r.plan.vllm_version == "0.32.0" and _equal(r.plan) and not r.start
+    # Another release restarts every instance, and plans with that release's rules.
+    up = pdtp.replan(old.to_dict(), old.requests_per_s * 0.5, max_gpus=64, vllm_version="0.33.0")
+    assert up.plan.vllm_version == "0.33.0"
+    assert up.instances_stopped == old.prefill.instances + old.decode.instances

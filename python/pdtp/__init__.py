@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from . import _core
 from ._validate import int64_arguments
 from .check import CheckResult, CheckWarning, ModelShape, Violation, check
-from .connectors import Connector, connectors
+from .connectors import Connector, connectors, resolve_connector
 from .errors import (
     ArgumentTypeError,
     ConfigError,
@@ -21,9 +21,12 @@ from .errors import (
     OutputFileError,
     PdtpError,
     RuleAssertionError,
+    RuleConnectorError,
     RuleNotImplementedError,
     RuleValueError,
+    RuleZeroDivisionError,
     UnknownNameError,
+    UnworkablePairError,
 )
 from .transfer import TransferMap, transfer_map
 
@@ -148,13 +151,17 @@ __all__ = [
     "OutputFileError",
     "PdtpError",
     "RuleAssertionError",
+    "RuleConnectorError",
     "RuleNotImplementedError",
     "RuleValueError",
+    "RuleZeroDivisionError",
     "TransferMap",
     "UnknownNameError",
+    "UnworkablePairError",
     "Violation",
     "check",
     "connectors",
+    "resolve_connector",
     "expected_ack_count",
     "gpu",
     "gpus",

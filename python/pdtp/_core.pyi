@@ -5,6 +5,7 @@ from typing import Any, final
 
 __all__ = [
     "CAPACITY_SCALE",
+    "ConnectorInfo",
     "CONSTANT_FIELDS",
     "ServingPoint",
     "fit_constants",
@@ -28,7 +29,7 @@ __all__ = [
     "candidates",
     "check_layouts",
     "check_pair",
-    "connectors",
+    "connector_names",
     "expected_ack_count",
     "layout_load_violations",
     "layout_option",
@@ -37,10 +38,12 @@ __all__ = [
     "predict_decode",
     "predict_prefill",
     "remote_tp_rank",
+    "resolve_connector",
     "side_option",
     "stage_layers",
     "sweep_budgets",
     "transfer_map",
+    "vllm_releases",
     "validate_kv_heads",
 ]
 
@@ -93,10 +96,9 @@ def loadable_sizes(
 def transfer_map(
     prefill_tp: int, decode_tp: int, kv_heads: int, is_mla: bool, connector: str
 ) -> tuple[
-    list[tuple[int, list[int], list[tuple[int, list[int]]]]],
-    list[tuple[int, list[int], list[int], int]],
+    list[tuple[int, list[int], list[tuple[int, list[int]]], list[int]]],
+    list[tuple[int, list[int], list[int], list[int], int]],
 ]: ...
-def connectors() -> list[dict[str, Any]]: ...
 
 # ---- layouts -------------------------------------------------------------------------------
 _LayoutModel = tuple[int, int, bool, int, int, bool]
@@ -113,6 +115,39 @@ def check_layouts(
 def layout_load_violations(
     model: _LayoutModel, layout_: tuple[int, int, int, bool], side: str, connector: str
 ) -> list[tuple[str, str, str, str, str]]: ...
+
+@final
+class ConnectorInfo:
+    """A connector resolved at one vLLM version."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def vllm_version(self) -> str: ...
+    @property
+    def rules_version(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def kv_connector(self) -> str: ...
+    @property
+    def prefill_role(self) -> str: ...
+    @property
+    def decode_role(self) -> str: ...
+    @property
+    def mode(self) -> str | None: ...
+    @property
+    def requires_replicated_heads(self) -> bool: ...
+    @property
+    def summary(self) -> str: ...
+
+def resolve_connector(key: str) -> ConnectorInfo:
+    """``"name"`` or ``"name@X.Y.Z"`` resolved; unknown names/versions raise pdtp errors."""
+
+def connector_names() -> list[str]: ...
+def vllm_releases() -> list[str]:
+    """Every vLLM release the golden data covers, oldest first."""
+
 def predict_prefill(
     model: _Nums, gpu: _Nums, consts: _Nums, tp: int, isl: float, util: float
 ) -> tuple[float, float, float, bool, float, bool]: ...

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _core
 from ._validate import MAX_TP, flag, optional_positive_int, positive_int
-from .connectors import resolve_connector
+from .connectors import Connector, resolve_connector
 from .errors import (
     InvalidArgumentError,
 )
@@ -21,8 +21,10 @@ from .violations import CheckWarning, Violation, layout_rules, load_rules, pair_
 
 # Largest KV/attention head count accepted (far above any real model; keeps arithmetic small).
 MAX_HEADS = 1 << 20
-# How many alternatives `check` proposes by default.
+# How many alternatives `check` proposes by default, and at most (more than every pair of
+# sizes up to MAX_TP would be a number the core cannot even hold).
 DEFAULT_ALTERNATIVES = 5
+MAX_ALTERNATIVES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def model_shape(model: Any) -> ModelShape:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The verdict on one P/D pair (or one aggregated instance, ``mode="agg"``).
+    """The verdict on one P/D pair (or one aggregated instance, ``serving="agg"``).
     ``prefill_tp``/``decode_tp`` are the TP sizes of ``prefill_layout``/``decode_layout``
     (an aggregated instance's layout on both). ``alternatives`` are the nearest valid pairs:
     ``(prefill TP, decode TP)`` for TP-only pairs, ``(prefill layout, decode layout)`` names
@@ -84,9 +86,13 @@ class CheckResult:
     gpu: str | None = None
     prefill_fits: bool | None = None
     decode_fits: bool | None = None
-    mode: str = "disagg"
+    #: "disagg" (a P/D pair) or "agg" (one aggregated instance's layout on both sides).
+    serving: str = "disagg"
     prefill_layout: Layout | None = None
     decode_layout: Layout | None = None
+    #: The vLLM version the rules are of, and MoRIIO's mode ("read"/"write"; None for NIXL).
+    vllm_version: str | None = None
+    mode: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -104,12 +110,14 @@ class CheckResult:
         return {
             "ok": self.ok,
             "model": self.model,
-            "mode": self.mode,
+            "serving": self.serving,
             "prefill_tp": self.prefill_tp,
             "decode_tp": self.decode_tp,
             "prefill_layout": str(self.prefill_layout or Layout(self.prefill_tp)),
             "decode_layout": str(self.decode_layout or Layout(self.decode_tp)),
             "connector": self.connector,
+            "vllm_version": self.vllm_version,
+            "mode": self.mode,
             "violations": [v.to_dict() for v in self.violations],
             "warnings": [w.to_dict() for w in self.warnings],
             "alternatives": [list(a) for a in self.alternatives],
@@ -124,7 +132,7 @@ def check(
     prefill_tp: Any = None,
     decode_tp: Any = None,
     *,
-    connector: str = "moriio",
+    connector: str | Connector = "moriio",
     max_acks: int | None = None,
     max_tp: int | None = None,
     alternatives: int = DEFAULT_ALTERNATIVES,
@@ -132,13 +140,16 @@ def check(
     workload: Any = None,
     gpu_memory_utilization: float = 0.9,
     constants: Any = None,
+    vllm_version: str | None = None,
     aggregated: Any = None,
 ) -> CheckResult:
-    """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``, ``"nixl"`` or
-    ``"nixl-legacy"``). Each side is a TP size or a layout (``"tp2dp4ep"``, ``"tp8pp2"``,
-    :class:`pdtp.Layout`): data-parallel ranks, expert parallel and pipeline stages are
-    checked with vLLM's layout rules. ``aggregated=`` checks one aggregated instance's layout
-    instead (no KV connector: the load rules alone).
+    """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``: MoRIIO READ mode,
+    ``"moriio-write"``: MoRIIO WRITE mode, ``"nixl"``, ``"nixl-legacy"``) as vLLM
+    ``vllm_version`` (default: the newest release pdtp knows) would run it. Each side is a
+    TP size or a layout (``"tp2dp4ep"``, ``"tp8pp2"``, :class:`pdtp.Layout`): data-parallel
+    ranks, expert parallel and pipeline stages are checked with vLLM's layout rules.
+    ``aggregated=`` checks one aggregated instance's layout instead (no KV connector: the
+    load rules alone).
 
     ``max_acks`` caps the release acks a prefill rank may wait for (D/P when D > P);
     ``max_tp`` bounds the TP sizes proposed as alternatives (default: 16 or twice the larger
@@ -165,9 +176,11 @@ def check(
         model = ctx.model
     rules_model = model if ctx is not None or not _is_name(model) else _resolved(model)
     shape = model_shape(rules_model)
-    conn = resolve_connector(connector)
+    conn = resolve_connector(connector, vllm_version)
     acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
-    n_alt = positive_int("alternatives", alternatives) if alternatives else 0
+    n_alt = (
+        positive_int("alternatives", alternatives, maximum=MAX_ALTERNATIVES) if alternatives else 0
+    )
     if aggregated is not None:
         if prefill_tp is not None or decode_tp is not None:
             raise InvalidArgumentError(
@@ -175,7 +188,7 @@ def check(
                 "instance's layout), not both"
             )
         return _check_aggregated(
-            rules_model, shape, Layout.of(aggregated, "aggregated"), conn.name, ctx, workload
+            rules_model, shape, Layout.of(aggregated, "aggregated"), conn, ctx, workload
         )
     if prefill_tp is None or decode_tp is None:
         raise InvalidArgumentError(
@@ -188,9 +201,9 @@ def check(
     bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
 
     if tp_only:
-        violations, raw_warnings = pair_rules(shape, p, d, conn.name, acks)
+        violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
     else:
-        violations, raw_warnings = layout_rules(rules_model, pl, dl, conn.name, acks)
+        violations, raw_warnings = layout_rules(rules_model, pl, dl, conn.key, acks)
     sizes = None
     fits: dict[str, bool] = {}
     w = None
@@ -233,7 +246,7 @@ def check(
                     shape.is_mla,
                     p,
                     d,
-                    conn.name,
+                    conn.key,
                     acks,
                     sizes["prefill"],
                     sizes["decode"],
@@ -242,7 +255,7 @@ def check(
             )
         else:
             alts = _layout_alternatives(
-                rules_model, pl, dl, conn.name, acks, loadable, fits_memory, n_alt
+                rules_model, pl, dl, conn.key, acks, loadable, fits_memory, n_alt
             )
     return CheckResult(
         model=shape.name,
@@ -257,6 +270,8 @@ def check(
         decode_fits=fits.get("decode"),
         prefill_layout=pl,
         decode_layout=dl,
+        vllm_version=conn.vllm_version,
+        mode=conn.mode,
     )
 
 
@@ -320,11 +335,11 @@ def _layout_alternatives(
 
 
 def _check_aggregated(
-    model: Any, shape: ModelShape, layout: Layout, connector: str, ctx: Any, workload: Any
+    model: Any, shape: ModelShape, layout: Layout, conn: Connector, ctx: Any, workload: Any
 ) -> CheckResult:
     """One aggregated instance: its layout's load rules (no KV connector) and, with a GPU,
     its memory fit."""
-    violations = load_rules(model, layout, "aggregated", connector)
+    violations = load_rules(model, layout, "aggregated", conn.key)
     fits = None
     if ctx is not None:
         from .perf import memory_fits, side_violations
@@ -339,13 +354,15 @@ def _check_aggregated(
         model=shape.name,
         prefill_tp=layout.tp,
         decode_tp=layout.tp,
-        connector=connector,
+        connector=conn.name,
         violations=tuple(violations),
         warnings=(),
         gpu=ctx.gpu.name if ctx is not None else None,
         prefill_fits=fits,
         decode_fits=fits,
-        mode="agg",
+        serving="agg",
         prefill_layout=layout,
         decode_layout=layout,
+        vllm_version=conn.vllm_version,
+        mode=conn.mode,
     )

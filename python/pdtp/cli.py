@@ -103,6 +103,20 @@ def _layout(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+CONNECTOR_HELP = (
+    "moriio (MoRIIO READ mode, default), moriio-write (MoRIIO WRITE mode), nixl, nixl-legacy "
+    "(NIXL before vLLM 0.14.0)"
+)
+VLLM_VERSION_HELP = (
+    "the vLLM release whose rules apply and whose launch settings are written (default: the "
+    "newest pdtp knows; a newer one uses the newest known rules)"
+)
+
+
+def _add_vllm_version_flag(p: Any, help: str = VLLM_VERSION_HELP) -> None:
+    p.add_argument("--vllm-version", metavar="X.Y.Z", help=help)
+
+
 def _add_pair_flags(p: argparse.ArgumentParser, *, required: bool = True) -> None:
     p.add_argument(
         "--prefill-tp", "-P", type=_layout, required=required, metavar="P",
@@ -115,7 +129,15 @@ def _add_pair_flags(p: argparse.ArgumentParser, *, required: bool = True) -> Non
     p.add_argument(
         "--connector",
         default="moriio",
-        help="KV connector rule profile: moriio (default), nixl, nixl-legacy",
+        help=(
+            "KV connector: moriio (MoRIIO READ mode, default), moriio-write (MoRIIO WRITE "
+            "mode), nixl, nixl-legacy (NIXL before vLLM 0.14.0)"
+        ),
+    )
+    _add_vllm_version_flag(
+        p,
+        "the vLLM release whose rules apply (default: the newest pdtp knows; a newer one uses "
+        "the newest known rules)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -130,7 +152,8 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
         "--config", metavar="PATH", help="HF config.json or model folder instead of MODEL"
     )
     _add_pool_flags(p, "--gpus")
-    p.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    p.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    _add_vllm_version_flag(p)
     p.add_argument(
         "--objective", choices=["throughput", "tokens_per_dollar", "cost"], default="throughput",
         help="most req/s (default), most output tokens per USD, or the cheapest plan for --demand",
@@ -262,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
     _add_pool_flags(z, "--max-gpus")
     _add_mode_flags(z)
-    z.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    z.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    _add_vllm_version_flag(z)
     z.add_argument(
         "--objective", choices=["gpus", "cost"], default="gpus",
         help="fewest GPUs (default) or fewest USD per hour",
@@ -300,6 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--nodes", metavar="LIST", help="free GPUs per node instead: 8,8,5,3")
     r.add_argument("--gpu", help="GPU type (default: the current plan's)")
     r.add_argument("--connector", help="connector (default: the current plan's)")
+    _add_vllm_version_flag(
+        r,
+        "the vLLM release of the new plan (default: the current plan's, else the newest pdtp "
+        "knows); a different release restarts every instance",
+    )
     r.add_argument("--move-cost", metavar="K=V,...", help="weights: start, stop, restart, gpu")
     r.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
     r.add_argument(
@@ -325,7 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--gpu", help="GPU type (default mi300x)")
     f.add_argument("--gpus-per-node", type=int, help="node size (default: the GPU type's)")
     f.add_argument("--objective", choices=["max_min", "weighted"], default="max_min")
-    f.add_argument("--connector", default="moriio")
+    f.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    _add_vllm_version_flag(f)
     f.add_argument("--time-limit", type=float, default=10.0, metavar="S")
     f.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -362,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--connector moriio,nixl -o s.parquet\n"
             "  pdtp sweep grid.yaml --workers 4\n\n"
             "grid file keys: models, gpus, gpu, workloads (list of {isl, osl, ttft_ms, "
-            "tpot_ms}) or isl, osl, ttft_ms, tpot_ms, connector, max_tp, max_acks, "
+            "tpot_ms}) or isl, osl, ttft_ms, tpot_ms, connector, vllm_version, max_tp, max_acks, "
             "gpu_memory_utilization, output, workers, backend, chunk_size"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -375,7 +405,14 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--osl", help="output tokens, one or a list (default 512)")
     sw.add_argument("--ttft", metavar="MS", help="TTFT bounds in ms or none (default 2000)")
     sw.add_argument("--tpot", metavar="MS", help="TPOT bounds in ms or none (default 50)")
-    sw.add_argument("--connector", help="moriio (default), nixl, nixl-legacy, or a list")
+    sw.add_argument(
+        "--connector",
+        help="moriio (default), moriio-write, nixl, nixl-legacy, or a list; name@X.Y.Z pins a "
+        "vLLM release per connector",
+    )
+    _add_vllm_version_flag(
+        sw, "the vLLM release whose rules apply to every connector (default: the newest)"
+    )
     sw.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
     sw.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
     sw.add_argument("--gpu-memory-utilization", type=float, metavar="F")
@@ -505,7 +542,6 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "-o", "--output", metavar="DIR", help="write the files here (default: print them)"
     )
-    w.add_argument("--vllm-version", metavar="X.Y.Z", help="release to launch (default: newest)")
     w.add_argument("--backend", choices=["rdma", "xgmi"], help="force MoRIIO's transport")
     w.add_argument(
         "--ports", metavar="K=V,...",
@@ -787,37 +823,36 @@ def _cmd_check(args: argparse.Namespace) -> int:
         gpu=args.gpu,
         gpu_memory_utilization=args.gpu_memory_utilization,
         aggregated=args.aggregated,
+        vllm_version=args.vllm_version,
     )
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))
         return EXIT_OK if r.ok else EXIT_INVALID
-    if r.mode == "agg":
+    from .connectors import resolve_connector
+
+    label = resolve_connector(r.connector, r.vllm_version).label
+    if r.serving == "agg":
         print(f"{r.model}: aggregated {r.prefill_layout}  (no KV connector)")
     elif r.prefill_layout is not None and not (
         r.prefill_layout.is_tp_only and r.decode_layout is not None and r.decode_layout.is_tp_only
     ):
-        print(
-            f"{r.model}: prefill {r.prefill_layout}  decode {r.decode_layout}  "
-            f"connector={r.connector}"
-        )
+        print(f"{r.model}: prefill {r.prefill_layout}  decode {r.decode_layout}  connector={label}")
     else:
-        print(
-            f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  "
-            f"connector={r.connector}"
-        )
+        print(f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  connector={label}")
     print("VALID" if r.ok else f"INVALID ({len(r.violations)} violation(s))")
     if r.gpu is not None:
         fit = {True: "fits", False: "does not fit"}
         p_fit, d_fit = fit[bool(r.prefill_fits)], fit[bool(r.decode_fits)]
-        if r.mode == "agg":
+        if r.serving == "agg":
             print(f"memory on {r.gpu}: {p_fit}")
         else:
             print(f"memory on {r.gpu}: prefill {p_fit}, decode {d_fit}")
     # vLLM's messages verbatim; pdtp's hints and warnings in this command's flags.
     for v in r.violations:
         err = f"  [vLLM {v.vllm_error}]" if v.vllm_error else ""
+        message = v.message or "(vLLM's assert has no message)"
         hint = in_cli_words(v.hint, args._flags)
-        print(f"\n  x {v.code} ({v.side}){err}\n    {v.message}\n    hint: {hint}")
+        print(f"\n  x {v.code} ({v.side}){err}\n    {message}\n    hint: {hint}")
     for w in r.warnings:
         print(f"\n  ! {w.code}\n    {in_cli_words(w.message, args._flags)}")
     if r.alternatives:
@@ -838,12 +873,16 @@ def _cmd_map(args: argparse.Namespace) -> int:
         kv_heads=shape.num_kv_heads,
         is_mla=shape.is_mla,
         connector=args.connector,
+        vllm_version=args.vllm_version,
     )
     if args.json:
         print(json.dumps(tm.to_dict(), indent=2))
         return EXIT_OK
+    from .connectors import resolve_connector
+
     kind = "MLA latent" if tm.is_mla else f"{tm.kv_heads} KV heads"
-    print(f"P{tm.prefill_tp} -> D{tm.decode_tp}, {kind}, connector={tm.connector}\n")
+    label = resolve_connector(tm.connector, tm.vllm_version).label
+    print(f"P{tm.prefill_tp} -> D{tm.decode_tp}, {kind}, connector={label}\n")
     print(
         table(
             ["decode rank", "holds heads", "reads (prefill rank: heads)"],
@@ -860,12 +899,15 @@ def _cmd_map(args: argparse.Namespace) -> int:
     print()
     print(
         table(
-            ["prefill rank", "holds heads", "read by decode ranks", "acks expected"],
+            ["prefill rank", "holds heads", "KV to decode ranks", "released by", "acks expected"],
             [
                 [
                     p.rank,
                     ranges(p.heads),
-                    ranges(p.readers) if p.readers else "(never read)",
+                    ranges(p.readers) if p.readers else "(none)",
+                    "(decode scheduler)"
+                    if tm.mode == "write"
+                    else (ranges(p.released_by) if p.released_by else "(nobody)"),
                     p.expected_acks,
                 ]
                 for p in tm.prefill
@@ -916,7 +958,7 @@ def _print_infeasible(e: Any, args: argparse.Namespace, as_json: bool | None = N
 def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
     w = plan.workload
     print(
-        f"{plan.model} on {plan.pool or f'{plan.gpus} x {plan.gpu}'} ({plan.connector}); "
+        f"{plan.model} on {plan.pool or f'{plan.gpus} x {plan.gpu}'} ({plan.connector_label}); "
         f"isl={w.isl} osl={w.osl} ttft<={_fmt_slo(w.ttft_ms)} tpot<={_fmt_slo(w.tpot_ms)}"
     )
     gap = "" if plan.status == "OPTIMAL" or plan.gap is None else f", gap {plan.gap:.2%}"
@@ -953,8 +995,8 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
     )
     alt = plan.alternative
     if alt is not None:
-        kind = {"agg": "aggregated", "disagg": "disaggregated"}[alt.mode]
-        gain = plan.mode_gain
+        kind = {"agg": "aggregated", "disagg": "disaggregated"}[alt.serving]
+        gain = plan.serving_gain
         if plan.objective == "throughput" and gain is not None:
             verdict = f"this plan serves {gain:.1%} more"
         elif alt.gpus_used > plan.gpus_used:
@@ -1007,6 +1049,7 @@ def _solve_options(args: argparse.Namespace) -> dict[str, Any]:
         "gpus_per_node": args.gpus_per_node,
         "workload": _workload(args),
         "connector": args.connector,
+        "vllm_version": args.vllm_version,
         "objective": args.objective,
         "demand_rps": args.demand,
         "max_tp": args.max_tp,
@@ -1040,6 +1083,7 @@ def _cmd_size_for(args: argparse.Namespace) -> int:
             gpus_per_node=args.gpus_per_node,
             workload=_workload(args),
             connector=args.connector,
+            vllm_version=args.vllm_version,
             objective=args.objective,
             max_tp=args.max_tp,
             max_acks=args.max_acks,
@@ -1077,6 +1121,7 @@ def _cmd_replan(args: argparse.Namespace) -> int:
             **pool,
             gpu=args.gpu,
             connector=args.connector,
+            vllm_version=args.vllm_version,
             move_cost=move_cost or None,
             time_limit_s=args.time_limit,
         )
@@ -1289,6 +1334,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         objective=args.objective,
         time_limit_s=args.time_limit,
         connector=args.connector,
+        vllm_version=args.vllm_version,
     )
     if args.json:
         print(json.dumps(fp.to_dict(), indent=2))
@@ -1556,7 +1602,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         except (PdtpError, TypeError, ValueError, OverflowError) as e:
             # Rule errors from `map` (an invalid pair) are a "no", not a usage mistake.
-            from .errors import RuleAssertionError, RuleNotImplementedError, RuleValueError
+            from .errors import (
+                RuleAssertionError,
+                RuleConnectorError,
+                RuleNotImplementedError,
+                RuleValueError,
+                RuleZeroDivisionError,
+                UnworkablePairError,
+            )
+
+            rule_errors = (
+                RuleValueError,
+                RuleNotImplementedError,
+                RuleAssertionError,
+                RuleZeroDivisionError,
+                RuleConnectorError,
+                UnworkablePairError,
+            )
 
             message = str(e)
             grid = getattr(args, "grid", None)
@@ -1564,7 +1626,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 # A grid file's own keys (`max_tp`) are its words, not flags: keep them.
                 message = in_cli_words(message, args._flags)
             message = _name_the_file(e, message, args)
-            if isinstance(e, (RuleValueError, RuleNotImplementedError, RuleAssertionError)):
+            if isinstance(e, rule_errors):
                 _say(f"pdtp {command}: invalid pair: {message}")
                 return EXIT_INVALID
             _say(f"pdtp {command}: error: {_name_the_flag(message, args, args._flags)}")

@@ -15,9 +15,12 @@ __all__ = [
     "OutputFileError",
     "PdtpError",
     "RuleAssertionError",
+    "RuleConnectorError",
     "RuleNotImplementedError",
     "RuleValueError",
+    "RuleZeroDivisionError",
     "UnknownNameError",
+    "UnworkablePairError",
 ]
 
 
@@ -35,6 +38,12 @@ class RuleNotImplementedError(PdtpError, NotImplementedError):
 
 class InvalidArgumentError(PdtpError, ValueError):
     """An argument is outside its allowed values; the message names the field."""
+
+
+class UnworkablePairError(InvalidArgumentError):
+    """The pair is invalid although vLLM raises nothing for it: it cannot work (a rank waits
+    for a peer rank that does not exist, or copies a block holding other KV heads) or it
+    breaks a pdtp limit (``max_acks``, memory). The message says which."""
 
 
 class ArgumentTypeError(InvalidArgumentError, TypeError):
@@ -66,4 +75,16 @@ class InfeasibleError(PdtpError):
 
 
 class RuleAssertionError(PdtpError, AssertionError):
-    """A vLLM load-time assertion failed (e.g. KV heads not divisible by the TP size)."""
+    """A vLLM assertion failed (KV heads not divisible by the TP size at load, NIXL's
+    handshake checks). vLLM's text verbatim; where vLLM's ``assert`` has no message, pdtp's
+    hint says what failed."""
+
+
+class RuleZeroDivisionError(PdtpError, ZeroDivisionError):
+    """vLLM crashed with ``ZeroDivisionError`` and no message of its own (NIXL before
+    0.11.1 computes ``decode_tp // prefill_tp`` and divides by it); the message explains."""
+
+
+class RuleConnectorError(PdtpError):
+    """vLLM raised an exception class of its own connector (``MoRIIOError``), which pdtp
+    cannot subclass without importing vLLM; the message is vLLM's text verbatim."""

@@ -391,7 +391,7 @@ def side_violations(
 class Estimate:
     """Predicted performance of one whole configuration. ``requests_per_s`` is
     ``min(prefill_capacity_rps, decode_capacity_rps)`` — the rate both sides sustain; for an
-    aggregated configuration (``mode="agg"``) both capacities are the aggregated instances'.
+    aggregated configuration (``serving="agg"``) both capacities are the aggregated instances'.
     ``prefill_tp``/``decode_tp`` are the TP sizes of the layouts (``prefill_layout``,
     ``decode_layout``; an aggregated configuration's layout on both)."""
 
@@ -412,13 +412,13 @@ class Estimate:
     decode_capacity_rps: float
     valid: bool
     violations: tuple[Violation, ...]
-    mode: str = "disagg"
+    serving: str = "disagg"
     prefill_layout: str = ""
     decode_layout: str = ""
 
     @property
     def bottleneck(self) -> str:
-        if self.mode == "agg":
+        if self.serving == "agg":
             return "aggregated"
         return bottleneck(self.prefill_capacity_rps, self.decode_capacity_rps)
 
@@ -450,6 +450,7 @@ def evaluate(
     max_acks: int | None = None,
     constants: Any = None,
     gpu_memory_utilization: float = DEFAULT_UTILIZATION,
+    vllm_version: str | None = None,
     aggregated: Any = None,
     aggregated_instances: int | None = None,
 ) -> Estimate:
@@ -458,7 +459,8 @@ def evaluate(
     / :class:`pdtp.Layout`), or ``aggregated_instances`` × ``aggregated`` (instances doing
     both phases: capacity at the highest concurrency meeting the SLOs, no KV connector).
     Invalid configurations are reported in ``Estimate.valid`` / ``violations`` (rules,
-    memory, SLOs), not raised.
+    memory, SLOs), not raised; the rules are those of vLLM ``vllm_version`` (default: the
+    newest release pdtp knows).
 
     >>> import pdtp
     >>> e = pdtp.evaluate("llama-3.1-70b", gpu="h100", prefill_tp=4, prefill_instances=2,
@@ -469,7 +471,7 @@ def evaluate(
     ctx = resolve_context(model, gpu, constants, gpu_memory_utilization)
     w = resolve_workload(workload)
     acks = optional_positive_int("max_acks", max_acks)
-    conn = resolve_connector(connector)
+    conn = resolve_connector(connector, vllm_version)
     if aggregated is not None:
         if any(x is not None for x in (prefill_tp, prefill_instances, decode_tp, decode_instances)):
             raise InvalidArgumentError(
@@ -480,7 +482,7 @@ def evaluate(
         n = positive_int("aggregated_instances", aggregated_instances, maximum=1 << 24)
         point = layout_point(ctx, w, layout, "aggregated")
         violations = [
-            *load_rules(ctx.model, layout, "aggregated", conn.name),
+            *load_rules(ctx.model, layout, "aggregated", conn.key),
             *side_violations(ctx, w, point, "aggregated"),
         ]
         cap = n * point.requests_per_s
@@ -502,7 +504,7 @@ def evaluate(
             decode_capacity_rps=cap,
             valid=not violations,
             violations=tuple(violations),
-            mode="agg",
+            serving="agg",
             prefill_layout=str(layout),
             decode_layout=str(layout),
         )
@@ -525,11 +527,11 @@ def evaluate(
     np_ = positive_int("prefill_instances", prefill_instances, maximum=1 << 24)
     nd = positive_int("decode_instances", decode_instances, maximum=1 << 24)
     if pl.is_tp_only and dl.is_tp_only:
-        rule_violations, _ = pair_rules(ctx.model, pl.tp, dl.tp, conn.name, acks)
+        rule_violations, _ = pair_rules(ctx.model, pl.tp, dl.tp, conn.key, acks)
         pp = side_point(ctx, w, pl.tp, prefill=True)
         dp = side_point(ctx, w, dl.tp, prefill=False)
     else:
-        rule_violations, _ = layout_rules(ctx.model, pl, dl, conn.name, acks)
+        rule_violations, _ = layout_rules(ctx.model, pl, dl, conn.key, acks)
         pp = layout_point(ctx, w, pl, "prefill")
         dp = layout_point(ctx, w, dl, "decode")
     violations = [

@@ -353,6 +353,7 @@ def pairs_chart(
 ) -> Any:
     """A heatmap per model (columns) and connector (rows) over (prefill TP, decode TP): each
     cell valid, valid with a warning, or the code of the first rule vLLM rejects it with.
+    A connector ``"name@X.Y.Z"`` is that vLLM release's rules (default: the newest).
     Returns the matplotlib Figure."""
     if path is not None:
         _chart_suffix(path)
@@ -365,8 +366,12 @@ def pairs_chart(
     from .connectors import resolve_connector
 
     ms = [resolve_model(m) for m in ([models] if isinstance(models, str) else list(models))]
+    # "nixl@0.13.0" keeps its release (one row per release compares them); a bare name is
+    # the newest release's rules.
     cs = [
-        resolve_connector(c).name
+        (lambda conn: conn.key if isinstance(c, str) and "@" in c else conn.name)(
+            resolve_connector(c)
+        )
         for c in ([connectors] if isinstance(connectors, str) else connectors)
     ]
     if not ms or not cs:
@@ -514,7 +519,7 @@ def pareto_chart(
         label="valid frontier",
     )
     for mode, style in _MODE_STYLE.items():
-        pts = [p for p in front if p.mode == mode]
+        pts = [p for p in front if p.serving == mode]
         if pts:
             ax.scatter(
                 [p.tokens_per_s_per_user for p in pts],

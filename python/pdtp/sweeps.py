@@ -166,10 +166,17 @@ def _workloads(x: Any) -> list[Workload]:
     return [resolve_workload(w) for w in ([None] if x is None else _as_list(x))] or [Workload()]
 
 
-def _connectors(x: Any) -> list[str]:
+def _connectors(x: Any, vllm_version: Any = None) -> list[str]:
+    """Each connector as the row's ``connector`` value and the core's key: its name (the
+    newest release's rules), or ``name@X.Y.Z`` when a release is pinned (by ``vllm_version``
+    or in the name itself)."""
     from .connectors import resolve_connector
 
-    out = [resolve_connector(c).name for c in _as_list(x)]
+    out = []
+    for c in _as_list(x):
+        conn = resolve_connector(c, vllm_version)
+        pinned = vllm_version is not None or (isinstance(c, str) and "@" in c)
+        out.append(conn.key if pinned else conn.name)
     if not out:
         raise InvalidArgumentError("connector must name at least one connector")
     return out
@@ -424,6 +431,7 @@ def sweep(
     gpu: Any = DEFAULT_GPU,
     workloads: Any = None,
     connector: Any = "moriio",
+    vllm_version: str | None = None,
     workers: int | None = None,
     backend: str = "local",
     max_tp: int | None = None,
@@ -440,10 +448,12 @@ def sweep(
     ``models`` (a model, name, ``"all"`` or a list), ``gpus`` (a budget or a list/range),
     ``gpu`` (a GPU type, ``"all"`` or a list), ``workloads`` (``None`` = defaults, a
     :class:`Workload`/dict or a list) and ``connector`` (a name or a list): the grid is their
-    product. One row per scenario: its inputs, the plan (the same numbers as
-    ``pdtp.solve(..., method="enumerate")``), ``status`` (``OPTIMAL`` / ``INFEASIBLE``),
-    ``solve_ms`` (amortised over a group), ``reason`` (why it is infeasible: the text of
-    ``pdtp.InfeasibleError``) and the ``rule_blind_*`` plan a planner ignoring the
+    product. ``vllm_version`` (default: the newest release pdtp knows) applies every connector's
+    rules of that vLLM release; the rows then name the connector as ``name@X.Y.Z`` (a name like
+    ``"nixl@0.13.0"`` pins one connector's release). One row per scenario: its inputs, the plan
+    (the same numbers as ``pdtp.solve(..., method="enumerate")``), ``status`` (``OPTIMAL`` /
+    ``INFEASIBLE``), ``solve_ms`` (amortised over a group), ``reason`` (why it is infeasible:
+    the text of ``pdtp.InfeasibleError``) and the ``rule_blind_*`` plan a planner ignoring the
     connector's pair rules would pick (``rule_blind_valid``: whether vLLM accepts it).
 
     ``workers``: processes (``None`` = every core once the grid is large enough to pay for
@@ -477,7 +487,12 @@ def sweep(
         gpu_memory_utilization,
         constants,
     )
-    ms, gs, ws, cs = _models(models), _gpus(gpu), _workloads(workloads), _connectors(connector)
+    ms, gs, ws, cs = (
+        _models(models),
+        _gpus(gpu),
+        _workloads(workloads),
+        _connectors(connector, vllm_version),
+    )
     budgets = tuple(_budgets(gpus))
     # Fail fast (here, not in a worker) on a bad utilization or constants override.
     for g in gs:
@@ -676,6 +691,7 @@ GRID_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "ttft_ms": ("a TTFT bound in ms, 'none', or a list", _slos),
     "tpot_ms": ("a TPOT bound in ms, 'none', or a list", _slos),
     "connector": ("a connector name or a list of names", _names),
+    "vllm_version": ("a vLLM release like '0.33.0'", lambda v: isinstance(v, str)),
     "max_tp": ("a positive integer", _is_int),
     "max_acks": ("a positive integer", _is_int),
     "gpu_memory_utilization": ("a number in (0, 1]", _is_number),
@@ -789,6 +805,10 @@ def _check_grid_value(key: str, value: Any) -> None:
         positive_number(key, value)
     elif key == "output":
         output_format(value)
+    elif key == "vllm_version":
+        from .connectors import resolve_connector
+
+        resolve_connector("nixl", value)  # a release pdtp covers (NIXL's range is the widest)
 
 
 def grid_arguments(spec: dict[str, Any]) -> dict[str, Any]:
@@ -827,7 +847,7 @@ def grid_arguments(spec: dict[str, Any]) -> dict[str, Any]:
         "workloads": workloads,
         "connector": parse_names(given("connector", "moriio")),
     }
-    for k in ("max_tp", "max_acks", "workers", "backend", "output", "chunk_size"):
+    for k in ("vllm_version", "max_tp", "max_acks", "workers", "backend", "output", "chunk_size"):
         if spec.get(k) is not None:
             kwargs[k] = spec[k]
     if spec.get("gpu_memory_utilization") is not None:
@@ -894,6 +914,7 @@ def cli_main(args: Any) -> int:
         "ttft_ms": args.ttft,
         "tpot_ms": args.tpot,
         "connector": args.connector,
+        "vllm_version": args.vllm_version,
         "max_tp": args.max_tp,
         "max_acks": args.max_acks,
         "gpu_memory_utilization": args.gpu_memory_utilization,

@@ -1,5 +1,6 @@
-"""``pdtp.transfer_map``: which prefill ranks each decode rank reads, which KV heads move,
-and the release acks each prefill rank waits for."""
+"""``pdtp.transfer_map``: which prefill ranks each decode rank takes KV from, which KV heads
+move, which prefill ranks each decode rank releases and the release acks each prefill rank
+waits for, as the chosen vLLM release does it."""
 
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ class Read:
 class DecodeRank:
     rank: int
     heads: tuple[int, ...]
+    #: Where its KV comes from (read, or written into it in MoRIIO WRITE mode).
     reads: tuple[Read, ...]
+    #: Prefill ranks this rank releases once it has its KV (empty in MoRIIO WRITE mode,
+    #: where the decode scheduler releases every prefill rank).
+    releases: tuple[int, ...] = ()
 
     @property
     def prefill_ranks(self) -> tuple[int, ...]:
@@ -43,6 +48,7 @@ class DecodeRank:
             "rank": self.rank,
             "heads": list(self.heads),
             "reads": [r.to_dict() for r in self.reads],
+            "releases": list(self.releases),
         }
 
 
@@ -50,14 +56,18 @@ class DecodeRank:
 class PrefillRank:
     rank: int
     heads: tuple[int, ...]
+    #: Decode ranks that take KV from this rank.
     readers: tuple[int, ...]
     expected_acks: int
+    #: Decode ranks that release this rank.
+    released_by: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "rank": self.rank,
             "heads": list(self.heads),
             "readers": list(self.readers),
+            "released_by": list(self.released_by),
             "expected_acks": self.expected_acks,
         }
 
@@ -111,6 +121,9 @@ class TransferMap:
     data_parallel: DataParallelPairing | None = None
     prefill_stages: tuple[tuple[int, int], ...] = ()
     decode_stages: tuple[tuple[int, int], ...] = ()
+    #: The vLLM version the map is of, and MoRIIO's mode ("read"/"write"; None for NIXL).
+    vllm_version: str | None = None
+    mode: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +134,8 @@ class TransferMap:
             "kv_heads": self.kv_heads,
             "is_mla": self.is_mla,
             "connector": self.connector,
+            "vllm_version": self.vllm_version,
+            "mode": self.mode,
             "decode": [r.to_dict() for r in self.decode],
             "prefill": [r.to_dict() for r in self.prefill],
             "data_parallel": None if self.data_parallel is None else self.data_parallel.to_dict(),
@@ -138,9 +153,13 @@ def transfer_map(
     is_mla: bool = False,
     connector: str = "moriio",
     num_layers: int | None = None,
+    vllm_version: str | None = None,
 ) -> TransferMap:
-    """The transfer map of a valid pair. An invalid pair raises the error vLLM would raise
-    (``RuleValueError``/``RuleNotImplementedError``/``RuleAssertionError``, all ``PdtpError``).
+    """The transfer map of a valid pair under ``connector`` as vLLM ``vllm_version``
+    (default: the newest release pdtp knows) runs it. An invalid pair raises the error vLLM
+    would raise (``RuleValueError``, ``RuleNotImplementedError``, ``RuleAssertionError``,
+    ``RuleZeroDivisionError``, ``RuleConnectorError``; all ``PdtpError``), or
+    ``InvalidArgumentError`` where vLLM raises nothing but the pair cannot work.
 
     Each side is a TP size or a layout (``"tp2dp4ep"``, ``"tp8pp2"``, :class:`pdtp.Layout`):
     the TP map holds between the TP sizes, per (prefill DP rank, decode DP rank) pair
@@ -151,9 +170,9 @@ def transfer_map(
     >>> m = pdtp.transfer_map(4, 8, kv_heads=4)
     >>> [d.prefill_ranks[0] for d in m.decode]
     [0, 0, 1, 1, 2, 2, 3, 3]
-    >>> m = pdtp.transfer_map("tp4dp2ep", "tp1dp8ep", kv_heads=1, is_mla=True)
+    >>> m = pdtp.transfer_map("tp1dp4ep", "tp1dp8ep", kv_heads=1, is_mla=True)
     >>> m.data_parallel.pairs, m.data_parallel.handshakes
-    (16, 2)
+    (32, 4)
     """
     pl = Layout.of(prefill_tp, "prefill_tp")
     dl = Layout.of(decode_tp, "decode_tp")
@@ -161,21 +180,21 @@ def transfer_map(
     d = positive_int("decode_tp", dl.tp, maximum=MAX_MAP_TP)
     h = positive_int("kv_heads", kv_heads, maximum=MAX_HEADS)
     mla = flag("is_mla", is_mla)
-    conn = resolve_connector(connector)
+    conn = resolve_connector(connector, vllm_version)
     layers = None if num_layers is None else positive_int("num_layers", num_layers, maximum=1 << 20)
     if not (pl.is_tp_only and dl.is_tp_only):
         from .violations import layout_rules
 
         shape = _LayoutShape(math.lcm(p, d), h, mla, layers or max(pl.pp, dl.pp))
-        broken, _ = layout_rules(shape, pl, dl, conn.name, None)
+        broken, _ = layout_rules(shape, pl, dl, conn.key, None)
         broken = [v for v in broken if v.code not in _NOT_MAP_RULES]
         if broken:
             raise broken[0].exception()
-    decode_rows, prefill_rows = _core.transfer_map(p, d, h, mla, conn.name)
+    decode_rows, prefill_rows = _core.transfer_map(p, d, h, mla, conn.key)
     # Warnings come from the same pair check `pdtp.check` runs (attention heads play no part
     # in the map, so any count both sizes divide will do).
     warnings = check(
-        ModelShape(math.lcm(p, d), h, mla), p, d, connector=conn.name, alternatives=0
+        ModelShape(math.lcm(p, d), h, mla), p, d, connector=conn, alternatives=0
     ).warnings
     return TransferMap(
         prefill_tp=p,
@@ -184,12 +203,17 @@ def transfer_map(
         is_mla=mla,
         connector=conn.name,
         decode=tuple(
-            DecodeRank(rank, tuple(heads), tuple(Read(src, tuple(hs)) for src, hs in sources))
-            for rank, heads, sources in decode_rows
+            DecodeRank(
+                rank,
+                tuple(heads),
+                tuple(Read(src, tuple(hs)) for src, hs in sources),
+                tuple(releases),
+            )
+            for rank, heads, sources, releases in decode_rows
         ),
         prefill=tuple(
-            PrefillRank(rank, tuple(heads), tuple(readers), acks)
-            for rank, heads, readers, acks in prefill_rows
+            PrefillRank(rank, tuple(heads), tuple(readers), acks, tuple(released_by))
+            for rank, heads, readers, released_by, acks in prefill_rows
         ),
         warnings=warnings,
         prefill_layout=pl,
@@ -197,6 +221,8 @@ def transfer_map(
         data_parallel=_pairing(pl, dl, conn.kv_connector),
         prefill_stages=_stages(pl, layers),
         decode_stages=_stages(dl, layers),
+        vllm_version=conn.vllm_version,
+        mode=conn.mode,
     )
 
 

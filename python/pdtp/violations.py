@@ -10,25 +10,32 @@ from typing import Any
 
 from . import _core
 from .errors import (
-    InvalidArgumentError,
     PdtpError,
     RuleAssertionError,
+    RuleConnectorError,
     RuleNotImplementedError,
     RuleValueError,
+    RuleZeroDivisionError,
+    UnworkablePairError,
 )
 
 _ERROR_CLASSES: dict[str, type[PdtpError]] = {
     "ValueError": RuleValueError,
     "NotImplementedError": RuleNotImplementedError,
     "AssertionError": RuleAssertionError,
+    "ZeroDivisionError": RuleZeroDivisionError,
+    "MoRIIOError": RuleConnectorError,
 }
 
 
 @dataclass(frozen=True)
 class Violation:
     """One broken rule. ``code`` is a stable identifier; ``message`` is vLLM's exact text
-    where vLLM has one; ``vllm_error`` names the exception vLLM raises (``None`` for
-    pdtp-only limits such as ``max_acks`` or memory)."""
+    where vLLM has one (possibly empty: a bare ``assert``; ``hint`` then says what failed);
+    ``vllm_error`` names the exception vLLM raises (``AssertionError``, ``ValueError``,
+    ``NotImplementedError``, ``ZeroDivisionError``, ``MoRIIOError``), ``None`` where vLLM
+    raises nothing: pdtp-only limits (``max_acks``, memory) and pairs vLLM accepts but that
+    cannot work (a rank waits for a peer that does not exist, or copies the wrong KV heads)."""
 
     code: str
     side: str
@@ -37,8 +44,13 @@ class Violation:
     vllm_error: str | None = None
 
     def exception(self) -> PdtpError:
-        """The exception vLLM would raise, as a pdtp error (also an instance of vLLM's)."""
-        cls = _ERROR_CLASSES.get(self.vllm_error or "", InvalidArgumentError)
+        """The exception vLLM would raise, as a pdtp error (also an instance of vLLM's
+        built-in class), carrying vLLM's message; where that message is empty, the hint."""
+        cls = _ERROR_CLASSES.get(self.vllm_error or "", UnworkablePairError)
+        if not self.message:  # a bare `assert`: vLLM says nothing, the hint says what failed
+            return cls(self.hint)
+        if self.vllm_error == "ZeroDivisionError":  # Python's text names no cause
+            return cls(f"{self.message} ({self.hint})")
         return cls(self.message)
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,7 +72,8 @@ def pair_rules(
     shape: Any, prefill_tp: int, decode_tp: int, connector: str, max_acks: int | None
 ) -> tuple[list[Violation], tuple[CheckWarning, ...]]:
     """The connector's rule violations and warnings for one pair (``shape``: anything with
-    ``num_attention_heads``, ``num_kv_heads``, ``is_mla``), in vLLM's order."""
+    ``num_attention_heads``, ``num_kv_heads``, ``is_mla``), in vLLM's order. ``connector``
+    is a ``_core`` key: ``"name"`` or ``"name@X.Y.Z"``."""
     raw_violations, raw_warnings = _core.check_pair(
         shape.num_attention_heads,
         shape.num_kv_heads,

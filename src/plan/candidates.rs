@@ -336,7 +336,7 @@ pub struct Candidates {
 /// decode on another): MoRIIO moves KV between AMD GPUs, NIXL between NVIDIA GPUs; no
 /// connector crosses vendors.
 pub fn mixing_vendor(profile: &ConnectorProfile) -> Option<Vendor> {
-    match profile.kv_connector {
+    match profile.kv_connector() {
         "MoRIIOConnector" => Some(Vendor::Amd),
         "NixlConnector" => Some(Vendor::Nvidia),
         _ => None,

@@ -1,10 +1,10 @@
 """The one place ``pdtp deploy`` reads a plan: :func:`view_of` turns a :class:`pdtp.Plan` (or
 its JSON, ``pdtp solve --json``) into a :class:`PlanView` — what to launch and where.
 
-Everything else in ``pdtp.deploy`` works from the view, so when the planner carries its own
-placement, GPU types, vLLM version or MoRIIO mode, only this module changes. Until then the
-newer fields are read with fallbacks (``getattr(plan, "vllm_version", None)`` …): a connector
-key ``"moriio@0.33.0"`` names the version, ``"moriio-write"`` the MoRIIO WRITE mode.
+Everything else in ``pdtp.deploy`` works from the view. A plan carries its vLLM release
+(``vllm_version``) and MoRIIO mode (``mode``: ``"read"``/``"write"``); plans written by other
+tools may say neither: then a connector key ``"moriio@0.33.0"`` names the version and
+``"moriio-write"`` the MoRIIO WRITE mode.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def view_of(plan: Any) -> PlanView:
             f"got {type(plan).__name__}"
         )
     name, key_version = _split_connector(plan.connector)
-    if getattr(plan, "mode", "disagg") == "agg" or plan.prefill is None or plan.decode is None:
+    if getattr(plan, "serving", "disagg") == "agg" or plan.prefill is None or plan.decode is None:
         raise InvalidArgumentError(_AGGREGATED)
     placement = getattr(plan, "assignment", None) or getattr(plan, "placement", None)
     if callable(placement):  # today a method; the planner may carry it as data
@@ -147,7 +147,7 @@ def _from_mapping(d: Mapping[str, Any]) -> PlanView:
     if not isinstance(connector, str):
         raise TypeError(f"plan['connector'] must be a string, got {type(connector).__name__}")
     name, key_version = _split_connector(connector)
-    if d.get("mode") == "agg" or d.get("aggregated") is not None:
+    if d.get("serving") == "agg" or d.get("aggregated") is not None:
         raise InvalidArgumentError(_AGGREGATED)
     sides = {}
     for role in ROLES:
@@ -175,7 +175,9 @@ def _from_mapping(d: Mapping[str, Any]) -> PlanView:
         connector=name,
         kv_connector=d.get("kv_connector") or "",
         roles=(d.get("prefill_role"), d.get("decode_role")),
-        read_mode=_read_mode_value(d.get("read_mode", d.get("moriio_mode"))),
+        read_mode=_read_mode_value(
+            next((d[k] for k in ("read_mode", "moriio_mode", "mode") if d.get(k) is not None), None)
+        ),
         version=d.get("vllm_version") or key_version,
         gpu=d.get("gpu"),
         visible_devices_env=d.get("visible_devices_env"),
@@ -397,7 +399,7 @@ def _split_connector(key: str) -> tuple[str, str | None]:
 
 
 def _read_mode_attr(plan: Any) -> bool | None:
-    for attr in ("read_mode", "moriio_read_mode", "moriio_mode"):
+    for attr in ("read_mode", "moriio_read_mode", "moriio_mode", "mode"):
         value = getattr(plan, attr, None)
         if value is not None:
             return _read_mode_value(value)

@@ -317,10 +317,6 @@ def build(
             "the plan must have at least one prefill and one decode instance to deploy"
         )
     version = _version(view, vllm_version)
-    if view.kv_connector == MORIIO and version < MORIIO_SINCE:
-        raise InvalidArgumentError(
-            f"vllm_version {version} has no MoRIIOConnector (it ships from {MORIIO_SINCE})"
-        )
     bases = PortBases.of(ports)
     hosts, notes = _hosts(placed, node_hosts, hosts_file)
     proxy_at = check_host("proxy_host", proxy_host) if proxy_host is not None else hosts[0]
@@ -384,9 +380,16 @@ def build(
 
 
 def _version(view: PlanView, requested: Any) -> Version:
-    if requested is None:
+    """The release to launch: the one asked for, which must be the plan's when the plan
+    names one (and ship the plan's connector: that is said first)."""
+    wanted = resolve_version(requested) if requested is not None else None
+    for v in (wanted, view.vllm_version):
+        if v is not None and view.kv_connector == MORIIO and v < MORIIO_SINCE:
+            raise InvalidArgumentError(
+                f"vllm_version {v} has no MoRIIOConnector (it ships from {MORIIO_SINCE})"
+            )
+    if wanted is None:
         return view.vllm_version or resolve_version(None)
-    wanted = resolve_version(requested)
     if view.vllm_version is not None and wanted != view.vllm_version:
         raise InvalidArgumentError(
             f"vllm_version {wanted} differs from the plan's vLLM {view.vllm_version}, whose "

@@ -142,9 +142,11 @@ def explain(
     valid = [(pt, dt) for pt, dt in pairs if not pair_rules(m, pt, dt, connector, max_acks)[0]]
     if not valid:
         pt, dt = max(pairs, key=lambda x: (min(x), -abs(x[0] - x[1])))
-        why = pair_rules(m, pt, dt, connector, max_acks)[0][0].message
+        first = pair_rules(m, pt, dt, connector, max_acks)[0][0]
+        why = first.message or first.hint  # a bare vLLM assert: the hint says what failed
+        name = connector.partition("@")[0]
         return done(
-            f"no usable pair passes {connector}'s rules (usable prefill tp {_sizes(ps)}, decode "
+            f"no usable pair passes {name}'s rules (usable prefill tp {_sizes(ps)}, decode "
             f"tp {_sizes(ds)}); e.g. P{pt}/D{dt}: {why}"
         )
     pt, dt = min(valid, key=lambda x: (x[0] + x[1], x[0]))
@@ -246,7 +248,7 @@ def _one_type(
         binding, reasons = explain(
             sc.context(model, t),
             entry.workload,
-            sc.connector.name,
+            sc.connector_key,
             pool.gpus_of(t),
             sc.max_tp or pool.node_size[t],
             sc.max_acks,

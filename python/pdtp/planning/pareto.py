@@ -45,7 +45,7 @@ class ParetoPoint:
     output_tokens_per_s: float
     requests_per_s: float
     gpus_used: int
-    mode: str
+    serving: str
     summary: str
     valid: bool = True
     plan: Plan | None = None
@@ -189,7 +189,7 @@ def pareto(
                     best.requests_per_s,
                     w.osl,
                     best.gpus_used,
-                    mode=best.mode,
+                    serving=best.serving,
                     summary=best.summary(),
                     plan=best,
                 )
@@ -206,7 +206,7 @@ def pareto(
                         rps,
                         w.osl,
                         plan_mod.gpus_of(rows, ch),
-                        mode="disagg",
+                        serving="disagg",
                         summary=plan_mod.describe_choice(rows, ch),
                         valid=False,
                     )

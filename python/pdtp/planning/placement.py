@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._shell import command_line
 from ..errors import InvalidArgumentError
@@ -49,18 +49,52 @@ def place(
     return out
 
 
-def kv_transfer_config(plan: Plan, role: str, port: int, proxy_ip: str) -> str:
+def kv_transfer(plan: Plan, role: str, port: int, proxy_ip: str) -> tuple[str, dict[str, str]]:
+    """The ``--kv-transfer-config`` JSON of one instance and the environment it needs.
+
+    MoRIIO's mode is stated, never left to vLLM's default (WRITE in every release): the rules
+    pdtp checked are the rules of the mode that runs. The plan's vLLM release decides where
+    the mode goes (``deployment.launch`` holds that fact): the ``read_mode`` key of
+    ``kv_connector_extra_config`` from 0.23.0, the environment variable before."""
     kv_role = plan.prefill_role if role == "prefill" else plan.decode_role
     config: dict[str, object] = {"kv_connector": plan.kv_connector, "kv_role": kv_role}
+    env: dict[str, str] = {}
     if plan.kv_connector == "MoRIIOConnector":
-        config["kv_connector_extra_config"] = {
+        from ..deployment.launch import MORIIO_READ_MODE_ENV, MORIIO_READ_MODE_KEY_SINCE
+
+        extra: dict[str, object] = {
             "proxy_ip": proxy_ip,
             "proxy_ping_port": MORIIO_PROXY_PING_PORT,
             "http_port": port,
             "handshake_port": port + 100,
             "notify_port": port + 200,
         }
-    return json.dumps(config, separators=(",", ":"))
+        flag = "true" if _moriio_mode(plan) == "read" else "false"
+        if _release(plan) >= MORIIO_READ_MODE_KEY_SINCE:
+            extra["read_mode"] = flag
+        else:
+            env[MORIIO_READ_MODE_ENV] = flag
+        config["kv_connector_extra_config"] = extra
+    return json.dumps(config, separators=(",", ":")), env
+
+
+def _moriio_mode(plan: Plan) -> str | None:
+    mode = getattr(plan, "mode", None)
+    if mode is None:
+        from ..connectors import resolve_connector
+
+        mode = resolve_connector(plan.connector).mode
+    return mode
+
+
+def _release(plan: Plan) -> Any:
+    """The plan's vLLM release as ``deployment.versions.Version`` (the newest when unnamed)."""
+    from ..connectors import DEFAULT_VLLM_VERSION
+    from ..deployment.versions import Version
+
+    text = getattr(plan, "vllm_version", None) or DEFAULT_VLLM_VERSION
+    parts = [int(x) for x in text.split(".")[:3]]
+    return Version(*(parts + [0] * (3 - len(parts))))
 
 
 # vLLM's DP coordinator and torch.distributed rendezvous ports of a multi-node instance
@@ -167,7 +201,9 @@ def commands(
             if plan.kv_dtype == "fp8":
                 argv += ["--kv-cache-dtype", "fp8"]
             if role != "aggregated":
-                argv += ["--kv-transfer-config", kv_transfer_config(plan, role, port, proxy_ip)]
+                config, mode_env = kv_transfer(plan, role, port, proxy_ip)
+                env.update(mode_env)
+                argv += ["--kv-transfer-config", config]
             where = (
                 f"node {node}" if len(nodes) == 1 else f"node {node} ({rank + 1} of {len(nodes)})"
             )

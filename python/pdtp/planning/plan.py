@@ -67,10 +67,10 @@ class Side:
 
 @dataclass(frozen=True)
 class Alternative:
-    """The best plan of the other mode (aggregated vs disaggregated) in the same pool: what
+    """The best plan of the other serving mode (aggregated vs disaggregated) in the same pool: what
     the chosen plan is compared with. ``summary`` names its instances."""
 
-    mode: str
+    serving: str
     requests_per_s: float
     gpus_used: int
     summary: str
@@ -111,10 +111,11 @@ class Plan:
     first unproven stage, None when no bound is known); ``method`` says who decided
     (``cpsat``, or ``enumerate``: the exhaustive oracle).
 
-    ``mode`` is ``"disagg"`` (``prefill`` and ``decode`` instances, KV moved by the
+    ``serving`` is ``"disagg"`` (``prefill`` and ``decode`` instances, KV moved by the
     connector) or ``"agg"`` (``aggregated`` instances doing both phases; ``prefill`` and
     ``decode`` are then None). ``alternative`` is the best plan of the other mode in the
-    same pool, when the planner considered both (``mode="auto"``)."""
+    same pool, when the planner considered both (``mode="auto"``). ``mode`` is MoRIIO's
+    transfer mode (see below), not this."""
 
     model: str
     model_id: str
@@ -146,10 +147,14 @@ class Plan:
     gap: float | None = 0.0
     objective: str = "throughput"
     cost_per_hour: float | None = None
+    #: The vLLM release the plan's rules are of (and that its launch lines start), and
+    #: MoRIIO's transfer mode (``"read"``/``"write"``; None for NIXL): what was checked is
+    #: what runs.
     vllm_version: str | None = None
+    mode: str | None = None
     pool: str = ""
     notes: tuple[str, ...] = ()
-    mode: str = "disagg"
+    serving: str = "disagg"
     aggregated: Side | None = None
     alternative: Alternative | None = None
     # Aggregated: clients in flight per instance at the operating point.
@@ -177,12 +182,12 @@ class Plan:
 
     @property
     def bottleneck(self) -> str:
-        if self.mode == "agg":
+        if self.serving == "agg":
             return "aggregated"
         return bottleneck(self.prefill_capacity_rps, self.decode_capacity_rps)
 
     @property
-    def mode_gain(self) -> float | None:
+    def serving_gain(self) -> float | None:
         """How much more this plan serves than :attr:`alternative` (0.25 = 25% more; None
         without an alternative or when the alternative serves nothing)."""
         alt = self.alternative
@@ -193,6 +198,13 @@ class Plan:
     def summary(self) -> str:
         """``6x prefill tp2 + 6x decode tp2`` or ``4x aggregated tp2dp4ep``."""
         return " + ".join(f"{s.instances}x {role} {s.layout}" for role, s in self.sides)
+
+    @property
+    def connector_label(self) -> str:
+        """``"moriio (READ mode), vLLM 0.33.0"``: the connector, its mode and release."""
+        from ..connectors import resolve_connector
+
+        return resolve_connector(self.connector, self.vllm_version).label
 
     @property
     def output_tokens_per_dollar(self) -> float | None:
@@ -208,11 +220,12 @@ class Plan:
             "gpu": self.gpu,
             "connector": self.connector,
             "vllm_version": self.vllm_version,
+            "mode": self.mode,
             "workload": self.workload.to_dict(),
             "gpus": self.gpus,
             "pool": self.pool,
             "gpus_used": self.gpus_used,
-            "mode": self.mode,
+            "serving": self.serving,
             "prefill": self.prefill.to_dict() if self.prefill is not None else None,
             "decode": self.decode.to_dict() if self.decode is not None else None,
             "aggregated": self.aggregated.to_dict() if self.aggregated is not None else None,
@@ -345,7 +358,7 @@ def build(
     pl, dl = Layout(*p.layout), Layout(*d.layout)
     warnings: tuple[CheckWarning, ...] = ()
     if not agg:
-        violations, found = layout_rules(entry.model, pl, dl, sc.connector.name, sc.max_acks)
+        violations, found = layout_rules(entry.model, pl, dl, sc.connector_key, sc.max_acks)
         warnings = () if violations else found
     return Plan(
         model=entry.model.name,
@@ -357,7 +370,7 @@ def build(
         prefill=None if agg else Side.of(pl, np_, gp.name),
         decode=None if agg else Side.of(dl, nd, gd.name),
         aggregated=Side.of(pl, np_, gp.name) if agg else None,
-        mode="agg" if agg else "disagg",
+        serving="agg" if agg else "disagg",
         concurrency=p.concurrency * np_ if agg else None,
         requests_per_s=rps,
         output_tokens_per_s=rps * entry.workload.osl,
@@ -381,7 +394,8 @@ def build(
         gap=decision.gap,
         objective=sc.objective,
         cost_per_hour=cost,
-        vllm_version=sc.vllm_version,
+        vllm_version=sc.connector.vllm_version,
+        mode=sc.connector.mode,
         pool=pool.describe(),
         notes=notes,
         placer=placer,
@@ -448,8 +462,9 @@ def rule_note(
     bp, bd = rows[b.prefill], rows[b.decode]
     served, mine = served_of(rows, b), served_of(rows, c)
     pl, dl = Layout(*bp.layout), Layout(*bd.layout)
-    broken, _ = layout_rules(sc.models[0].model, pl, dl, sc.connector.name, sc.max_acks)
-    why = broken[0].message if broken else "rejected by the connector's rules"
+    broken, _ = layout_rules(sc.models[0].model, pl, dl, sc.connector_key, sc.max_acks)
+    # A bare vLLM assert has no message: its hint says what failed.
+    why = (broken[0].message or broken[0].hint) if broken else "rejected by the connector's rules"
     what = (
         f"{b.prefill_instances}x prefill {_named(pl)} + {b.decode_instances}x decode {_named(dl)}"
     )

@@ -237,6 +237,7 @@ class _Current:
     prefill: Side | None
     decode: Side | None
     aggregated: Side | None = None
+    vllm_version: str | None = None
 
     def gpu_of(self, side: Side) -> str | None:
         return side.gpu or self.gpu
@@ -313,6 +314,7 @@ def _current(current: Any, model: Any) -> _Current:
             current.prefill,
             current.decode,
             current.aggregated,
+            current.vllm_version,
         )
     if not isinstance(current, Mapping):
         raise TypeError(
@@ -328,10 +330,11 @@ def _current(current: Any, model: Any) -> _Current:
             )
     gpu = current.get("gpu")
     connector = current.get("connector")
-    for name, v in (("gpu", gpu), ("connector", connector)):
+    version = current.get("vllm_version")
+    for name, v in (("gpu", gpu), ("connector", connector), ("vllm_version", version)):
         if v is not None and not isinstance(v, str):
             raise TypeError(f"current[{name!r}] must be a string, got {type(v).__name__}")
-    if current.get("aggregated") is not None or current.get("mode") == "agg":
+    if current.get("aggregated") is not None or current.get("serving") == "agg":
         if current.get("prefill") is not None or current.get("decode") is not None:
             raise InvalidArgumentError(
                 "current runs aggregated instances or a P/D split, not both: give "
@@ -345,6 +348,7 @@ def _current(current: Any, model: Any) -> _Current:
             None,
             None,
             _side_of(current, "aggregated"),
+            version,
         )
     return _Current(
         model,
@@ -353,6 +357,8 @@ def _current(current: Any, model: Any) -> _Current:
         current.get("workload"),
         _side_of(current, "prefill"),
         _side_of(current, "decode"),
+        None,
+        version,
     )
 
 
@@ -381,14 +387,15 @@ def replan(
     """A plan serving ``demand_rps`` on the pool (``max_gpus`` or ``nodes``, as in
     ``size_for``) that disturbs ``current`` least.
 
-    ``current`` is a :class:`pdtp.Plan` or a dict with the same fields — ``model``,
-    ``prefill: {"tp", "instances"}`` and ``decode: {...}`` (``Plan.to_dict()`` works), or
-    flat ``prefill_tp`` / ``prefill_instances`` / ``decode_tp`` / ``decode_instances`` —
-    and optionally ``gpu``, ``connector`` and ``workload``, which ``gpu`` / ``connector`` /
-    ``workload`` default to (then to ``solve``'s defaults). Instance counts may be 0 (a
-    side not yet deployed). When the GPU type or connector changes, every current
-    instance is stopped. ``model`` overrides the model ``current`` names (pass the
-    ``pdtp.Model`` when the plan came from a custom config rather than the catalog).
+    ``current`` is a :class:`pdtp.Plan` or a dict with the same fields — ``model``, ``prefill:
+    {"tp", "instances"}`` and ``decode: {...}`` (``Plan.to_dict()`` works), or flat
+    ``prefill_tp`` / ``prefill_instances`` / ``decode_tp`` / ``decode_instances`` — and
+    optionally ``gpu``, ``connector``, ``vllm_version`` and ``workload``, which ``gpu`` /
+    ``connector`` / ``vllm_version`` / ``workload`` default to (then to ``solve``'s defaults).
+    Instance counts may be 0 (a side not yet deployed). When the GPU type, connector or vLLM
+    release changes, every current instance is stopped. ``model`` overrides the model
+    ``current`` names (pass the ``pdtp.Model`` when the plan came from a custom config rather
+    than the catalog).
 
     The cost is GPUs started and stopped, weighted by ``move_cost`` (a :class:`MoveCost`
     or a dict of its fields): keeping a side's TP size and adding or removing instances
@@ -422,8 +429,14 @@ def replan(
     pool = scenario.resolve_pool(
         max_gpus, nodes, target_gpu, gpus_per_node, None, budget_field="max_gpus"
     )
+    if vllm_version is None and isinstance(target_conn, str) and "@" not in target_conn:
+        vllm_version = cur.vllm_version  # the running release, unless told otherwise
     conn, _ = scenario.resolve_connector_key(target_conn, vllm_version)
-    same_connector = cur.connector is None or _same_connector(cur.connector, conn.name)
+    # Another connector or vLLM release restarts every instance.
+    same_connector = cur.connector is None or (
+        _same_connector(cur.connector, conn.name)
+        and (cur.vllm_version is None or _release(cur.vllm_version) == _release(conn.vllm_version))
+    )
 
     # A running side that names no GPU type runs on the one the pool is planned on.
     default_gpu = pool.names[0] if len(pool.types) == 1 else None
@@ -557,3 +570,11 @@ def _same_connector(current: str, target: str) -> bool:
         return resolve_connector(current).name == target
     except LookupError:
         return False
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"0.33"`` and ``"0.33.0"`` name one release."""
+    parts = [int(x) if x.isdigit() else -1 for x in version.strip().lstrip("v").split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)

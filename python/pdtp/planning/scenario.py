@@ -282,14 +282,8 @@ def resolve_connector_key(connector: Any, vllm_version: Any) -> tuple[Connector,
             raise TypeError(
                 f"vllm_version must be a version string like '0.11.0', got {vllm_version!r}"
             )
-        try:
-            conn = resolve_connector(connector, vllm_version=vllm_version)  # type: ignore[call-arg]
-        except TypeError:
-            raise InvalidArgumentError(
-                "vllm_version: this pdtp has one connector profile per connector (no "
-                "per-version rules yet); leave vllm_version unset"
-            ) from None
-    return conn, str(getattr(conn, "key", conn.name))
+        conn = resolve_connector(connector, vllm_version=vllm_version)
+    return conn, conn.key
 
 
 @dataclass(frozen=True)
