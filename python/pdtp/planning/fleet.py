@@ -198,6 +198,17 @@ def _packs(counts: Mapping[int, int], caps: Sequence[tuple[int, int]]) -> bool:
     cost does not grow with the pool; exact for sizes that divide each other (a hint only
     needs "fits", CP-SAT decides the rest)."""
     runs = [list(c) for c in caps]
+    # An instance larger than any node spans whole nodes (data-parallel ranks or pipeline
+    # stages across nodes): one node-sized piece per node it spans.
+    top = max((free for free, n in caps if n), default=0)
+    if top and any(s > top for s in counts):
+        spread: dict[int, int] = {}
+        for s, k in counts.items():
+            if s > top and s % top == 0:
+                spread[top] = spread.get(top, 0) + k * (s // top)
+            else:
+                spread[s] = spread.get(s, 0) + k
+        counts = spread
     for s in sorted(counts, reverse=True):
         left = counts[s]
         nxt: list[list[int]] = []
