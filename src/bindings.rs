@@ -335,6 +335,39 @@ fn check_layouts(
     ))
 }
 
+/// MoRIIO's port offsets for rank (`dp_rank`, `tp_rank`) of an instance of TP `tp` under a
+/// connector key (`"moriio@X.Y.Z"`): `(bound, dialed)` — the offset the rank binds from
+/// `handshake_port` and the one a peer dials to reach it, as that release's code derives them
+/// (`connector::parallel`, proven by the layout golden data). `None` for NIXL.
+#[pyfunction]
+fn moriio_port_offsets(
+    py: Python<'_>,
+    connector: &str,
+    dp_rank: i64,
+    tp_rank: i64,
+    tp: i64,
+) -> PyResult<Option<(i64, i64)>> {
+    let prof = profile(py, connector)?;
+    if !(0..1 << 20).contains(&dp_rank)
+        || !(1..=1 << 20).contains(&tp)
+        || !(0..tp).contains(&tp_rank)
+    {
+        return Err(invalid(
+            py,
+            format!("need 0 <= dp_rank, 0 <= tp_rank < tp <= 2^20; got dp_rank={dp_rank}, tp_rank={tp_rank}, tp={tp}"),
+        ));
+    }
+    let Some((_, dp_dial)) = prof.rules.moriio_dials() else {
+        return Ok(None);
+    };
+    let bound = connector::moriio_bind_offset(dp_rank, tp_rank);
+    // A peer of the same TP size reaches rank t of remote DP rank k (SameRank: no TP remap).
+    let dialed =
+        connector::moriio_dial_offset(connector::Dial::SameRank, dp_dial, dp_rank, tp, tp_rank, tp)
+            .map_err(|e| invalid(py, e.message().to_string()))?;
+    Ok(Some((bound, dialed)))
+}
+
 /// The load violations of one instance's layout (`side`: prefill, decode or aggregated).
 #[pyfunction]
 fn layout_load_violations(
@@ -2041,6 +2074,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_layers, m)?)?;
     m.add_function(wrap_pyfunction!(check_layouts, m)?)?;
     m.add_function(wrap_pyfunction!(layout_load_violations, m)?)?;
+    m.add_function(wrap_pyfunction!(moriio_port_offsets, m)?)?;
     m.add_function(wrap_pyfunction!(predict_prefill, m)?)?;
     m.add_function(wrap_pyfunction!(predict_decode, m)?)?;
     m.add_function(wrap_pyfunction!(side_option, m)?)?;

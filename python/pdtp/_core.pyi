@@ -34,6 +34,7 @@ __all__ = [
     "layout_load_violations",
     "layout_option",
     "loadable_sizes",
+    "moriio_port_offsets",
     "parse_layout",
     "predict_decode",
     "predict_prefill",
@@ -112,6 +113,9 @@ def check_layouts(
     connector: str,
     max_acks: int | None = None,
 ) -> tuple[list[tuple[str, str, str, str, str]], list[tuple[str, str]]]: ...
+def moriio_port_offsets(
+    connector: str, dp_rank: int, tp_rank: int, tp: int
+) -> tuple[int, int] | None: ...
 def layout_load_violations(
     model: _LayoutModel, layout_: tuple[int, int, int, bool], side: str, connector: str
 ) -> list[tuple[str, str, str, str, str]]: ...
