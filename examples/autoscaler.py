@@ -37,6 +37,11 @@ class Tick:
     clamped: bool
 
 
+# This autoscaler scales a P/D deployment (prefill and decode sides); pdtp's planners would
+# also consider aggregated instances (mode="auto").
+MODE = "disagg"
+
+
 def read_trace(path: str | pathlib.Path) -> list[tuple[float, float]]:
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -76,19 +81,19 @@ def run(
             try:
                 if current is None:
                     plan = pdtp.size_for(
-                        model, target, max_gpus=max_gpus, gpu=gpu, workload=workload
+                        model, target, max_gpus=max_gpus, gpu=gpu, workload=workload, mode=MODE
                     )
                     step = None
                 else:
                     step = pdtp.replan(
-                        current, target, max_gpus=max_gpus, gpu=gpu, workload=workload
+                        current, target, max_gpus=max_gpus, gpu=gpu, workload=workload, mode=MODE
                     )
                     plan = step.plan
                 break
             except pdtp.InfeasibleError:
                 if capacity is None:
                     capacity = pdtp.solve(
-                        model, max_gpus, gpu=gpu, workload=workload
+                        model, max_gpus, gpu=gpu, workload=workload, mode=MODE
                     ).requests_per_s
                 if target <= capacity:
                     raise

@@ -13,13 +13,14 @@ use crate::perf::{self, Constants, GpuPerf, ModelPerf, Workload};
 use std::sync::Arc;
 
 use crate::layout::Layout;
+use crate::layout_rules::{self, LayoutModel};
 use crate::perf::fit::{self as perf_fit, FitOptions, FitPoint, Prior};
 use crate::perf::serving::{self, Engine, ServingWorkload};
 use crate::perf::{StepBatch, WeightFormat};
 use crate::plan::{
-    self, cluster::TooLarge, oracle, relax, rule_blind, Candidates, Choice, GpuType, ModelSpec,
-    MoveCost, NodeClass, Objective, Order, Pair, Role, Running, Scenario, Sense, SideOption,
-    Solution, Value, Vendor,
+    self, cluster::TooLarge, oracle, relax, rule_blind, Candidates, Choice, Families, GpuType,
+    LayoutSpace, Mode, ModelSpec, MoveCost, NodeClass, Objective, Order, Pair, Role, Running,
+    Scenario, Sense, SideOption, Solution, Value, Vendor,
 };
 use crate::rules::{self, RuleError};
 use crate::sim;
@@ -263,6 +264,137 @@ fn transfer_map(
     }
 }
 
+// ---- layouts: parsing and vLLM's layout rules ----------------------------------------------
+
+/// `(tp, pp, dp, ep)` of a layout string (`tp2dp4ep`, `tp8pp2`, `tp2·dp4·ep`); an
+/// `InvalidArgumentError` naming the form otherwise.
+#[pyfunction]
+fn parse_layout(py: Python<'_>, text: &str) -> PyResult<LayoutTuple> {
+    Layout::parse(text)
+        .map(|l| (l.tp, l.pp, l.dp, l.ep))
+        .map_err(|e| pdtp_error(py, "InvalidArgumentError", e))
+}
+
+/// The `(first, end)` layers of each of `pp` pipeline stages (vLLM's `get_pp_indices`).
+#[pyfunction]
+fn stage_layers(py: Python<'_>, pp: i64, num_layers: i64) -> PyResult<Vec<(i64, i64)>> {
+    if !(1..=crate::layout::MAX_DIM).contains(&pp) || !(0..=1 << 20).contains(&num_layers) {
+        return Err(invalid(
+            py,
+            format!(
+                "pp must be in [1, {}] and num_layers in [0, 2^20]",
+                crate::layout::MAX_DIM
+            ),
+        ));
+    }
+    let l = Layout {
+        pp,
+        ..Layout::tp(1)
+    };
+    shielded(py, || l.stage_layers(num_layers))
+}
+
+/// A model as the layout rules see it: `(heads, kv_heads, is_mla, layers, experts,
+/// supports_pp)`.
+type LayoutModelTuple = (i64, i64, bool, i64, i64, bool);
+
+fn layout_model(t: LayoutModelTuple) -> LayoutModel {
+    LayoutModel {
+        shape: Shape {
+            num_attention_heads: t.0,
+            num_kv_heads: t.1,
+            is_mla: t.2,
+        },
+        num_layers: t.3,
+        num_experts: t.4,
+        supports_pp: t.5,
+    }
+}
+
+/// `(violations, warnings)` of a (prefill layout, decode layout) pair, as `check_pair`.
+#[pyfunction]
+#[pyo3(signature = (model, prefill, decode, connector, max_acks=None))]
+#[allow(clippy::type_complexity)]
+fn check_layouts(
+    py: Python<'_>,
+    model: LayoutModelTuple,
+    prefill: LayoutTuple,
+    decode: LayoutTuple,
+    connector: &str,
+    max_acks: Option<i64>,
+) -> PyResult<(Vec<ViolationTuple>, Vec<(&'static str, String)>)> {
+    let prof = profile(py, connector)?;
+    let (m, p, d) = (layout_model(model), layout(prefill), layout(decode));
+    let report = shielded(py, || layout_rules::pair_report(&m, &p, &d, prof, max_acks))?;
+    Ok((
+        report.violations.into_iter().map(violation_tuple).collect(),
+        report
+            .warnings
+            .into_iter()
+            .map(|w| (w.code, w.message))
+            .collect(),
+    ))
+}
+
+/// MoRIIO's port offsets for rank (`dp_rank`, `tp_rank`) of an instance of TP `tp` under a
+/// connector key (`"moriio@X.Y.Z"`): `(bound, dialed)` — the offset the rank binds from
+/// `handshake_port` and the one a peer dials to reach it, as that release's code derives them
+/// (`connector::parallel`, proven by the layout golden data). `None` for NIXL.
+#[pyfunction]
+fn moriio_port_offsets(
+    py: Python<'_>,
+    connector: &str,
+    dp_rank: i64,
+    tp_rank: i64,
+    tp: i64,
+) -> PyResult<Option<(i64, i64)>> {
+    let prof = profile(py, connector)?;
+    if !(0..1 << 20).contains(&dp_rank)
+        || !(1..=1 << 20).contains(&tp)
+        || !(0..tp).contains(&tp_rank)
+    {
+        return Err(invalid(
+            py,
+            format!("need 0 <= dp_rank, 0 <= tp_rank < tp <= 2^20; got dp_rank={dp_rank}, tp_rank={tp_rank}, tp={tp}"),
+        ));
+    }
+    let Some((_, dp_dial)) = prof.rules.moriio_dials() else {
+        return Ok(None);
+    };
+    let bound = connector::moriio_bind_offset(dp_rank, tp_rank);
+    // A peer of the same TP size reaches rank t of remote DP rank k (SameRank: no TP remap).
+    let dialed =
+        connector::moriio_dial_offset(connector::Dial::SameRank, dp_dial, dp_rank, tp, tp_rank, tp)
+            .map_err(|e| invalid(py, e.message().to_string()))?;
+    Ok(Some((bound, dialed)))
+}
+
+/// The load violations of one instance's layout (`side`: prefill, decode or aggregated).
+#[pyfunction]
+fn layout_load_violations(
+    py: Python<'_>,
+    model: LayoutModelTuple,
+    layout_: LayoutTuple,
+    side: &str,
+    connector: &str,
+) -> PyResult<Vec<ViolationTuple>> {
+    let prof = profile(py, connector)?;
+    let side: &'static str = match side {
+        "prefill" => "prefill",
+        "decode" => "decode",
+        "aggregated" => layout_rules::AGGREGATED,
+        s => {
+            return Err(invalid(
+                py,
+                format!("side must be prefill, decode or aggregated, got {s:?}"),
+            ))
+        }
+    };
+    let (m, l) = (layout_model(model), layout(layout_));
+    let v = shielded(py, || layout_rules::load_violations(&m, &l, side, prof))?;
+    Ok(v.into_iter().map(violation_tuple).collect())
+}
+
 // ---- connector profiles per vLLM release ------------------------------------------------
 
 /// A connector resolved at one vLLM version (what `resolve_connector` returns).
@@ -487,6 +619,48 @@ fn side_row(o: &SideOption) -> SideRow {
     )
 }
 
+/// One instance kind's operating point for any layout and role (`prefill`, `decode`,
+/// `aggregated`): the side row, then `(ttft_s, concurrency, weight bytes per GPU)`. The
+/// model's layout load rules are applied (`layout_model` as in `check_layouts`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn layout_option(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    rules_model: LayoutModelTuple,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    work: &Bound<'_, PyDict>,
+    layout_: LayoutTuple,
+    role: &str,
+    util: f64,
+    max_num_batched_tokens: f64,
+) -> PyResult<(SideRow, f64, i64, f64)> {
+    let (m, g, c, w) = (
+        model_perf(model)?,
+        gpu_perf(gpu)?,
+        constants(consts)?,
+        workload(work)?,
+    );
+    let role = role_of(py, role)?;
+    let (lm, l) = (layout_model(rules_model), layout(layout_));
+    let o = released(py, move || {
+        let mut o = plan::candidates::operating_point(
+            &m,
+            &g,
+            &c,
+            &w,
+            util,
+            &l,
+            role,
+            max_num_batched_tokens,
+        );
+        o.loads = layout_rules::loads(&lm, &l);
+        (o, perf::weight_bytes_per_gpu(&m, &l))
+    })?;
+    Ok((side_row(&o.0), o.0.ttft, o.0.concurrency, o.1))
+}
+
 /// One side's operating point at one TP size (the numbers `evaluate` reports).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
@@ -526,7 +700,8 @@ struct PyModelSpec {
 #[pymethods]
 impl PyModelSpec {
     #[new]
-    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0))]
+    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0, supports_pp=false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         name: String,
         model: &Bound<'_, PyDict>,
@@ -534,6 +709,7 @@ impl PyModelSpec {
         gpus: Vec<Bound<'_, PyDict>>,
         demand_rps: f64,
         weight: f64,
+        supports_pp: bool,
     ) -> PyResult<Self> {
         Ok(PyModelSpec {
             inner: ModelSpec {
@@ -543,6 +719,7 @@ impl PyModelSpec {
                 gpu_perf: gpus.iter().map(gpu_perf).collect::<PyResult<_>>()?,
                 demand_rps,
                 weight,
+                supports_pp,
             },
         })
     }
@@ -562,7 +739,7 @@ struct PyGpuType {
 #[pymethods]
 impl PyGpuType {
     #[new]
-    #[pyo3(signature = (*, name, vendor, constants, node_size, price=0))]
+    #[pyo3(signature = (*, name, vendor, constants, node_size, price=0, max_num_batched_tokens=plan::candidates::DEFAULT_BATCHED_TOKENS))]
     fn new(
         py: Python<'_>,
         name: String,
@@ -570,6 +747,7 @@ impl PyGpuType {
         constants: &Bound<'_, PyDict>,
         node_size: i64,
         price: i64,
+        max_num_batched_tokens: f64,
     ) -> PyResult<Self> {
         let vendor = match vendor {
             "AMD" => Vendor::Amd,
@@ -581,10 +759,17 @@ impl PyGpuType {
                 ))
             }
         };
-        if node_size < 1 || price < 0 {
+        if node_size < 1
+            || price < 0
+            || max_num_batched_tokens.is_nan()
+            || max_num_batched_tokens < 1.0
+        {
             return Err(invalid(
                 py,
-                format!("GPU type {name}: node_size must be >= 1 and price >= 0"),
+                format!(
+                    "GPU type {name}: node_size must be >= 1, price >= 0 and \
+                     max_num_batched_tokens >= 1"
+                ),
             ));
         }
         Ok(PyGpuType {
@@ -594,6 +779,7 @@ impl PyGpuType {
                 constants: self::constants(constants)?,
                 node_size,
                 price,
+                max_num_batched_tokens,
             },
         })
     }
@@ -612,12 +798,66 @@ struct PyScenario {
     connector_key: String,
 }
 
-type RunningArg = (Option<usize>, i64, i64);
+/// A running side from Python: `(gpu type, role, (tp, pp, dp, ep), instances)`.
+type RunningArg = (Option<usize>, String, LayoutTuple, i64);
+
+fn role_of(py: Python<'_>, name: &str) -> PyResult<Role> {
+    match name {
+        "prefill" => Ok(Role::Prefill),
+        "decode" => Ok(Role::Decode),
+        "aggregated" => Ok(Role::Aggregated),
+        r => Err(invalid(
+            py,
+            format!("role must be prefill, decode or aggregated, got {r:?}"),
+        )),
+    }
+}
+
+/// The layout space from Python: `None` (pdtp's default) or `(families, explicit)` with
+/// families a list of names (`tp`, `ep`, `dp`, `pp`) and explicit layouts as tuples.
+type LayoutsArg = Option<(Option<Vec<String>>, Vec<LayoutTuple>)>;
+
+fn layout_space(py: Python<'_>, arg: LayoutsArg) -> PyResult<LayoutSpace> {
+    let Some((families, explicit)) = arg else {
+        return Ok(LayoutSpace::default());
+    };
+    let families = match families {
+        None => None,
+        Some(names) => {
+            let mut f = Families {
+                tp: false,
+                ep: false,
+                dp: false,
+                pp: false,
+            };
+            for n in names {
+                match n.as_str() {
+                    "tp" => f.tp = true,
+                    "ep" => f.ep = true,
+                    "dp" => f.dp = true,
+                    "pp" => f.pp = true,
+                    other => {
+                        return Err(invalid(
+                            py,
+                            format!("layout family must be tp, ep, dp or pp, got {other:?}"),
+                        ))
+                    }
+                }
+            }
+            Some(f)
+        }
+    };
+    let explicit = explicit.into_iter().map(layout).collect::<Vec<_>>();
+    if explicit.iter().any(|l| l.tp < 1 || l.pp < 1 || l.dp < 1) {
+        return Err(invalid(py, "layout sizes must be >= 1".into()));
+    }
+    Ok(LayoutSpace { families, explicit })
+}
 
 #[pymethods]
 impl PyScenario {
     #[new]
-    #[pyo3(signature = (*, models, gpu_types, nodes, connector, objective, max_tp=None, max_acks=None, gpu_memory_utilization=0.9, move_cost=None, running=None))]
+    #[pyo3(signature = (*, models, gpu_types, nodes, connector, objective, max_tp=None, max_acks=None, gpu_memory_utilization=0.9, move_cost=None, running=None, mode="disagg", layouts=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -631,6 +871,8 @@ impl PyScenario {
         gpu_memory_utilization: f64,
         move_cost: Option<(f64, f64, f64, f64)>,
         running: Option<(RunningArg, RunningArg)>,
+        mode: &str,
+        layouts: LayoutsArg,
     ) -> PyResult<Self> {
         let types: Vec<GpuType> = gpu_types.iter().map(|g| g.inner.clone()).collect();
         let models: Vec<ModelSpec> = models.iter().map(|m| m.inner.clone()).collect();
@@ -675,11 +917,26 @@ impl PyScenario {
                 "gpu_memory_utilization must be in (0, 1]".into(),
             ));
         }
-        let run = |r: RunningArg| Running {
-            gpu_type: r.0,
-            tp: r.1,
-            instances: r.2,
+        let run = |r: RunningArg| -> PyResult<Running> {
+            Ok(Running {
+                gpu_type: r.0,
+                role: role_of(py, &r.1)?,
+                layout: layout(r.2),
+                instances: r.3,
+            })
         };
+        let mode = match mode {
+            "auto" => Mode::Auto,
+            "disagg" => Mode::Disaggregated,
+            "agg" => Mode::Aggregated,
+            m => {
+                return Err(invalid(
+                    py,
+                    format!("mode must be auto, disagg or agg, got {m:?}"),
+                ))
+            }
+        };
+        let layouts = layout_space(py, layouts)?;
         let objective = match objective {
             "throughput" => Objective::Throughput,
             "tokens_per_dollar" => Objective::TokensPerDollar,
@@ -704,8 +961,8 @@ impl PyScenario {
                         restart: r,
                         gpu: g,
                     },
-                    prefill: run(p),
-                    decode: run(d),
+                    prefill: run(p)?,
+                    decode: run(d)?,
                 }
             }
             o => return Err(invalid(py, format!("unknown objective {o:?}"))),
@@ -720,6 +977,8 @@ impl PyScenario {
                 max_acks,
                 gpu_memory_utilization,
                 objective,
+                mode,
+                layouts,
             }),
             connector_key: connector.to_string(),
         })
@@ -747,6 +1006,9 @@ struct PyRow {
     gpu_type: usize,
     #[pyo3(get)]
     tp: i64,
+    /// The layout as `(tp, pp, dp, ep)`.
+    #[pyo3(get)]
+    layout: LayoutTuple,
     #[pyo3(get)]
     gpus: i64,
     #[pyo3(get)]
@@ -755,9 +1017,15 @@ struct PyRow {
     fits_weights: bool,
     #[pyo3(get)]
     fits_kv: bool,
-    /// TTFT (prefill) or TPOT (decode), seconds.
+    /// TTFT (prefill) or TPOT (decode and aggregated), seconds.
     #[pyo3(get)]
     latency_s: f64,
+    /// TTFT at the operating point (prefill, aggregated), seconds; 0 for decode rows.
+    #[pyo3(get)]
+    ttft_s: f64,
+    /// Aggregated rows: clients in flight per instance at the operating point.
+    #[pyo3(get)]
+    concurrency: i64,
     #[pyo3(get)]
     meets_slo: bool,
     #[pyo3(get)]
@@ -941,10 +1209,17 @@ impl PyCandidates {
                         .get(r)
                         .is_some_and(|row| row.model == m && row.role == role)
                 };
-                if !ok(ch.prefill, Role::Prefill) || !ok(ch.decode, Role::Decode) {
+                let disaggregated = ok(ch.prefill, Role::Prefill) && ok(ch.decode, Role::Decode);
+                let aggregated = ch.prefill == ch.decode
+                    && ok(ch.prefill, Role::Aggregated)
+                    && ch.prefill_instances == ch.decode_instances;
+                if !disaggregated && !aggregated {
                     return Err(invalid(
                         py,
-                        format!("model {m}: rows do not match the model"),
+                        format!(
+                            "model {m}: rows do not match the model (a prefill and a decode \
+                             row, or one aggregated row twice with equal counts)"
+                        ),
                     ));
                 }
                 if ch.prefill_instances < 0 || ch.decode_instances < 0 {
@@ -986,11 +1261,14 @@ impl PyCandidates {
                     role: r.role.name(),
                     gpu_type: r.gpu_type,
                     tp: r.layout.tp,
+                    layout: (r.layout.tp, r.layout.pp, r.layout.dp, r.layout.ep),
                     gpus: r.gpus(),
                     loads: o.loads,
                     fits_weights: o.fits_weights,
                     fits_kv: o.fits_kv,
                     latency_s: o.latency,
+                    ttft_s: o.ttft,
+                    concurrency: o.concurrency,
                     meets_slo: o.meets_slo,
                     batch: o.batch,
                     max_batch: o.max_batch,
@@ -1175,8 +1453,10 @@ impl PyCandidates {
                 return Ok(Some(false));
             }
             if c.scenario.objective.serves_demand() {
-                let (p, d) = (&c.rows[ch.pair.prefill], &c.rows[ch.pair.decode]);
-                if p.need.is_none_or(|n| ch.prefill < n) || d.need.is_none_or(|n| ch.decode < n) {
+                if ch
+                    .parts()
+                    .any(|(r, n)| c.rows[r].need.is_none_or(|need| n < need))
+                {
                     return Ok(Some(false));
                 }
             } else if ch.prefill < 1 || ch.decode < 1 {
@@ -1188,8 +1468,7 @@ impl PyCandidates {
         }
         let mut need = Vec::new();
         for ch in sol.iter().flatten() {
-            need.push((c.rows[ch.pair.prefill].item.unwrap(), ch.prefill));
-            need.push((c.rows[ch.pair.decode].item.unwrap(), ch.decode));
+            need.extend(ch.parts().map(|(r, n)| (c.rows[r].item.unwrap(), n)));
         }
         Ok(match c.cluster.fits(&need) {
             Ok(ok) => Some(ok),
@@ -1214,6 +1493,26 @@ impl PyCandidates {
         let (c, o) = (self.c.clone(), self.order.clone());
         let (best, complete) = released(py, move || oracle::search(&c, &o, deadline, reduced))?;
         Ok((best.map(|s| out_solution(&s)), complete))
+    }
+
+    /// The best plan of one mode only (`agg` or `disagg`), by the closed forms: the
+    /// alternative a plan of the other mode is compared with.
+    fn best_of_mode(&self, py: Python<'_>, mode: &str) -> PyResult<Option<OutSolution>> {
+        let aggregated = match mode {
+            "agg" => true,
+            "disagg" => false,
+            m => {
+                return Err(invalid(
+                    py,
+                    format!("mode must be agg or disagg, got {m:?}"),
+                ))
+            }
+        };
+        let (c, o) = (self.c.clone(), self.order.clone());
+        Ok(
+            released(py, move || relax::best_of_kind(&c, &o, aggregated))?
+                .map(|s| out_solution(&s)),
+        )
     }
 
     /// The best plan over the pairs the connector's rules refuse (what they cost).
@@ -1263,7 +1562,7 @@ fn placement(
     let mut items: Vec<(usize, i64, usize, &'static str, i64)> = Vec::new();
     for (m, ch) in sol.iter().enumerate() {
         let Some(ch) = ch else { continue };
-        for (row, n) in [(ch.pair.prefill, ch.prefill), (ch.pair.decode, ch.decode)] {
+        for (row, n) in ch.parts() {
             let r = &c.rows[row];
             let it = r.item?;
             for i in 0..n {
@@ -1340,7 +1639,7 @@ fn pattern_usage(c: &Candidates, sol: &Solution) -> Option<Vec<(usize, i64)>> {
         .collect();
     let mut per_type: Vec<std::collections::BTreeMap<i64, i64>> = vec![Default::default(); types];
     for ch in sol.iter().flatten() {
-        for (row, n) in [(ch.pair.prefill, ch.prefill), (ch.pair.decode, ch.decode)] {
+        for (row, n) in ch.parts() {
             let it = c.rows[row].item?;
             *per_type[it.gpu_type].entry(it.piece).or_default() += n * it.pieces;
         }
@@ -2475,9 +2774,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(resolve_connector, m)?)?;
     m.add_function(wrap_pyfunction!(connector_names, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_releases, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_layers, m)?)?;
+    m.add_function(wrap_pyfunction!(check_layouts, m)?)?;
+    m.add_function(wrap_pyfunction!(layout_load_violations, m)?)?;
+    m.add_function(wrap_pyfunction!(moriio_port_offsets, m)?)?;
     m.add_function(wrap_pyfunction!(predict_prefill, m)?)?;
     m.add_function(wrap_pyfunction!(predict_decode, m)?)?;
     m.add_function(wrap_pyfunction!(side_option, m)?)?;
+    m.add_function(wrap_pyfunction!(layout_option, m)?)?;
     m.add_function(wrap_pyfunction!(candidates, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_budgets, m)?)?;
     m.add_class::<PyModelSpec>()?;

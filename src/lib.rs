@@ -7,6 +7,7 @@
 pub mod check;
 pub mod connector;
 pub mod layout;
+pub mod layout_rules;
 pub mod perf;
 pub mod plan;
 pub mod rules;

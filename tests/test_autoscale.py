@@ -15,6 +15,18 @@ import pytest
 import pdtp
 from pdtp.planning.replan import Move, MoveCost, Replan
 
+
+def size_for(*args, **kw):
+    """``pdtp.size_for`` over TP-only P/D splits: what the brute force here enumerates
+    (layouts and aggregated instances are held to the oracle in test_layouts.py)."""
+    return pdtp.size_for(*args, **{"mode": "disagg", "layouts": "tp", **kw})
+
+
+def replan(*args, **kw):
+    """``pdtp.replan`` over TP-only P/D splits (see ``size_for``)."""
+    return pdtp.replan(*args, **{"mode": "disagg", "layouts": "tp", **kw})
+
+
 CASES = [
     ("llama-3.1-70b", "mi300x", "moriio"),
     ("llama-3.1-70b", "h100", "nixl"),
@@ -98,10 +110,10 @@ def test_size_for_matches_brute_force(model, gpu, connector):
         expected = brute_size_for(model, gpu, connector, demand, max_gpus)
         if expected is None:
             with pytest.raises(pdtp.InfeasibleError) as info:
-                pdtp.size_for(model, demand, max_gpus=max_gpus, gpu=gpu, connector=connector)
+                size_for(model, demand, max_gpus=max_gpus, gpu=gpu, connector=connector)
             assert info.value.reasons
             continue
-        plan = pdtp.size_for(model, demand, max_gpus=max_gpus, gpu=gpu, connector=connector)
+        plan = size_for(model, demand, max_gpus=max_gpus, gpu=gpu, connector=connector)
         assert shape(plan) == expected, (demand, shape(plan), expected)
         assert plan.requests_per_s >= demand
         assert plan.status == "OPTIMAL" and plan.gpus == max_gpus
@@ -115,9 +127,7 @@ def test_size_for_small_budgets_exhaustive():
             for demand in [0.0, 1.0, 2.5, 4.0, 7.5, 12.0, 20.0, 40.0]:
                 expected = brute_size_for(model, gpu, connector, demand, max_gpus)
                 try:
-                    plan = pdtp.size_for(
-                        model, demand, max_gpus=max_gpus, gpu=gpu, connector=connector
-                    )
+                    plan = size_for(model, demand, max_gpus=max_gpus, gpu=gpu, connector=connector)
                 except pdtp.InfeasibleError:
                     assert expected is None, (model, max_gpus, demand)
                     continue
@@ -125,36 +135,36 @@ def test_size_for_small_budgets_exhaustive():
 
 
 def test_size_for_examples_and_fields():
-    plan = pdtp.size_for("llama-3.1-70b", 10.0, max_gpus=64, gpu="mi300x")
+    plan = size_for("llama-3.1-70b", 10.0, max_gpus=64, gpu="mi300x")
     assert plan.requests_per_s >= 10.0
     assert plan.gpus_used <= 64 and plan.method == "cpsat" and plan.objective == "gpus"
     assert plan.vllm_commands()  # a usable Plan in every respect
     # Fewer GPUs than solve's throughput-optimal plan at the same budget.
     assert plan.gpus_used <= pdtp.solve("llama-3.1-70b", 64, gpu="mi300x").gpus_used
     # Zero demand: the smallest valid deployment.
-    small = pdtp.size_for("llama-3.1-8b", 0, max_gpus=8, gpu="h100")
+    small = size_for("llama-3.1-8b", 0, max_gpus=8, gpu="h100")
     assert (small.prefill.instances, small.decode.instances) == (1, 1)
     # Workloads pass through.
     w = pdtp.Workload(isl=1024, osl=256, ttft_ms=1000, tpot_ms=30)
-    p2 = pdtp.size_for("llama-3.1-8b", 20, max_gpus=32, gpu="h100", workload=w)
+    p2 = size_for("llama-3.1-8b", 20, max_gpus=32, gpu="h100", workload=w)
     assert p2.workload == w and p2.tpot_ms <= 30
     assert_matches_evaluate(p2)
 
 
 def test_size_for_infeasible_reasons():
     with pytest.raises(pdtp.InfeasibleError) as info:
-        pdtp.size_for("llama-3.1-70b", 1000.0, max_gpus=16, gpu="mi300x")
+        size_for("llama-3.1-70b", 1000.0, max_gpus=16, gpu="mi300x")
     msg = str(info.value)
     assert "demand_rps=1000 needs" in msg and "max_gpus=16" in msg
     assert len(info.value.reasons) > 1
     # A model that fits nowhere: the same reasons solve gives.
     with pytest.raises(pdtp.InfeasibleError) as info:
-        pdtp.size_for("llama-3.1-405b", 1.0, max_gpus=64, gpu="h100")
+        size_for("llama-3.1-405b", 1.0, max_gpus=64, gpu="h100")
     assert "weights" in str(info.value)
 
 
 def test_size_for_notes_rule_rejected_cheaper_split():
-    plan = pdtp.size_for("llama-3.1-70b", 30.0, max_gpus=64, gpu="mi300x")
+    plan = size_for("llama-3.1-70b", 30.0, max_gpus=64, gpu="mi300x")
     # MoRIIO needs P == D (or both >= 8 KV heads) for llama: the note says what that costs.
     assert plan.rejected and "moriio rejects" in plan.rejected[0]
 
@@ -178,7 +188,7 @@ def test_size_for_argument_errors(kwargs, exc, text):
     args = {"demand_rps": 5.0, "max_gpus": 16, **kwargs}
     demand = args.pop("demand_rps")
     with pytest.raises(exc, match=text):
-        pdtp.size_for("llama-3.1-8b", demand, **args)
+        size_for("llama-3.1-8b", demand, **args)
 
 
 # ---- replan ---------------------------------------------------------------------------------
@@ -235,9 +245,9 @@ def test_replan_matches_brute_force(model, gpu, connector, w):
             )
             if expected is None:
                 with pytest.raises(pdtp.InfeasibleError):
-                    pdtp.replan(cur, demand, max_gpus=max_gpus, move_cost=w)
+                    replan(cur, demand, max_gpus=max_gpus, move_cost=w)
                 continue
-            r = pdtp.replan(cur, demand, max_gpus=max_gpus, move_cost=w)
+            r = replan(cur, demand, max_gpus=max_gpus, move_cost=w)
             assert shape(r.plan) == expected[1], (cur, demand, shape(r.plan), expected)
             assert r.cost == pytest.approx(expected[2])
             assert r.plan.requests_per_s >= demand
@@ -267,18 +277,18 @@ def assert_diff_applies(r: Replan) -> None:
 
 
 def test_replan_scales_in_place_and_reports_the_diff():
-    now = pdtp.size_for("llama-3.1-70b", 10.0, max_gpus=64, gpu="h100")
-    up = pdtp.replan(now, 30.0, max_gpus=64)
+    now = size_for("llama-3.1-70b", 10.0, max_gpus=64, gpu="h100")
+    up = replan(now, 30.0, max_gpus=64)
     assert up.plan.prefill.tp == now.prefill.tp and up.plan.decode.tp == now.decode.tp
     assert up.stop == () and up.start and up.gpus_delta > 0
     assert all(isinstance(m, Move) and isinstance(m, tuple) for m in up.start)
     role, tp, n = up.start[0]
     assert role in ("prefill", "decode") and tp in (now.prefill.tp, now.decode.tp) and n > 0
     assert up.cost == up.gpus_started  # default weights: one per GPU started
-    down = pdtp.replan(up.plan, 10.0, max_gpus=64)
+    down = replan(up.plan, 10.0, max_gpus=64)
     assert shape(down.plan) == shape(now)  # back where it started
     assert down.start == () and down.gpus_delta == -up.gpus_delta
-    same = pdtp.replan(now, 10.0, max_gpus=64)
+    same = replan(now, 10.0, max_gpus=64)
     assert not same.changed and same.cost == 0 and same.gpus_delta == 0
     assert "no change" in same.summary()
     d = up.to_dict()
@@ -297,36 +307,34 @@ def test_replan_forced_tp_change_restarts_the_side():
         "decode_tp": 8,
         "decode_instances": 1,
     }
-    r = pdtp.replan(cur, 5.0, max_gpus=32, move_cost={"gpu": 10.0})
+    r = replan(cur, 5.0, max_gpus=32, move_cost={"gpu": 10.0})
     # A heavy GPU weight makes fewer GPUs worth a restart.
     assert r.plan.gpus_used < 16
     stopped = {(m.role, m.tp) for m in r.stop}
     assert ("prefill", 8) in stopped or ("decode", 8) in stopped
     assert_diff_applies(r)
     # Sticky weights keep the running instances instead.
-    keep = pdtp.replan(cur, 5.0, max_gpus=32, move_cost=MoveCost(gpu=0.0))
+    keep = replan(cur, 5.0, max_gpus=32, move_cost=MoveCost(gpu=0.0))
     assert shape(keep.plan) == (8, 1, 8, 1) and not keep.changed
 
 
 def test_replan_gpu_or_connector_change_restarts_everything():
-    now = pdtp.size_for("llama-3.1-8b", 20.0, max_gpus=32, gpu="h100")
-    r = pdtp.replan(now, 20.0, max_gpus=32, gpu="h200")
+    now = size_for("llama-3.1-8b", 20.0, max_gpus=32, gpu="h100")
+    r = replan(now, 20.0, max_gpus=32, gpu="h200")
     assert r.plan.gpu == "h200"
     assert {(m.role, m.tp, m.instances) for m in r.stop} == {
         ("prefill", now.prefill.tp, now.prefill.instances),
         ("decode", now.decode.tp, now.decode.instances),
     }
-    r2 = pdtp.replan(now, 20.0, max_gpus=32, connector="nixl")
+    r2 = replan(now, 20.0, max_gpus=32, connector="nixl")
     assert r2.gpus_stopped == now.gpus_used
 
 
 def test_replan_inherits_from_current_and_accepts_to_dict():
     w = pdtp.Workload(isl=1024, osl=256)
-    now = pdtp.size_for(
-        "qwen3-30b-a3b", 15.0, max_gpus=32, gpu="h200", workload=w, connector="nixl"
-    )
-    a = pdtp.replan(now, 25.0, max_gpus=32)
-    b = pdtp.replan(now.to_dict(), 25.0, max_gpus=32)
+    now = size_for("qwen3-30b-a3b", 15.0, max_gpus=32, gpu="h200", workload=w, connector="nixl")
+    a = replan(now, 25.0, max_gpus=32)
+    b = replan(now.to_dict(), 25.0, max_gpus=32)
     assert a.plan.gpu == "h200" and a.plan.connector == "nixl" and a.plan.workload == w
     assert dataclasses.replace(a.plan, solve_ms=0) == dataclasses.replace(b.plan, solve_ms=0)
     assert a.start == b.start and a.stop == b.stop and a.cost == b.cost
@@ -339,9 +347,9 @@ def test_replan_inherits_from_current_and_accepts_to_dict():
         "prefill": {"tp": 1, "instances": 0},
         "decode": {"tp": 1, "instances": 0},
     }
-    r = pdtp.replan(fresh, 25.0, max_gpus=32)
+    r = replan(fresh, 25.0, max_gpus=32)
     assert shape(r.plan) == shape(
-        pdtp.size_for("qwen3-30b-a3b", 25.0, max_gpus=32, gpu="h200", workload=w, connector="nixl")
+        size_for("qwen3-30b-a3b", 25.0, max_gpus=32, gpu="h200", workload=w, connector="nixl")
     )
     assert r.stop == ()
 
@@ -353,7 +361,7 @@ def test_replan_is_deterministic():
         "prefill": {"tp": 2, "instances": 3},
         "decode": {"tp": 2, "instances": 2},
     }
-    runs = [pdtp.replan(cur, 17.5, max_gpus=48).to_dict() for _ in range(3)]
+    runs = [replan(cur, 17.5, max_gpus=48).to_dict() for _ in range(3)]
     for d in runs:
         d["plan"].pop("solve_ms")
     assert runs[0] == runs[1] == runs[2]
@@ -366,7 +374,7 @@ def test_replan_infeasible():
         "decode": {"tp": 2, "instances": 1},
     }
     with pytest.raises(pdtp.InfeasibleError, match="max_gpus=8"):
-        pdtp.replan(cur, 500.0, max_gpus=8)
+        replan(cur, 500.0, max_gpus=8)
 
 
 @pytest.mark.parametrize(
@@ -454,7 +462,7 @@ def test_replan_infeasible():
 )
 def test_replan_current_errors_name_the_field(current, exc, text):
     with pytest.raises(exc, match=text):
-        pdtp.replan(current, 5.0, max_gpus=16)
+        replan(current, 5.0, max_gpus=16)
 
 
 @pytest.mark.parametrize(
@@ -477,7 +485,7 @@ def test_move_cost_errors(move_cost, exc, text):
         "decode_instances": 1,
     }
     with pytest.raises(exc, match=text):
-        pdtp.replan(cur, 5.0, max_gpus=16, move_cost=move_cost)
+        replan(cur, 5.0, max_gpus=16, move_cost=move_cost)
 
 
 def test_public_names_and_no_ortools():
@@ -502,6 +510,6 @@ def test_huge_demand_ends_quickly_with_a_clear_answer():
     import pdtp
 
     with pytest.raises(pdtp.InfeasibleError):
-        pdtp.size_for("llama-3.1-70b", 1e30, max_gpus=64)
+        size_for("llama-3.1-70b", 1e30, max_gpus=64)
     with pytest.raises(pdtp.InfeasibleError):
-        pdtp.size_for("llama-3.1-70b", 1e23, max_gpus=64)
+        size_for("llama-3.1-70b", 1e23, max_gpus=64)

@@ -311,12 +311,15 @@ def test_bad_input_one_line_naming_the_flag(capsys, files, argv, flag):
 
 
 def test_hints_use_flags_not_python_arguments(capsys):
-    code, out, _ = run(capsys, "solve", "llama-3.1-405b", "--gpus", "64", "--gpu", "h100")
+    tp_only = ("--layouts", "tp")  # pipeline layouts would find a plan
+    code, out, _ = run(capsys, "solve", "llama-3.1-405b", "--gpus", "64", "--gpu", "h100", *tp_only)
     assert code == 1 and out.startswith("INFEASIBLE")
     assert "--max-tp 16" in out and "--gpu-memory-utilization 0.9" in out
     assert "max_tp" not in out and "gpu_memory_utilization" not in out
     # JSON is for programs: the library's own words.
-    code, out, _ = run(capsys, "solve", "llama-3.1-405b", "--gpus", "64", "--gpu", "h100", "--json")
+    code, out, _ = run(
+        capsys, "solve", "llama-3.1-405b", "--gpus", "64", "--gpu", "h100", "--json", *tp_only
+    )
     assert "max_tp=16" in json.loads(out)["reason"]
 
 

@@ -329,3 +329,17 @@ def test_proxy_is_the_release_example(version, connector):
     if px.needs_vllm:
         provided.add("vllm")
     assert third_party == provided
+
+
+def test_moriio_offsets_follow_the_release():
+    """Bind and dial offsets come from the core's per-release MoRIIO facts (golden-proven):
+    the bind adds the ranks in every release, the dial strides by TP from 0.27.0; for the
+    layouts pdtp plans (DP ranks of TP 1, or DP 1) they agree."""
+    old, new = Version(0, 26, 0), Version(0, 27, 0)
+    assert port_facts.moriio_offsets(old, 1, 1, 2) == (2, 2)
+    assert port_facts.moriio_offsets(new, 1, 1, 2) == (2, 3)
+    for v in (old, new):
+        for d in range(8):
+            assert port_facts.moriio_offsets(v, d, 0, 1) == (d, d)
+            port_facts.check_moriio_dials("x", v, 1, 8)
+        port_facts.check_moriio_dials("x", v, 8, 1)

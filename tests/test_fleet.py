@@ -20,6 +20,10 @@ from pdtp import _core
 from pdtp.planning import scenario
 from pdtp.planning.fleet import SCALE, WEIGHT_SCALE
 
+# The brute force here enumerates TP-only P/D splits: the fleets it checks are held to that
+# space (layouts and aggregated instances meet the oracle in test_planning.py).
+TP_PD = {"mode": "disagg", "layouts": "tp"}
+
 # ---- an independent restatement of the objective -------------------------------------------
 
 
@@ -31,6 +35,7 @@ def options(model: str, gpu: str, connector: str, pool: int, gpn: int):
         scenario.resolve_pool(pool, None, gpu, gpn, None),
         connector=connector,
         objective="max_min",
+        **TP_PD,
     )
     c = _core.candidates(sc.core)
     rows = c.rows
@@ -144,26 +149,39 @@ def result_score(fp, demands, pool, gpn, gpu, connector, objective):
     return score(objective, fracs, ws, weights, fp.gpus_used)
 
 
+def evaluate(plan: pdtp.Plan):
+    """``pdtp.evaluate`` of a plan's own configuration (P/D split or aggregated)."""
+    if plan.serving == "agg":
+        sides = {
+            "aggregated": str(plan.aggregated.layout),
+            "aggregated_instances": plan.aggregated.instances,
+        }
+    else:
+        sides = {
+            "prefill_tp": str(plan.prefill.layout),
+            "prefill_instances": plan.prefill.instances,
+            "decode_tp": str(plan.decode.layout),
+            "decode_instances": plan.decode.instances,
+        }
+    return pdtp.evaluate(
+        plan.model, gpu=plan.gpu, workload=plan.workload, connector=plan.connector, **sides
+    )
+
+
 def assert_valid(fp: pdtp.FleetPlan, demands, pool: int, gpn: int) -> None:
     caps = caps_of(pool, gpn)
     assert len(fp.placement) == len(caps)
     for node, cap in zip(fp.placement, caps):
         assert sum(tp for _, _, tp in node) <= cap
-    placed = Counter(item for node in fp.placement for item in node)
+    placed = Counter()
+    for node in fp.placement:
+        for name, role, gpus in node:
+            placed[(name, role)] += gpus
     expected = Counter()
     for name, plan in fp.plans.items():
-        expected[(name, "prefill", plan.prefill.tp)] += plan.prefill.instances
-        expected[(name, "decode", plan.decode.tp)] += plan.decode.instances
-        e = pdtp.evaluate(
-            plan.model,
-            gpu=plan.gpu,
-            workload=plan.workload,
-            connector=plan.connector,
-            prefill_tp=plan.prefill.tp,
-            prefill_instances=plan.prefill.instances,
-            decode_tp=plan.decode.tp,
-            decode_instances=plan.decode.instances,
-        )
+        for role, side in plan.sides:  # an instance spanning nodes has a share on each
+            expected[(name, role)] += side.gpus
+        e = evaluate(plan)
         assert e.valid and e.requests_per_s == plan.requests_per_s
         assert plan.status == fp.status and plan.gpus_per_node == gpn
     assert placed == expected
@@ -206,6 +224,7 @@ def test_matches_brute_force(demands, pool, gpn, gpu, connector, objective):
         gpu=gpu,
         connector=connector,
         objective=objective,
+        **TP_PD,
     )
     assert fp.status == "OPTIMAL" and fp.gap == 0.0
     assert_valid(fp, demands, pool, gpn)
@@ -239,7 +258,9 @@ def test_search_with_and_without_closed_form_help_agree(
     demands, pool, gpn, gpu, connector, objective, monkeypatch
 ):
     # The closed forms only start and bound CP-SAT: without them it proves the same value.
-    kwargs = dict(gpus=pool, gpus_per_node=gpn, gpu=gpu, connector=connector, objective=objective)
+    kwargs = dict(
+        gpus=pool, gpus_per_node=gpn, gpu=gpu, connector=connector, objective=objective, **TP_PD
+    )
     helped = pdtp.solve_fleet(as_entries(demands), **kwargs)
     monkeypatch.setattr(fleet_module, "_Bounds", None)
     alone = pdtp.solve_fleet(as_entries(demands), **kwargs, time_limit_s=30)
@@ -254,7 +275,7 @@ def test_search_with_and_without_closed_form_help_agree(
 @pytest.mark.parametrize(("demands", "pool", "gpn", "gpu", "connector"), MEDIUM[:3])
 def test_without_the_dp_bounds(demands, pool, gpn, gpu, connector, monkeypatch):
     # Pools too large for the DP fall back to looser bounds and the CP-SAT search.
-    kwargs = dict(gpus=pool, gpus_per_node=gpn, gpu=gpu, connector=connector)
+    kwargs = dict(gpus=pool, gpus_per_node=gpn, gpu=gpu, connector=connector, **TP_PD)
     fast = pdtp.solve_fleet(as_entries(demands), **kwargs)
     monkeypatch.setattr(fleet_module, "MAX_LEVELS", 0)
     slow = pdtp.solve_fleet(as_entries(demands), **kwargs, time_limit_s=20)
@@ -282,8 +303,15 @@ def test_twenty_models_share_512_gpus():
         "qwen3-14b", "falcon-40b", "command-r-plus",
     ]  # fmt: skip
     demands = [(m, 20.0 + 14 * i, None, 1.0 + i % 3) for i, m in enumerate(models)]
+    # Every layout and aggregated instances (the default), and TP-only P/D splits: both
+    # proven; the wider space serves the worst-served model at least as well.
+    tp_only = pdtp.solve_fleet(demands, gpus=512, gpu="mi300x", time_limit_s=30, **TP_PD)
+    assert tp_only.status == "OPTIMAL" and tp_only.gap == 0.0
+    assert_valid(tp_only, demands, 512, 8)
     fp = pdtp.solve_fleet(demands, gpus=512, gpu="mi300x", time_limit_s=30)
     assert fp.status == "OPTIMAL" and fp.gap == 0.0
+    assert fp.min_served_fraction >= tp_only.min_served_fraction
+    assert any(s.dp > 1 or s.pp > 1 for p in fp.plans.values() for _, s in p.sides)
     assert_valid(fp, demands, 512, 8)
     assert 0 < fp.min_served_fraction < 1 and fp.gpus_used <= 512
     # Every model gets at least the minimum, and the pool is used.
@@ -341,7 +369,10 @@ def test_zero_demand_and_zero_weight():
 
 def test_pool_too_small_for_everyone():
     # Two 70B models, one GPU pair: max-min cannot give both a share, so t = 0.
-    fp = pdtp.solve_fleet([("llama-3.1-70b", 5.0), ("qwen2.5-72b", 5.0)], gpus=2, gpu="mi300x")
+    # (P/D only: one aggregated MI300X holds a 70B model, so each could get a GPU.)
+    fp = pdtp.solve_fleet(
+        [("llama-3.1-70b", 5.0), ("qwen2.5-72b", 5.0)], gpus=2, gpu="mi300x", mode="disagg"
+    )
     assert fp.status == "OPTIMAL" and fp.min_served_fraction == 0.0
     assert len(fp.plans) == 1  # the pool still serves one of them
 
@@ -405,7 +436,12 @@ def test_frozen_result():
         ([("llama-3.1-8b", 1.0)], {"gpus": 0}, pdtp.InvalidArgumentError, "gpus"),
         ([("llama-3.1-8b", 1.0)], {"gpus_per_node": 0}, pdtp.InvalidArgumentError, "gpus_per_node"),
         ([("llama-3.1-8b", 1.0)], {"time_limit_s": 0}, pdtp.InvalidArgumentError, "time_limit_s"),
-        ([("llama-3.1-405b", 1.0)], {"gpu": "h100"}, pdtp.InfeasibleError, "llama-3.1-405b: "),
+        (
+            [("llama-3.1-405b", 1.0)],
+            {"gpu": "h100", "layouts": "tp"},  # pipeline layouts would serve it
+            pdtp.InfeasibleError,
+            "llama-3.1-405b: ",
+        ),
     ],
 )
 def test_argument_errors(demands, kwargs, exc, text):
@@ -416,7 +452,9 @@ def test_argument_errors(demands, kwargs, exc, text):
 
 def test_infeasible_model_keeps_reasons():
     with pytest.raises(pdtp.InfeasibleError) as info:
-        pdtp.solve_fleet([("llama-3.1-8b", 1.0), ("llama-3.1-405b", 1.0)], gpus=64, gpu="h100")
+        pdtp.solve_fleet(
+            [("llama-3.1-8b", 1.0), ("llama-3.1-405b", 1.0)], gpus=64, gpu="h100", layouts="tp"
+        )
     assert all(r.startswith("llama-3.1-405b: ") for r in info.value.reasons)
 
 

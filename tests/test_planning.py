@@ -31,10 +31,12 @@ MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-30b-a3b", "phi-4", "mixtral-8x
 
 
 def key(plan):
+    """A plan's decision: its mode, then each side's role, layout, instances and GPU type
+    (the default planners choose among P/D splits and aggregated instances, and among the
+    layouts of MoE models: the oracle must agree on all of it)."""
     if plan is None:
         return None
-    p, d = plan.prefill, plan.decode
-    return (p.tp, p.instances, p.gpu, d.tp, d.instances, d.gpu)
+    return (plan.serving, *((role, str(s.layout), s.instances, s.gpu) for role, s in plan.sides))
 
 
 def run(planner, *args, **kwargs):
@@ -102,7 +104,7 @@ def test_solve_agrees_with_the_oracle_on_nodes_and_two_gpu_types():
         plan = check_solve(rng.choice(MODELS), connector, pool)
         if plan is not None:
             plans += 1
-            mixed += plan.prefill.gpu != plan.decode.gpu
+            mixed += plan.serving == "disagg" and plan.prefill.gpu != plan.decode.gpu
             assert_placed(plan)
     assert plans > 30 and mixed > 0
 
@@ -146,13 +148,15 @@ def test_size_for_and_replan_agree_with_the_oracle():
 
 def assert_placed(plan):
     """Every instance on one node, no device twice, no node over its free GPUs."""
+    sides = dict(plan.sides)
     used: dict[int, list[int]] = {}
     for p in plan.assignment:
-        assert len(p.devices) == (plan.prefill.tp if p.role == "prefill" else plan.decode.tp)
-        used.setdefault(p.node, []).extend(p.devices)
+        assert len(p.devices) * len(p.nodes) == sides[p.role].gpus_per_instance
+        for node in p.nodes:
+            used.setdefault(node, []).extend(p.devices)
     for devices in used.values():
         assert len(set(devices)) == len(devices)
-    assert len(plan.assignment) == plan.prefill.instances + plan.decode.instances
+    assert len(plan.assignment) == sum(s.instances for s in sides.values())
 
 
 # ---- the fleet against the oracle ----------------------------------------------------------
@@ -166,6 +170,7 @@ def fleet_core(demands, **pool):
         scenario.resolve_pool(pool.get("gpus"), pool.get("nodes"), pool.get("gpu"), None, None),
         connector=pool.get("connector", "moriio"),
         objective=pool.get("objective", "max_min"),
+        mode="auto",  # solve_fleet's default
     )
     return sc, _core.candidates(sc.core)
 
@@ -185,9 +190,17 @@ def fleet_solution(fp, sc, cands):
             return next(
                 i
                 for i, r in enumerate(rows)
-                if r.model == k and r.role == role and r.gpu_type == t and r.tp == side.tp
+                if r.model == k
+                and r.role == role
+                and r.gpu_type == t
+                and r.layout == side.layout.core
             )
 
+        if plan.serving == "agg":  # an aggregated row paired with itself
+            a = row("aggregated", plan.aggregated)
+            n = plan.aggregated.instances
+            sol.append(_core.Choice(a, a, n, n))
+            continue
         sol.append(
             _core.Choice(
                 row("prefill", plan.prefill),
@@ -270,6 +283,9 @@ def agreement(planner, args, kwargs) -> None:
 def perturbed(cands, solution):
     """A feasible plan that is not the optimum: one instance fewer on one side."""
     ch = solution[0]
+    if ch.prefill == ch.decode:  # aggregated: one row, one count
+        n = ch.prefill_instances
+        return [_core.Choice(ch.prefill, ch.decode, n - 1, n - 1)] if n > 1 else None
     if ch.decode_instances > 1:
         return [_core.Choice(ch.prefill, ch.decode, ch.prefill_instances, ch.decode_instances - 1)]
     return [

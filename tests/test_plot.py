@@ -280,3 +280,57 @@ def test_cli_plot_facets_top_and_conflicts(capsys, tmp_path):
     assert code == 2 and "--input" in err and "--gpus" in err
     code, _, err = run(capsys, "plot", "pairs", "--top", "3", "-o", str(out))
     assert code == 2 and "--top" in err
+
+
+# ---- the Pareto chart -----------------------------------------------------------------------
+
+
+def test_pareto_chart_draws_the_frontier_and_the_rule_blind_one(tmp_path):
+    # llama-3.1-70b under MoRIIO: the rules refuse some pairs, so the rule-blind frontier
+    # can differ from the valid one; both are drawn from the Pareto's own points.
+    front = pdtp.pareto("llama-3.1-70b", gpus=24, gpu="mi300x", tpot_ms=[15, 25, 40, 80])
+    out = tmp_path / "pareto.png"
+    fig = plot.pareto_chart(front, out)
+    assert out.read_bytes().startswith(PNG)
+    ax = fig.get_axes()[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    valid = lines["valid frontier"]
+    assert list(valid.get_xdata()) == [p.tokens_per_s_per_user for p in front.frontier]
+    assert list(valid.get_ydata()) == [p.tokens_per_s_per_gpu for p in front.frontier]
+    blind = next(ln for label, ln in lines.items() if label.startswith("rule-blind"))
+    assert list(blind.get_ydata()) == [p.tokens_per_s_per_gpu for p in front.rule_blind]
+    assert blind.get_alpha() < 0.5  # faint, behind
+    labels = {t.get_text() for t in ax.texts}
+    assert {p.summary.replace("aggregated", "agg") for p in front.frontier} <= labels
+    with pytest.raises(TypeError, match="pdtp.Pareto"):
+        plot.pareto_chart([1, 2])
+
+
+def test_cli_plot_pareto(capsys, tmp_path):
+    out = tmp_path / "p.svg"
+    code, text, err = run(
+        capsys, "plot", "pareto", "--models", "qwen3-30b-a3b", "--gpu", "h200", "--gpus", "8",
+        "--connector", "nixl", "--tpot-targets", "10,20,50", "-o", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "wrote" in text and out.read_text().lstrip().startswith("<?xml")
+    for argv, words in [
+        (["pareto", "-o", str(tmp_path / "x.png")], "needs --models"),
+        (["pareto", "--models", "a,b", "-o", str(tmp_path / "x.png")], "one model"),
+        (["pairs", "--mode", "agg", "-o", str(tmp_path / "x.png")], "--mode is for pareto"),
+        (["pareto", "--models", "qwen3-8b", "--top", "2", "-o", str(tmp_path / "x.png")], "--top"),
+        (
+            [
+                "pareto",
+                "--models",
+                "qwen3-8b",
+                "--tpot-targets",
+                "x",
+                "-o",
+                str(tmp_path / "x.png"),
+            ],
+            "--tpot-targets must be numbers",
+        ),
+    ]:
+        code, _, err = run(capsys, "plot", *argv)
+        assert code == 2 and words in err, (argv, err)

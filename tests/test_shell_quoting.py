@@ -41,7 +41,8 @@ HOSTILE = [
 def plan_with_model_id(model_id: str, **kwargs):
     """A real plan whose launch lines serve ``model_id``: the quoting layer is tested
     whatever the model loader does with odd names (refuses them or keeps them)."""
-    return dataclasses.replace(pdtp.solve("llama-3.1-8b", gpus=4, **kwargs), model_id=model_id)
+    plan = pdtp.solve("llama-3.1-8b", gpus=4, mode="disagg", **kwargs)  # P/D launch lines
+    return dataclasses.replace(plan, model_id=model_id)
 
 
 def launched(line: str) -> tuple[dict[str, str], list[str]]:

@@ -27,9 +27,39 @@ def solve_or_none(*args, **kwargs):
 
 
 def key(plan):
+    """What a plan deploys: its mode and each kind of instance (layout, count, GPU type)."""
     if plan is None:
         return None
-    return (plan.prefill.tp, plan.prefill.instances, plan.decode.tp, plan.decode.instances)
+    return (
+        plan.serving,
+        tuple((role, str(s.layout), s.instances, s.gpu) for role, s in plan.sides),
+    )
+
+
+def passes_check(m, plan, **kw):
+    """Every plan passes ``pdtp.check``: its P/D layouts, or its aggregated layout."""
+    if plan.serving == "agg":
+        return pdtp.check(m, aggregated=plan.aggregated.layout, **kw).ok
+    return pdtp.check(m, plan.prefill.layout, plan.decode.layout, connector=plan.connector, **kw).ok
+
+
+def evaluate_plan(m, plan, gpu):
+    if plan.serving == "agg":
+        return pdtp.evaluate(
+            m,
+            gpu=gpu,
+            aggregated=plan.aggregated.layout,
+            aggregated_instances=plan.aggregated.instances,
+        )
+    return pdtp.evaluate(
+        m,
+        gpu=gpu,
+        prefill_tp=plan.prefill.layout,
+        prefill_instances=plan.prefill.instances,
+        decode_tp=plan.decode.layout,
+        decode_instances=plan.decode.instances,
+        connector=plan.connector,
+    )
 
 
 def test_required_gpus_are_in_the_catalog():
@@ -76,20 +106,14 @@ def test_every_plan_passes_check_and_evaluate(gpu):
             if plan is None:
                 continue
             plans += 1
-            assert pdtp.check(m, plan.prefill.tp, plan.decode.tp).ok, (m.name, budget)
+            assert passes_check(m, plan, gpu=gpu), (m.name, budget)
             assert plan.gpus_used <= budget
-            assert max(plan.prefill.tp, plan.decode.tp) <= pdtp.gpu(gpu).gpus_per_node
+            # Every TP group inside one node (DP ranks and pipeline stages may span nodes).
+            assert max(s.tp for _, s in plan.sides) <= pdtp.gpu(gpu).gpus_per_node
             w = plan.workload
             assert plan.ttft_ms <= w.ttft_ms and plan.tpot_ms <= w.tpot_ms
             if budget in (8, 64):  # evaluate() is the slower, user-facing path
-                est = pdtp.evaluate(
-                    m,
-                    gpu=gpu,
-                    prefill_tp=plan.prefill.tp,
-                    prefill_instances=plan.prefill.instances,
-                    decode_tp=plan.decode.tp,
-                    decode_instances=plan.decode.instances,
-                )
+                est = evaluate_plan(m, plan, gpu)
                 assert est.valid, est.violations
                 assert est.requests_per_s == plan.requests_per_s
                 assert est.gpus == plan.gpus_used
@@ -99,7 +123,7 @@ def test_every_plan_passes_check_and_evaluate(gpu):
 def test_plan_is_at_least_as_good_as_any_valid_configuration():
     # Brute force over every configuration of a small budget through the public evaluate().
     m, gpu, budget = pdtp.model("llama-3.1-8b"), "h100", 6
-    plan = pdtp.solve(m, budget, gpu=gpu)
+    plan = pdtp.solve(m, budget, gpu=gpu, mode="disagg", layouts="tp")
     best = 0.0
     for p in (1, 2, 4, 8):
         for d in (1, 2, 4, 8):
@@ -118,11 +142,24 @@ def test_plan_is_at_least_as_good_as_any_valid_configuration():
                     if e.valid:
                         best = max(best, e.requests_per_s)
     assert plan.requests_per_s == pytest.approx(best, rel=1e-6)
+    # Aggregated instances of every TP size, through evaluate(aggregated=...).
+    agg = pdtp.solve(m, budget, gpu=gpu, mode="agg", layouts="tp")
+    best_agg = 0.0
+    for t in (1, 2, 4, 8):
+        for n in range(1, budget // t + 1):
+            e = pdtp.evaluate(m, gpu=gpu, aggregated=t, aggregated_instances=n)
+            if e.valid:
+                best_agg = max(best_agg, e.requests_per_s)
+    assert agg.requests_per_s == pytest.approx(best_agg, rel=1e-6)
+    both = pdtp.solve(m, budget, gpu=gpu, layouts="tp")
+    assert both.requests_per_s == pytest.approx(max(best, best_agg), rel=1e-6)
+    assert both.alternative.requests_per_s == pytest.approx(min(best, best_agg), rel=1e-6)
 
 
 def test_main_job_example():
     plan = pdtp.solve("llama-3.1-70b", gpus=24)
     assert plan.status == "OPTIMAL" and plan.gpu == "mi300x" and plan.connector == "moriio"
+    assert plan.serving == "disagg" and plan.alternative.serving == "agg"
     assert plan.gpus_used <= 24
     assert plan.bottleneck in ("prefill", "decode", "balanced")
     d = json.loads(plan.to_json())
@@ -158,7 +195,7 @@ def test_deterministic_across_threads():
 def test_tiny_time_limit_still_returns_a_valid_plan():
     plan = pdtp.solve("llama-3.1-70b", 4096, gpu="mi300x", time_limit_s=1e-6)
     assert plan.status in ("OPTIMAL", "FEASIBLE")
-    assert pdtp.check("llama-3.1-70b", plan.prefill.tp, plan.decode.tp).ok
+    assert passes_check("llama-3.1-70b", plan)
     assert plan.gpus_used <= 4096
 
 
@@ -167,52 +204,59 @@ def test_tiny_time_limit_still_returns_a_valid_plan():
 
 def test_weights_do_not_fit_then_fixes_work():
     with pytest.raises(pdtp.InfeasibleError) as info:
-        pdtp.solve("llama-3.1-405b", 64, gpu="h100")
+        pdtp.solve("llama-3.1-405b", 64, gpu="h100", layouts="tp")
     msg = str(info.value)
     assert "no tp <= 8 fits" in msg and "bf16 weights" in msg
     assert "use fp8 weights" in msg and "allow tp=16" in msg
     assert info.value.reasons[0] == msg and len(info.value.reasons) >= 3
     fp8 = pdtp.model("llama-3.1-405b").with_dtypes(weight_dtype="fp8")
-    assert pdtp.solve(fp8, 64, gpu="h100")
-    assert pdtp.solve("llama-3.1-405b", 64, gpu="h100", max_tp=16)
+    assert pdtp.solve(fp8, 64, gpu="h100", layouts="tp")
+    assert pdtp.solve("llama-3.1-405b", 64, gpu="h100", max_tp=16, layouts="tp")
+    # By default the pipeline layouts find a plan: no TP group crosses a node.
+    plan = pdtp.solve("llama-3.1-405b", 64, gpu="h100")
+    assert all(s.pp > 1 and s.tp <= 8 for _, s in plan.sides)
 
 
 def test_tpot_unreachable_names_the_best_and_relaxing_fixes_it():
     w = pdtp.Workload(tpot_ms=1)
     with pytest.raises(pdtp.InfeasibleError) as info:
-        pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=w)
+        pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=w, mode="disagg")
     m = re.search(
         r"tpot_ms=1 unreachable: best decode TPOT is ([0-9.]+) ms at tp=(\d+)", str(info.value)
     )
     assert m, str(info.value)
     best = float(m.group(1))
-    plan = pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=pdtp.Workload(tpot_ms=best * 1.01))
+    plan = pdtp.solve(
+        "llama-3.1-70b", 64, gpu="h100", workload=pdtp.Workload(tpot_ms=best * 1.01), mode="disagg"
+    )
     assert plan.decode.tp == int(m.group(2))
 
 
 def test_ttft_unreachable_names_the_best_and_relaxing_fixes_it():
     w = pdtp.Workload(ttft_ms=5)
     with pytest.raises(pdtp.InfeasibleError) as info:
-        pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=w)
+        pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=w, mode="disagg")
     m = re.search(r"ttft_ms=5 unreachable: best prefill TTFT is ([0-9.]+) ms", str(info.value))
     assert m, str(info.value)
     relaxed = pdtp.Workload(ttft_ms=float(m.group(1)) + 1)
-    assert pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=relaxed)
+    assert pdtp.solve("llama-3.1-70b", 64, gpu="h100", workload=relaxed, mode="disagg")
 
 
 def test_budget_too_small_names_the_smallest_split():
     with pytest.raises(pdtp.InfeasibleError, match="at least 2 GPUs"):
-        pdtp.solve("llama-3.1-8b", 1, gpu="h100")
+        pdtp.solve("llama-3.1-8b", 1, gpu="h100", mode="disagg")
+    # One aggregated instance needs no second GPU.
+    assert pdtp.solve("llama-3.1-8b", 1, gpu="h100").serving == "agg"
     with pytest.raises(pdtp.InfeasibleError) as info:
-        pdtp.solve("llama-3.1-70b", 3, gpu="h100")
+        pdtp.solve("llama-3.1-70b", 3, gpu="h100", mode="disagg")
     m = re.search(r"needs (\d+) GPUs", str(info.value))
     assert m, str(info.value)
-    assert pdtp.solve("llama-3.1-70b", int(m.group(1)), gpu="h100")
+    assert pdtp.solve("llama-3.1-70b", int(m.group(1)), gpu="h100", mode="disagg")
 
 
 def test_infeasible_is_pdtp_error_with_reasons():
     with pytest.raises(pdtp.PdtpError) as info:
-        pdtp.solve("llama-3.1-405b", 64, gpu="h100")
+        pdtp.solve("llama-3.1-405b", 64, gpu="h100", layouts="tp")
     assert isinstance(info.value, pdtp.InfeasibleError)
     assert all(isinstance(r, str) and r for r in info.value.reasons)
 
@@ -222,7 +266,7 @@ def test_infeasible_is_pdtp_error_with_reasons():
 
 @pytest.mark.parametrize(("gpu", "connector"), [("mi300x", "moriio"), ("h100", "nixl")])
 def test_vllm_commands(gpu, connector):
-    plan = pdtp.solve("llama-3.1-8b", 20, gpu=gpu, connector=connector)
+    plan = pdtp.solve("llama-3.1-8b", 20, gpu=gpu, connector=connector, mode="disagg")
     lines = plan.vllm_commands()
     assert len(lines) == plan.prefill.instances + plan.decode.instances
     env = "HIP_VISIBLE_DEVICES" if gpu.startswith("mi") else "CUDA_VISIBLE_DEVICES"
@@ -312,6 +356,6 @@ def test_method_and_status_are_reported():
     assert (plan.method, plan.status, plan.gap) == ("cpsat", "OPTIMAL", 0.0)
     d = plan.to_dict()
     assert d["method"] == "cpsat" and d["gap"] == 0.0 and d["objective"] == "throughput"
-    assert len(d["placement"]) == plan.prefill.instances + plan.decode.instances
+    assert len(d["placement"]) == sum(s.instances for _, s in plan.sides)
     oracle = pdtp.solve("llama-3.1-70b", 24, method="enumerate")
     assert oracle.method == "enumerate" and key(oracle) == key(plan)

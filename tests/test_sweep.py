@@ -85,6 +85,9 @@ def _solve_kwargs(r: dict) -> dict:
             isl=r["isl"], osl=r["osl"], ttft_ms=r["slo_ttft_ms"], tpot_ms=r["slo_tpot_ms"]
         ),
         "max_tp": r["max_tp"],
+        # Sweeps cover TP-only P/D splits.
+        "mode": "disagg",
+        "layouts": "tp",
     }
 
 
@@ -175,7 +178,15 @@ def test_max_acks_is_applied():
         "qwen3-30b-a3b", gpus=[16, 64], gpu="mi300x", max_acks=1, workers=1, as_frame=False
     )
     for r in rows:
-        plan = pdtp.solve(r["model"], r["gpus"], gpu="mi300x", max_acks=1, method="enumerate")
+        plan = pdtp.solve(
+            r["model"],
+            r["gpus"],
+            gpu="mi300x",
+            max_acks=1,
+            method="enumerate",
+            mode="disagg",
+            layouts="tp",
+        )
         assert row_fields(r) == plan_fields(plan)
         assert r["decode_tp"] <= r["prefill_tp"]
 

@@ -72,6 +72,10 @@ _LAZY: dict[str, str] = {
     "Replan": "pdtp.planning.replan",
     "MoveCost": "pdtp.planning.replan",
     "solve_fleet": "pdtp.planning.fleet",
+    "pareto": "pdtp.planning.pareto",
+    "Pareto": "pdtp.planning.pareto",
+    "ParetoPoint": "pdtp.planning.pareto",
+    "Layout": "pdtp.layout",
     "FleetPlan": "pdtp.planning.fleet",
     "calibrate": "pdtp.calibration",
     "sweep": "pdtp.sweeps",
@@ -87,6 +91,7 @@ if TYPE_CHECKING:
     from .catalog import gpu, gpus, model, models
     from .constants import Constants
     from .deployment import Deployment, deploy, deploy_diff
+    from .layout import Layout
     from .perf import (
         Estimate,
         ServingEstimate,
@@ -96,6 +101,7 @@ if TYPE_CHECKING:
         predict_serving,
     )
     from .planning.fleet import FleetPlan, solve_fleet
+    from .planning.pareto import Pareto, ParetoPoint, pareto
     from .planning.plan import Plan
     from .planning.replan import MoveCost, Replan, replan
     from .planning.size_for import size_for
@@ -137,6 +143,10 @@ __all__ = [
     "MoveCost",
     "solve_fleet",
     "FleetPlan",
+    "pareto",
+    "Pareto",
+    "ParetoPoint",
+    "Layout",
     "sweep",
     "deploy",
     "deploy_diff",

@@ -40,15 +40,21 @@ __all__ = [
     "Scenario",
     "Stage",
     "candidates",
+    "check_layouts",
     "check_pair",
     "connector_names",
     "expected_ack_count",
+    "layout_load_violations",
+    "layout_option",
     "loadable_sizes",
+    "moriio_port_offsets",
+    "parse_layout",
     "predict_decode",
     "predict_prefill",
     "remote_tp_rank",
     "resolve_connector",
     "side_option",
+    "stage_layers",
     "sweep_budgets",
     "transfer_map",
     "vllm_releases",
@@ -111,6 +117,25 @@ def transfer_map(
     list[tuple[int, list[int], list[int], list[int], int]],
 ]: ...
 
+# ---- layouts -------------------------------------------------------------------------------
+_LayoutModel = tuple[int, int, bool, int, int, bool]
+
+def parse_layout(text: str) -> tuple[int, int, int, bool]: ...
+def stage_layers(pp: int, num_layers: int) -> list[tuple[int, int]]: ...
+def check_layouts(
+    model: _LayoutModel,
+    prefill: tuple[int, int, int, bool],
+    decode: tuple[int, int, int, bool],
+    connector: str,
+    max_acks: int | None = None,
+) -> tuple[list[tuple[str, str, str, str, str]], list[tuple[str, str]]]: ...
+def moriio_port_offsets(
+    connector: str, dp_rank: int, tp_rank: int, tp: int
+) -> tuple[int, int] | None: ...
+def layout_load_violations(
+    model: _LayoutModel, layout_: tuple[int, int, int, bool], side: str, connector: str
+) -> list[tuple[str, str, str, str, str]]: ...
+
 @final
 class ConnectorInfo:
     """A connector resolved at one vLLM version."""
@@ -159,6 +184,17 @@ def predict_decode(
 def side_option(
     model: _Nums, gpu: _Nums, consts: _Nums, work: _Work, tp: int, prefill: bool, util: float
 ) -> _SideRow: ...
+def layout_option(
+    model: _Nums,
+    rules_model: _LayoutModel,
+    gpu: _Nums,
+    consts: _Nums,
+    work: _Work,
+    layout_: tuple[int, int, int, bool],
+    role: str,
+    util: float,
+    max_num_batched_tokens: float,
+) -> tuple[_SideRow, float, int, float]: ...
 def sweep_budgets(
     scenario: Scenario, budgets: list[int]
 ) -> tuple[list[_SideRow], list[_SideRow], list[tuple[_CandRow | None, _CandRow | None, bool]]]: ...
@@ -178,6 +214,7 @@ class ModelSpec:
         gpus: list[_Nums],
         demand_rps: float = 0.0,
         weight: float = 1.0,
+        supports_pp: bool = False,
     ) -> ModelSpec: ...
     @property
     def name(self) -> str: ...
@@ -187,12 +224,20 @@ class GpuType:
     """One GPU type of a pool: vendor, constants, node size, price (PRICE_SCALE units)."""
 
     def __new__(
-        cls, *, name: str, vendor: str, constants: _Nums, node_size: int, price: int = 0
+        cls,
+        *,
+        name: str,
+        vendor: str,
+        constants: _Nums,
+        node_size: int,
+        price: int = 0,
+        max_num_batched_tokens: float = ...,
     ) -> GpuType: ...
     @property
     def name(self) -> str: ...
 
-_Running = tuple[int | None, int, int]
+_Running = tuple[int | None, str, tuple[int, int, int, bool], int]
+_LayoutSpace = tuple[list[str] | None, list[tuple[int, int, int, bool]]] | None
 
 @final
 class Scenario:
@@ -211,6 +256,8 @@ class Scenario:
         gpu_memory_utilization: float = 0.9,
         move_cost: tuple[float, float, float, float] | None = None,
         running: tuple[_Running, _Running] | None = None,
+        mode: str = "disagg",
+        layouts: _LayoutSpace = None,
     ) -> Scenario: ...
     @property
     def connector(self) -> str: ...
@@ -230,6 +277,8 @@ class Row:
     @property
     def tp(self) -> int: ...
     @property
+    def layout(self) -> tuple[int, int, int, bool]: ...
+    @property
     def gpus(self) -> int: ...
     @property
     def loads(self) -> bool: ...
@@ -239,6 +288,10 @@ class Row:
     def fits_kv(self) -> bool: ...
     @property
     def latency_s(self) -> float: ...
+    @property
+    def ttft_s(self) -> float: ...
+    @property
+    def concurrency(self) -> int: ...
     @property
     def meets_slo(self) -> bool: ...
     @property
@@ -387,6 +440,7 @@ class Candidates:
     def oracle(
         self, time_limit_s: float | None = None, reduced: bool = True
     ) -> tuple[_Solution | None, bool]: ...
+    def best_of_mode(self, mode: str) -> _Solution | None: ...
     def rule_blind(self) -> _Solution | None: ...
     def place(
         self, solution: _Solution, usage: list[tuple[int, int]] | None = None

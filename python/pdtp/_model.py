@@ -449,6 +449,10 @@ class Model:
     #: One line saying how the name the user gave became ``serve_ref`` (a catalog alias, a
     #: Hub lookup), for outputs to print; None when ``serve_ref`` is what the user wrote.
     serve_note: str | None = field(default=None, compare=False)
+    #: The config's ``architectures`` (vLLM picks its model class from the first it knows):
+    #: what decides, e.g., whether the class supports pipeline parallel. Not part of
+    #: equality (the shape is the model).
+    architectures: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         who = f"Model {_shown(self.name)}" if isinstance(self.name, str) else "Model"
@@ -492,6 +496,11 @@ class Model:
         # Accept any sequence (lists come from JSON) but store a tuple so the record stays
         # hashable and immutable.
         object.__setattr__(self, "aliases", tuple(self.aliases))
+        if isinstance(self.architectures, str) or not all(
+            isinstance(a, str) for a in self.architectures
+        ):
+            raise ConfigError(f"{who}: field 'architectures' must be a sequence of strings")
+        object.__setattr__(self, "architectures", tuple(self.architectures))
         _check_int(who, "state_bytes_per_sequence", self.state_bytes_per_sequence, 0)
         for fname in ("serve_ref", "serve_note"):
             value = getattr(self, fname)
@@ -732,6 +741,7 @@ class Model:
         """Fields plus the main derived numbers, JSON-ready."""
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         out["aliases"] = list(self.aliases)
+        out["architectures"] = list(self.architectures)
         out["attention_groups"] = [g.to_dict() for g in self.attention_groups]
         out["attention_type"] = self.attention_type
         out["kv_bytes_per_token"] = self.kv_bytes_per_token
@@ -1274,9 +1284,18 @@ def _parse_config(
             model_type=model_type,
             attention_groups=tuple(groups),
             state_bytes_per_sequence=state_bytes,
+            architectures=_architectures(data),
         )
     except ConfigError as exc:
         raise ConfigError(f"{label}: {exc}") from None
+
+
+def _architectures(data: Mapping[str, Any]) -> tuple[str, ...]:
+    """The config's ``architectures`` list (strings only; anything else is not a class name)."""
+    arch = data.get("architectures")
+    if not isinstance(arch, list):
+        return ()
+    return tuple(a for a in arch[:16] if isinstance(a, str) and 0 < len(a) <= 200)
 
 
 # Config keys of attention schemes pdtp's KV model cannot describe; a config that sets one is

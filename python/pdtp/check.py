@@ -7,7 +7,7 @@ warnings worth knowing, and the nearest valid pairs.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from . import _core
@@ -16,7 +16,8 @@ from .connectors import Connector, resolve_connector
 from .errors import (
     InvalidArgumentError,
 )
-from .violations import CheckWarning, Violation, pair_rules
+from .layout import Layout
+from .violations import CheckWarning, Violation, layout_rules, load_rules, pair_rules
 
 # Largest KV/attention head count accepted (far above any real model; keeps arithmetic small).
 MAX_HEADS = 1 << 20
@@ -68,17 +69,27 @@ def model_shape(model: Any) -> ModelShape:
 
 @dataclass(frozen=True)
 class CheckResult:
+    """The verdict on one P/D pair (or one aggregated instance, ``serving="agg"``).
+    ``prefill_tp``/``decode_tp`` are the TP sizes of ``prefill_layout``/``decode_layout``
+    (an aggregated instance's layout on both). ``alternatives`` are the nearest valid pairs:
+    ``(prefill TP, decode TP)`` for TP-only pairs, ``(prefill layout, decode layout)`` names
+    for other layouts (each side's pp/dp/ep kept, its TP size varied)."""
+
     model: str
     prefill_tp: int
     decode_tp: int
     connector: str
     violations: tuple[Violation, ...]
     warnings: tuple[CheckWarning, ...]
-    alternatives: tuple[tuple[int, int], ...] = field(default=())
+    alternatives: tuple[tuple[int, int] | tuple[str, str], ...] = field(default=())
     # With gpu=: whether each side's weights and KV cache fit in memory (None: not asked).
     gpu: str | None = None
     prefill_fits: bool | None = None
     decode_fits: bool | None = None
+    #: "disagg" (a P/D pair) or "agg" (one aggregated instance's layout on both sides).
+    serving: str = "disagg"
+    prefill_layout: Layout | None = None
+    decode_layout: Layout | None = None
     #: The vLLM version the rules are of, and MoRIIO's mode ("read"/"write"; None for NIXL).
     vllm_version: str | None = None
     mode: str | None = None
@@ -99,8 +110,11 @@ class CheckResult:
         return {
             "ok": self.ok,
             "model": self.model,
+            "serving": self.serving,
             "prefill_tp": self.prefill_tp,
             "decode_tp": self.decode_tp,
+            "prefill_layout": str(self.prefill_layout or Layout(self.prefill_tp)),
+            "decode_layout": str(self.decode_layout or Layout(self.decode_tp)),
             "connector": self.connector,
             "vllm_version": self.vllm_version,
             "mode": self.mode,
@@ -115,8 +129,8 @@ class CheckResult:
 
 def check(
     model: Any,
-    prefill_tp: int,
-    decode_tp: int,
+    prefill_tp: Any = None,
+    decode_tp: Any = None,
     *,
     connector: str | Connector = "moriio",
     max_acks: int | None = None,
@@ -127,10 +141,15 @@ def check(
     gpu_memory_utilization: float = 0.9,
     constants: Any = None,
     vllm_version: str | None = None,
+    aggregated: Any = None,
 ) -> CheckResult:
     """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``: MoRIIO READ mode,
     ``"moriio-write"``: MoRIIO WRITE mode, ``"nixl"``, ``"nixl-legacy"``) as vLLM
-    ``vllm_version`` (default: the newest release pdtp knows) would run it.
+    ``vllm_version`` (default: the newest release pdtp knows) would run it. Each side is a
+    TP size or a layout (``"tp2dp4ep"``, ``"tp8pp2"``, :class:`pdtp.Layout`): data-parallel
+    ranks, expert parallel and pipeline stages are checked with vLLM's layout rules.
+    ``aggregated=`` checks one aggregated instance's layout instead (no KV connector: the
+    load rules alone).
 
     ``max_acks`` caps the release acks a prefill rank may wait for (D/P when D > P);
     ``max_tp`` bounds the TP sizes proposed as alternatives (default: 16 or twice the larger
@@ -155,59 +174,89 @@ def check(
 
         ctx = resolve_context(model, gpu, constants, gpu_memory_utilization)
         model = ctx.model
-    shape = model_shape(model)
-    p = positive_int("prefill_tp", prefill_tp, maximum=MAX_TP)
-    d = positive_int("decode_tp", decode_tp, maximum=MAX_TP)
+    rules_model = model if ctx is not None or not _is_name(model) else _resolved(model)
+    shape = model_shape(rules_model)
     conn = resolve_connector(connector, vllm_version)
     acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
-    bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
     n_alt = (
         positive_int("alternatives", alternatives, maximum=MAX_ALTERNATIVES) if alternatives else 0
     )
+    if aggregated is not None:
+        if prefill_tp is not None or decode_tp is not None:
+            raise InvalidArgumentError(
+                "give prefill_tp and decode_tp (a P/D pair) or aggregated= (one aggregated "
+                "instance's layout), not both"
+            )
+        return _check_aggregated(
+            rules_model, shape, Layout.of(aggregated, "aggregated"), conn, ctx, workload
+        )
+    if prefill_tp is None or decode_tp is None:
+        raise InvalidArgumentError(
+            "check needs prefill_tp and decode_tp (TP sizes or layouts such as 'tp2dp4ep'), "
+            "or aggregated= for an aggregated instance"
+        )
+    pl, dl = Layout.of(prefill_tp, "prefill_tp"), Layout.of(decode_tp, "decode_tp")
+    p, d = pl.tp, dl.tp
+    tp_only = pl.is_tp_only and dl.is_tp_only
+    bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
 
-    violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
+    if tp_only:
+        violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
+    else:
+        violations, raw_warnings = layout_rules(rules_model, pl, dl, conn.key, acks)
     sizes = None
     fits: dict[str, bool] = {}
+    w = None
     if ctx is not None:
         from .perf import memory_fits, side_violations
         from .workload import resolve_workload
 
         w = resolve_workload(workload)
-        for side, tp in (("prefill", p), ("decode", d)):
-            point, fit = memory_fits(ctx, w, tp, side)
+        for side, lay in (("prefill", pl), ("decode", dl)):
+            point, fit = memory_fits(ctx, w, lay.tp if tp_only else lay, side)
             fits[side] = fit
             violations.extend(
                 v for v in side_violations(ctx, w, point, side) if "slo" not in v.code
             )
-        if n_alt:
-            loadable = _core.loadable_sizes(
-                shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, bound
-            )
+    alts: tuple[tuple[int, int] | tuple[str, str], ...] = ()
+    if violations and n_alt:
+        loadable = _core.loadable_sizes(
+            shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, bound
+        )
+        memo: dict[tuple[str, Layout], bool] = {}
+
+        def fits_memory(side: str, lay: Layout) -> bool:
+            if ctx is None or w is None:
+                return True
+            if (side, lay) not in memo:
+                from .perf import memory_fits
+
+                memo[side, lay] = memory_fits(ctx, w, lay.tp if lay.is_tp_only else lay, side)[1]
+            return memo[side, lay]
+
+        if tp_only:
             sizes = {
-                side: [t for t in loadable if memory_fits(ctx, w, t, side)[1]]
+                side: [t for t in loadable if fits_memory(side, Layout(t))]
                 for side in ("prefill", "decode")
             }
-    alts: tuple[tuple[int, int], ...] = ()
-    if violations and n_alt:
-        if sizes is None:
-            both = _core.loadable_sizes(
-                shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, bound
+            alts = tuple(
+                _core.alternatives(
+                    shape.num_attention_heads,
+                    shape.num_kv_heads,
+                    shape.is_mla,
+                    p,
+                    d,
+                    conn.key,
+                    acks,
+                    sizes["prefill"],
+                    sizes["decode"],
+                    n_alt,
+                )
             )
-            sizes = {"prefill": both, "decode": both}
-        alts = tuple(
-            _core.alternatives(
-                shape.num_attention_heads,
-                shape.num_kv_heads,
-                shape.is_mla,
-                p,
-                d,
-                conn.key,
-                acks,
-                sizes["prefill"],
-                sizes["decode"],
-                n_alt,
+        else:
+            alts = _layout_alternatives(
+                rules_model, pl, dl, conn.key, acks, loadable, fits_memory, n_alt
             )
-        )
     return CheckResult(
         model=shape.name,
         prefill_tp=p,
@@ -219,6 +268,101 @@ def check(
         gpu=ctx.gpu.name if ctx is not None else None,
         prefill_fits=fits.get("prefill"),
         decode_fits=fits.get("decode"),
+        prefill_layout=pl,
+        decode_layout=dl,
+        vllm_version=conn.vllm_version,
+        mode=conn.mode,
+    )
+
+
+def _is_name(model: Any) -> bool:
+    """A model given by reference (name, id, config) rather than as an object."""
+    return not all(hasattr(model, a) for a in ("num_attention_heads", "num_kv_heads", "is_mla"))
+
+
+def _resolved(model: Any) -> Any:
+    from .catalog import resolve_model  # lazy: the catalog loads data files
+
+    return resolve_model(model)
+
+
+def _layout_alternatives(
+    model: Any,
+    pl: Layout,
+    dl: Layout,
+    connector: str,
+    acks: int | None,
+    sizes: list[int],
+    fits: Any,
+    limit: int,
+) -> tuple[tuple[str, str], ...]:
+    """The nearest valid layout pairs: each side's TP size varied over ``sizes`` with its
+    dp kept, and its pipeline stages or expert parallel dropped where that is what breaks a
+    rule. Distance: |log TP ratio| per side plus 1 per dropped part; ``fits(side, layout)``
+    filters by memory."""
+    from math import log
+
+    def variants(lay: Layout) -> list[tuple[Layout, int]]:
+        out = [(lay, 0)]
+        if lay.pp > 1:
+            out.append((replace(lay, pp=1), 1))
+        if lay.ep:
+            out.append((replace(lay, ep=False), 1))
+        if lay.pp > 1 and lay.ep:
+            out.append((replace(lay, pp=1, ep=False), 2))
+        return out
+
+    found: list[tuple[float, int, str, str]] = []
+    for a0, ca in variants(pl):
+        for b0, cb in variants(dl):
+            for p in sizes:
+                for d in sizes:
+                    a, b = replace(a0, tp=p), replace(b0, tp=d)
+                    if (a, b) == (pl, dl) or layout_rules(model, a, b, connector, acks)[0]:
+                        continue
+                    if not (fits("prefill", a) and fits("decode", b)):
+                        continue
+                    dist = abs(log(p / pl.tp)) + abs(log(d / dl.tp)) + ca + cb
+                    found.append((dist, a.gpus + b.gpus, str(a), str(b)))
+    found.sort()
+    out: list[tuple[str, str]] = []
+    for _, _, a_s, b_s in found:
+        if (a_s, b_s) not in out:
+            out.append((a_s, b_s))
+        if len(out) == limit:
+            break
+    return tuple(out)
+
+
+def _check_aggregated(
+    model: Any, shape: ModelShape, layout: Layout, conn: Connector, ctx: Any, workload: Any
+) -> CheckResult:
+    """One aggregated instance: its layout's load rules (no KV connector) and, with a GPU,
+    its memory fit."""
+    violations = load_rules(model, layout, "aggregated", conn.key)
+    fits = None
+    if ctx is not None:
+        from .perf import memory_fits, side_violations
+        from .workload import resolve_workload
+
+        w = resolve_workload(workload)
+        point, fits = memory_fits(ctx, w, layout, "aggregated")
+        violations.extend(
+            v for v in side_violations(ctx, w, point, "aggregated") if "slo" not in v.code
+        )
+    return CheckResult(
+        model=shape.name,
+        prefill_tp=layout.tp,
+        decode_tp=layout.tp,
+        connector=conn.name,
+        violations=tuple(violations),
+        warnings=(),
+        gpu=ctx.gpu.name if ctx is not None else None,
+        prefill_fits=fits,
+        decode_fits=fits,
+        serving="agg",
+        prefill_layout=layout,
+        decode_layout=layout,
         vllm_version=conn.vllm_version,
         mode=conn.mode,
     )

@@ -91,6 +91,18 @@ def _add_workload_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _layout(text: str) -> Any:
+    """A side of a pair: a TP size (``4``) or a layout (``tp2dp4ep``, ``tp8pp2``)."""
+    from .layout import Layout
+
+    if text.strip().isdigit():
+        return _count(text)
+    try:
+        return Layout.parse(text)
+    except Exception as e:  # argparse turns this into one usage line naming the flag
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 CONNECTOR_HELP = (
     "moriio (MoRIIO READ mode, default), moriio-write (MoRIIO WRITE mode), nixl, nixl-legacy "
     "(NIXL before vLLM 0.14.0)"
@@ -105,11 +117,15 @@ def _add_vllm_version_flag(p: Any, help: str = VLLM_VERSION_HELP) -> None:
     p.add_argument("--vllm-version", metavar="X.Y.Z", help=help)
 
 
-def _add_pair_flags(p: argparse.ArgumentParser) -> None:
+def _add_pair_flags(p: argparse.ArgumentParser, *, required: bool = True) -> None:
     p.add_argument(
-        "--prefill-tp", "-P", type=int, required=True, metavar="P", help="prefill TP size"
-    )
-    p.add_argument("--decode-tp", "-D", type=int, required=True, metavar="D", help="decode TP size")
+        "--prefill-tp", "-P", type=_layout, required=required, metavar="P",
+        help="prefill TP size, or a layout such as tp2dp4ep (DP attention + EP) or tp8pp2",
+    )  # fmt: skip
+    p.add_argument(
+        "--decode-tp", "-D", type=_layout, required=required, metavar="D",
+        help="decode TP size or layout (as -P)",
+    )  # fmt: skip
     p.add_argument(
         "--connector",
         default="moriio",
@@ -143,6 +159,7 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
         help="most req/s (default), most output tokens per USD, or the cheapest plan for --demand",
     )  # fmt: skip
     p.add_argument("--demand", type=float, metavar="RPS", help="req/s to serve (--objective cost)")
+    _add_mode_flags(p)
     _add_workload_flags(p)
     o = p.add_argument_group("options")
     o.add_argument(
@@ -164,6 +181,21 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
         "Poisson arrivals, verified by simulation (default: on means)",
     )
     return o
+
+
+def _add_mode_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("instances (what each instance is, and whether P/D is split)")
+    g.add_argument(
+        "--mode", choices=["auto", "disagg", "agg"], default="auto",
+        help="auto (default): P/D split or aggregated instances, whichever serves more; "
+        "disagg: prefill + decode instances; agg: instances doing both phases (no connector)",
+    )  # fmt: skip
+    g.add_argument(
+        "--layouts", metavar="LIST",
+        help="restrict each instance's layout: families tp, ep (TP + expert parallel), dp "
+        "(DP attention + EP), pp, all, and/or layouts such as tp2dp4ep,tp8pp2 (default: tp; "
+        "ep and dp for MoE models; pp where no layout in one node holds the weights)",
+    )  # fmt: skip
 
 
 def _add_host_flags(p: argparse.ArgumentParser) -> None:
@@ -197,10 +229,20 @@ def build_parser() -> argparse.ArgumentParser:
             "connector's size rule and (MoRIIO) the replicated-KV-head guard. Prints every "
             "violation with vLLM's exact message, a hint, warnings and the nearest valid pairs."
         ),
-        epilog="example: pdtp check --heads 64 --kv-heads 8 --prefill-tp 4 --decode-tp 8",
+        epilog=(
+            "examples:\n  pdtp check --heads 64 --kv-heads 8 --prefill-tp 4 --decode-tp 8\n"
+            "  pdtp check --model deepseek-r1 -P tp8 -D tp1dp8ep --gpu mi355x\n"
+            "  pdtp check --model llama-3.1-405b -P tp8pp2 -D tp8pp2 --connector nixl --gpu h100\n"
+            "  pdtp check --model qwen3-235b-a22b --aggregated tp2dp4ep --gpu mi300x"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_model_flags(c)
-    _add_pair_flags(c)
+    _add_pair_flags(c, required=False)
+    c.add_argument(
+        "--aggregated", type=_layout, metavar="LAYOUT",
+        help="check one aggregated instance's layout instead of a pair (no KV connector)",
+    )  # fmt: skip
     c.add_argument("--max-acks", type=int, metavar="K", help="cap on release acks per prefill rank")
     c.add_argument("--max-tp", type=int, metavar="T", help="largest TP size to propose instead")
     c.add_argument(
@@ -249,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--config", metavar="PATH", help="HF config.json or model folder instead")
     z.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
     _add_pool_flags(z, "--max-gpus")
+    _add_mode_flags(z)
     z.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
     _add_vllm_version_flag(z)
     z.add_argument(
@@ -408,7 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser(
         "plot",
-        help="charts (PNG/SVG): requests/s per GPU vs budget; valid P/D pairs; latency",
+        help="charts (PNG/SVG): requests/s per GPU vs budget; valid P/D pairs; latency; "
+        "Pareto frontier",
         description=(
             "throughput: requests/s per GPU against the GPU budget, one line per model and a "
             "panel per GPU type, connector and workload (from a `pdtp sweep` file, or sweeps "
@@ -416,8 +460,11 @@ def build_parser() -> argparse.ArgumentParser:
             "pairs: for each model and connector, which (prefill TP, decode TP) pairs vLLM "
             "accepts, and the rule each other pair breaks. latency: simulated TTFT and TPOT "
             "percentiles (p50, p90, p99) of a plan against the request rate, with its SLOs. "
-            "Needs matplotlib "
-            "(pip install 'pdtp[plot]')."
+            "pareto: output tokens/s per GPU "
+            "against tokens/s per user for one model on --gpus GPUs (default 16), one plan "
+            "per TPOT target, aggregated and disaggregated points marked apart, with the "
+            "rule-blind frontier faintly behind (what the connector's rules cost). Needs "
+            "matplotlib (pip install 'pdtp[plot]')."
         ),
         epilog=(
             "examples:\n  pdtp plot throughput -o throughput.png --gpu mi300x,h200\n"
@@ -427,11 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
             "  pdtp plot pairs --models llama-3.1-70b,deepseek-v3 --connector moriio,nixl "
             "-o pairs.png\n"
             "  pdtp plot latency --model llama-3.1-70b --gpus 24 -o latency.png\n"
-            "  pdtp plot latency --plan plan.json --rates 5,10,20,25,30,35 -o latency.svg"
+            "  pdtp plot latency --plan plan.json --rates 5,10,20,25,30,35 -o latency.svg\n"
+            "  pdtp plot pareto --models qwen3-30b-a3b --gpu mi300x --gpus 16 -o pareto.png"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    pl.add_argument("chart", choices=["throughput", "pairs", "latency"])
+    pl.add_argument("chart", choices=["throughput", "pairs", "latency", "pareto"])
     pl.add_argument("-o", "--output", required=True, metavar="FILE", help=".png or .svg")
     pl.add_argument("--input", metavar="FILE", help="throughput: a `pdtp sweep` output file")
     pl.add_argument(
@@ -460,6 +508,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pl.add_argument("--title", help="chart title")
     _add_latency_plot_flags(pl)
+    pl.add_argument(
+        "--tpot-targets",
+        metavar="MS,...",
+        help="pareto: TPOT targets in ms (default 5,6,7.5,10,...,200)",
+    )
+    pl.add_argument(
+        "--mode",
+        choices=["auto", "disagg", "agg"],
+        default="auto",
+        help="pareto: P/D splits (disagg), aggregated instances (agg) or both (auto)",
+    )
+    pl.add_argument(
+        "--layouts",
+        metavar="LIST",
+        help="pareto: layout families tp, ep, dp, pp, all and/or layouts such as tp2dp4ep",
+    )
 
     m = sub.add_parser(
         "map",
@@ -769,6 +833,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
         from .catalog import resolve_model
 
         model = resolve_model(_model_arg(args))
+    elif args.model or args.config:
+        from .catalog import resolve_model
+
+        model = resolve_model(_model_arg(args))  # layouts need the layer and expert counts
+    if args.aggregated is not None:
+        if args.prefill_tp is not None or args.decode_tp is not None:
+            raise UsageError("give --prefill-tp and --decode-tp, or --aggregated, not both")
+    elif args.prefill_tp is None or args.decode_tp is None:
+        raise UsageError("give --prefill-tp P and --decode-tp D (a pair), or --aggregated LAYOUT")
     r = check(
         model,
         args.prefill_tp,
@@ -778,6 +851,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         max_tp=args.max_tp,
         gpu=args.gpu,
         gpu_memory_utilization=args.gpu_memory_utilization,
+        aggregated=args.aggregated,
         vllm_version=args.vllm_version,
     )
     if args.json:
@@ -786,12 +860,22 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .connectors import resolve_connector
 
     label = resolve_connector(r.connector, r.vllm_version).label
-    print(f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  connector={label}")
+    if r.serving == "agg":
+        print(f"{r.model}: aggregated {r.prefill_layout}  (no KV connector)")
+    elif r.prefill_layout is not None and not (
+        r.prefill_layout.is_tp_only and r.decode_layout is not None and r.decode_layout.is_tp_only
+    ):
+        print(f"{r.model}: prefill {r.prefill_layout}  decode {r.decode_layout}  connector={label}")
+    else:
+        print(f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  connector={label}")
     print("VALID" if r.ok else f"INVALID ({len(r.violations)} violation(s))")
     if r.gpu is not None:
         fit = {True: "fits", False: "does not fit"}
         p_fit, d_fit = fit[bool(r.prefill_fits)], fit[bool(r.decode_fits)]
-        print(f"memory on {r.gpu}: prefill {p_fit}, decode {d_fit}")
+        if r.serving == "agg":
+            print(f"memory on {r.gpu}: {p_fit}")
+        else:
+            print(f"memory on {r.gpu}: prefill {p_fit}, decode {d_fit}")
     # vLLM's messages verbatim; pdtp's hints and warnings in this command's flags.
     for v in r.violations:
         err = f"  [vLLM {v.vllm_error}]" if v.vllm_error else ""
@@ -801,7 +885,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     for w in r.warnings:
         print(f"\n  ! {w.code}\n    {in_cli_words(w.message, args._flags)}")
     if r.alternatives:
-        alts = ", ".join(f"P{p}/D{d}" for p, d in r.alternatives)
+        alts = ", ".join(
+            f"P{p}/D{d}" if isinstance(p, int) else f"P {p}/D {d}" for p, d in r.alternatives
+        )
         print(f"\nnearest valid pairs: {alts}")
     return EXIT_OK if r.ok else EXIT_INVALID
 
@@ -907,18 +993,29 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
     gap = "" if plan.status == "OPTIMAL" or plan.gap is None else f", gap {plan.gap:.2%}"
     print(header or f"plan: {plan.status} ({plan.method}{gap}, {plan.solve_ms:.1f} ms)")
     print()
+    tp_only = all(s.layout.is_tp_only for _, s in plan.sides)
+    latency = {
+        "prefill": f"TTFT {plan.ttft_ms:,.0f} ms",
+        "decode": f"TPOT {plan.tpot_ms:,.1f} ms at batch {plan.decode_batch}"
+        + (" per DP rank" if plan.decode is not None and plan.decode.dp > 1 else ""),
+        "aggregated": f"TTFT {plan.ttft_ms:,.0f} ms, TPOT {plan.tpot_ms:,.1f} ms at "
+        f"{plan.concurrency} in flight",
+    }
+    capacity = {
+        "prefill": plan.prefill_capacity_rps,
+        "decode": plan.decode_capacity_rps,
+        "aggregated": plan.requests_per_s,
+    }
     rows = [
-        ["prefill", plan.prefill.instances, plan.prefill.tp, plan.prefill.gpus,
-         f"{plan.prefill_capacity_rps:,.2f}", f"TTFT {plan.ttft_ms:,.0f} ms"],
-        ["decode", plan.decode.instances, plan.decode.tp, plan.decode.gpus,
-         f"{plan.decode_capacity_rps:,.2f}",
-         f"TPOT {plan.tpot_ms:,.1f} ms at batch {plan.decode_batch}"],
+        [role, s.instances, s.tp if tp_only else str(s.layout), s.gpus,
+         f"{capacity[role]:,.2f}", latency[role]]
+        for role, s in plan.sides
     ]  # fmt: skip
-    head = ["side", "instances", "tp", "GPUs", "capacity req/s", "latency"]
-    if plan.prefill.gpu != plan.decode.gpu:
+    head = ["side", "instances", "tp" if tp_only else "layout", "GPUs", "capacity req/s", "latency"]
+    if len({s.gpu for _, s in plan.sides}) > 1:
         head.insert(1, "gpu")
-        rows[0].insert(1, plan.prefill.gpu)
-        rows[1].insert(1, plan.decode.gpu)
+        for row, (_, s) in zip(rows, plan.sides):
+            row.insert(1, s.gpu)
     print(table(head, rows, indent="  "))
     cost = f", ${plan.cost_per_hour:,.2f}/h" if plan.cost_per_hour is not None else ""
     print(
@@ -929,6 +1026,20 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
         print(
             f"SLOs at {plan.slo_basis.split()[0]} (simulated goodput, Poisson arrivals); the "
             f"analytic model on means gives this split {plan.analytic_requests_per_s:,.2f} req/s"
+        )
+    alt = plan.alternative
+    if alt is not None:
+        kind = {"agg": "aggregated", "disagg": "disaggregated"}[alt.serving]
+        gain = plan.serving_gain
+        if plan.objective == "throughput" and gain is not None:
+            verdict = f"this plan serves {gain:.1%} more"
+        elif alt.gpus_used > plan.gpus_used:
+            verdict = f"this plan uses {alt.gpus_used - plan.gpus_used} fewer GPUs"
+        else:
+            verdict = "this plan comes first by the objective"
+        print(
+            f"\n{kind} alternative: {alt.summary} serves {alt.requests_per_s:,.2f} req/s on "
+            f"{alt.gpus_used} GPUs; {verdict}"
         )
     for note in plan.notes:
         print(f"\nnote: {note}")
@@ -981,6 +1092,8 @@ def _solve_options(args: argparse.Namespace) -> dict[str, Any]:
         "time_limit_s": args.time_limit,
         "method": args.method,
         "slo_percentile": args.slo_percentile,
+        "mode": args.mode,
+        "layouts": args.layouts,
     }
 
 
@@ -1013,6 +1126,8 @@ def _cmd_size_for(args: argparse.Namespace) -> int:
             time_limit_s=args.time_limit,
             method=args.method,
             slo_percentile=args.slo_percentile,
+            mode=args.mode,
+            layouts=args.layouts,
         ),
         args,
         header=f"fewest {'USD/h' if args.objective == 'cost' else 'GPUs'} serving "
@@ -1128,8 +1243,11 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         from .errors import InfeasibleError
         from .planning.solve import solve
 
+        solve_kw = _solve_options(args)
+        if not _given(args, args._parser, "mode"):
+            solve_kw["mode"] = "disagg"  # deploy writes P/D deployments (proxy + roles)
         try:
-            plan = solve(_solve_model(args), **_solve_options(args))
+            plan = solve(_solve_model(args), **solve_kw)
         except InfeasibleError as e:
             return _print_infeasible(e, args, as_json=args.format == "json")
     dep = deploy(
@@ -1268,15 +1386,23 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         name = resolve_model(d["model"]).name
         plan, frac = fp.plans.get(name), fp.served_fraction.get(name, 0.0)
         cells = ["-", "-", "-"]
-        if plan is not None:
+        if plan is not None and plan.prefill is not None and plan.decode is not None:
             cells = [
-                f"{plan.prefill.instances}xP{plan.prefill.tp}",
-                f"{plan.decode.instances}xD{plan.decode.tp}",
+                f"{plan.prefill.instances}xP{_short(plan.prefill.layout)}",
+                f"{plan.decode.instances}xD{_short(plan.decode.layout)}",
                 str(plan.gpus_used),
             ]
+        elif plan is not None and plan.aggregated is not None:
+            agg = f"{plan.aggregated.instances}x agg {plan.aggregated.layout}"
+            cells = [agg, "-", str(plan.gpus_used)]
         out.append([name, f"{d['demand_rps']:g}", *cells, f"{frac:.0%}"])
     print(table(["model", "demand req/s", "prefill", "decode", "GPUs", "served"], out, indent="  "))
     return EXIT_OK
+
+
+def _short(layout: Any) -> str:
+    """``2`` for a TP-only layout (the fleet table's ``3xP2``), else ``tp2dp4ep``."""
+    return str(layout.tp) if layout.is_tp_only else str(layout)
 
 
 def _print_sources(entries: list[tuple[str, str, str, bool]]) -> None:
@@ -1397,7 +1523,22 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         return _cmd_plot_latency(args)
     from .plot import cli_main
 
-    if args.chart == "pairs":
+    pareto_only = ("tpot_targets", "mode", "layouts")
+    if args.chart != "pareto":
+        for dest in pareto_only:
+            if _given(args, args._parser, dest):
+                raise UsageError(f"{args._flags[dest]} is for pareto charts")
+    if args.chart == "pareto":
+        for dest in ("input", "top"):
+            if _given(args, args._parser, dest):
+                raise UsageError(
+                    f"{args._flags[dest]} is for throughput charts; a pareto chart takes "
+                    "--models (one), --gpu, --gpus, --connector, --tpot-targets, --mode, "
+                    "--layouts and --max-tp"
+                )
+        if not args.models:
+            raise UsageError("a pareto chart needs --models NAME (one model)")
+    elif args.chart == "pairs":
         for dest in ("input", "gpu", "gpus", "top"):
             if _given(args, args._parser, dest):
                 raise UsageError(

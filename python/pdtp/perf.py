@@ -4,7 +4,7 @@ validates arguments and shapes results."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +13,8 @@ from ._validate import MAX_TP, optional_positive_int, positive_int, positive_num
 from .connectors import resolve_connector
 from .constants import Constants, constants_for
 from .errors import InvalidArgumentError
-from .violations import Violation, pair_rules
+from .layout import Layout
+from .violations import Violation, layout_rules, load_rules, pair_rules
 from .workload import MAX_TOKENS, Workload, resolve_workload
 
 if TYPE_CHECKING:
@@ -236,7 +237,10 @@ def predict_decode(
 
 @dataclass(frozen=True)
 class SidePoint:
-    """One side's operating point as the core computes it (also the solver's table row)."""
+    """One side's operating point as the core computes it (also the solver's table row).
+    ``latency_ms`` is TTFT for prefill, TPOT for decode and aggregated instances; layout
+    points also carry the layout, an aggregated instance's TTFT and concurrency, and the
+    weight bytes one GPU holds."""
 
     tp: int
     loads: bool
@@ -248,11 +252,22 @@ class SidePoint:
     max_batch: int
     requests_per_s: float
     units: int
+    layout: Layout | None = None
+    ttft_ms: float | None = None
+    concurrency: int = 0
+    weight_bytes_per_gpu: float | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> SidePoint:
         tp, loads, fw, fk, lat, slo, batch, max_batch, rps, units = row
         return cls(tp, loads, fw, fk, lat * 1e3, slo, batch, max_batch, rps, units)
+
+    @property
+    def name(self) -> str:
+        """``tp=4`` (TP-only points, today's wording) or the layout (``tp2dp4ep``)."""
+        if self.layout is None or self.layout.is_tp_only:
+            return f"tp={self.tp}"
+        return str(self.layout)
 
 
 def side_point(ctx: Context, workload: Workload, tp: int, *, prefill: bool) -> SidePoint:
@@ -261,9 +276,42 @@ def side_point(ctx: Context, workload: Workload, tp: int, *, prefill: bool) -> S
     return SidePoint.from_row(row)
 
 
-def memory_fits(ctx: Context, workload: Workload, tp: int, side: str) -> tuple[SidePoint, bool]:
+def layout_point(ctx: Context, workload: Workload, layout: Layout, role: str) -> SidePoint:
+    """One instance kind's point for any layout and role (``prefill``, ``decode`` or
+    ``aggregated``: vLLM serving both phases at the highest concurrency meeting the SLOs)."""
+    from .calibration import engine_defaults
+    from .layout import layout_model
+
+    m, g, c = ctx.inputs
+    row, ttft, concurrency, weight_bytes = _core.layout_option(
+        m,
+        layout_model(ctx.model),
+        g,
+        c,
+        workload._core_dict(),
+        layout.core,
+        role,
+        ctx.gpu_memory_utilization,
+        float(engine_defaults("vllm", ctx.gpu)["max_num_batched_tokens"]),
+    )
+    base = SidePoint.from_row(row)
+    return replace(
+        base,
+        layout=layout,
+        ttft_ms=ttft * 1e3,
+        concurrency=concurrency,
+        weight_bytes_per_gpu=weight_bytes,
+    )
+
+
+def memory_fits(
+    ctx: Context, workload: Workload, tp: int | Layout, side: str
+) -> tuple[SidePoint, bool]:
     """One side's point and whether its weights and one sequence's KV cache fit."""
-    point = side_point(ctx, workload, tp, prefill=side == "prefill")
+    if isinstance(tp, Layout):
+        point = layout_point(ctx, workload, tp, side)
+    else:
+        point = side_point(ctx, workload, tp, prefill=side == "prefill")
     return point, point.fits_weights and point.fits_kv
 
 
@@ -274,14 +322,19 @@ def side_violations(
     out: list[Violation] = []
     gpu, model, tp = ctx.gpu, ctx.model, point.tp
     gib = float(1 << 30)  # GPU memory is sold in GiB ("80 GB" H100 = 80 GiB)
-    per_gpu_gib = model.weight_bytes / tp / gib
+    per_gpu_gib = (
+        model.weight_bytes / tp
+        if point.weight_bytes_per_gpu is None
+        else point.weight_bytes_per_gpu
+    ) / gib
     usable_gib = ctx.gpu_memory_utilization * gpu.memory_bytes / gib
+    what = f"{side}_tp={tp}" if point.name.startswith("tp=") else f"{side} {point.name}"
     if not point.fits_weights:
         out.append(
             Violation(
                 "weights_do_not_fit",
                 side,
-                f"{side}_tp={tp}: {per_gpu_gib:.1f} GiB of {model.weight_dtype} weights per GPU "
+                f"{what}: {per_gpu_gib:.1f} GiB of {model.weight_dtype} weights per GPU "
                 f"plus the {ctx.constants.reserve_bytes / gib:.1f} GiB runtime reserve exceed "
                 f"{usable_gib:.1f} GiB ({ctx.gpu_memory_utilization:g} of {gpu.name}'s "
                 f"{gpu.memory_bytes / gib:.0f} GiB)",
@@ -294,7 +347,7 @@ def side_violations(
             Violation(
                 "kv_cache_does_not_fit",
                 side,
-                f"{side}_tp={tp}: the weights fit but no room is left for the KV cache of one "
+                f"{what}: the weights fit but no room is left for the KV cache of one "
                 f"{need}-token sequence",
                 f"raise {side}_tp or gpu_memory_utilization, or use kv_dtype='fp8'",
             )
@@ -305,9 +358,20 @@ def side_violations(
                 Violation(
                     "ttft_slo",
                     side,
-                    f"prefill_tp={tp}: predicted TTFT {point.latency_ms:.0f} ms exceeds "
+                    f"{what}: predicted TTFT {point.latency_ms:.0f} ms exceeds "
                     f"ttft_ms={workload.ttft_ms:g}",
                     "raise prefill_tp, relax ttft_ms, or shorten the prompts",
+                )
+            )
+        elif side == "aggregated":
+            out.append(
+                Violation(
+                    "slo",
+                    side,
+                    f"{what}: even one client at a time misses the SLOs (TTFT "
+                    f"{point.ttft_ms or 0:.0f} ms vs ttft_ms={workload.ttft_ms}, TPOT "
+                    f"{point.latency_ms:.1f} ms vs tpot_ms={workload.tpot_ms})",
+                    "use more GPUs per instance, relax the SLOs, or disaggregate",
                 )
             )
         else:
@@ -315,7 +379,7 @@ def side_violations(
                 Violation(
                     "tpot_slo",
                     side,
-                    f"decode_tp={tp}: predicted TPOT {point.latency_ms:.1f} ms at batch 1 exceeds "
+                    f"{what}: predicted TPOT {point.latency_ms:.1f} ms at batch 1 exceeds "
                     f"tpot_ms={workload.tpot_ms:g}",
                     "raise decode_tp or relax tpot_ms",
                 )
@@ -326,7 +390,10 @@ def side_violations(
 @dataclass(frozen=True)
 class Estimate:
     """Predicted performance of one whole configuration. ``requests_per_s`` is
-    ``min(prefill_capacity_rps, decode_capacity_rps)`` — the rate both sides sustain."""
+    ``min(prefill_capacity_rps, decode_capacity_rps)`` — the rate both sides sustain; for an
+    aggregated configuration (``serving="agg"``) both capacities are the aggregated instances'.
+    ``prefill_tp``/``decode_tp`` are the TP sizes of the layouts (``prefill_layout``,
+    ``decode_layout``; an aggregated configuration's layout on both)."""
 
     model: str
     gpu: str
@@ -345,9 +412,14 @@ class Estimate:
     decode_capacity_rps: float
     valid: bool
     violations: tuple[Violation, ...]
+    serving: str = "disagg"
+    prefill_layout: str = ""
+    decode_layout: str = ""
 
     @property
     def bottleneck(self) -> str:
+        if self.serving == "agg":
+            return "aggregated"
         return bottleneck(self.prefill_capacity_rps, self.decode_capacity_rps)
 
     def to_dict(self) -> dict[str, Any]:
@@ -370,19 +442,25 @@ def evaluate(
     *,
     gpu: Any = DEFAULT_GPU,
     workload: Any = None,
-    prefill_tp: int,
-    prefill_instances: int,
-    decode_tp: int,
-    decode_instances: int,
+    prefill_tp: Any = None,
+    prefill_instances: int | None = None,
+    decode_tp: Any = None,
+    decode_instances: int | None = None,
     connector: str = "moriio",
     max_acks: int | None = None,
     constants: Any = None,
     gpu_memory_utilization: float = DEFAULT_UTILIZATION,
     vllm_version: str | None = None,
+    aggregated: Any = None,
+    aggregated_instances: int | None = None,
 ) -> Estimate:
-    """Predict a whole P/D configuration. Invalid configurations are reported in
-    ``Estimate.valid`` / ``violations`` (rules, memory, SLOs), not raised; the rules are
-    those of vLLM ``vllm_version`` (default: the newest release pdtp knows).
+    """Predict a whole configuration: ``prefill_instances`` × ``prefill_tp`` +
+    ``decode_instances`` × ``decode_tp`` (each a TP size or a layout such as ``"tp2dp4ep"``
+    / :class:`pdtp.Layout`), or ``aggregated_instances`` × ``aggregated`` (instances doing
+    both phases: capacity at the highest concurrency meeting the SLOs, no KV connector).
+    Invalid configurations are reported in ``Estimate.valid`` / ``violations`` (rules,
+    memory, SLOs), not raised; the rules are those of vLLM ``vllm_version`` (default: the
+    newest release pdtp knows).
 
     >>> import pdtp
     >>> e = pdtp.evaluate("llama-3.1-70b", gpu="h100", prefill_tp=4, prefill_instances=2,
@@ -392,15 +470,70 @@ def evaluate(
     """
     ctx = resolve_context(model, gpu, constants, gpu_memory_utilization)
     w = resolve_workload(workload)
-    p = positive_int("prefill_tp", prefill_tp, maximum=MAX_TP)
-    d = positive_int("decode_tp", decode_tp, maximum=MAX_TP)
-    np_ = positive_int("prefill_instances", prefill_instances, maximum=1 << 24)
-    nd = positive_int("decode_instances", decode_instances, maximum=1 << 24)
     acks = optional_positive_int("max_acks", max_acks)
     conn = resolve_connector(connector, vllm_version)
-    rule_violations, _ = pair_rules(ctx.model, p, d, conn.key, acks)
-    pp = side_point(ctx, w, p, prefill=True)
-    dp = side_point(ctx, w, d, prefill=False)
+    if aggregated is not None:
+        if any(x is not None for x in (prefill_tp, prefill_instances, decode_tp, decode_instances)):
+            raise InvalidArgumentError(
+                "give aggregated= and aggregated_instances= (instances doing both phases) or "
+                "the prefill_*/decode_* arguments (a P/D split), not both"
+            )
+        layout = Layout.of(aggregated, "aggregated")
+        n = positive_int("aggregated_instances", aggregated_instances, maximum=1 << 24)
+        point = layout_point(ctx, w, layout, "aggregated")
+        violations = [
+            *load_rules(ctx.model, layout, "aggregated", conn.key),
+            *side_violations(ctx, w, point, "aggregated"),
+        ]
+        cap = n * point.requests_per_s
+        return Estimate(
+            model=ctx.model.name,
+            gpu=ctx.gpu.name,
+            connector=conn.name,
+            prefill_tp=layout.tp,
+            prefill_instances=n,
+            decode_tp=layout.tp,
+            decode_instances=n,
+            gpus=layout.gpus * n,
+            requests_per_s=cap,
+            output_tokens_per_s=cap * w.osl,
+            ttft_ms=point.ttft_ms or 0.0,
+            tpot_ms=point.latency_ms,
+            decode_batch=point.batch,
+            prefill_capacity_rps=cap,
+            decode_capacity_rps=cap,
+            valid=not violations,
+            violations=tuple(violations),
+            serving="agg",
+            prefill_layout=str(layout),
+            decode_layout=str(layout),
+        )
+    missing = [
+        name
+        for name, v in (
+            ("prefill_tp", prefill_tp),
+            ("prefill_instances", prefill_instances),
+            ("decode_tp", decode_tp),
+            ("decode_instances", decode_instances),
+        )
+        if v is None
+    ]
+    if missing:
+        raise InvalidArgumentError(
+            f"evaluate needs {', '.join(missing)} (a P/D split), or aggregated= and "
+            "aggregated_instances="
+        )
+    pl, dl = Layout.of(prefill_tp, "prefill_tp"), Layout.of(decode_tp, "decode_tp")
+    np_ = positive_int("prefill_instances", prefill_instances, maximum=1 << 24)
+    nd = positive_int("decode_instances", decode_instances, maximum=1 << 24)
+    if pl.is_tp_only and dl.is_tp_only:
+        rule_violations, _ = pair_rules(ctx.model, pl.tp, dl.tp, conn.key, acks)
+        pp = side_point(ctx, w, pl.tp, prefill=True)
+        dp = side_point(ctx, w, dl.tp, prefill=False)
+    else:
+        rule_violations, _ = layout_rules(ctx.model, pl, dl, conn.key, acks)
+        pp = layout_point(ctx, w, pl, "prefill")
+        dp = layout_point(ctx, w, dl, "decode")
     violations = [
         *rule_violations,
         *side_violations(ctx, w, pp, "prefill"),
@@ -413,11 +546,11 @@ def evaluate(
         model=ctx.model.name,
         gpu=ctx.gpu.name,
         connector=conn.name,
-        prefill_tp=p,
+        prefill_tp=pl.tp,
         prefill_instances=np_,
-        decode_tp=d,
+        decode_tp=dl.tp,
         decode_instances=nd,
-        gpus=p * np_ + d * nd,
+        gpus=pl.gpus * np_ + dl.gpus * nd,
         requests_per_s=rps,
         output_tokens_per_s=rps * w.osl,
         ttft_ms=pp.latency_ms,
@@ -427,6 +560,8 @@ def evaluate(
         decode_capacity_rps=decode_cap,
         valid=not violations,
         violations=tuple(violations),
+        prefill_layout=str(pl),
+        decode_layout=str(dl),
     )
 
 

@@ -6,6 +6,9 @@
   valid, valid with a warning, or the code of the first rule vLLM would reject it with.
 * :func:`latency_chart`: simulated TTFT and TPOT percentiles of a deployment against the
   request rate, with the SLO lines (:func:`pdtp.simulate`).
+* :func:`pareto_chart`: output tokens/s per GPU against tokens/s per user, from
+  :func:`pdtp.pareto` — the valid frontier (aggregated and disaggregated points marked
+  apart, each labelled with its instances) and the rule-blind frontier faintly behind.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "latency_chart",
     "pairs_chart",
     "pairs_grid",
+    "pareto_chart",
     "throughput_chart",
 ]
 
@@ -461,6 +465,97 @@ def pairs_chart(
     return fig
 
 
+# ---- the Pareto frontier ----------------------------------------------------------------
+
+_MODE_STYLE = {
+    "disagg": {"marker": "o", "color": "C0", "label": "disaggregated (P/D)"},
+    "agg": {"marker": "s", "color": "C3", "label": "aggregated"},
+}
+
+
+def pareto_chart(
+    data: Any, path: str | os.PathLike[str] | None = None, *, title: str | None = None
+) -> Any:
+    """Draw a :class:`pdtp.Pareto`: tokens/s per GPU against tokens/s per user. The valid
+    frontier is the solid line (a point per TPOT target on it, marked by mode and labelled
+    with its instances), the other targets' plans small grey dots, and the rule-blind
+    frontier (what ignoring the connector's pair rules would promise) a faint dashed line
+    behind: the gap between the two lines is what the rules cost."""
+    from .planning.pareto import Pareto
+
+    if not isinstance(data, Pareto):
+        raise TypeError(f"pareto_chart draws a pdtp.Pareto, got {type(data).__name__}")
+    if path is not None:
+        _chart_suffix(path)
+    plt = _matplotlib()
+    fig, ax = plt.subplots(figsize=(8.0, 5.2))
+    blind = data.rule_blind
+    if blind:
+        ax.plot(
+            [p.tokens_per_s_per_user for p in blind],
+            [p.tokens_per_s_per_gpu for p in blind],
+            linestyle="--",
+            color="0.6",
+            alpha=0.45,
+            linewidth=1.4,
+            zorder=1,
+            label="rule-blind frontier (ignores the connector's pair rules)",
+        )
+    on_front = {id(p) for p in data.frontier}
+    rest = [p for p in data.points if id(p) not in on_front]
+    if rest:
+        ax.scatter(
+            [p.tokens_per_s_per_user for p in rest],
+            [p.tokens_per_s_per_gpu for p in rest],
+            s=10,
+            color="0.7",
+            zorder=2,
+            label="dominated plans",
+        )
+    front = data.frontier
+    ax.plot(
+        [p.tokens_per_s_per_user for p in front],
+        [p.tokens_per_s_per_gpu for p in front],
+        color="0.2",
+        linewidth=1.6,
+        zorder=3,
+        label="valid frontier",
+    )
+    for mode, style in _MODE_STYLE.items():
+        pts = [p for p in front if p.serving == mode]
+        if pts:
+            ax.scatter(
+                [p.tokens_per_s_per_user for p in pts],
+                [p.tokens_per_s_per_gpu for p in pts],
+                marker=style["marker"],
+                color=style["color"],
+                s=36,
+                zorder=4,
+                label=style["label"],
+            )
+    for p in front:
+        ax.annotate(
+            p.summary.replace("aggregated", "agg"),
+            (p.tokens_per_s_per_user, p.tokens_per_s_per_gpu),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=6.5,
+            color="0.25",
+        )
+    ax.set_xlabel("output tokens/s per user (1000 / TPOT)")
+    ax.set_ylabel("output tokens/s per GPU")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper right", frameon=False)
+    ax.set_title(
+        title or f"{data.model} on {data.gpu} ({data.connector}): throughput vs interactivity",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    _save(fig, path)
+    return fig
+
+
 # ---- `pdtp plot` --------------------------------------------------------------------------
 
 
@@ -580,6 +675,39 @@ def cli_main(args: Any) -> int:
             top=top or None,
             title=args.title,
         )
+    elif args.chart == "pareto":
+        from .planning.pareto import pareto
+
+        model = names(args.models, ())
+        gpu = names(args.gpu, ["mi300x"])
+        connector = names(args.connector, ["moriio"])
+        if len(model) != 1 or len(gpu) != 1 or len(connector) != 1:
+            raise InvalidArgumentError(
+                "a pareto chart is one model on one GPU type and connector: give --models "
+                "NAME, and at most one --gpu and --connector"
+            )
+        targets = None
+        if args.tpot_targets:
+            try:
+                targets = [float(t) for t in args.tpot_targets.split(",") if t.strip()]
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"tpot_targets must be numbers in ms, e.g. 10,20,50, got {args.tpot_targets!r}"
+                ) from None
+        budget = parse_ints(args.gpus or "16")
+        if len(budget) != 1:
+            raise InvalidArgumentError("a pareto chart takes one --gpus budget, e.g. --gpus 16")
+        front = pareto(
+            model[0],
+            gpus=budget[0],
+            gpu=gpu[0],
+            connector=connector[0],
+            tpot_ms=targets,
+            mode=args.mode,
+            layouts=args.layouts,
+            max_tp=args.max_tp,
+        )
+        fig = pareto_chart(front, args.output, title=args.title)
     else:
         fig = pairs_chart(
             names(args.models, PAIR_MODELS),

@@ -5,13 +5,14 @@ waits for, as the chosen vLLM release does it."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import _core
 from ._validate import flag, positive_int
 from .check import MAX_HEADS, CheckWarning, ModelShape, check
 from .connectors import resolve_connector
+from .layout import Layout
 
 # One row per rank is returned, so the sizes are bounded to keep the output printable.
 MAX_MAP_TP: int = _core.MAX_MAP_TP
@@ -72,9 +73,40 @@ class PrefillRank:
 
 
 @dataclass(frozen=True)
+class DataParallelPairing:
+    """How the data-parallel ranks of the two sides pair (each DP rank is its own engine,
+    with its own scheduler and KV cache): any decode DP rank reads from any prefill DP rank
+    — the router pins the prefill DP rank of each request and passes it to decode (MoRIIO
+    ``kv_transfer_params["remote_dp_rank"]``, NIXL the prefill engine's id) — and within
+    each (prefill DP rank, decode DP rank) pair the TP map applies. ``handshakes`` is how
+    many prefill engines each decode TP rank connects to: MoRIIO all of them at startup (an
+    all-to-all handshake), NIXL lazily, one per prefill engine a request names (at most
+    all)."""
+
+    prefill_dp: int
+    decode_dp: int
+    pinned_by: str
+    handshakes: int
+    eager: bool
+
+    @property
+    def pairs(self) -> int:
+        """(prefill DP rank, decode DP rank) pairs that may move KV."""
+        return self.prefill_dp * self.decode_dp
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "pairs": self.pairs}
+
+
+@dataclass(frozen=True)
 class TransferMap:
     """The transfer plan of one valid pair. KV-head indices follow vLLM's QKV layout; for
-    MLA models index 0 stands for the whole latent, which every rank holds."""
+    MLA models index 0 stands for the whole latent, which every rank holds.
+
+    ``decode``/``prefill`` are the TP map: within one (prefill DP rank, decode DP rank) pair
+    and, under pipeline parallel, one stage (``prefill_stages``/``decode_stages``: each
+    stage's layers; a decode rank reads each layer from the prefill stage holding it).
+    ``data_parallel`` says how DP ranks pair (None for one DP rank a side)."""
 
     prefill_tp: int
     decode_tp: int
@@ -84,6 +116,11 @@ class TransferMap:
     decode: tuple[DecodeRank, ...]
     prefill: tuple[PrefillRank, ...]
     warnings: tuple[CheckWarning, ...]
+    prefill_layout: Layout | None = None
+    decode_layout: Layout | None = None
+    data_parallel: DataParallelPairing | None = None
+    prefill_stages: tuple[tuple[int, int], ...] = ()
+    decode_stages: tuple[tuple[int, int], ...] = ()
     #: The vLLM version the map is of, and MoRIIO's mode ("read"/"write"; None for NIXL).
     vllm_version: str | None = None
     mode: str | None = None
@@ -92,6 +129,8 @@ class TransferMap:
         return {
             "prefill_tp": self.prefill_tp,
             "decode_tp": self.decode_tp,
+            "prefill_layout": str(self.prefill_layout or Layout(self.prefill_tp)),
+            "decode_layout": str(self.decode_layout or Layout(self.decode_tp)),
             "kv_heads": self.kv_heads,
             "is_mla": self.is_mla,
             "connector": self.connector,
@@ -99,17 +138,21 @@ class TransferMap:
             "mode": self.mode,
             "decode": [r.to_dict() for r in self.decode],
             "prefill": [r.to_dict() for r in self.prefill],
+            "data_parallel": None if self.data_parallel is None else self.data_parallel.to_dict(),
+            "prefill_stages": [list(s) for s in self.prefill_stages],
+            "decode_stages": [list(s) for s in self.decode_stages],
             "warnings": [w.to_dict() for w in self.warnings],
         }
 
 
 def transfer_map(
-    prefill_tp: int,
-    decode_tp: int,
+    prefill_tp: Any,
+    decode_tp: Any,
     *,
     kv_heads: int,
     is_mla: bool = False,
     connector: str = "moriio",
+    num_layers: int | None = None,
     vllm_version: str | None = None,
 ) -> TransferMap:
     """The transfer map of a valid pair under ``connector`` as vLLM ``vllm_version``
@@ -118,16 +161,35 @@ def transfer_map(
     ``RuleZeroDivisionError``, ``RuleConnectorError``; all ``PdtpError``), or
     ``InvalidArgumentError`` where vLLM raises nothing but the pair cannot work.
 
+    Each side is a TP size or a layout (``"tp2dp4ep"``, ``"tp8pp2"``, :class:`pdtp.Layout`):
+    the TP map holds between the TP sizes, per (prefill DP rank, decode DP rank) pair
+    (``data_parallel``) and per pipeline stage (``num_layers`` gives each stage's layers;
+    MoRIIO has no pipeline handling and refuses such layouts).
+
     >>> import pdtp
     >>> m = pdtp.transfer_map(4, 8, kv_heads=4)
     >>> [d.prefill_ranks[0] for d in m.decode]
     [0, 0, 1, 1, 2, 2, 3, 3]
+    >>> m = pdtp.transfer_map("tp1dp4ep", "tp1dp8ep", kv_heads=1, is_mla=True)
+    >>> m.data_parallel.pairs, m.data_parallel.handshakes
+    (32, 4)
     """
-    p = positive_int("prefill_tp", prefill_tp, maximum=MAX_MAP_TP)
-    d = positive_int("decode_tp", decode_tp, maximum=MAX_MAP_TP)
+    pl = Layout.of(prefill_tp, "prefill_tp")
+    dl = Layout.of(decode_tp, "decode_tp")
+    p = positive_int("prefill_tp", pl.tp, maximum=MAX_MAP_TP)
+    d = positive_int("decode_tp", dl.tp, maximum=MAX_MAP_TP)
     h = positive_int("kv_heads", kv_heads, maximum=MAX_HEADS)
     mla = flag("is_mla", is_mla)
     conn = resolve_connector(connector, vllm_version)
+    layers = None if num_layers is None else positive_int("num_layers", num_layers, maximum=1 << 20)
+    if not (pl.is_tp_only and dl.is_tp_only):
+        from .violations import layout_rules
+
+        shape = _LayoutShape(math.lcm(p, d), h, mla, layers or max(pl.pp, dl.pp))
+        broken, _ = layout_rules(shape, pl, dl, conn.key, None)
+        broken = [v for v in broken if v.code not in _NOT_MAP_RULES]
+        if broken:
+            raise broken[0].exception()
     decode_rows, prefill_rows = _core.transfer_map(p, d, h, mla, conn.key)
     # Warnings come from the same pair check `pdtp.check` runs (attention heads play no part
     # in the map, so any count both sizes divide will do).
@@ -154,6 +216,55 @@ def transfer_map(
             for rank, heads, readers, released_by, acks in prefill_rows
         ),
         warnings=warnings,
+        prefill_layout=pl,
+        decode_layout=dl,
+        data_parallel=_pairing(pl, dl, conn.kv_connector),
+        prefill_stages=_stages(pl, layers),
+        decode_stages=_stages(dl, layers),
         vllm_version=conn.vllm_version,
         mode=conn.mode,
     )
+
+
+@dataclass(frozen=True)
+class _LayoutShape:
+    """A shape for the layout rules: every layout loads (the map needs only KV heads), so
+    the model is taken to support pipeline parallel and to have experts."""
+
+    num_attention_heads: int
+    num_kv_heads: int
+    is_mla: bool
+    num_layers: int
+    num_experts: int = 1
+    architectures: tuple[str, ...] = ("LlamaForCausalLM",)
+
+
+# Load rules the map takes for granted (it checks the connector's rules, not the model's).
+_NOT_MAP_RULES = {
+    "attention_heads_not_divisible",
+    "pipeline_unsupported",
+    "pipeline_exceeds_layers",
+    "expert_parallel_needs_experts",
+}
+
+
+def _pairing(pl: Layout, dl: Layout, kv_connector: str) -> DataParallelPairing | None:
+    if pl.dp == 1 and dl.dp == 1:
+        return None
+    if kv_connector == "MoRIIOConnector":
+        return DataParallelPairing(
+            pl.dp, dl.dp, 'kv_transfer_params["remote_dp_rank"] (the router pins it)', pl.dp, True
+        )
+    return DataParallelPairing(
+        pl.dp,
+        dl.dp,
+        "the prefill engine id in kv_transfer_params (the router picks it)",
+        pl.dp,
+        False,
+    )
+
+
+def _stages(layout: Layout, layers: int | None) -> tuple[tuple[int, int], ...]:
+    if layout.pp == 1 or layers is None:
+        return ()
+    return tuple((a, b) for a, b in _core.stage_layers(layout.pp, layers))

@@ -88,3 +88,34 @@ def pair_rules(
         for code, side, message, hint, err in raw_violations
     ]
     return violations, tuple(CheckWarning(c, m) for c, m in raw_warnings)
+
+
+def layout_rules(
+    model: Any, prefill: Any, decode: Any, connector: str, max_acks: int | None
+) -> tuple[list[Violation], tuple[CheckWarning, ...]]:
+    """The rule violations and warnings of a (prefill layout, decode layout) pair
+    (``pdtp.Layout`` each; TP-only layouts give exactly :func:`pair_rules`' answer).
+    ``model``: a ``pdtp.Model`` or anything with the attention numbers."""
+    from .layout import layout_model
+
+    raw_violations, raw_warnings = _core.check_layouts(
+        layout_model(model), prefill.core, decode.core, connector, max_acks
+    )
+    violations = [
+        Violation(code, side, message, hint, err or None)
+        for code, side, message, hint, err in raw_violations
+    ]
+    return violations, tuple(CheckWarning(c, m) for c, m in raw_warnings)
+
+
+def load_rules(model: Any, layout: Any, side: str, connector: str) -> list[Violation]:
+    """The load violations of one instance's layout (``side``: prefill, decode or
+    aggregated — an aggregated instance has no KV connector)."""
+    from .layout import layout_model
+
+    return [
+        Violation(code, s, message, hint, err or None)
+        for code, s, message, hint, err in _core.layout_load_violations(
+            layout_model(model), layout.core, side, connector
+        )
+    ]

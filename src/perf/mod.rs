@@ -320,24 +320,34 @@ pub fn sequence_kv_bytes(m: &ModelPerf, layout: &Layout, tokens: f64) -> f64 {
 
 /// Fraction of the layers on the largest pipeline stage (1 without pipeline parallel).
 fn stage_share(m: &ModelPerf, layout: &Layout) -> f64 {
-    let pp = layout.pp.max(1) as f64;
-    if pp <= 1.0 || m.num_layers <= 0.0 {
+    if layout.pp <= 1 || m.num_layers <= 0.0 {
         return 1.0;
     }
-    (m.num_layers / pp).ceil() / m.num_layers
+    // The largest stage of vLLM's partition (`get_pp_indices`).
+    let most = layout
+        .stage_layers(m.num_layers.round() as i64)
+        .iter()
+        .map(|&(a, b)| b - a)
+        .max()
+        .unwrap_or(0);
+    most as f64 / m.num_layers
 }
 
 /// Weight bytes one GPU of `layout` holds: dense weights sharded over tp (and replicated
-/// per data-parallel rank), routed experts over tp, or over the tp × dp expert-parallel
-/// ranks; each pipeline stage holds its layers only.
+/// per data-parallel rank), routed experts sliced over the tp × dp ranks, or as whole
+/// experts over the tp × dp expert-parallel ranks (the busiest rank's share); each
+/// pipeline stage holds its layers only (the largest stage's share).
 pub fn weight_bytes_per_gpu(m: &ModelPerf, layout: &Layout) -> f64 {
     let tp = layout.tp.max(1) as f64;
     let experts = m.expert_weight_bytes.max(0.0);
     let dense = (m.weight_bytes - experts).max(0.0) / tp;
-    let expert_share = if layout.ep {
-        experts / layout.ep_size().max(1) as f64
+    // Under expert parallel the busiest rank holds ceil(E / ep) whole experts; without it
+    // every rank of the tp × dp group holds a slice of every expert (vLLM's MoE config).
+    let e = m.num_experts.round() as i64;
+    let expert_share = if layout.uses_ep() && e > 0 {
+        experts * layout.most_experts_per_rank(e) as f64 / e as f64
     } else {
-        experts / tp
+        experts / layout.moe_tp_size().max(1) as f64
     };
     (dense + expert_share) * stage_share(m, layout)
 }

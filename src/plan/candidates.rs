@@ -1,17 +1,22 @@
 //! Candidate rows: every (model, role, GPU type, layout) with its rules, memory, SLO and
-//! capacity, and the (prefill row, decode row) pairs the connector accepts. This is the one
-//! place the planners call the performance model; capacities are scaled to integers here,
-//! once, and every later stage (order, oracle, relaxation, CP-SAT) reads these integers.
+//! capacity, and the pairs the planners choose from: (prefill row, decode row) pairs the
+//! connector accepts, and aggregated rows (an aggregated instance does both phases; its
+//! "pair" is the row with itself). This is the one place the planners call the performance
+//! model; capacities are scaled to integers here, once, and every later stage (order,
+//! oracle, relaxation, CP-SAT) reads these integers.
 //!
-//! A row is one *kind* of instance. Today a layout is a TP size; pipeline, data-parallel
-//! attention and expert parallel layouts, and aggregated instances (a third role), are new
-//! rows of the same shape.
+//! An aggregated row's capacity is vLLM serving prefill and decode on the same GPUs
+//! ([`crate::perf::serving`], chunked prompts mixed into decode steps) at the highest
+//! concurrency whose steady-state TTFT and TPOT meet the SLOs.
 
-use crate::check::{load_ok, pair_ok, Shape};
+use crate::check::{load_ok, Shape};
 use crate::connector::ConnectorProfile;
 use crate::layout::Layout;
+use crate::layout_rules;
+use crate::perf::serving::{serving, Engine, ServingWorkload};
 use crate::perf::{
-    decode_point, prefill_point, weights_fit, Constants, GpuPerf, ModelPerf, Workload,
+    decode_point_layout, max_sequences, prefill_point_layout, weights_fit_layout, Constants,
+    GpuPerf, ModelPerf, Workload,
 };
 
 use super::cluster::{Cluster, Item, TooLarge};
@@ -39,18 +44,27 @@ pub fn to_units(requests_per_s: f64) -> i64 {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SideOption {
     pub tp: i64,
-    /// Passes the model-load rules (head divisibility).
+    pub layout: Layout,
+    /// Passes the model-load rules (head divisibility; EP, PP for other layouts).
     pub loads: bool,
     /// Weights + runtime reserve fit in `gpu_memory_utilization` of one GPU.
     pub fits_weights: bool,
-    /// Prefill: the prompt's KV fits. Decode: at least one full sequence (isl + osl) fits.
+    /// Prefill: the prompt's KV fits. Decode / aggregated: at least one full sequence
+    /// (isl + osl) fits.
     pub fits_kv: bool,
-    /// TTFT (prefill) or TPOT at the operating batch (decode, batch 1 when none meets it).
+    /// TTFT (prefill) or TPOT at the operating batch (decode and aggregated; batch 1 when
+    /// none meets the SLO).
     pub latency: f64,
+    /// TTFT at the operating point (prefill: = latency; aggregated: the steady-state TTFT
+    /// at the operating concurrency; decode: 0, the prefill side's).
+    pub ttft: f64,
     pub meets_slo: bool,
-    /// Decode batch at the operating point (prefill: 1).
+    /// Decode batch at the operating point (prefill: 1; aggregated: the mean running batch
+    /// of the instance, all DP ranks).
     pub batch: i64,
     pub max_batch: i64,
+    /// Aggregated: the concurrency (clients in flight per instance) at the operating point.
+    pub concurrency: i64,
     pub requests_per_s: f64,
     pub units: i64,
 }
@@ -61,7 +75,7 @@ impl SideOption {
     }
 }
 
-/// One side's operating point: the single call into the performance model.
+/// One side's operating point for a TP-only layout (the sweep's and `side_option`'s form).
 #[allow(clippy::too_many_arguments)]
 pub fn side_option(
     m: &ModelPerf,
@@ -73,36 +87,157 @@ pub fn side_option(
     tp: i64,
     prefill: bool,
 ) -> SideOption {
-    let loads = load_ok(shape, tp);
-    let fits_weights = weights_fit(m, g, c, tp, util);
-    if prefill {
-        let p = prefill_point(m, g, c, tp, w, util);
-        SideOption {
-            tp,
-            loads,
-            fits_weights,
-            fits_kv: p.fits,
-            latency: p.ttft,
-            meets_slo: w.ttft.is_none_or(|limit| p.ttft <= limit),
-            batch: 1,
-            max_batch: 1,
-            requests_per_s: p.requests_per_s,
-            units: to_units(p.requests_per_s),
+    let layout = Layout::tp(tp);
+    let role = if prefill { Role::Prefill } else { Role::Decode };
+    let mut o = operating_point(m, g, c, w, util, &layout, role, DEFAULT_BATCHED_TOKENS);
+    o.loads = load_ok(shape, tp);
+    o
+}
+
+/// vLLM's online-serving `max_num_batched_tokens` on large GPUs.
+pub const DEFAULT_BATCHED_TOKENS: f64 = 8192.0;
+
+/// One row's operating point: the single call into the performance model (load rules are
+/// the caller's: `loads` is true here).
+#[allow(clippy::too_many_arguments)]
+pub fn operating_point(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    w: &Workload,
+    util: f64,
+    layout: &Layout,
+    role: Role,
+    batched_tokens: f64,
+) -> SideOption {
+    let fits_weights = weights_fit_layout(m, g, c, layout, util);
+    let base = SideOption {
+        tp: layout.tp,
+        layout: *layout,
+        loads: true,
+        fits_weights,
+        fits_kv: false,
+        latency: 0.0,
+        ttft: 0.0,
+        meets_slo: false,
+        batch: 0,
+        max_batch: 0,
+        concurrency: 0,
+        requests_per_s: 0.0,
+        units: 0,
+    };
+    match role {
+        Role::Prefill => {
+            let p = prefill_point_layout(m, g, c, layout, w, util);
+            SideOption {
+                fits_kv: p.fits,
+                latency: p.ttft,
+                ttft: p.ttft,
+                meets_slo: w.ttft.is_none_or(|limit| p.ttft <= limit),
+                batch: 1,
+                max_batch: 1,
+                requests_per_s: p.requests_per_s,
+                units: to_units(p.requests_per_s),
+                ..base
+            }
         }
+        Role::Decode => {
+            let d = decode_point_layout(m, g, c, layout, w, util);
+            SideOption {
+                fits_kv: d.max_batch >= 1,
+                latency: d.tpot,
+                meets_slo: d.batch >= 1,
+                batch: d.batch,
+                max_batch: d.max_batch,
+                requests_per_s: d.requests_per_s,
+                units: to_units(d.requests_per_s),
+                ..base
+            }
+        }
+        Role::Aggregated => aggregated_point(m, g, c, w, util, layout, batched_tokens, base),
+    }
+}
+
+/// An aggregated instance at the SLOs: the highest concurrency (clients in flight, a closed
+/// loop in steady state) whose TTFT and TPOT meet them, searched by bisection (both grow
+/// with the concurrency), up to what the KV cache and `max_num_seqs` hold.
+#[allow(clippy::too_many_arguments)]
+fn aggregated_point(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    w: &Workload,
+    util: f64,
+    layout: &Layout,
+    batched_tokens: f64,
+    base: SideOption,
+) -> SideOption {
+    if !base.fits_weights {
+        return base;
+    }
+    let lanes = (layout.dp.max(1) * layout.pp.max(1)) as f64;
+    let per_rank = max_sequences(m, g, c, layout, util, w.isl + w.osl / 2.0)
+        .min(c.max_num_seqs * layout.pp.max(1) as f64);
+    let fits_kv = max_sequences(m, g, c, layout, util, w.isl + w.osl) >= 1.0;
+    let most = (per_rank * layout.dp.max(1) as f64).floor();
+    if !fits_kv || most < 1.0 {
+        return SideOption { fits_kv, ..base };
+    }
+    let work = |clients: f64| ServingWorkload {
+        isl: w.isl,
+        osl: w.osl,
+        concurrency: Some(clients),
+        num_prompts: f64::INFINITY,
+        max_num_seqs: c.max_num_seqs,
+        max_num_batched_tokens: batched_tokens,
+        gpu_memory_utilization: util,
+        engine: Engine::Vllm,
+    };
+    let at = |clients: i64| serving(m, g, c, layout, &work(clients as f64));
+    let meets = |clients: i64| {
+        at(clients).is_some_and(|p| {
+            w.ttft.is_none_or(|limit| p.ttft_steady <= limit)
+                && w.tpot.is_none_or(|limit| p.tpot <= limit)
+        })
+    };
+    let top = (most as i64).max(1);
+    let lo_ok = meets(1);
+    let best = if !lo_ok {
+        0
     } else {
-        let d = decode_point(m, g, c, tp, w, util);
-        SideOption {
-            tp,
-            loads,
-            fits_weights,
-            fits_kv: d.max_batch >= 1,
-            latency: d.tpot,
-            meets_slo: d.batch >= 1,
-            batch: d.batch,
-            max_batch: d.max_batch,
-            requests_per_s: d.requests_per_s,
-            units: to_units(d.requests_per_s),
+        // Invariant: meets(lo). Concurrency in steps that keep every DP rank equally loaded
+        // is not required: the model is mean-value per rank.
+        let (mut lo, mut hi) = (1_i64, top);
+        if meets(hi) {
+            lo = hi;
         }
+        while lo < hi {
+            let mid = lo + (hi - lo + 1) / 2;
+            if meets(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    };
+    let shown = at(best.max(1));
+    let Some(p) = shown else {
+        return SideOption { fits_kv, ..base };
+    };
+    let rps = if best > 0 { p.requests_per_s } else { 0.0 };
+    let _ = lanes;
+    SideOption {
+        fits_kv,
+        latency: p.tpot,
+        ttft: p.ttft_steady,
+        meets_slo: best > 0,
+        batch: (p.batch * layout.dp.max(1) as f64).round() as i64,
+        max_batch: top,
+        concurrency: best,
+        requests_per_s: rps,
+        units: to_units(rps),
+        ..base
     }
 }
 
@@ -111,6 +246,8 @@ pub fn side_option(
 pub enum Role {
     Prefill,
     Decode,
+    /// One instance doing both phases (no KV connector).
+    Aggregated,
 }
 
 impl Role {
@@ -118,7 +255,14 @@ impl Role {
         match self {
             Role::Prefill => "prefill",
             Role::Decode => "decode",
+            Role::Aggregated => layout_rules::AGGREGATED,
         }
+    }
+
+    /// Whether rows of this role carry prefill (`true`) / decode capacity: an aggregated
+    /// row carries both.
+    pub fn serves(self, side: Role) -> bool {
+        self == side || self == Role::Aggregated
     }
 }
 
@@ -152,12 +296,20 @@ impl Row {
     }
 }
 
-/// A (prefill row, decode row) pair of one model.
+/// A (prefill row, decode row) pair of one model; an aggregated row paired with itself is
+/// an aggregated plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Pair {
     pub model: usize,
     pub prefill: usize,
     pub decode: usize,
+}
+
+impl Pair {
+    /// An aggregated plan: one row doing both phases.
+    pub fn is_aggregated(&self) -> bool {
+        self.prefill == self.decode
+    }
 }
 
 /// Everything the planners choose from.
@@ -218,24 +370,69 @@ pub fn instances_for(demand: f64, rps: f64, limit: i64) -> Option<i64> {
 impl Candidates {
     pub fn build(sc: Scenario) -> Candidates {
         let cluster = Cluster::new(&sc);
-        let mut rows = Vec::new();
+        let mut rows: Vec<Row> = Vec::new();
+        let roles: Vec<Role> = [
+            (sc.mode.disaggregated(), Role::Prefill),
+            (sc.mode.disaggregated(), Role::Decode),
+            (sc.mode.aggregated(), Role::Aggregated),
+        ]
+        .into_iter()
+        .filter_map(|(on, r)| on.then_some(r))
+        .collect();
+        // Each model's rows, as a range of `rows` (a model's rows are contiguous).
+        let mut model_rows: Vec<std::ops::Range<usize>> = Vec::with_capacity(sc.models.len());
+        // Models whose performance inputs repeat an earlier model's (a fleet lists one model
+        // under several names) share its operating points: only the demand differs.
+        let mut distinct: Vec<usize> = Vec::new();
+        let mut twin_of: Vec<Option<usize>> = vec![None; sc.models.len()];
         for (mi, m) in sc.models.iter().enumerate() {
-            let shape = m.perf.shape();
+            let start = rows.len();
+            let twin = distinct.iter().copied().find(|&j| {
+                let o = &sc.models[j];
+                o.perf == m.perf
+                    && o.workload == m.workload
+                    && o.gpu_perf == m.gpu_perf
+                    && o.supports_pp == m.supports_pp
+            });
+            twin_of[mi] = twin;
+            if let Some(j) = twin {
+                for k in model_rows[j].clone() {
+                    let mut row = rows[k].clone();
+                    row.model = mi;
+                    row.need = match (row.item, sc.objective.serves_demand()) {
+                        (Some(it), true) => {
+                            instances_for(m.demand_rps, row.side.requests_per_s, cluster.most(it))
+                        }
+                        _ => None,
+                    };
+                    rows.push(row);
+                }
+                model_rows.push(start..rows.len());
+                continue;
+            }
+            distinct.push(mi);
+            let lm = m.layout_model();
             for (t, gt) in sc.gpu_types.iter().enumerate() {
                 let g = &m.gpu_perf[t];
-                for role in [Role::Prefill, Role::Decode] {
-                    for tp in 1..=sc.tp_bound(t) {
-                        let layout = Layout::tp(tp);
-                        let side = side_option(
-                            &m.perf,
-                            &shape,
-                            g,
-                            &gt.constants,
-                            &m.workload,
-                            sc.gpu_memory_utilization,
-                            tp,
-                            role == Role::Prefill,
-                        );
+                let space = super::layouts::layouts(&sc, m, t);
+                for &role in &roles {
+                    for &layout in &space {
+                        let loads = layout_rules::loads(&lm, &layout);
+                        let mut side = if loads || role != Role::Aggregated {
+                            operating_point(
+                                &m.perf,
+                                g,
+                                &gt.constants,
+                                &m.workload,
+                                sc.gpu_memory_utilization,
+                                &layout,
+                                role,
+                                gt.max_num_batched_tokens,
+                            )
+                        } else {
+                            unloadable(layout)
+                        };
+                        side.loads = loads;
                         let item = cluster.item(t, layout.gpus());
                         let need = match (item, sc.objective.serves_demand()) {
                             (Some(it), true) => {
@@ -256,49 +453,85 @@ impl Candidates {
                     }
                 }
             }
+            model_rows.push(start..rows.len());
         }
         let unit_scale = fleet_scale(&sc, &cluster, &mut rows);
         let mixing = mixing_vendor(sc.connector);
         let mut pairs = Vec::new();
         let mut rejected = Vec::new();
-        for (pi, p) in rows.iter().enumerate() {
-            if p.role != Role::Prefill || !p.usable() {
+        // Each model's pairs and rejected pairs, as ranges (pushed model by model).
+        let mut model_pairs: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> =
+            Vec::with_capacity(sc.models.len());
+        for (mi, span) in model_rows.iter().enumerate() {
+            let (p0, r0) = (pairs.len(), rejected.len());
+            if let Some(j) = twin_of[mi] {
+                // A twin's rows mirror model j's: so do its pairs, shifted.
+                let shift = |x: usize| x - model_rows[j].start + span.start;
+                let moved = |q: &Pair| Pair {
+                    model: mi,
+                    prefill: shift(q.prefill),
+                    decode: shift(q.decode),
+                };
+                let (pj, rj) = model_pairs[j].clone();
+                let copied: Vec<Pair> = pairs[pj].iter().map(moved).collect();
+                pairs.extend(copied);
+                let copied: Vec<Pair> = rejected[rj].iter().map(moved).collect();
+                rejected.extend(copied);
+                model_pairs.push((p0..pairs.len(), r0..rejected.len()));
                 continue;
             }
-            let shape = sc.models[p.model].perf.shape();
-            for (di, d) in rows.iter().enumerate() {
-                if d.role != Role::Decode || d.model != p.model || !d.usable() {
+            for pi in span.clone() {
+                let p = &rows[pi];
+                if p.role != Role::Prefill || !p.usable() {
                     continue;
                 }
-                let (vp, vd) = (
-                    sc.gpu_types[p.gpu_type].vendor,
-                    sc.gpu_types[d.gpu_type].vendor,
-                );
-                if p.gpu_type != d.gpu_type && !(vp == vd && mixing == Some(vp)) {
-                    continue;
+                let lm = sc.models[p.model].layout_model();
+                for di in model_rows[p.model].clone() {
+                    let d = &rows[di];
+                    if d.role != Role::Decode || !d.usable() {
+                        continue;
+                    }
+                    let (vp, vd) = (
+                        sc.gpu_types[p.gpu_type].vendor,
+                        sc.gpu_types[d.gpu_type].vendor,
+                    );
+                    if p.gpu_type != d.gpu_type && !(vp == vd && mixing == Some(vp)) {
+                        continue;
+                    }
+                    let (a, b) = (p.item.unwrap(), d.item.unwrap());
+                    let together = match cluster.most_beside(a, 1, b, true) {
+                        Ok(room) => room.is_some_and(|n| n >= 1),
+                        Err(TooLarge) => cluster
+                            .most_beside(a, 1, b, false)
+                            .ok()
+                            .flatten()
+                            .is_some_and(|n| n >= 1),
+                    };
+                    if !together {
+                        continue;
+                    }
+                    let pair = Pair {
+                        model: p.model,
+                        prefill: pi,
+                        decode: di,
+                    };
+                    if layout_rules::pair_ok(&lm, &p.layout, &d.layout, sc.connector, sc.max_acks) {
+                        pairs.push(pair);
+                    } else {
+                        rejected.push(pair);
+                    }
                 }
-                let (a, b) = (p.item.unwrap(), d.item.unwrap());
-                let together = match cluster.most_beside(a, 1, b, true) {
-                    Ok(room) => room.is_some_and(|n| n >= 1),
-                    Err(TooLarge) => cluster
-                        .most_beside(a, 1, b, false)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|n| n >= 1),
-                };
-                if !together {
-                    continue;
-                }
-                let pair = Pair {
-                    model: p.model,
-                    prefill: pi,
-                    decode: di,
-                };
-                if pair_ok(&shape, p.layout.tp, d.layout.tp, sc.connector, sc.max_acks) {
-                    pairs.push(pair);
-                } else {
-                    rejected.push(pair);
-                }
+            }
+            model_pairs.push((p0..pairs.len(), r0..rejected.len()));
+        }
+        // Aggregated plans: a usable aggregated row paired with itself.
+        for (i, r) in rows.iter().enumerate() {
+            if r.role == Role::Aggregated && r.usable() {
+                pairs.push(Pair {
+                    model: r.model,
+                    prefill: i,
+                    decode: i,
+                });
             }
         }
         let mut sizes: Vec<Vec<i64>> = vec![Vec::new(); sc.gpu_types.len()];
@@ -328,14 +561,20 @@ impl Candidates {
     /// (exact where the node search allows, else what a relaxed plan that fits serves): a
     /// value some plan reaches.
     pub fn most_served(&self, model: usize) -> i64 {
+        self.most_served_by(self.pairs.iter().filter(|p| p.model == model))
+    }
+
+    /// [`Candidates::most_served`] over the given pairs (one model's).
+    fn most_served_by<'a>(&'a self, pairs: impl Iterator<Item = &'a Pair>) -> i64 {
         use super::cluster::{most_served, room, Fit};
         let cl = &self.cluster;
-        self.pairs
-            .iter()
-            .filter(|p| p.model == model)
+        pairs
             .filter_map(|p| {
                 let (r, d) = (&self.rows[p.prefill], &self.rows[p.decode]);
                 let (a, b) = (r.item?, d.item?);
+                if p.is_aggregated() {
+                    return Some(r.units.saturating_mul(cl.most(a)));
+                }
                 let exact = most_served(r.units, d.units, cl.most(a), &|np| {
                     room(cl, a, np, b, Fit::Exact)
                 });
@@ -362,16 +601,45 @@ impl Candidates {
     /// The most capacity units a model could be served with the whole pool (an upper
     /// bound: the best prefill and the best decode row each given every GPU).
     pub fn served_bound(&self, model: usize) -> i64 {
-        let side = |role: Role| {
-            self.rows
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.model == model && r.role == role && r.usable())
-                .map(|(i, r)| r.units.saturating_mul(self.most(i)))
-                .max()
-                .unwrap_or(0)
-        };
-        side(Role::Prefill).min(side(Role::Decode))
+        side_bound(&self.rows, &self.cluster, model)
+    }
+}
+
+/// The most a model's plan can serve (capacity units): the best prefill and the best decode
+/// row each given the whole pool, or the best aggregated row given it (a plan is one or the
+/// other).
+fn side_bound(rows: &[Row], cluster: &Cluster, model: usize) -> i64 {
+    let side = |role: Role| {
+        rows.iter()
+            .filter(|r| r.model == model && r.role == role && r.usable())
+            .map(|r| {
+                r.units
+                    .saturating_mul(r.item.map_or(0, |it| cluster.most(it)))
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    side(Role::Prefill)
+        .min(side(Role::Decode))
+        .max(side(Role::Aggregated))
+}
+
+/// A row whose layout does not load: no operating point.
+fn unloadable(layout: Layout) -> SideOption {
+    SideOption {
+        tp: layout.tp,
+        layout,
+        loads: false,
+        fits_weights: false,
+        fits_kv: false,
+        latency: 0.0,
+        ttft: 0.0,
+        meets_slo: false,
+        batch: 0,
+        max_batch: 0,
+        concurrency: 0,
+        requests_per_s: 0.0,
+        units: 0,
     }
 }
 
@@ -382,24 +650,20 @@ fn fleet_scale(sc: &Scenario, cluster: &Cluster, rows: &mut [Row]) -> Vec<i64> {
     if !sc.objective.is_fleet() {
         return scale;
     }
-    for (m, g) in scale.iter_mut().enumerate() {
-        let bound = |role: Role| {
-            rows.iter()
-                .filter(|r| r.model == m && r.role == role && r.usable())
-                .map(|r| {
-                    r.units
-                        .saturating_mul(r.item.map_or(0, |it| cluster.most(it)))
-                })
-                .max()
-                .unwrap_or(0)
-        };
-        let cap = bound(Role::Prefill).min(bound(Role::Decode));
+    // A model's rows are contiguous: walk them model by model.
+    let mut start = 0;
+    while start < rows.len() {
+        let m = rows[start].model;
+        let end = start + rows[start..].iter().take_while(|r| r.model == m).count();
+        let g = &mut scale[m];
+        let cap = side_bound(&rows[start..end], cluster, m);
         while cap / *g > FLEET_UNITS_MAX {
             *g *= 2;
         }
-        for r in rows.iter_mut().filter(|r| r.model == m) {
+        for r in &mut rows[start..end] {
             r.units = r.side.units / *g;
         }
+        start = end;
     }
     scale
 }
@@ -413,6 +677,10 @@ fn fleet_demands(c: &Candidates) -> Vec<i64> {
     if !sc.objective.is_fleet() {
         return vec![0; sc.models.len()];
     }
+    let mut by_model: Vec<Vec<Pair>> = vec![Vec::new(); sc.models.len()];
+    for p in &c.pairs {
+        by_model[p.model].push(*p);
+    }
     sc.models
         .iter()
         .enumerate()
@@ -421,7 +689,8 @@ fn fleet_demands(c: &Candidates) -> Vec<i64> {
                 return 0;
             }
             let want = (spec.demand_rps * CAPACITY_SCALE / c.unit_scale[m] as f64).ceil();
-            let ceiling = (c.most_served(m).max(1) as f64) * FRACTION_SCALE as f64;
+            let most = c.most_served_by(by_model[m].iter());
+            let ceiling = (most.max(1) as f64) * FRACTION_SCALE as f64;
             want.clamp(1.0, ceiling) as i64
         })
         .collect()

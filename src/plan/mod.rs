@@ -15,6 +15,7 @@
 
 pub mod candidates;
 pub mod cluster;
+pub mod layouts;
 pub mod oracle;
 pub mod order;
 pub mod relax;
@@ -26,7 +27,10 @@ pub use candidates::{
 };
 pub use cluster::{Cluster, Item, Pattern};
 pub use order::{Choice, Order, Sense, Solution, Stage, Term, Value};
-pub use scenario::{GpuType, ModelSpec, MoveCost, NodeClass, Objective, Running, Scenario, Vendor};
+pub use scenario::{
+    Families, GpuType, LayoutSpace, Mode, ModelSpec, MoveCost, NodeClass, Objective, Running,
+    Scenario, Vendor,
+};
 
 #[cfg(test)]
 pub(crate) mod tests;

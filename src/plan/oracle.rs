@@ -126,6 +126,21 @@ fn model_options(s: &mut Search, model: usize, reduced: bool) -> Vec<Choice> {
             let need = (c.demand_units[model] + p.units - 1) / p.units.max(1);
             hi_p = hi_p.min(need.max(1));
         }
+        if pair.is_aggregated() {
+            // One row: its count is the plan (served grows with every instance).
+            let counts: Vec<i64> = match c.scenario.objective {
+                _ if lo_p > hi_p => Vec::new(),
+                Objective::Throughput | Objective::TokensPerDollar if reduced => vec![hi_p],
+                Objective::FewestGpus | Objective::Cost if reduced => vec![lo_p],
+                _ => prefill_range(c, s.order, lo_p, hi_p, reduced),
+            };
+            out.extend(counts.into_iter().map(|n| Choice {
+                pair,
+                prefill: n,
+                decode: n,
+            }));
+            continue;
+        }
         for np in prefill_range(c, s.order, lo_p, hi_p, reduced) {
             if s.out_of_time() {
                 return out;
@@ -215,8 +230,7 @@ fn combine(s: &mut Search, per_model: &[Vec<Option<Choice>>], m: usize, current:
 pub fn packs(cl: &Cluster, c: &Candidates, sol: &Solution) -> bool {
     let mut need = Vec::new();
     for ch in sol.iter().flatten() {
-        need.push((c.rows[ch.pair.prefill].item.unwrap(), ch.prefill));
-        need.push((c.rows[ch.pair.decode].item.unwrap(), ch.decode));
+        need.extend(ch.parts().map(|(r, n)| (c.rows[r].item.unwrap(), n)));
     }
     match cl.fits(&need) {
         Ok(ok) => ok,

@@ -114,6 +114,20 @@ pub struct Choice {
     pub decode: i64,
 }
 
+impl Choice {
+    /// The rows a choice runs and their instance counts: (prefill, decode), or the one
+    /// aggregated row (whose pair is the row with itself and both counts its instances).
+    pub fn parts(&self) -> impl Iterator<Item = (usize, i64)> {
+        let n = if self.pair.is_aggregated() { 1 } else { 2 };
+        [
+            (self.pair.prefill, self.prefill),
+            (self.pair.decode, self.decode),
+        ]
+        .into_iter()
+        .take(n)
+    }
+}
+
 /// A plan as the planners see it: one optional choice per model.
 pub type Solution = Vec<Option<Choice>>;
 
@@ -280,17 +294,17 @@ impl Order {
             } => {
                 let w =
                     integer_weights(&[weights.start, weights.stop, weights.restart, weights.gpu]);
-                let side = |run: super::scenario::Running, role: Role| MoveSide {
-                    row: run.gpu_type.and_then(|t| {
+                let side = |run: super::scenario::Running| MoveSide {
+                    row: run.gpu_type.filter(|_| run.instances > 0).and_then(|t| {
                         c.rows.iter().position(|r| {
                             r.model == 0
-                                && r.role == role
+                                && r.role == run.role
                                 && r.gpu_type == t
-                                && r.layout.tp == run.tp
+                                && r.layout == run.layout
                         })
                     }),
                     instances: run.instances,
-                    gpus: run.tp,
+                    gpus: run.layout.gpus(),
                 };
                 Some((
                     MoveWeights {
@@ -299,8 +313,8 @@ impl Order {
                         restart: w[2],
                         gpu: w[3],
                     },
-                    side(prefill, Role::Prefill),
-                    side(decode, Role::Decode),
+                    side(prefill),
+                    side(decode),
                 ))
             }
             _ => None,
@@ -430,24 +444,30 @@ impl Order {
         let Some(ch) = sol.first().copied().flatten() else {
             return 0;
         };
+        // Each chosen row: held GPUs, and the difference from its running count when it is
+        // a running side's row (else every instance starts); each running side whose row is
+        // not chosen stops (and restarts) all of its instances.
         let mut cost: i128 = 0;
-        for (run, row, n) in [
-            (p, ch.pair.prefill, ch.prefill),
-            (d, ch.pair.decode, ch.decode),
-        ] {
+        for (row, n) in ch.parts() {
             let g = c.rows[row].gpus() as i128;
-            if run.row == Some(row) {
-                let delta = (n - run.instances) as i128;
-                cost += if delta >= 0 {
-                    w.start as i128 * g * delta
-                } else {
-                    w.stop as i128 * g * -delta
-                };
-            } else {
-                cost += (w.stop + w.restart) as i128 * (run.gpus * run.instances) as i128
-                    + w.start as i128 * g * n as i128;
-            }
+            let running = [p, d].into_iter().find(|run| run.row == Some(row));
+            cost += match running {
+                Some(run) => {
+                    let delta = (n - run.instances) as i128;
+                    if delta >= 0 {
+                        w.start as i128 * g * delta
+                    } else {
+                        w.stop as i128 * g * -delta
+                    }
+                }
+                None => w.start as i128 * g * n as i128,
+            };
             cost += w.gpu as i128 * g * n as i128;
+        }
+        for run in [p, d] {
+            if !run.row.is_some_and(|r| ch.parts().any(|(row, _)| row == r)) {
+                cost += (w.stop + w.restart) as i128 * (run.gpus * run.instances) as i128;
+            }
         }
         cost
     }
@@ -460,19 +480,32 @@ impl Order {
         let v = match t {
             Term::Served => sum(&|ch| Self::served_of(c, ch) as i128),
             Term::Gpus => sum(&|ch| {
-                (ch.prefill * c.rows[ch.pair.prefill].gpus()
-                    + ch.decode * c.rows[ch.pair.decode].gpus()) as i128
+                ch.parts()
+                    .map(|(r, n)| (n * c.rows[r].gpus()) as i128)
+                    .sum()
             }),
             Term::Cost => sum(&|ch| {
-                ch.prefill as i128 * self.row_cost[ch.pair.prefill] as i128
-                    + ch.decode as i128 * self.row_cost[ch.pair.decode] as i128
+                ch.parts()
+                    .map(|(r, n)| n as i128 * self.row_cost[r] as i128)
+                    .sum()
             }),
-            Term::TpSum => {
-                sum(&|ch| (c.rows[ch.pair.prefill].gpus() + c.rows[ch.pair.decode].gpus()) as i128)
-            }
-            Term::PrefillTp => sum(&|ch| c.rows[ch.pair.prefill].gpus() as i128),
-            Term::Instances => sum(&|ch| (ch.prefill + ch.decode) as i128),
-            Term::PrefillInstances => sum(&|ch| ch.prefill as i128),
+            Term::TpSum => sum(&|ch| ch.parts().map(|(r, _)| c.rows[r].gpus() as i128).sum()),
+            Term::PrefillTp => sum(&|ch| {
+                let p = &c.rows[ch.pair.prefill];
+                if p.role == Role::Prefill {
+                    p.gpus() as i128
+                } else {
+                    0
+                }
+            }),
+            Term::Instances => sum(&|ch| ch.parts().map(|(_, n)| n as i128).sum()),
+            Term::PrefillInstances => sum(&|ch| {
+                if c.rows[ch.pair.prefill].role == Role::Prefill {
+                    ch.prefill as i128
+                } else {
+                    0
+                }
+            }),
             Term::TypeRank => sum(&|ch| {
                 c.rows[ch.pair.prefill].gpu_type as i128 * types
                     + c.rows[ch.pair.decode].gpu_type as i128
@@ -492,8 +525,9 @@ impl Order {
                         .min(ch.decode as i128 * self.ratio_served[ch.pair.decode] as i128)
                 });
                 let cost = sum(&|ch| {
-                    ch.prefill as i128 * self.ratio_cost[ch.pair.prefill] as i128
-                        + ch.decode as i128 * self.ratio_cost[ch.pair.decode] as i128
+                    ch.parts()
+                        .map(|(r, n)| n as i128 * self.ratio_cost[r] as i128)
+                        .sum()
                 });
                 return Value::Ratio(served, cost.max(1));
             }

@@ -33,6 +33,9 @@ fn items(c: &Candidates, pair: Pair) -> (Item, Item) {
 /// else by the relaxation (`Fit::Relaxed` callers want exactly that).
 fn fits_pair(c: &Candidates, pair: Pair, np: i64, nd: i64, fit: Fit) -> Option<bool> {
     let (a, b) = items(c, pair);
+    if pair.is_aggregated() {
+        return Some(np <= c.cluster.most(a)); // one item size: exact
+    }
     match room(&c.cluster, a, np, b, fit) {
         Ok(r) => Some(r.is_some_and(|r| r >= nd)),
         Err(TooLarge) => c.cluster.fits(&[(a, np), (b, nd)]).ok(),
@@ -50,6 +53,9 @@ fn single(pair: Pair, np: i64, nd: i64) -> Choice {
 /// The best configurations of one pair under the scenario's order (the candidates that
 /// provably contain the pair's optimum), for a hint (`Fit::Exact`) or a bound.
 fn pair_candidates(c: &Candidates, order: &Order, pair: Pair, fit: Fit) -> Vec<Choice> {
+    if pair.is_aggregated() {
+        return aggregated_candidates(c, order, pair);
+    }
     let (p, d) = (&c.rows[pair.prefill], &c.rows[pair.decode]);
     let (a, b) = items(c, pair);
     let cl = &c.cluster;
@@ -128,6 +134,39 @@ fn pair_candidates(c: &Candidates, order: &Order, pair: Pair, fit: Fit) -> Vec<C
                 }
             }
             out
+        }
+        Objective::MaxMin | Objective::Weighted => Vec::new(),
+    }
+}
+
+/// An aggregated row's best counts: served grows with every instance, so the most the
+/// pool holds (most served), the fewest that serve the demand, or between them (moves).
+fn aggregated_candidates(c: &Candidates, order: &Order, pair: Pair) -> Vec<Choice> {
+    let r = &c.rows[pair.prefill];
+    let most = c.cluster.most(r.item.unwrap());
+    let one = |n: i64| single(pair, n, n);
+    if most < 1 {
+        return Vec::new();
+    }
+    match c.scenario.objective {
+        Objective::Throughput => vec![one(most)],
+        Objective::TokensPerDollar => vec![one(1), one(most)],
+        Objective::FewestGpus | Objective::Cost => match r.need {
+            Some(n) if n <= most => vec![one(n)],
+            _ => Vec::new(),
+        },
+        Objective::Moves { .. } => {
+            let Some(need) = r.need.filter(|&n| n <= most) else {
+                return Vec::new();
+            };
+            let Some((w, run_p, run_d)) = order.moves else {
+                return Vec::new();
+            };
+            let keep = [run_p, run_d]
+                .into_iter()
+                .find(|run| run.row == Some(pair.prefill) && w.gpu < w.stop)
+                .map_or(need, |run| run.instances.clamp(need, most));
+            (need..=keep).map(one).collect()
         }
         Objective::MaxMin | Objective::Weighted => Vec::new(),
     }
@@ -234,4 +273,17 @@ pub fn bound(c: &Candidates, order: &Order, stage: usize, fixed: &[i128]) -> Opt
         return pick(vals);
     }
     None
+}
+
+/// The best plan of one kind only — aggregated (`true`) or P/D pairs — by the closed forms
+/// (exact for the throughput and demand objectives): what a plan of the other kind is
+/// compared with.
+pub fn best_of_kind(c: &Candidates, order: &Order, aggregated: bool) -> Option<Solution> {
+    let pairs: Vec<Pair> = c
+        .pairs
+        .iter()
+        .copied()
+        .filter(|p| p.is_aggregated() == aggregated)
+        .collect();
+    best_over(c, order, &pairs, Fit::Exact)
 }

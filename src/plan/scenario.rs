@@ -4,6 +4,8 @@
 //! stage after it: candidate rows, the order, the oracle, the relaxation and the sweep.
 
 use crate::connector::ConnectorProfile;
+use crate::layout::Layout;
+use crate::layout_rules::LayoutModel;
 use crate::perf::{Constants, GpuPerf, ModelPerf, Workload};
 
 /// GPU vendor family: decides which connectors may pair different GPU types.
@@ -32,6 +34,9 @@ pub struct GpuType {
     pub node_size: i64,
     /// On-demand price of one GPU-hour in [`PRICE_SCALE`] units of USD (0: unknown).
     pub price: i64,
+    /// vLLM's `max_num_batched_tokens` on this GPU type: the prompt tokens an aggregated
+    /// instance mixes into one step.
+    pub max_num_batched_tokens: f64,
 }
 
 /// Prices are compared in hundredths of a cent per GPU-hour.
@@ -58,6 +63,76 @@ pub struct ModelSpec {
     pub demand_rps: f64,
     /// Weight in a shared pool (fleet objectives).
     pub weight: f64,
+    /// vLLM's model class implements `SupportsPP` (pipeline-parallel layouts load).
+    pub supports_pp: bool,
+}
+
+impl ModelSpec {
+    /// What the layout rules read of this model.
+    pub fn layout_model(&self) -> LayoutModel {
+        LayoutModel {
+            shape: self.perf.shape(),
+            num_layers: self.perf.num_layers as i64,
+            num_experts: self.perf.num_experts as i64,
+            supports_pp: self.supports_pp,
+        }
+    }
+
+    /// A mixture-of-experts model (expert-parallel layouts apply).
+    pub fn is_moe(&self) -> bool {
+        self.perf.num_experts > 0.0 && self.perf.expert_weight_bytes > 0.0
+    }
+}
+
+/// Which instance kinds a plan may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Disaggregated (prefill + decode instances) or aggregated, whichever is best.
+    #[default]
+    Auto,
+    /// Prefill and decode instances, KV moved by the connector.
+    Disaggregated,
+    /// Instances that do both phases (no KV connector).
+    Aggregated,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Disaggregated => "disagg",
+            Mode::Aggregated => "agg",
+        }
+    }
+
+    pub fn disaggregated(self) -> bool {
+        self != Mode::Aggregated
+    }
+
+    pub fn aggregated(self) -> bool {
+        self != Mode::Disaggregated
+    }
+}
+
+/// Families of layouts the planners build rows for (see [`crate::plan::layouts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Families {
+    /// Tensor parallel only: tp = 1 ..= the TP bound.
+    pub tp: bool,
+    /// Tensor parallel with expert parallel (EP size = tp), MoE models.
+    pub ep: bool,
+    /// Data-parallel attention ranks with expert parallel (EP size = tp × dp), MoE models.
+    pub dp: bool,
+    /// Pipeline stages (tp × pp GPUs).
+    pub pp: bool,
+}
+
+/// The layouts to consider: pdtp's default families (`families: None`), chosen families,
+/// and/or explicit layouts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LayoutSpace {
+    pub families: Option<Families>,
+    pub explicit: Vec<Layout>,
 }
 
 /// Weights of a re-plan's disruption, each per GPU (see `pdtp.MoveCost`).
@@ -69,12 +144,14 @@ pub struct MoveCost {
     pub gpu: f64,
 }
 
-/// One side of the running deployment a re-plan starts from. `gpu_type` is `None` when
-/// the running type is not in the pool (then nothing running can be kept).
+/// One side of the running deployment a re-plan starts from (an aggregated deployment runs
+/// one side: `role` aggregated, and an empty second side). `gpu_type` is `None` when the
+/// running type is not in the pool (then nothing running can be kept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Running {
     pub gpu_type: Option<usize>,
-    pub tp: i64,
+    pub role: super::candidates::Role,
+    pub layout: Layout,
     pub instances: i64,
 }
 
@@ -129,6 +206,9 @@ pub struct Scenario {
     pub max_acks: Option<i64>,
     pub gpu_memory_utilization: f64,
     pub objective: Objective,
+    /// Disaggregated, aggregated or both.
+    pub mode: Mode,
+    pub layouts: LayoutSpace,
 }
 
 impl Scenario {

@@ -29,6 +29,26 @@ pub fn small(kv_heads: i64) -> ModelPerf {
     }
 }
 
+/// A Qwen3-30B-A3B-shaped MoE (128 experts, top 8, 4 KV heads): DP-attention + EP layouts.
+pub fn small_moe() -> ModelPerf {
+    ModelPerf {
+        num_layers: 48.0,
+        num_attention_layers: 48.0,
+        num_moe_layers: 48.0,
+        hidden_size: 2048.0,
+        num_attention_heads: 32.0,
+        num_kv_heads: 4,
+        head_dim: 128.0,
+        weight_bytes: 61e9,
+        expert_weight_bytes: 58e9,
+        num_experts: 128.0,
+        experts_per_token: 8.0,
+        active_params: 3.3e9,
+        unread_weight_bytes: 151936.0 * 2048.0 * 2.0,
+        ..llama70()
+    }
+}
+
 pub fn five() -> ModelPerf {
     ModelPerf {
         num_attention_heads: 40.0,
@@ -54,6 +74,7 @@ pub fn gpu_type(name: &str, vendor: Vendor, price: i64) -> GpuType {
         constants: consts(),
         node_size: 8,
         price,
+        max_num_batched_tokens: 8192.0,
     }
 }
 
@@ -65,6 +86,7 @@ pub fn model(perf: ModelPerf, gpus: &[GpuPerf], w: Workload, demand: f64) -> Mod
         gpu_perf: gpus.to_vec(),
         demand_rps: demand,
         weight: 1.0,
+        supports_pp: true,
     }
 }
 
@@ -91,6 +113,8 @@ pub fn scenario(
         max_acks: None,
         gpu_memory_utilization: 0.9,
         objective,
+        mode: Mode::Auto,
+        layouts: LayoutSpace::default(),
     }
 }
 
@@ -119,6 +143,7 @@ fn single_type_cases(objective: Objective, demand: f64) -> Vec<Scenario> {
         (small(4), workload()),
         (small(1), loose()),
         (five(), loose()),
+        (small_moe(), workload()),
     ];
     for (perf, w) in models {
         for nodes in NODES {
@@ -163,8 +188,13 @@ fn two_type_cases(objective: Objective, demand: f64) -> Vec<Scenario> {
 fn objectives() -> Vec<(Objective, f64)> {
     let run = |t, n| Running {
         gpu_type: Some(0),
-        tp: t,
+        role: super::candidates::Role::Prefill,
+        layout: crate::layout::Layout::tp(t),
         instances: n,
+    };
+    let dec = |t, n| Running {
+        role: super::candidates::Role::Decode,
+        ..run(t, n)
     };
     vec![
         (Objective::Throughput, 0.0),
@@ -181,7 +211,7 @@ fn objectives() -> Vec<(Objective, f64)> {
                     gpu: 0.5,
                 },
                 prefill: run(2, 2),
-                decode: run(2, 1),
+                decode: dec(2, 1),
             },
             9.0,
         ),
@@ -194,7 +224,7 @@ fn objectives() -> Vec<(Objective, f64)> {
                     gpu: 1.0,
                 },
                 prefill: run(1, 3),
-                decode: run(4, 1),
+                decode: dec(4, 1),
             },
             5.0,
         ),
@@ -296,6 +326,14 @@ fn sweep_equals_the_oracle_at_every_budget() {
                     Objective::Throughput,
                 );
                 template.max_tp = max_tp;
+                // The sweep plans TP-only P/D splits.
+                template.mode = Mode::Disaggregated;
+                template.layouts.families = Some(Families {
+                    tp: true,
+                    ep: false,
+                    dp: false,
+                    pp: false,
+                });
                 let sweep = sweep_budgets(&template, &budgets);
                 for (&gpus, point) in budgets.iter().zip(&sweep.points) {
                     let mut sc = template.clone();

@@ -17,6 +17,7 @@ from typing import Any
 
 from .._model import KV_DTYPE_BYTES
 from ..errors import InvalidArgumentError, UnknownNameError
+from ..layout import Layout
 from .versions import Version, resolve_version
 
 ROLES = ("prefill", "decode")
@@ -29,7 +30,10 @@ _VENDOR_OF_ENV = {"HIP_VISIBLE_DEVICES": "AMD", "CUDA_VISIBLE_DEVICES": "NVIDIA"
 @dataclass(frozen=True)
 class PlannedInstance:
     """One vLLM instance of a plan: ``role`` (``"prefill"``/``"decode"``) number ``index``
-    on node ``node`` using ``devices`` (numbered within the node), ``tp`` × ``dp`` GPUs."""
+    on node ``node`` using ``devices`` (numbered within the node), ``tp`` × ``pp`` × ``dp``
+    GPUs (``ep``: expert parallel). An instance spanning ``parts`` whole nodes is one
+    ``PlannedInstance`` per node: ``part`` 0 on ``leader`` (the first node) serves the API,
+    the others run headless."""
 
     role: str
     index: int
@@ -37,10 +41,31 @@ class PlannedInstance:
     devices: tuple[int, ...]
     tp: int
     dp: int = 1
+    pp: int = 1
+    ep: bool = False
+    part: int = 0
+    parts: int = 1
+    leader: int | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.role}-{self.index}"
+        base = f"{self.role}-{self.index}"
+        return base if self.parts == 1 else f"{base}-part{self.part}"
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.tp, self.pp, self.dp, self.ep)
+
+    @property
+    def serves_api(self) -> bool:
+        """Part 0 runs the API server (the proxy's backend); the others are headless."""
+        return self.part == 0
+
+    @property
+    def local_dp_ranks(self) -> range:
+        """The data-parallel ranks this part runs (all of them on one node)."""
+        per = self.dp // self.parts if self.dp > 1 else 1
+        return range(self.part * per, (self.part + 1) * per) if self.dp > 1 else range(1)
 
 
 @dataclass(frozen=True)
@@ -73,6 +98,10 @@ class PlanView:
         """The TP size of ``role``'s instances (0 when the plan has none)."""
         return next((i.tp for i in self.instances if i.role == role), 0)
 
+    def layout_of(self, role: str) -> Layout | None:
+        """The layout of ``role``'s instances (None when the plan has none)."""
+        return next((i.layout for i in self.instances if i.role == role), None)
+
 
 def view_of(plan: Any) -> PlanView:
     """THE adapter: a :class:`pdtp.Plan`, or a plan's JSON as a dict, as a :class:`PlanView`."""
@@ -86,7 +115,9 @@ def view_of(plan: Any) -> PlanView:
             f"got {type(plan).__name__}"
         )
     name, key_version = _split_connector(plan.connector)
-    placement = getattr(plan, "placement", None)
+    if getattr(plan, "serving", "disagg") == "agg" or plan.prefill is None or plan.decode is None:
+        raise InvalidArgumentError(_AGGREGATED)
+    placement = getattr(plan, "assignment", None) or getattr(plan, "placement", None)
     if callable(placement):  # today a method; the planner may carry it as data
         placement = placement()
     return _view(
@@ -102,10 +133,12 @@ def view_of(plan: Any) -> PlanView:
         gpus_per_node=getattr(plan, "gpus_per_node", None),
         gpu_memory_utilization=getattr(plan, "gpu_memory_utilization", None),
         kv_dtype=getattr(plan, "kv_dtype", None),
-        sides={"prefill": (plan.prefill.tp, plan.prefill.instances),
-               "decode": (plan.decode.tp, plan.decode.instances)},
+        sides={
+            "prefill": (plan.prefill.layout, plan.prefill.instances),
+            "decode": (plan.decode.layout, plan.decode.instances),
+        },
         placement=placement,
-    )  # fmt: skip
+    )
 
 
 def _from_mapping(d: Mapping[str, Any]) -> PlanView:
@@ -114,6 +147,8 @@ def _from_mapping(d: Mapping[str, Any]) -> PlanView:
     if not isinstance(connector, str):
         raise TypeError(f"plan['connector'] must be a string, got {type(connector).__name__}")
     name, key_version = _split_connector(connector)
+    if d.get("serving") == "agg" or d.get("aggregated") is not None:
+        raise InvalidArgumentError(_AGGREGATED)
     sides = {}
     for role in ROLES:
         side = d.get(role)
@@ -122,10 +157,15 @@ def _from_mapping(d: Mapping[str, Any]) -> PlanView:
                 f"plan[{role!r}] must be a dict with 'tp' and 'instances' (from `pdtp solve "
                 f"--json`), got {side!r}"
             )
-        sides[role] = (
-            _int(f"plan[{role!r}]['tp']", side["tp"], 1),
-            _int(f"plan[{role!r}]['instances']", side["instances"], 0),
-        )
+        tp = _int(f"plan[{role!r}]['tp']", side["tp"], 1)
+        layout = Layout(tp)
+        if side.get("layout") is not None:
+            layout = Layout.of(side["layout"], f"plan[{role!r}]['layout']")
+            if layout.tp != tp:
+                raise InvalidArgumentError(
+                    f"plan[{role!r}]: layout {layout} has tp={layout.tp}, but 'tp' is {tp}"
+                )
+        sides[role] = (layout, _int(f"plan[{role!r}]['instances']", side["instances"], 0))
     placement = d.get("placement")
     if placement is not None:
         placement = _placement_rows(placement)
@@ -163,7 +203,7 @@ def _view(
     gpus_per_node: Any,
     gpu_memory_utilization: Any,
     kv_dtype: Any,
-    sides: dict[str, tuple[int, int]],
+    sides: dict[str, tuple[Layout, int]],
     placement: Any,
 ) -> PlanView:
     # Quoting keeps any value inert in a shell; a leading "-" would still read as an option
@@ -248,34 +288,80 @@ def _view(
 
 
 def _instances(
-    sides: dict[str, tuple[int, int]], gpus_per_node: int, placement: Any
+    sides: dict[str, tuple[Layout, int]], gpus_per_node: int, placement: Any
 ) -> tuple[PlannedInstance, ...]:
     if placement is None:
         from ..planning.placement import place
 
         placement = place(
-            [("prefill", sides["prefill"][0])] * sides["prefill"][1]
-            + [("decode", sides["decode"][0])] * sides["decode"][1],
+            [(role, layout.gpus) for role, (layout, n) in sides.items() for _ in range(n)],
             gpus_per_node,
         )
     out = []
     for row in placement:
-        if isinstance(row, tuple):
+        if hasattr(row, "role"):  # a placement record (pdtp.Placement) with attributes
+            role, devices = row.role, row.devices
+            index = getattr(row, "instance", getattr(row, "index", None))
+            if index is None:
+                raise InvalidArgumentError(
+                    f"plan placement of {role}: a placement record needs 'instance' or 'index'"
+                )
+            node = row.node
+            nodes = tuple(getattr(row, "nodes", ()) or (node,))
+        elif len(row) == 5:
+            role, index, node, devices, nodes = row
+        else:
             role, index, node, devices = row
-        else:  # a placement record with attributes
-            role, index, node, devices = row.role, row.index, row.node, row.devices
-        tp = sides[role][0]
+            nodes = (node,)
+        layout = sides[role][0]
         devs = tuple(int(x) for x in devices)
-        if len(devs) % tp or any(not 0 <= x < gpus_per_node for x in devs):
+        if (
+            layout.is_tp_only
+            and len(nodes) == 1
+            and len(devs) > layout.tp
+            and len(devs) % layout.tp == 0
+        ):
+            # A TP-only side placed on tp × dp devices: data-parallel ranks of that TP size
+            # (plans written before layouts said so in their placement alone).
+            layout = Layout(layout.tp, dp=len(devs) // layout.tp)
+        per_node = layout.gpus // len(nodes)
+        if (
+            layout.gpus % len(nodes)
+            or len(devs) != per_node
+            or any(not 0 <= x < gpus_per_node for x in devs)
+        ):
             raise InvalidArgumentError(
-                f"plan placement of {role} {index} uses devices {list(devs)}: needs a multiple "
-                f"of tp={tp} devices numbered 0..{gpus_per_node - 1}"
+                f"plan placement of {role} {index} uses devices {list(devs)} on {len(nodes)} "
+                f"node(s): its layout {layout} needs {layout.gpus} GPUs, numbered "
+                f"0..{gpus_per_node - 1} on each node"
             )
-        out.append(PlannedInstance(role, int(index), int(node), devs, tp, len(devs) // tp))
+        for part, n in enumerate(nodes):
+            out.append(
+                PlannedInstance(
+                    role,
+                    int(index),
+                    int(n),
+                    devs,
+                    layout.tp,
+                    layout.dp,
+                    layout.pp,
+                    layout.ep,
+                    part,
+                    len(nodes),
+                    int(nodes[0]),
+                )
+            )
     return tuple(out)
 
 
-def _placement_rows(rows: Any) -> list[tuple[str, int, int, list[int]]]:
+_AGGREGATED = (
+    "pdtp deploy writes P/D deployments (prefill and decode instances behind vLLM's proxy); "
+    "an aggregated plan is its instances' `vllm serve` lines (plan.vllm_commands(), `pdtp "
+    "solve` prints them) behind any HTTP load balancer"
+)
+
+
+def _placement_rows(rows: Any) -> list[tuple[str, int, int, list[int], tuple[int, ...]]]:
     if not isinstance(rows, list):
         raise InvalidArgumentError(
             "plan['placement'] must be a list of {role, index, node, devices}"
@@ -290,12 +376,17 @@ def _placement_rows(rows: Any) -> list[tuple[str, int, int, list[int]]]:
         devices = r.get("devices")
         if not isinstance(devices, list) or not devices:
             raise InvalidArgumentError(f"plan['placement'] row {r!r}: devices must be a list")
+        node = _int("placement node", r.get("node"), 0)
+        nodes = r.get("nodes") or [node]
+        if not isinstance(nodes, list):
+            raise InvalidArgumentError(f"plan['placement'] row {r!r}: nodes must be a list")
         out.append(
             (
                 r["role"],
                 _int("placement index", r.get("index"), 0),
-                _int("placement node", r.get("node"), 0),
+                node,
                 [_int("placement device", x, 0) for x in devices],
+                tuple(_int("placement node", x, 0) for x in nodes),
             )
         )
     return out

@@ -19,8 +19,8 @@ from .ports import (
     BoundPort,
     InstancePorts,
     PortBases,
-    bound_ports,
     check_disjoint,
+    instance_bound_ports,
     instance_ports,
     proxy_bound_ports,
 )
@@ -46,14 +46,15 @@ class DeployedInstance:
     ports: InstancePorts
     bound: tuple[BoundPort, ...]
     launch: Launch
+    planned: PlannedInstance
 
     @property
     def name(self) -> str:
-        return f"{self.role}-{self.index}"
+        return self.planned.name
 
     @property
-    def planned(self) -> PlannedInstance:
-        return PlannedInstance(self.role, self.index, self.node, self.devices, self.tp, self.dp)
+    def serves_api(self) -> bool:
+        return self.planned.serves_api
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +66,9 @@ class DeployedInstance:
             "devices": list(self.devices),
             "tp": self.tp,
             "dp": self.dp,
+            "layout": str(self.planned.layout),
+            "part": self.planned.part,
+            "parts": self.planned.parts,
             "ports": self.ports.to_dict(),
             "bound_ports": [b.to_dict() for b in self.bound],
             **self.launch.to_dict(),
@@ -268,7 +272,7 @@ def deploy(
     without addresses through for them alone (``hosts_known`` is then False).
 
     >>> import pdtp
-    >>> plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x")
+    >>> plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x", mode="disagg")
     >>> d = pdtp.deploy(plan)
     >>> d.nodes, d.proxy.http_port, sorted(d.scripts())[:2]
     (('127.0.0.1',), 10001, ['README.md', 'node-0.sh'])
@@ -341,9 +345,7 @@ def build(
                 tp=inst.tp,
                 dp=inst.dp,
                 ports=inst_ports,
-                bound=tuple(
-                    bound_ports(version, view.kv_connector, inst.name, inst_ports, inst.tp, inst.dp)
-                ),
+                bound=tuple(instance_bound_ports(version, view.kv_connector, inst, inst_ports)),
                 launch=launch(
                     view,
                     inst,
@@ -353,10 +355,13 @@ def build(
                     proxy_host=proxy_at,
                     bases=bases,
                     backend=chosen,
+                    leader_host=hosts[inst.leader if inst.leader is not None else inst.node],
                 ),
+                planned=inst,
             )
         )
-    backends = [Backend(i.role, i.host, i.ports.http) for i in instances]
+    # Only each instance's first node serves the API: the proxy's backends.
+    backends = [Backend(i.role, i.host, i.ports.http) for i in instances if i.serves_api]
     px = proxy(version, view.kv_connector, proxy_at, bases, backends)
     dep = Deployment(
         view=view,

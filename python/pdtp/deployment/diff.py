@@ -78,7 +78,7 @@ class DeployDiff:
         out.append("\nstart:" if self.start else "\nstart: nothing")
         for i in self.start:
             out.append(
-                f"  # {i.name} (tp={i.tp}) on {self._where(i)}, GPUs "
+                f"  # {i.name} ({_layout_name(i)}) on {self._where(i)}, GPUs "
                 f"{','.join(map(str, i.devices))}"
             )
             if self.hosts_known and commands:
@@ -134,8 +134,15 @@ def _brief(i: DeployedInstance, hosts_known: bool) -> dict[str, Any]:
         "host": i.host if hosts_known else None,
         "devices": list(i.devices),
         "tp": i.tp,
+        "layout": str(i.planned.layout),
         "http_port": i.ports.http,
     }
+
+
+def _layout_name(i: DeployedInstance) -> str:
+    """``tp=2`` for TP-only instances (today's wording), else the layout (``tp2dp4ep``)."""
+    layout = i.planned.layout
+    return f"tp={layout.tp}" if layout.is_tp_only else str(layout)
 
 
 def deploy_diff(
@@ -262,12 +269,17 @@ def _sticky(
     devices), the rest first-fit into the GPUs left free."""
     if new.gpus_per_node != old.gpus_per_node:
         keep_none = True  # another GPU type: nothing carries over
+    if any(i.parts > 1 for i in (*new.instances, *(d.planned for d in before.instances))):
+        # Instances spanning whole nodes: the planner's own placement of the new plan.
+        return new.instances
     kept: list[PlannedInstance] = []
     if not keep_none and _same_launch_settings(old, new):
         for role in ("prefill", "decode"):
             want = sum(i.role == role for i in new.instances)
-            tp = new.tp_of(role)
-            olds = [i.planned for i in before.instances if i.role == role and i.tp == tp]
+            layout = new.layout_of(role)
+            olds = [
+                i.planned for i in before.instances if i.role == role and i.planned.layout == layout
+            ]
             kept += olds[:want]
     used: dict[int, set[int]] = {}
     for k in kept:
@@ -277,14 +289,19 @@ def _sticky(
         want = sum(i.role == role for i in new.instances)
         have = sum(k.role == role for k in kept)
         taken = {k.index for k in kept if k.role == role}
-        tp = new.tp_of(role)
+        layout = new.layout_of(role)
         index = 0
         for _ in range(want - have):
             while index in taken:
                 index += 1
-            node, devices = _first_fit(used, tp, new.gpus_per_node)
+            assert layout is not None
+            node, devices = _first_fit(used, layout.gpus, new.gpus_per_node)
             used.setdefault(node, set()).update(devices)
-            out.append(PlannedInstance(role, index, node, devices, tp))
+            out.append(
+                PlannedInstance(
+                    role, index, node, devices, layout.tp, layout.dp, layout.pp, layout.ep
+                )
+            )
             taken.add(index)
     if not out:
         raise InvalidArgumentError("the new plan has no instances")
@@ -308,8 +325,11 @@ def _same_launch_settings(old: PlanView, new: PlanView) -> bool:
 
 
 def _first_fit(used: dict[int, set[int]], tp: int, per_node: int) -> tuple[int, tuple[int, ...]]:
+    """``tp``: the instance's GPUs (tp × pp × dp), all on one node here."""
     if tp > per_node:
-        raise InvalidArgumentError(f"an instance of tp={tp} cannot fit one node of {per_node} GPUs")
+        raise InvalidArgumentError(
+            f"an instance of {tp} GPUs cannot fit one node of {per_node} GPUs"
+        )
     node = 0
     while True:
         busy = used.get(node, set())

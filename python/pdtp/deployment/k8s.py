@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidArgumentError
 from .adapter import MORIIO, PlannedInstance
 from .launch import MORIIO_BACKEND_KEY_SINCE, launch
 from .ports import instance_ports
@@ -46,14 +47,21 @@ def render(dep: Deployment) -> list[dict[str, Any]]:
         if v.kv_connector == MORIIO and dep.vllm_version >= MORIIO_BACKEND_KEY_SINCE
         else None
     )
+    if any(i.planned.parts > 1 for i in dep.instances):
+        raise InvalidArgumentError(
+            "Kubernetes manifests are one pod per instance; instances spanning nodes (DP ranks "
+            "or pipeline stages over several nodes) need a multi-node workload such as "
+            "LeaderWorkerSet, which pdtp does not write: use --format scripts"
+        )
     counts = {r: sum(i.role == r for i in dep.instances) for r in ("prefill", "decode")}
     objects: list[dict[str, Any]] = []
     backends = []
     for role in ("prefill", "decode"):
         tp = v.tp_of(role)
         sample = next(i for i in dep.instances if i.role == role)
+        lay = sample.planned.layout
         # Every pod is alone in its network namespace: ports as for the first slot of a node.
-        inst = PlannedInstance(role, 0, 0, tuple(range(tp * sample.dp)), tp, sample.dp)
+        inst = PlannedInstance(role, 0, 0, tuple(range(lay.gpus)), tp, lay.dp, lay.pp, lay.ep)
         ports = instance_ports(v.kv_connector, inst, dep.port_bases)
         ln = launch(
             v,
@@ -77,7 +85,7 @@ def render(dep: Deployment) -> list[dict[str, Any]]:
             "args": list(ln.argv[2:]),
             "env": env,
             "ports": [{"name": "http", "containerPort": ports.http}],
-            "resources": {"limits": {GPU_RESOURCE[v.vendor]: tp * sample.dp}},
+            "resources": {"limits": {GPU_RESOURCE[v.vendor]: lay.gpus}},
             "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
             "startupProbe": {
                 "httpGet": {"path": "/health", "port": "http"},

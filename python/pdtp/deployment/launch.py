@@ -11,9 +11,12 @@ Release facts (each checked against vLLM's source in tests/test_deploy_vllm.py):
   ``VLLM_HOST_IP`` or whatever ``get_ip()`` guesses).
 - NIXL advertises ``VLLM_NIXL_SIDE_CHANNEL_HOST`` (default ``localhost``: unreachable from
   another node) and listens on ``VLLM_NIXL_SIDE_CHANNEL_PORT``.
-- The flags used (``--tensor-parallel-size``, ``--port``, ``--gpu-memory-utilization``,
-  ``--kv-cache-dtype``, ``--served-model-name``, ``--kv-transfer-config``) exist in every
-  supported release.
+- The flags used (``--tensor-parallel-size``, ``--pipeline-parallel-size``,
+  ``--data-parallel-size`` (``-local``, ``--data-parallel-start-rank``, ``-address``,
+  ``-rpc-port``), ``--enable-expert-parallel``, ``--headless``, ``--port``,
+  ``--gpu-memory-utilization``, ``--kv-cache-dtype``, ``--served-model-name``,
+  ``--kv-transfer-config``) exist in every supported release; ``--nnodes``, ``--node-rank``,
+  ``--master-addr`` from 0.11.1.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._shell import command_line
+from ..errors import InvalidArgumentError
+from ..planning.placement import layout_args, multinode_args
 from .adapter import MORIIO, PlannedInstance, PlanView
 from .ports import InstancePorts, PortBases
 from .versions import Version
@@ -31,6 +36,8 @@ MORIIO_SINCE = Version(0, 14, 0)
 MORIIO_BACKEND_KEY_SINCE = Version(0, 22, 0)
 MORIIO_READ_MODE_KEY_SINCE = Version(0, 23, 0)
 MORIIO_HOST_IP_KEY_SINCE = Version(0, 24, 0)
+# `vllm serve --nnodes/--node-rank/--master-addr` (multi-node without Ray) from 0.11.1.
+MULTINODE_SINCE = Version(0, 11, 1)
 MORIIO_READ_MODE_ENV = "VLLM_MORIIO_CONNECTOR_READ_MODE"
 # vLLM's ROCm platform refuses HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES that differ, so on
 # AMD both are set (an inherited CUDA_VISIBLE_DEVICES would otherwise stop the instance).
@@ -70,10 +77,15 @@ def launch(
     bases: PortBases,
     backend: str | None,
     visible_devices: bool = True,
+    leader_host: str | None = None,
 ) -> Launch:
     """``host`` is the address peers reach this instance at (a node's address, or
     ``$(POD_IP)`` in Kubernetes); ``backend`` MoRIIO's transport (None: the release's only
-    one). ``visible_devices=False`` leaves device selection to a device plugin."""
+    one). ``visible_devices=False`` leaves device selection to a device plugin. An instance
+    spanning nodes meets at ``leader_host`` (its first node): DP ranks with
+    ``--data-parallel-size-local`` / ``--data-parallel-address``, pipeline stages with
+    ``--nnodes`` / ``--node-rank`` / ``--master-addr`` (vLLM >= 0.11.1); the other nodes run
+    ``--headless``."""
     env: list[tuple[str, str]] = []
     if visible_devices:
         devices = ",".join(map(str, inst.devices))
@@ -105,10 +117,17 @@ def launch(
         assert ports.side_channel is not None
         env.append(("VLLM_NIXL_SIDE_CHANNEL_HOST", host))
         env.append(("VLLM_NIXL_SIDE_CHANNEL_PORT", str(ports.side_channel)))
-    argv = ["vllm", "serve", view.model_ref]
-    argv += ["--tensor-parallel-size", str(inst.tp)]
-    if inst.dp > 1:
-        argv += ["--data-parallel-size", str(inst.dp)]
+    argv = ["vllm", "serve", view.model_ref, *layout_args(inst.layout)]
+    if inst.parts > 1:
+        if inst.dp == 1 and version < MULTINODE_SINCE:
+            raise InvalidArgumentError(
+                f"{inst.name}: pipeline stages over {inst.parts} nodes need vLLM >= "
+                f"{MULTINODE_SINCE} (--nnodes/--node-rank), got {version}; use a newer release "
+                "or a Ray cluster"
+            )
+        argv += multinode_args(
+            inst.layout, inst.parts, inst.part, leader_host or host, min(inst.devices)
+        )
     argv += ["--port", str(ports.http)]
     argv += ["--gpu-memory-utilization", f"{view.gpu_memory_utilization:g}"]
     if view.kv_dtype == "fp8":

@@ -108,8 +108,62 @@ class BoundPort:
 
 
 def port_offset(dp_rank: int, tp_rank: int, tp_size: int = 1) -> int:
-    """vLLM's ``get_port_offset`` (moriio_common.py, identical in every MoRIIO release)."""
+    """vLLM's ``get_port_offset`` (moriio_common.py): MoRIIO's bind calls it without
+    ``tp_size`` in every release; its dial passes ``tp_size`` from 0.27.0
+    (:func:`moriio_offsets` takes both from the core, per release)."""
     return dp_rank * tp_size + tp_rank
+
+
+def moriio_offsets(version: Version, dp_rank: int, tp_rank: int, tp: int) -> tuple[int, int]:
+    """``(bound, dialed)``: the offset from ``handshake_port`` MoRIIO rank (dp_rank, tp_rank)
+    binds, and the one a peer dials to reach it, as release ``version`` derives them (the
+    Rust core's per-release facts, proven against vLLM's code by the layout golden data: the
+    bind adds the ranks in every release; the dial adds them before 0.27.0 and strides by TP
+    from 0.27.0)."""
+    from .. import _core
+
+    try:
+        got = _core.moriio_port_offsets(f"moriio@{version}", dp_rank, tp_rank, tp)
+    except Exception:  # a release without MoRIIO: launch refuses it elsewhere
+        got = None
+    if got is None:
+        off = port_offset(dp_rank, tp_rank)
+        return off, off
+    return got
+
+
+def check_moriio_dials(owner: str, version: Version, tp: int, dp: int) -> None:
+    """Raise when a peer would dial one of the instance's MoRIIO ranks at a port that rank
+    does not bind (``version``'s dial against its bind). Two ranks binding one offset (DP > 1
+    with TP > 1 in every release so far) is left to :func:`check_disjoint`, which names both;
+    pdtp's planners give MoRIIO data-parallel instances TP 1, where bind and dial agree."""
+    offsets = [moriio_offsets(version, d, t, tp) for d in range(dp) for t in range(tp)]
+    if len({bound for bound, _ in offsets}) < len(offsets):
+        return
+    for i, (bound, dialed) in enumerate(offsets):
+        if bound != dialed:
+            d, t = divmod(i, tp)
+            raise InvalidArgumentError(
+                f"{owner}: MoRIIO (vLLM {version}) rank (dp {d}, tp {t}) binds "
+                f"handshake_port + {bound} but a peer dials + {dialed}: give MoRIIO "
+                "data-parallel instances tp=1 (pdtp's planners do)"
+            )
+
+
+def instance_bound_ports(
+    version: Version, kv_connector: str, inst: PlannedInstance, ports: InstancePorts
+) -> list[BoundPort]:
+    """:func:`bound_ports` of one planned instance (one node of it)."""
+    return bound_ports(
+        version,
+        kv_connector,
+        inst.name,
+        ports,
+        inst.tp,
+        inst.dp,
+        dp_ranks=inst.local_dp_ranks,
+        api=inst.serves_api,
+    )
 
 
 def instance_ports(kv_connector: str, inst: PlannedInstance, bases: PortBases) -> InstancePorts:
@@ -126,16 +180,28 @@ def instance_ports(kv_connector: str, inst: PlannedInstance, bases: PortBases) -
 
 
 def bound_ports(
-    version: Version, kv_connector: str, owner: str, ports: InstancePorts, tp: int, dp: int
+    version: Version,
+    kv_connector: str,
+    owner: str,
+    ports: InstancePorts,
+    tp: int,
+    dp: int,
+    *,
+    dp_ranks: range | None = None,
+    api: bool = True,
 ) -> list[BoundPort]:
-    """Every port the instance's processes bind, rank by rank, as ``version`` derives them."""
-    out = [BoundPort(ports.http, owner, "HTTP API (--port)")]
-    ranks = [(d, t) for d in range(dp) for t in range(tp)]
+    """Every port the instance's processes on one node bind, rank by rank, as ``version``
+    derives them: its ``dp_ranks`` (default all ``dp``; a headless part of an instance
+    spanning nodes binds only its own DP ranks' ports, and no HTTP API: ``api=False``)."""
+    out = [BoundPort(ports.http, owner, "HTTP API (--port)")] if api else []
+    dps = range(dp) if dp_ranks is None else dp_ranks
+    ranks = [(d, t) for d in dps for t in range(tp)]
     if kv_connector == MORIIO:
         assert ports.handshake is not None and ports.notify is not None
+        check_moriio_dials(owner, version, tp, dp)
         for d, t in ranks:
             # vLLM passes no tp_size here (see the module docstring).
-            off = port_offset(d, t)
+            off = moriio_offsets(version, d, t, tp)[0]
             out.append(
                 BoundPort(ports.handshake + off, owner, f"MoRIIO handshake (dp {d}, tp {t})")
             )
@@ -143,7 +209,7 @@ def bound_ports(
     elif kv_connector == NIXL:
         assert ports.side_channel is not None
         if version >= NIXL_ONE_LISTENER_SINCE:
-            for d in range(dp):
+            for d in dps:
                 out.append(BoundPort(ports.side_channel + d, owner, f"NIXL side channel (dp {d})"))
         else:
             for d, t in ranks:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from .adapter import MORIIO
@@ -67,7 +67,9 @@ def node_script(dep: Deployment, node: int) -> str:
     ]
     for inst in insts:
         devices = ",".join(map(str, inst.devices))
-        lines.append(_comment(f"{inst.name}: tp={inst.tp}, GPUs {devices}; {describe_ports(inst)}"))
+        lines.append(
+            _comment(f"{inst.name}: {_layout_of(inst)}, GPUs {devices}; {describe_ports(inst)}")
+        )
         log = f'"$log_dir"/{shlex.quote(inst.name + ".log")}'
         values = [*inst.launch.argv, *(v for _, v in inst.launch.env)]
         if any("$" in v or "`" in v for v in values):
@@ -84,6 +86,17 @@ def node_script(dep: Deployment, node: int) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _layout_of(inst: Any) -> str:
+    """``tp=2`` for TP-only instances, else the layout; a part of an instance spanning nodes
+    says which (``tp1dp16ep, node 2 of 2, headless``)."""
+    layout = inst.planned.layout
+    name = f"tp={layout.tp}" if layout.is_tp_only else str(layout)
+    if inst.planned.parts > 1:
+        p = inst.planned
+        name += f", node {p.part + 1} of {p.parts}" + (", headless" if p.part else "")
+    return name
 
 
 def proxy_script(dep: Deployment) -> str:
@@ -164,8 +177,10 @@ def readme(dep: Deployment) -> str:
         "|---|---|---|---|---|---|",
     ]
     for inst in dep.instances:
+        layout = inst.planned.layout
+        tp = str(inst.tp) if layout.is_tp_only else f"{inst.tp} ({layout})"
         out.append(
-            f"| {inst.node} | {inst.host} | {inst.name} | {inst.tp} | "
+            f"| {inst.node} | {inst.host} | {inst.name} | {tp} | "
             f"{','.join(map(str, inst.devices))} | {describe_ports(inst)} |"
         )
     proxy_ports = f"HTTP {px.http_port}" + (

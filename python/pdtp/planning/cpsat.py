@@ -4,10 +4,13 @@
 Formulation, over node fill patterns so its size does not grow with the pool:
 
 - per valid (prefill row, decode row) pair ``i`` of model ``m`` a Boolean ``z[i]``: exactly
-  one per model (at most one in a shared pool); a row is chosen (``x[r] = Σ z`` over its
-  pairs) or not, and its instance count ``n[r]`` is 0 unless chosen and otherwise in
-  ``[need or 1, most]`` — the full count domain the nodes allow;
-- ``served[m] ≤ Σ capacity · n`` over the model's prefill rows and over its decode rows;
+  one per model (at most one in a shared pool); an aggregated row is a pair of its own (the
+  row with itself: an aggregated plan). A row is chosen (``x[r] = Σ z`` over its pairs) or
+  not, and its instance count ``n[r]`` is 0 unless chosen and otherwise in ``[need or 1,
+  most]`` — the full count domain the nodes allow;
+- ``served[m] ≤ Σ capacity · n`` over the model's prefill rows and over its decode rows,
+  aggregated rows counting on both sides (a plan uses one kind or the other, so this is
+  min(prefill, decode) for a P/D split and the aggregated capacity otherwise);
 - every node class (GPU type, free GPUs, count) fills its nodes with maximal *patterns*
   (multisets of instance sizes that fit one node): ``y[j]`` counts the class's nodes using
   pattern ``j`` (Σ ≤ the class's count), and for every type and size the patterns' slots
@@ -57,6 +60,11 @@ class Decision:
     gap: float | None
     usage: list[tuple[int, int]] | None
     method: str
+
+
+def _sides(role: str) -> tuple[str, ...]:
+    """The capacity sides a row counts on: an aggregated row on both."""
+    return ("prefill", "decode") if role == "aggregated" else (role,)
 
 
 @functools.cache
@@ -127,7 +135,8 @@ class OneModel:
             p = self.pairs[i]
             by_model.setdefault(p.model, []).append(self.z[i])
             on_row.setdefault(p.prefill, []).append(self.z[i])
-            on_row.setdefault(p.decode, []).append(self.z[i])
+            if p.decode != p.prefill:
+                on_row.setdefault(p.decode, []).append(self.z[i])
         for k in range(self.nmodels):
             zs = by_model.get(k, [])
             if self.fleet:
@@ -212,7 +221,8 @@ class OneModel:
             sides: dict[str, list[tuple[Any, int, int]]] = {"prefill": [], "decode": []}
             for r in self.model_rows.get(k, ()):
                 row = self.rows[r]
-                sides[row.role].append((self.n[r], row.units, row.most))
+                for side in _sides(row.role):
+                    sides[side].append((self.n[r], row.units, row.most))
             top = min(sum(u * most for _, u, most in items) for items in sides.values())
             s = m.new_int_var(0, max(0, top), f"served{k}")
             for items in sides.values():
@@ -262,9 +272,9 @@ class OneModel:
         elif name == "prefill_instances":
             e = sum(v for r, v in n.items() if rows[r].role == "prefill")
         elif name == "type_rank":
-            e = sum(
-                rows[r].gpu_type * (ntypes if rows[r].role == "prefill" else 1) * x[r] for r in n
-            )
+            # prefill type × types + decode type; an aggregated row is both.
+            weight = {"prefill": ntypes, "decode": 1, "aggregated": ntypes + 1}
+            e = sum(rows[r].gpu_type * weight[rows[r].role] * x[r] for r in n)
         elif name == "moves":
             e = self._moves()
         elif name == "min_fraction":
@@ -286,27 +296,31 @@ class OneModel:
         return e
 
     def _moves(self) -> Any:
-        """A re-plan's disruption plus its GPU weight: keeping the running row's size moves
-        only the difference (``up``/``down``), any other row starts every instance and stops
-        (and restarts) the running side."""
+        """A re-plan's disruption plus its GPU weight: keeping a running side's row moves
+        only the difference (``up``/``down``), any other row starts every instance, and a
+        running side whose row is not kept stops (and restarts) all of it."""
         mv = self.cands.moves
         m, rows, total = self.model, self.rows, 0
-        for role, (run_row, run_n, run_gpus) in (("prefill", mv.prefill), ("decode", mv.decode)):
-            for r, v in self.n.items():
-                if rows[r].role != role:
-                    continue
-                g = rows[r].gpus
-                total += (mv.gpu * g) * v
-                if r == run_row:
-                    up = m.new_int_var(0, rows[r].most, f"up_{role}")
-                    down = m.new_int_var(0, run_n, f"down_{role}")
-                    m.add(v - run_n == up - down)
-                    total += (mv.start * g) * up + (mv.stop * g) * down
-                    total += (mv.restart * run_gpus * run_n) * (1 - self.x[r])
-                    self.aux_hints.append((up, lambda s, v=v, run_n=run_n: max(0, s[v] - run_n)))
-                    self.aux_hints.append((down, lambda s, v=v, run_n=run_n: max(0, run_n - s[v])))
-                else:
-                    total += (mv.start * g) * v
+        running = {
+            run_row: (run_n, run_gpus)
+            for run_row, run_n, run_gpus in (mv.prefill, mv.decode)
+            if run_row is not None
+        }
+        for r, v in self.n.items():
+            g = rows[r].gpus
+            total += (mv.gpu * g) * v
+            if r in running:
+                run_n, run_gpus = running[r]
+                up = m.new_int_var(0, rows[r].most, f"up{r}")
+                down = m.new_int_var(0, run_n, f"down{r}")
+                m.add(v - run_n == up - down)
+                total += (mv.start * g) * up + (mv.stop * g) * down
+                total += (mv.restart * run_gpus * run_n) * (1 - self.x[r])
+                self.aux_hints.append((up, lambda s, v=v, run_n=run_n: max(0, s[v] - run_n)))
+                self.aux_hints.append((down, lambda s, v=v, run_n=run_n: max(0, run_n - s[v])))
+            else:
+                total += (mv.start * g) * v
+        for run_row, run_n, run_gpus in (mv.prefill, mv.decode):
             if run_row is None or run_row not in self.n:
                 total += (mv.stop + mv.restart) * run_gpus * run_n
         return total
@@ -451,7 +465,8 @@ class OneModel:
         served_coef, cost_coef = self.cands.ratio_coefficients
         sides: dict[str, list[tuple[Any, int]]] = {"prefill": [], "decode": []}
         for r, v in self.n.items():
-            sides[self.rows[r].role].append((v, served_coef[r]))
+            for side in _sides(self.rows[r].role):
+                sides[side].append((v, served_coef[r]))
         top = sum(self.rows[r].most * served_coef[r] for r in self.n)
         served = m.new_int_var(0, max(0, top), "ratio_served")
         for items in sides.values():

@@ -55,7 +55,9 @@ class FleetPlan:
     """A shared pool's plan. ``plans`` maps each model name that got instances to its
     :class:`pdtp.Plan` (``gpus`` on each is the pool size); ``served_fraction`` maps every
     model name to ``min(1, served / demand)`` (1.0 for a demand of 0); ``placement`` has
-    one entry per node: the instances on it as ``(model name, "prefill"|"decode", tp)``.
+    one entry per node: the instances on it as ``(model name, role, GPUs)`` — role
+    ``"prefill"``, ``"decode"`` or ``"aggregated"``, GPUs the instance uses on that node
+    (its TP size for a TP-only layout).
     ``status`` is ``OPTIMAL`` when proven, else ``FEASIBLE`` with ``gap`` the relative gap
     of the first objective level not proven (0.0 when optimal; None when no bound is
     known); ``method`` says who decided: ``cpsat``, or ``closed-form`` when the closed-form
@@ -81,8 +83,8 @@ class FleetPlan:
 
     @functools.cached_property
     def placement(self) -> tuple[tuple[tuple[str, str, int], ...], ...]:
-        """One entry per node of the pool: the instances on it as ``(model name,
-        "prefill"|"decode", tp)``."""
+        """One entry per node of the pool: the instances on it as ``(model name, role,
+        GPUs on that node)`` (GPUs = the TP size for TP-only layouts)."""
         return self.placer() if self.placer is not None else ()
 
     @property
@@ -124,6 +126,9 @@ _Config = tuple[int, int, int] | None
 
 @dataclass(frozen=True)
 class _Option:
+    """One pair of a model in closed form. An aggregated row (paired with itself) is an
+    option whose decode side takes no GPUs: ``d = 0``, ``b = a``, and both counts equal."""
+
     pair: Any  # the core's Pair: model, prefill row, decode row
     p: int  # prefill instance size (GPUs)
     d: int
@@ -193,6 +198,17 @@ def _packs(counts: Mapping[int, int], caps: Sequence[tuple[int, int]]) -> bool:
     cost does not grow with the pool; exact for sizes that divide each other (a hint only
     needs "fits", CP-SAT decides the rest)."""
     runs = [list(c) for c in caps]
+    # An instance larger than any node spans whole nodes (data-parallel ranks or pipeline
+    # stages across nodes): one node-sized piece per node it spans.
+    top = max((free for free, n in caps if n), default=0)
+    if top and any(s > top for s in counts):
+        spread: dict[int, int] = {}
+        for s, k in counts.items():
+            if s > top and s % top == 0:
+                spread[top] = spread.get(top, 0) + k * (s // top)
+            else:
+                spread[s] = spread.get(s, 0) + k
+        counts = spread
     for s in sorted(counts, reverse=True):
         left = counts[s]
         nxt: list[list[int]] = []
@@ -256,7 +272,8 @@ def _size_counts(entries: Sequence[_Entry], cfgs: Sequence[_Config]) -> dict[int
         i, np_, nd = cfg
         o = e.options[i]
         counts[o.p] = counts.get(o.p, 0) + np_
-        counts[o.d] = counts.get(o.d, 0) + nd
+        if o.d:  # an aggregated option's instances are counted once, above
+            counts[o.d] = counts.get(o.d, 0) + nd
     return counts
 
 
@@ -443,6 +460,8 @@ def solve_fleet(
     gpu_memory_utilization: float = DEFAULT_UTILIZATION,
     constants: Any = None,
     num_workers: int = 1,
+    mode: str = "auto",
+    layouts: Any = None,
 ) -> FleetPlan:
     """Share a GPU pool (``gpus=N`` on nodes of ``gpus_per_node``, default the GPU type's,
     or ``nodes=[...]``, or several GPU types as in ``pdtp.solve``) among several models.
@@ -457,7 +476,8 @@ def solve_fleet(
     Fractions are decided in steps of 1/10000 and weights in steps of 1/1000 of the
     largest (a positive weight counts at least one). CP-SAT decides (one worker by default:
     deterministic); ``time_limit_s`` bounds the whole call (then ``status`` is ``FEASIBLE``
-    with ``gap``).
+    with ``gap``). ``mode`` and ``layouts`` as in :func:`pdtp.solve`: each model gets a
+    P/D split or aggregated instances, with the layouts of MoE models by default.
 
     >>> import pdtp
     >>> fp = pdtp.solve_fleet([("llama-3.1-8b", 20.0), ("llama-3.1-70b", 5.0)], gpus=16)
@@ -517,6 +537,8 @@ def solve_fleet(
         max_acks=max_acks,
         gpu_memory_utilization=gpu_memory_utilization,
         constants=constants,
+        mode=mode,
+        layouts=layouts,
     )
     from .. import _core
 
@@ -536,7 +558,7 @@ def solve_fleet(
                 _Option(
                     pair,
                     a.gpus,
-                    b.gpus,
+                    0 if pair.prefill == pair.decode else b.gpus,
                     a.units,
                     b.units,
                     max(1, min(_ceil_div(units, a.units) if units else 1, a.most)),
@@ -681,10 +703,13 @@ def _result(
             p = plans.get(e.name)
             if p is None:
                 continue
+            sides = dict(p.sides)
             for q in placed()[k]:
-                tp = p.prefill.tp if q.role == "prefill" else p.decode.tp
+                # GPUs on each node it spans: its TP size for TP-only layouts (one node),
+                # tp x dp for data-parallel ranks, one stage's share across PP nodes.
+                share = sides[q.role].gpus_per_instance // max(1, len(q.nodes))
                 for node in q.nodes:
-                    nodes.setdefault(node, []).append((e.name, q.role, tp))
+                    nodes.setdefault(node, []).append((e.name, q.role, share))
         return tuple(tuple(nodes.get(n, ())) for n in range(sc.pool.node_count))
 
     return FleetPlan(

@@ -55,6 +55,23 @@ def percentile_value(value: Any) -> float | None:
     return p
 
 
+def simulated_space(mode: Any, layouts: Any) -> tuple[str, Any]:
+    """The plans ``slo_percentile`` can verify: the simulator models P/D splits of TP-only
+    instances, so ``mode`` becomes ``"disagg"`` and ``layouts`` ``"tp"`` unless the caller
+    asked for something it cannot simulate (then one clear error)."""
+    if mode not in ("auto", "disagg"):
+        raise InvalidArgumentError(
+            f"slo_percentile plans P/D splits (the simulator models them): mode must be "
+            f"'auto' or 'disagg', got {mode!r}"
+        )
+    if layouts is not None and layouts not in ("tp", ["tp"], ("tp",)):
+        raise InvalidArgumentError(
+            "slo_percentile plans TP-only instances (the simulator models them): layouts "
+            f"must be None or 'tp', got {layouts!r}"
+        )
+    return "disagg", "tp"
+
+
 def basis(percentile: float) -> str:
     """``"p90 simulated"`` for 0.9 (``"p99.9 simulated"`` for 0.999)."""
     return f"p{100 * percentile:.10g} simulated"

@@ -159,14 +159,62 @@ def explain(
 # ---- planners: candidates → reasons --------------------------------------------------------
 
 
+def _tp_only(r: Any) -> bool:
+    return bool(r.layout[1] == 1 and r.layout[2] == 1 and not r.layout[3])
+
+
 def _points(rows: list[Any], model: int, t: int, role: str) -> dict[int, _Point]:
+    """The TP-only rows of one role (the funnel ``explain`` reads, by TP size)."""
     return {
         r.tp: _Point(
             r.tp, r.loads, r.fits_weights, r.fits_kv, r.latency_s * 1e3, r.meets_slo, r.units
         )
         for r in rows
-        if r.model == model and r.gpu_type == t and r.role == role
+        if r.model == model and r.gpu_type == t and r.role == role and _tp_only(r)
     }
+
+
+def layout_funnel(rows: list[Any], role: str, w: Workload) -> tuple[str, str | None]:
+    """One role's rows of every layout as a funnel: ``(reason, binding)`` — the binding
+    cause when no row of the role is usable (None otherwise)."""
+    from ..layout import Layout
+
+    def names(rs: list[Any]) -> str:
+        shown = [str(Layout(*r.layout)) for r in rs[:8]]
+        return ", ".join(shown) + (", …" if len(rs) > 8 else "") if shown else "none"
+
+    loads = [r for r in rows if r.loads]
+    fits_w = [r for r in loads if r.fits_weights]
+    fits_kv = [r for r in fits_w if r.fits_kv]
+    slo = [r for r in fits_kv if r.meets_slo and r.units > 0]
+    placed = [r for r in slo if r.placeable]
+    slo_name = {"prefill": "ttft_ms", "decode": "tpot_ms"}.get(role, "ttft_ms and tpot_ms")
+    reason = (
+        f"{role}: of {len(rows)} layouts, {len(loads)} load the model, {len(fits_w)} fit the "
+        f"weights ({names(fits_w)}), {len(fits_kv)} fit the KV cache, {len(slo)} meet "
+        f"{slo_name} ({names(slo)}), {len(placed)} fit a node or whole free nodes"
+    )
+    binding = None
+    if not placed:
+        if not loads:
+            binding = f"{role}: no layout loads the model"
+        elif not fits_w:
+            binding = f"{role}: no layout fits the weights (more GPUs per instance, or fp8)"
+        elif not fits_kv:
+            binding = f"{role}: the weights fit ({names(fits_w)}) but not one sequence's KV cache"
+        elif not slo:
+            best = min(fits_kv, key=lambda r: r.latency_s)
+            ttft = f"TTFT {best.ttft_s * 1e3:.0f} ms, " if role != "decode" else ""
+            binding = (
+                f"{role}: no layout meets {slo_name} (w: ttft_ms={w.ttft_ms}, "
+                f"tpot_ms={w.tpot_ms}); best {Layout(*best.layout)}: {ttft}TPOT-or-latency "
+                f"{best.latency_s * 1e3:.1f} ms"
+            )
+        else:
+            binding = (
+                f"{role}: no node (or set of whole free nodes) holds an instance of {names(slo)}"
+            )
+    return reason, binding
 
 
 def _one_type(
@@ -183,22 +231,45 @@ def _one_type(
     stranded = [r for r in usable if not r.placeable]
     if usable and len(stranded) == len(usable):
         largest = pool.largest_free(t)
-        sizes = ", ".join(str(s) for s in sorted({r.tp for r in stranded}))
+        sizes = ", ".join(str(s) for s in sorted({r.gpus for r in stranded}))
         binding = (
-            f"no node fits an instance: tp {sizes} need that many free {g.name} GPUs on one "
-            f"node (or whole free nodes), and the nodes have at most {largest} free"
+            f"no node fits an instance: instances of {sizes} GPUs need that many free "
+            f"{g.name} GPUs on one node (or whole free nodes), and the nodes have at most "
+            f"{largest} free"
         )
         return binding, [binding]
-    binding, reasons = explain(
-        sc.context(model, t),
-        entry.workload,
-        sc.connector_key,
-        pool.gpus_of(t),
-        sc.max_tp or pool.node_size[t],
-        sc.max_acks,
-        _points(rows, model, t, "prefill"),
-        _points(rows, model, t, "decode"),
-    )
+    prefill, decode = _points(rows, model, t, "prefill"), _points(rows, model, t, "decode")
+    funnels = {
+        role: layout_funnel([r for r in mine if r.role == role], role, entry.workload)
+        for role in ("prefill", "decode", "aggregated")
+        if any(r.role == role for r in mine)
+    }
+    if prefill and decode:
+        binding, reasons = explain(
+            sc.context(model, t),
+            entry.workload,
+            sc.connector_key,
+            pool.gpus_of(t),
+            sc.max_tp or pool.node_size[t],
+            sc.max_acks,
+            prefill,
+            decode,
+        )
+        if any(not _tp_only(r) for r in mine if r.role != "aggregated"):
+            reasons += [funnels[role][0] for role in ("prefill", "decode")]
+    else:
+        # No TP-only P/D rows (aggregated mode, or layouts without the tp family).
+        bindings = [b for _, b in funnels.values() if b is not None]
+        binding = (
+            bindings[0]
+            if bindings
+            else (f"no pair of usable layouts passes {sc.connector.name}'s rules and fits the pool")
+        )
+        reasons = [binding]
+    if "aggregated" in funnels:
+        reasons.append(funnels["aggregated"][0])
+        if funnels["aggregated"][1] is not None and prefill and decode:
+            reasons.append(f"aggregated instances: {funnels['aggregated'][1]}")
     if budget_field != "gpus":
         binding = binding.replace("gpus=", f"{budget_field}=")
         reasons = [r.replace("gpus=", f"{budget_field}=") for r in reasons]
@@ -238,22 +309,30 @@ def demand_too_high(
     """The demand needs more than the pool: how many GPUs each pair would need, and the
     most the pool serves."""
     rows = cands.rows
+    from ..layout import Layout
+
     lines = []
     for p in cands.pairs:
         a, b = rows[p.prefill], rows[p.decode]
         np_, nd = _instances(demand, a.requests_per_s), _instances(demand, b.requests_per_s)
-        lines.append((a.tp * np_ + b.tp * nd, a.tp + b.tp, a.tp, np_, b.tp, nd))
-    lines.sort()
+        la, lb = Layout(*a.layout), Layout(*b.layout)
+        if p.prefill == p.decode:
+            what = f"{np_:g}x aggregated {la}"
+            lines.append((a.gpus * np_, a.gpus, what, f"aggregated {la}: {what}"))
+            continue
+        pn = f"tp={la.tp}" if la.is_tp_only else str(la)
+        dn = f"tp={lb.tp}" if lb.is_tp_only else str(lb)
+        what = f"{np_:g}x prefill {pn} + {nd:g}x decode {dn}"
+        name = f"P{la.tp}/D{lb.tp}" if la.is_tp_only and lb.is_tp_only else f"P {la}/D {lb}"
+        lines.append((a.gpus * np_ + b.gpus * nd, a.gpus + b.gpus, what, f"{name}: {what}"))
+    lines.sort(key=lambda x: (x[0], x[1]))
     most = most_served(sc)
-    need, _, p, np_, d, nd = lines[0]
+    need, _, what, _ = lines[0]
     binding = (
-        f"demand_rps={demand:g} needs {need:g} GPUs ({np_:g}x prefill tp={p} + {nd:g}x decode "
-        f"tp={d}); {budget_field}={sc.pool.gpus} serves at most {most:.3g} req/s"
+        f"demand_rps={demand:g} needs {need:g} GPUs ({what}); {budget_field}={sc.pool.gpus} "
+        f"serves at most {most:.3g} req/s"
     )
-    reasons = [binding] + [
-        f"P{p}/D{d}: {np_:g}x prefill + {nd:g}x decode = {g:g} GPUs"
-        for g, _, p, np_, d, nd in lines
-    ]
+    reasons = [binding] + [f"{line} = {g:g} GPUs" for g, _, _, line in lines]
     return InfeasibleError(binding, reasons)
 
 
@@ -273,6 +352,8 @@ def most_served(sc: Scenario) -> float:
         max_tp=sc.max_tp,
         max_acks=sc.max_acks,
         gpu_memory_utilization=sc.gpu_memory_utilization,
+        mode=sc.mode,
+        layouts=sc.layouts,
     )
     cands = _core.candidates(core)
     best = cands.hint()

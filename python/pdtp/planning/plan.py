@@ -7,12 +7,13 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..layout import Layout
 from ..perf import DEFAULT_UTILIZATION, bottleneck
-from ..violations import CheckWarning, pair_rules
+from ..violations import CheckWarning, layout_rules
 from ..workload import Workload
 
 if TYPE_CHECKING:
@@ -22,21 +23,61 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Side:
-    """One side of a plan: ``instances`` vLLM instances of ``tp`` GPUs each, on ``gpu``."""
+    """One kind of instance of a plan: ``instances`` vLLM instances of one layout on ``gpu``
+    — ``tp`` GPUs per TP group, ``pp`` pipeline stages, ``dp`` data-parallel attention ranks,
+    ``ep`` expert parallel (see :class:`pdtp.Layout`); ``gpus`` counts all of them."""
 
     tp: int
     instances: int
     gpu: str | None = None
+    pp: int = 1
+    dp: int = 1
+    ep: bool = False
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.tp, self.pp, self.dp, self.ep)
+
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.tp * self.pp * self.dp
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.instances
+        return self.gpus_per_instance * self.instances
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"tp": self.tp, "instances": self.instances, "gpus": self.gpus}
+        d: dict[str, Any] = {
+            "tp": self.tp,
+            "instances": self.instances,
+            "gpus": self.gpus,
+            "layout": str(self.layout),
+            "pp": self.pp,
+            "dp": self.dp,
+            "ep": self.ep,
+        }
         if self.gpu is not None:
             d["gpu"] = self.gpu
         return d
+
+    @classmethod
+    def of(cls, layout: Layout, instances: int, gpu: str | None = None) -> Side:
+        return cls(layout.tp, instances, gpu, layout.pp, layout.dp, layout.ep)
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """The best plan of the other serving mode (aggregated vs disaggregated) in the same pool: what
+    the chosen plan is compared with. ``summary`` names its instances."""
+
+    serving: str
+    requests_per_s: float
+    gpus_used: int
+    summary: str
+    cost_per_hour: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 class Placement(NamedTuple):
@@ -74,7 +115,13 @@ class Plan:
     default) or e.g. ``"p90 simulated"`` (``slo_percentile=0.9``: the planner verified its
     candidates with the simulator; ``requests_per_s`` is then the simulated goodput — the
     highest rate whose p90 TTFT and TPOT meet the SLOs — and ``analytic_requests_per_s``
-    the mean-based capacity of the same split)."""
+    the mean-based capacity of the same split).
+
+    ``serving`` is ``"disagg"`` (``prefill`` and ``decode`` instances, KV moved by the
+    connector) or ``"agg"`` (``aggregated`` instances doing both phases; ``prefill`` and
+    ``decode`` are then None). ``alternative`` is the best plan of the other mode in the
+    same pool, when the planner considered both (``mode="auto"``). ``mode`` is MoRIIO's
+    transfer mode (see below), not this."""
 
     model: str
     model_id: str
@@ -82,8 +129,8 @@ class Plan:
     connector: str
     workload: Workload
     gpus: int
-    prefill: Side
-    decode: Side
+    prefill: Side | None
+    decode: Side | None
     requests_per_s: float
     output_tokens_per_s: float
     ttft_ms: float
@@ -116,6 +163,11 @@ class Plan:
     slo_basis: str = "mean"
     slo_percentile: float | None = None
     analytic_requests_per_s: float | None = None
+    serving: str = "disagg"
+    aggregated: Side | None = None
+    alternative: Alternative | None = None
+    # Aggregated: clients in flight per instance at the operating point.
+    concurrency: int | None = None
     # Where the instances run, computed on first use (a pool of a million GPUs has as many
     # instances: listing them is the caller's choice, not part of the solve's time).
     placer: Callable[[], Sequence[Placement]] | None = field(
@@ -128,12 +180,33 @@ class Plan:
         return tuple(self.placer()) if self.placer is not None else ()
 
     @property
+    def sides(self) -> tuple[tuple[str, Side], ...]:
+        """``(role, side)`` of every kind of instance: prefill and decode, or aggregated."""
+        out = (("prefill", self.prefill), ("decode", self.decode), ("aggregated", self.aggregated))
+        return tuple((role, side) for role, side in out if side is not None)
+
+    @property
     def gpus_used(self) -> int:
-        return self.prefill.gpus + self.decode.gpus
+        return sum(side.gpus for _, side in self.sides)
 
     @property
     def bottleneck(self) -> str:
+        if self.serving == "agg":
+            return "aggregated"
         return bottleneck(self.prefill_capacity_rps, self.decode_capacity_rps)
+
+    @property
+    def serving_gain(self) -> float | None:
+        """How much more this plan serves than :attr:`alternative` (0.25 = 25% more; None
+        without an alternative or when the alternative serves nothing)."""
+        alt = self.alternative
+        if alt is None or alt.requests_per_s <= 0:
+            return None
+        return self.requests_per_s / alt.requests_per_s - 1.0
+
+    def summary(self) -> str:
+        """``6x prefill tp2 + 6x decode tp2`` or ``4x aggregated tp2dp4ep``."""
+        return " + ".join(f"{s.instances}x {role} {s.layout}" for role, s in self.sides)
 
     @property
     def connector_label(self) -> str:
@@ -161,8 +234,12 @@ class Plan:
             "gpus": self.gpus,
             "pool": self.pool,
             "gpus_used": self.gpus_used,
-            "prefill": self.prefill.to_dict(),
-            "decode": self.decode.to_dict(),
+            "serving": self.serving,
+            "prefill": self.prefill.to_dict() if self.prefill is not None else None,
+            "decode": self.decode.to_dict() if self.decode is not None else None,
+            "aggregated": self.aggregated.to_dict() if self.aggregated is not None else None,
+            "concurrency": self.concurrency,
+            "alternative": self.alternative.to_dict() if self.alternative is not None else None,
             "requests_per_s": self.requests_per_s,
             "output_tokens_per_s": self.output_tokens_per_s,
             "ttft_ms": self.ttft_ms,
@@ -206,18 +283,25 @@ class Plan:
         from .placement import place
 
         return place(
-            [("prefill", self.prefill.tp)] * self.prefill.instances
-            + [("decode", self.decode.tp)] * self.decode.instances,
+            [(role, s.gpus_per_instance) for role, s in self.sides for _ in range(s.instances)],
             self.gpus_per_node,
         )
 
-    def vllm_commands(self, *, base_port: int = 8100, proxy_ip: str = "127.0.0.1") -> list[str]:
-        """One ``vllm serve`` line per instance: device list, TP size, a distinct port and
-        the connector's ``--kv-transfer-config``. Instances on the same node get distinct
-        ports; ``# node N`` says where each one runs."""
+    def vllm_commands(
+        self,
+        *,
+        base_port: int = 8100,
+        proxy_ip: str = "127.0.0.1",
+        node_hosts: Sequence[str] | None = None,
+    ) -> list[str]:
+        """One ``vllm serve`` line per instance: device list, layout (TP, PP, DP, EP
+        flags), a distinct port and the connector's ``--kv-transfer-config`` (none for
+        aggregated instances). Instances on the same node get distinct ports; ``# node N``
+        says where each one runs. An instance spanning nodes gets a line per node (the
+        others ``--headless``), meeting at ``node_hosts[first node]`` (default ``node<n>``)."""
         from .placement import commands
 
-        return commands(self, base_port=base_port, proxy_ip=proxy_ip)
+        return commands(self, base_port=base_port, proxy_ip=proxy_ip, node_hosts=node_hosts)
 
     def deploy(self, **kwargs: Any) -> Any:
         """This plan as per-node scripts, Kubernetes manifests or JSON: a
@@ -256,6 +340,7 @@ def build(
     placer: Callable[[], Sequence[Placement]] | None = None,
     status: str | None = None,
     rows: Sequence[Any] | None = None,
+    alternative: Alternative | None = None,
 ) -> Plan:
     """The :class:`Plan` of one model's choice in a decision. ``rows`` is ``cands.rows``
     when the caller has it (each access builds every row: a fleet passes it once)."""
@@ -267,20 +352,26 @@ def build(
     entry = sc.models[model]
     pool = sc.pool
     gp, gd = pool.types[p.gpu_type], pool.types[d.gpu_type]
+    agg = p.role == "aggregated"
     pcap, dcap = np_ * p.requests_per_s, nd * d.requests_per_s
     rps = min(pcap, dcap)
     prices = pool.prices
     cost = None
     if prices[p.gpu_type] is not None and prices[d.gpu_type] is not None:
-        cost = p.gpus * np_ * prices[p.gpu_type] + d.gpus * nd * prices[d.gpu_type]
+        cost = p.gpus * np_ * prices[p.gpu_type]
+        if not agg:
+            cost += d.gpus * nd * prices[d.gpu_type]
     if placer is None:
         solution, usage = decision.solution, decision.usage
 
         def placer() -> Sequence[Placement]:
             return placements(sc, cands, solution, usage)[model]
 
-    violations, found = pair_rules(entry.model, p.tp, d.tp, sc.connector_key, sc.max_acks)
-    warnings = () if violations else found
+    pl, dl = Layout(*p.layout), Layout(*d.layout)
+    warnings: tuple[CheckWarning, ...] = ()
+    if not agg:
+        violations, found = layout_rules(entry.model, pl, dl, sc.connector_key, sc.max_acks)
+        warnings = () if violations else found
     return Plan(
         model=entry.model.name,
         model_id=entry.reference,
@@ -288,11 +379,14 @@ def build(
         connector=sc.connector.name,
         workload=entry.workload,
         gpus=pool.gpus,
-        prefill=Side(p.tp, np_, gp.name),
-        decode=Side(d.tp, nd, gd.name),
+        prefill=None if agg else Side.of(pl, np_, gp.name),
+        decode=None if agg else Side.of(dl, nd, gd.name),
+        aggregated=Side.of(pl, np_, gp.name) if agg else None,
+        serving="agg" if agg else "disagg",
+        concurrency=p.concurrency * np_ if agg else None,
         requests_per_s=rps,
         output_tokens_per_s=rps * entry.workload.osl,
-        ttft_ms=p.latency_s * 1e3,
+        ttft_ms=p.ttft_s * 1e3,
         tpot_ms=d.latency_s * 1e3,
         decode_batch=d.batch,
         prefill_capacity_rps=pcap,
@@ -317,6 +411,53 @@ def build(
         pool=pool.describe(),
         notes=notes,
         placer=placer,
+        alternative=alternative,
+    )
+
+
+def describe_choice(rows: Sequence[Any], ch: Any) -> str:
+    """``6x prefill tp2 + 6x decode tp2`` or ``4x aggregated tp2dp4ep`` for a core choice."""
+    p, d = rows[ch.prefill], rows[ch.decode]
+    if p.role == "aggregated":
+        return f"{ch.prefill_instances}x aggregated {Layout(*p.layout)}"
+    return (
+        f"{ch.prefill_instances}x prefill {Layout(*p.layout)} + "
+        f"{ch.decode_instances}x decode {Layout(*d.layout)}"
+    )
+
+
+def served_of(rows: Sequence[Any], ch: Any) -> float:
+    """Requests/s a core choice serves, as a plan reports it."""
+    p, d = rows[ch.prefill], rows[ch.decode]
+    return min(ch.prefill_instances * p.requests_per_s, ch.decode_instances * d.requests_per_s)
+
+
+def gpus_of(rows: Sequence[Any], ch: Any) -> int:
+    p, d = rows[ch.prefill], rows[ch.decode]
+    if ch.prefill == ch.decode:
+        return int(ch.prefill_instances * p.gpus)
+    return int(ch.prefill_instances * p.gpus + ch.decode_instances * d.gpus)
+
+
+def alternative(sc: Scenario, cands: Any, chosen: Any) -> Alternative | None:
+    """The best plan of the mode the chosen plan is not (planners that considered both)."""
+    if sc.mode != "auto":
+        return None
+    rows = cands.rows
+    other = "disagg" if rows[chosen.prefill].role == "aggregated" else "agg"
+    best = cands.best_of_mode(other)
+    if best is None or best[0] is None:
+        return None
+    ch = best[0]
+    p, d = rows[ch.prefill], rows[ch.decode]
+    prices = sc.pool.prices
+    cost = None
+    if prices[p.gpu_type] is not None and prices[d.gpu_type] is not None:
+        cost = ch.prefill_instances * p.gpus * prices[p.gpu_type]
+        if other == "disagg":
+            cost += ch.decode_instances * d.gpus * prices[d.gpu_type]
+    return Alternative(
+        other, served_of(rows, ch), gpus_of(rows, ch), describe_choice(rows, ch), cost
     )
 
 
@@ -330,27 +471,34 @@ def rule_note(
         return ()
     b, c = blind[0], chosen[0]
     rows = cands.rows
-    bp, bd, cp_, cd = rows[b.prefill], rows[b.decode], rows[c.prefill], rows[c.decode]
-    served = min(b.prefill_instances * bp.requests_per_s, b.decode_instances * bd.requests_per_s)
-    mine = min(c.prefill_instances * cp_.requests_per_s, c.decode_instances * cd.requests_per_s)
-    broken, _ = pair_rules(sc.models[0].model, bp.tp, bd.tp, sc.connector_key, sc.max_acks)
+    bp, bd = rows[b.prefill], rows[b.decode]
+    served, mine = served_of(rows, b), served_of(rows, c)
+    pl, dl = Layout(*bp.layout), Layout(*bd.layout)
+    broken, _ = layout_rules(sc.models[0].model, pl, dl, sc.connector_key, sc.max_acks)
     # A bare vLLM assert has no message: its hint says what failed.
     why = (broken[0].message or broken[0].hint) if broken else "rejected by the connector's rules"
-    what = f"{b.prefill_instances}x prefill tp={bp.tp} + {b.decode_instances}x decode tp={bd.tp}"
+    what = (
+        f"{b.prefill_instances}x prefill {_named(pl)} + {b.decode_instances}x decode {_named(dl)}"
+    )
     name = sc.connector.name
+    pair = f"P{pl.tp}/D{dl.tp}" if pl.is_tp_only and dl.is_tp_only else f"P {pl} / D {dl}"
     if demand is None:
         if served <= mine * (1 + 1e-9):
             return ()
         gain = (served / mine - 1) * 100 if mine > 0 else math.inf
         return (
             f"{what} would serve {served:.2f} req/s (+{gain:.1f}%), but {name} rejects "
-            f"P{bp.tp}/D{bd.tp}: {why}",
+            f"{pair}: {why}",
         )
-    g_blind = b.prefill_instances * bp.gpus + b.decode_instances * bd.gpus
-    g_mine = c.prefill_instances * cp_.gpus + c.decode_instances * cd.gpus
+    g_blind, g_mine = gpus_of(rows, b), gpus_of(rows, c)
     if g_blind >= g_mine:
         return ()
     return (
         f"{what} would serve {demand:g} req/s with {g_blind} GPUs ({g_mine - g_blind} "
-        f"fewer), but {name} rejects P{bp.tp}/D{bd.tp}: {why}",
+        f"fewer), but {name} rejects {pair}: {why}",
     )
+
+
+def _named(layout: Layout) -> str:
+    """``tp=2`` for TP-only layouts (today's wording), else the layout's name."""
+    return f"tp={layout.tp}" if layout.is_tp_only else str(layout)

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from .._validate import positive_int, positive_number
 from ..check import MAX_TP
 from ..errors import InfeasibleError, InvalidArgumentError
+from ..layout import Layout
 from ..perf import DEFAULT_GPU, DEFAULT_UTILIZATION
 from . import goodput, infeasible, plan, scenario
 from .decide import METHODS, decide
@@ -81,20 +82,45 @@ def _move_cost(value: Any) -> MoveCost:
     raise TypeError(f"move_cost must be a pdtp.MoveCost or a dict, got {type(value).__name__}")
 
 
-class Move(NamedTuple):
-    """``(role, tp, instances)``: that many instances of ``tp`` GPUs on one side
-    (``"prefill"`` or ``"decode"``), started or stopped."""
-
+class _Move(NamedTuple):
     role: str
     tp: int
     instances: int
 
+
+class Move(_Move):
+    """``(role, tp, instances)``: that many instances of one kind (``"prefill"``,
+    ``"decode"`` or ``"aggregated"``) with ``tp`` GPUs per TP group, started or stopped;
+    ``layout`` is their whole layout (``pp``, ``dp``, ``ep`` as in :class:`pdtp.Layout`; TP
+    only unless given). Unpacks as the 3-tuple."""
+
+    _layout: Layout
+
+    def __new__(cls, role: str, tp: int, instances: int, layout: Layout | None = None) -> Move:
+        self = super().__new__(cls, role, tp, instances)
+        self._layout = layout if layout is not None else Layout(tp)
+        return self
+
+    @property
+    def layout(self) -> Layout:
+        return self._layout
+
     @property
     def gpus(self) -> int:
-        return self.tp * self.instances
+        return self.layout.gpus * self.instances
+
+    @classmethod
+    def of(cls, role: str, layout: Layout, instances: int) -> Move:
+        return cls(role, layout.tp, instances, layout)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "tp": self.tp, "instances": self.instances, "gpus": self.gpus}
+        return {
+            "role": self.role,
+            "tp": self.tp,
+            "instances": self.instances,
+            "gpus": self.gpus,
+            "layout": str(self.layout),
+        }
 
 
 @dataclass(frozen=True)
@@ -104,16 +130,18 @@ class Replan:
     ``start`` / ``stop`` list the instances to start and stop as :class:`Move` rows
     ``(role, tp, instances)``; stop first, then start, and the deployment is ``plan``. ``cost``
     is the weighted disruption (see :class:`MoveCost`); ``gpus_delta`` the change in GPUs
-    used."""
+    used. ``current_prefill``/``current_decode`` are the running P/D sides (None when an
+    aggregated deployment runs, ``current_aggregated``)."""
 
     plan: Plan
-    current_prefill: Side
-    current_decode: Side
+    current_prefill: Side | None
+    current_decode: Side | None
     start: tuple[Move, ...]
     stop: tuple[Move, ...]
     cost: float
     gpus_delta: int
     move_cost: MoveCost
+    current_aggregated: Side | None = None
 
     @property
     def changed(self) -> bool:
@@ -136,14 +164,26 @@ class Replan:
         return sum(m.instances for m in self.stop)
 
     @property
+    def current_sides(self) -> tuple[tuple[str, Side], ...]:
+        sides = (
+            ("prefill", self.current_prefill),
+            ("decode", self.current_decode),
+            ("aggregated", self.current_aggregated),
+        )
+        return tuple((role, s) for role, s in sides if s is not None)
+
+    @property
     def current_gpus(self) -> int:
-        return self.current_prefill.gpus + self.current_decode.gpus
+        return sum(s.gpus for _, s in self.current_sides)
 
     def summary(self) -> str:
         """One line: ``stop ... ; start ... -> plan`` (``no change`` when nothing moves)."""
 
+        def name(m: Move) -> str:
+            return f"tp={m.tp}" if m.layout.is_tp_only else str(m.layout)
+
         def moves(ms: tuple[Move, ...]) -> str:
-            return ", ".join(f"{m.instances}x {m.role} tp={m.tp}" for m in ms)
+            return ", ".join(f"{m.instances}x {m.role} {name(m)}" for m in ms)
 
         p = self.plan
         parts = []
@@ -152,9 +192,20 @@ class Replan:
         if self.start:
             parts.append(f"start {moves(self.start)}")
         what = "; ".join(parts) if parts else "no change"
+        if p.prefill is not None and p.decode is not None:
+            shape = (
+                f"{p.prefill.instances}x P{p.prefill.layout} + "
+                f"{p.decode.instances}x D{p.decode.layout}"
+            )
+            shape = (
+                shape.replace("Ptp", "P").replace("Dtp", "D")
+                if (p.prefill.layout.is_tp_only and p.decode.layout.is_tp_only)
+                else shape
+            )
+        else:
+            shape = p.summary()
         return (
-            f"{what} -> {p.prefill.instances}x P{p.prefill.tp} + {p.decode.instances}x "
-            f"D{p.decode.tp} = {p.gpus_used} GPUs ({self.gpus_delta:+d}), "
+            f"{what} -> {shape} = {p.gpus_used} GPUs ({self.gpus_delta:+d}), "
             f"{p.requests_per_s:.2f} req/s"
         )
 
@@ -162,8 +213,7 @@ class Replan:
         return {
             "plan": self.plan.to_dict(),
             "current": {
-                "prefill": self.current_prefill.to_dict(),
-                "decode": self.current_decode.to_dict(),
+                **{role: s.to_dict() for role, s in self.current_sides},
                 "gpus_used": self.current_gpus,
             },
             "start": [m.to_dict() for m in self.start],
@@ -185,12 +235,22 @@ class _Current:
     gpu: str | None
     connector: str | None
     workload: Any
-    prefill: Side
-    decode: Side
+    prefill: Side | None
+    decode: Side | None
+    aggregated: Side | None = None
     vllm_version: str | None = None
 
     def gpu_of(self, side: Side) -> str | None:
         return side.gpu or self.gpu
+
+    @property
+    def sides(self) -> tuple[tuple[str, Side], ...]:
+        sides = (
+            ("prefill", self.prefill),
+            ("decode", self.decode),
+            ("aggregated", self.aggregated),
+        )
+        return tuple((role, s) for role, s in sides if s is not None)
 
 
 def _count(where: str, value: Any, *, minimum: int, maximum: int) -> int:
@@ -220,6 +280,13 @@ def _side_of(current: Mapping[str, Any], role: str) -> Side:
         gpu = nested.get("gpu")
         if gpu is not None and not isinstance(gpu, str):
             raise TypeError(f"{where}['gpu'] must be a string, got {type(gpu).__name__}")
+        if nested.get("layout") is not None:
+            layout = Layout.of(nested["layout"], f"{where}['layout']")
+            if layout.tp != tp:
+                raise InvalidArgumentError(
+                    f"{where}: layout {layout} has tp={layout.tp}, but 'tp' is {tp!r}"
+                )
+            return Side.of(layout, _count(n_field, n, minimum=0, maximum=MAX_INSTANCES), gpu)
     else:
         gpu = None
         missing = [k for k in flat_keys if k not in current]
@@ -239,13 +306,15 @@ def _side_of(current: Mapping[str, Any], role: str) -> Side:
 
 def _current(current: Any, model: Any) -> _Current:
     if isinstance(current, Plan):
+        first = current.sides[0][1]
         return _Current(
             model if model is not None else current.model,
-            current.prefill.gpu or current.gpu,
+            first.gpu or current.gpu,
             current.connector,
             current.workload,
             current.prefill,
             current.decode,
+            current.aggregated,
             current.vllm_version,
         )
     if not isinstance(current, Mapping):
@@ -266,6 +335,22 @@ def _current(current: Any, model: Any) -> _Current:
     for name, v in (("gpu", gpu), ("connector", connector), ("vllm_version", version)):
         if v is not None and not isinstance(v, str):
             raise TypeError(f"current[{name!r}] must be a string, got {type(v).__name__}")
+    if current.get("aggregated") is not None or current.get("serving") == "agg":
+        if current.get("prefill") is not None or current.get("decode") is not None:
+            raise InvalidArgumentError(
+                "current runs aggregated instances or a P/D split, not both: give "
+                "'aggregated' or 'prefill' and 'decode'"
+            )
+        return _Current(
+            model,
+            gpu,
+            connector,
+            current.get("workload"),
+            None,
+            None,
+            _side_of(current, "aggregated"),
+            version,
+        )
     return _Current(
         model,
         gpu,
@@ -273,6 +358,7 @@ def _current(current: Any, model: Any) -> _Current:
         current.get("workload"),
         _side_of(current, "prefill"),
         _side_of(current, "decode"),
+        None,
         version,
     )
 
@@ -297,6 +383,8 @@ def replan(
     constants: Any = None,
     method: str = "cpsat",
     slo_percentile: float | None = None,
+    mode: str = "auto",
+    layouts: Any = None,
 ) -> Replan:
     """A plan serving ``demand_rps`` on the pool (``max_gpus`` or ``nodes``, as in
     ``size_for``) that disturbs ``current`` least.
@@ -321,6 +409,10 @@ def replan(
     ``slo_percentile=0.9``: the new plan's simulated goodput at p90 must serve the demand
     (verified by simulation; re-planned for a demand raised by the shortfall until it does;
     unlike ``size_for`` only the least-disruptive split is verified each round).
+    ``current`` may run aggregated instances (``{"aggregated": {"tp", "instances"}}``) and
+    any side may name its ``layout`` (``"tp2dp4ep"``); ``mode`` and ``layouts`` restrict the
+    new plan as in :func:`pdtp.solve` (by default a P/D split may become aggregated
+    instances or the other way, when that disturbs least).
 
     >>> import pdtp
     >>> now = {"model": "llama-3.1-70b", "gpu": "mi300x",
@@ -336,6 +428,7 @@ def replan(
     percentile = goodput.percentile_value(slo_percentile)
     if percentile is not None:
         demand = scenario.demand_value("demand_rps", demand_rps)
+        mode, layouts = goodput.simulated_space(mode, layouts)
 
         def replan_for(d: float) -> Replan:
             r = replan(
@@ -356,6 +449,8 @@ def replan(
                 time_limit_s=time_limit_s,
                 constants=constants,
                 method=method,
+                mode=mode,
+                layouts=layouts,
             )
             rate = goodput.goodput(r.plan, percentile, constants)
             if rate < demand * (1 - 1e-9):
@@ -384,10 +479,18 @@ def replan(
     # A running side that names no GPU type runs on the one the pool is planned on.
     default_gpu = pool.names[0] if len(pool.types) == 1 else None
 
-    def running(side: Side) -> tuple[int | None, int, int]:
-        t = _type_index(pool, cur.gpu_of(side)) if same_connector else None
-        return (t, side.tp, side.instances)
+    def type_of(side: Side) -> int | None:
+        return _type_index(pool, cur.gpu_of(side)) if same_connector else None
 
+    def running(role: str, side: Side | None) -> tuple[int | None, str, Any, int]:
+        if side is None:
+            return (None, role, (1, 1, 1, False), 0)
+        return (type_of(side), role, side.layout.core, side.instances)
+
+    if cur.aggregated is not None:
+        run = (running("aggregated", cur.aggregated), running("decode", None))
+    else:
+        run = (running("prefill", cur.prefill), running("decode", cur.decode))
     sc = scenario.build(
         [(cur.model, workload if workload is not None else cur.workload, demand, 1.0, None)],
         pool,
@@ -399,7 +502,9 @@ def replan(
         gpu_memory_utilization=gpu_memory_utilization,
         constants=constants,
         move_cost=(weights.start, weights.stop, weights.restart, weights.gpu),
-        running=(running(cur.prefill), running(cur.decode)),
+        running=run,
+        mode=mode,
+        layouts=layouts,
     )
     from .. import _core
 
@@ -422,34 +527,52 @@ def replan(
         started=started,
         rejected=plan.rule_note(sc, cands, decision.solution, demand),
     )
+    # The diff, as the core's move cost counts it: a new kind of instance that a running
+    # one has (same role, layout and GPU type) moves the difference; any other starts all
+    # of its instances; a running kind not kept stops (and restarts) all of its own.
     start: list[Move] = []
     stop: list[Move] = []
     cost = 0.0
-    for role, old, side in (
-        ("prefill", cur.prefill, new.prefill),
-        ("decode", cur.decode, new.decode),
-    ):
-        kept_type = running(old)[0]
-        keep = kept_type is not None and pool.names[kept_type] == side.gpu and old.tp == side.tp
-        tp, n = side.tp, side.instances
-        if keep:
+    kept: set[str] = set()
+    for role, side in new.sides:
+        old = next(
+            (
+                o
+                for r, o in cur.sides
+                if r == role
+                and o.instances > 0
+                and o.layout == side.layout
+                and (t := type_of(o)) is not None
+                and pool.names[t] == side.gpu
+            ),
+            None,
+        )
+        n = side.instances
+        if old is not None:
+            kept.add(role)
             if n > old.instances:
-                start.append(Move(role, tp, n - old.instances))
+                start.append(Move.of(role, side.layout, n - old.instances))
+                cost += weights.start * side.gpus_per_instance * (n - old.instances)
             elif n < old.instances:
-                stop.append(Move(role, tp, old.instances - n))
+                stop.append(Move.of(role, side.layout, old.instances - n))
+                cost += weights.stop * side.gpus_per_instance * (old.instances - n)
         else:
-            if old.instances:
-                stop.append(Move(role, old.tp, old.instances))
-            start.append(Move(role, tp, n))
-        cost += _side_cost(weights, old, tp, n, keep)
+            start.append(Move.of(role, side.layout, n))
+            cost += weights.start * side.gpus
+    for role, old in cur.sides:
+        if role not in kept and old.instances:
+            stop.append(Move.of(role, old.layout, old.instances))
+            cost += (weights.stop + weights.restart) * old.gpus
+    named = {role: _named(s, cur.gpu_of(s) or default_gpu) for role, s in cur.sides}
     return Replan(
         plan=new,
-        current_prefill=_named(cur.prefill, cur.gpu_of(cur.prefill) or default_gpu),
-        current_decode=_named(cur.decode, cur.gpu_of(cur.decode) or default_gpu),
+        current_prefill=named.get("prefill"),
+        current_decode=named.get("decode"),
+        current_aggregated=named.get("aggregated"),
         start=tuple(start),
         stop=tuple(stop),
         cost=cost,
-        gpus_delta=new.gpus_used - cur.prefill.gpus - cur.decode.gpus,
+        gpus_delta=new.gpus_used - sum(s.gpus for _, s in cur.sides),
         move_cost=weights,
     )
 
@@ -460,9 +583,9 @@ def _named(side: Side, gpu: str | None) -> Side:
     from ..catalog import gpu as find_gpu
 
     try:
-        return Side(side.tp, side.instances, find_gpu(gpu).name)
+        return Side.of(side.layout, side.instances, find_gpu(gpu).name)
     except LookupError:
-        return Side(side.tp, side.instances, gpu)
+        return Side.of(side.layout, side.instances, gpu)
 
 
 def _type_index(pool: scenario.Pool, name: str | None) -> int | None:
@@ -493,12 +616,3 @@ def _release(version: str) -> tuple[int, ...]:
     while len(parts) > 1 and parts[-1] == 0:
         parts.pop()
     return tuple(parts)
-
-
-def _side_cost(w: MoveCost, old: Side, tp: int, n: int, keep: bool) -> float:
-    """Disruption of one side: GPUs started and stopped (weighted)."""
-    if keep:
-        if n >= old.instances:
-            return w.start * tp * (n - old.instances)
-        return w.stop * tp * (old.instances - n)
-    return (w.stop + w.restart) * old.gpus + w.start * tp * n

@@ -33,6 +33,17 @@ if TYPE_CHECKING:
     from .._model import Model
     from ..constants import Constants
 
+# What ``mode=`` accepts: the core's names and their long forms.
+MODES = {
+    "auto": "auto",
+    "disagg": "disagg",
+    "disaggregated": "disagg",
+    "agg": "agg",
+    "aggregated": "agg",
+}
+# Layout families ``layouts=`` accepts besides explicit layouts ("all": every family).
+LAYOUT_FAMILIES = ("tp", "ep", "dp", "pp")
+
 # Pools beyond this are not one deployment; they would only slow the search.
 MAX_GPUS = 1 << 20
 # Prices are integers in hundredths of a cent per GPU-hour in the core.
@@ -209,6 +220,59 @@ def _price(g: GPU, prices: Any) -> float | None:
     return g.price_per_hour
 
 
+def resolve_mode(mode: Any) -> str:
+    """``"auto"``, ``"disagg"`` or ``"agg"`` (long forms accepted)."""
+    if not isinstance(mode, str) or mode.strip().lower() not in MODES:
+        raise InvalidArgumentError(
+            f"mode must be one of auto (disaggregated or aggregated, whichever serves more), "
+            f"disagg (prefill and decode instances), agg (instances doing both), got {mode!r}"
+        )
+    return MODES[mode.strip().lower()]
+
+
+def resolve_layouts(
+    layouts: Any,
+) -> tuple[list[str] | None, list[tuple[int, int, int, bool]]] | None:
+    """The layout space for the core: ``None`` (pdtp's default: TP; TP+EP and DP-attention +
+    EP for MoE models; PP where no layout inside a node holds the weights), or families
+    (``"tp"``, ``"ep"``, ``"dp"``, ``"pp"``, ``"all"``) and/or explicit layouts
+    (``"tp2dp4ep"``, ``pdtp.Layout``), given as a list or a comma-separated string."""
+    from ..layout import Layout
+
+    if layouts is None:
+        return None
+    if isinstance(layouts, str | Layout):
+        items: list[Any] = layouts.split(",") if isinstance(layouts, str) else [layouts]
+    elif isinstance(layouts, Sequence) and not isinstance(layouts, bytes):
+        items = list(layouts)
+    else:
+        raise TypeError(
+            f"layouts must be a list (or comma-separated string) of layout families "
+            f"({', '.join(LAYOUT_FAMILIES)}, all) and layouts such as 'tp2dp4ep', got "
+            f"{type(layouts).__name__}"
+        )
+    if len(items) > 256:
+        raise InvalidArgumentError(f"layouts lists at most 256 entries, got {len(items)}")
+    families: list[str] = []
+    explicit: list[tuple[int, int, int, bool]] = []
+    for item in items:
+        key = item.strip().lower() if isinstance(item, str) else None
+        if key == "all":
+            families.extend(LAYOUT_FAMILIES)
+        elif key in LAYOUT_FAMILIES:
+            families.append(key)
+        elif key == "":
+            continue
+        else:
+            explicit.append(Layout.of(item, "layouts").core)
+    if not families and not explicit:
+        raise InvalidArgumentError(
+            f"layouts must name at least one family ({', '.join(LAYOUT_FAMILIES)}, all) or "
+            "layout (e.g. tp2dp4ep)"
+        )
+    return (sorted(set(families)) or None, explicit) if explicit else (sorted(set(families)), [])
+
+
 def resolve_connector_key(connector: Any, vllm_version: Any) -> tuple[Connector, str]:
     """The connector profile and the core's key: ``"name"`` or ``"name@X.Y.Z"``."""
     if vllm_version is None:
@@ -257,6 +321,8 @@ class Scenario:
     # The core's typed inputs, kept to ask the core another question of the same pool.
     specs: tuple[_core.ModelSpec, ...] = ()
     gpu_specs: tuple[_core.GpuType, ...] = ()
+    mode: str = "disagg"
+    layouts: Any = None
 
     def context(self, model: int, gpu_type: int) -> Context:
         """The performance-model inputs of one model on one GPU type."""
@@ -302,11 +368,18 @@ def build(
     constants: Any = None,
     move_cost: tuple[float, float, float, float] | None = None,
     running: Any = None,
+    mode: Any = "disagg",
+    layouts: Any = None,
 ) -> Scenario:
     """Resolve and validate every input once; ``models`` lists ``(model, workload, demand,
     weight, name)``."""
+    from ..calibration import engine_defaults
     from ..catalog import resolve_model
     from ..constants import constants_for
+    from ..layout import supports_pp
+
+    core_mode = resolve_mode(mode)
+    space = resolve_layouts(layouts)
 
     util = positive_number("gpu_memory_utilization", gpu_memory_utilization)
     if util > 1.0:
@@ -330,6 +403,7 @@ def build(
                 gpus=[gpu_inputs(g, m.weight_dtype) for g in pool.types],
                 demand_rps=demand,
                 weight=weight,
+                supports_pp=supports_pp(m),
             )
         )
     gpu_types = [
@@ -339,6 +413,7 @@ def build(
             constants=constant_inputs(c),
             node_size=size,
             price=0 if price is None else round(price * PRICE_SCALE),
+            max_num_batched_tokens=float(engine_defaults("vllm", g)["max_num_batched_tokens"]),
         )
         for g, c, size, price in zip(pool.types, consts, pool.node_size, pool.prices)
     ]
@@ -353,6 +428,8 @@ def build(
         gpu_memory_utilization=util,
         move_cost=move_cost,
         running=running,
+        mode=core_mode,
+        layouts=space,
     )
     return Scenario(
         models=tuple(entries),
@@ -368,6 +445,8 @@ def build(
         core=core,
         specs=tuple(specs),
         gpu_specs=tuple(gpu_types),
+        mode=core_mode,
+        layouts=space,
     )
 
 
@@ -385,7 +464,8 @@ def sweep_scenario(
     ctx: Context, workload: Workload, connector: str, max_tp: int, max_acks: int | None
 ) -> _core.Scenario:
     """The core scenario of one sweep group (one model, one GPU type; each budget of the
-    sweep supplies its own nodes)."""
+    sweep supplies its own nodes). Sweeps cover TP-only P/D splits: their rows have one TP
+    size per side (layouts and aggregated instances are ``solve``'s and ``pareto``'s)."""
     m, g = ctx.model, ctx.gpu
     return _core.Scenario(
         models=[
@@ -410,4 +490,6 @@ def sweep_scenario(
         max_tp=max_tp,
         max_acks=max_acks,
         gpu_memory_utilization=ctx.gpu_memory_utilization,
+        mode="disagg",
+        layouts=(["tp"], []),
     )

@@ -36,6 +36,8 @@ def size_for(
     constants: Any = None,
     method: str = "cpsat",
     slo_percentile: float | None = None,
+    mode: str = "auto",
+    layouts: Any = None,
 ) -> Plan:
     """The plan with the fewest GPUs (``objective="cost"``: the fewest USD per hour) that
     serves ``demand_rps`` requests/s within the SLOs on the pool ``max_gpus`` (a count or a
@@ -45,6 +47,8 @@ def size_for(
     sizes: P + D, then P; then fewer instances). CP-SAT decides over the same model as
     ``solve``. Raises :class:`pdtp.InfeasibleError` (with ``.reasons``) when the pool cannot
     serve the demand. A demand of 0 gives the smallest valid deployment (one instance each).
+    ``mode`` and ``layouts`` as in :func:`pdtp.solve` (aggregated instances and the layouts
+    of MoE models are considered by default).
 
     ``slo_percentile=0.9``: the demand must be served with the SLOs met at p90 under
     Poisson arrivals (simulated, :func:`pdtp.max_rate_within_slo`), not on means. The
@@ -73,6 +77,8 @@ def size_for(
     )
     if objective == "cost":
         scenario.needs_prices(pool, objective)
+    if percentile is not None:
+        mode, layouts = goodput.simulated_space(mode, layouts)
 
     def plan_for(d: float) -> Plan:
         sc = scenario.build(
@@ -85,6 +91,8 @@ def size_for(
             max_acks=max_acks,
             gpu_memory_utilization=gpu_memory_utilization,
             constants=constants,
+            mode=mode,
+            layouts=layouts,
         )
         at = started if d == demand else time.perf_counter()
         workers = positive_int("num_workers", 1)

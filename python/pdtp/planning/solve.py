@@ -38,8 +38,10 @@ def solve(
     method: str = "cpsat",
     num_workers: int = 1,
     slo_percentile: float | None = None,
+    mode: str = "auto",
+    layouts: Any = None,
 ) -> Plan:
-    """The best valid P/D split of a GPU pool for ``model``.
+    """The best valid plan of a GPU pool for ``model``: a P/D split or aggregated instances.
 
     The pool: ``gpus=24`` (full nodes of the GPU type's size, the last one partial),
     ``nodes=[8, 8, 5, 3]`` (free GPUs per node), or several GPU types,
@@ -56,6 +58,15 @@ def solve(
     (``method="enumerate"``: the exhaustive oracle); ``time_limit_s`` bounds the whole
     call. Raises :class:`pdtp.InfeasibleError` (with ``.reasons``) when nothing fits.
 
+    ``mode``: ``"auto"`` (default) considers P/D splits and aggregated instances (one layout
+    doing both phases, vLLM's chunked prefill, at the highest concurrency meeting both SLOs)
+    and returns the better, with the other as ``plan.alternative``; ``"disagg"`` or ``"agg"``
+    only one kind. ``layouts`` restricts each instance's layout: families ``"tp"``, ``"ep"``
+    (TP + expert parallel), ``"dp"`` (data-parallel attention + expert parallel), ``"pp"``,
+    ``"all"``, and/or explicit layouts (``"tp2dp4ep"``, :class:`pdtp.Layout`), as a list or a
+    comma-separated string. The default: TP sizes; TP+EP and DP+EP for MoE models; PP only
+    where no layout inside one node holds the weights.
+
     ``slo_percentile=0.9`` plans on goodput: the SLOs must hold at p90 under Poisson
     arrivals, not on means. CP-SAT still searches on the analytic model; the best split of
     each of the best few (prefill, decode) pairs is then simulated
@@ -63,7 +74,9 @@ def solve(
     (``objective="cost"``: the cheapest plan whose simulated goodput serves
     ``demand_rps``). The plan's ``slo_basis`` says ``"p90 simulated"`` and its
     ``requests_per_s`` is that goodput. ``time_limit_s`` then bounds each analytic search;
-    the simulations (about 0.1 s per candidate) come on top.
+    the simulations (about 0.1 s per candidate) come on top. ``slo_percentile`` plans P/D
+    splits of TP-only instances (what the simulator models): ``mode`` then means
+    ``"disagg"`` and ``layouts`` ``"tp"``; other values are refused.
 
     >>> import pdtp
     >>> plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
@@ -95,6 +108,8 @@ def solve(
     pool = scenario.resolve_pool(gpus, nodes, gpu, gpus_per_node, prices)
     if objective != "throughput":
         scenario.needs_prices(pool, objective)
+    if percentile is not None:
+        mode, layouts = goodput.simulated_space(mode, layouts)
 
     def plan_for(d: float) -> Plan:
         sc = scenario.build(
@@ -107,6 +122,8 @@ def solve(
             max_acks=max_acks,
             gpu_memory_utilization=gpu_memory_utilization,
             constants=constants,
+            mode=mode,
+            layouts=layouts,
         )
         at = started if d == demand else time.perf_counter()
         served = d if objective == "cost" else None
@@ -154,9 +171,19 @@ def _plan(
     if decision.method == "enumerate" and method == "cpsat":
         notes = ("OR-Tools was still loading: the exhaustive oracle decided within the limit",)
     rejected = plan.rule_note(sc, cands, decision.solution, demand)
-    first = plan.build(sc, cands, decision, 0, started=started, rejected=rejected, notes=notes)
     if percentile is None:
-        return first
+        alternative = plan.alternative(sc, cands, decision.solution[0])
+        return plan.build(
+            sc,
+            cands,
+            decision,
+            0,
+            started=started,
+            rejected=rejected,
+            notes=notes,
+            alternative=alternative,
+        )
+    first = plan.build(sc, cands, decision, 0, started=started, rejected=rejected, notes=notes)
     ch = decision.solution[0]
     excluded = {(ch.prefill, ch.decode)}
     # Only CP-SAT can leave pairs out, and a ratio objective's search (tokens per dollar)

@@ -1,0 +1,111 @@
+//! Which layouts the planners build rows for, per model and GPU type.
+//!
+//! Families (any subset, or pdtp's default):
+//!
+//! - **tp**: tensor parallel only, tp = 1 ..= the TP bound (`max_tp`, else the node size);
+//! - **ep**: tensor parallel with expert parallel (EP size = tp), tp ≥ 2 — MoE models;
+//! - **dp**: data-parallel attention with expert parallel: tp ≤ the node size GPUs per DP
+//!   rank, dp = 2, 4, 8 … ranks, EP size = tp × dp — MoE models;
+//! - **pp**: tp ≤ the node size GPUs per stage, pp = 2 ..= 8 stages.
+//!
+//! The default is tp always, ep and dp for MoE models, and pp only on GPU types where no
+//! tensor-parallel layout inside one node holds the weights (Llama-3.1-405B in bf16 on
+//! H100, DeepSeek-R1 in bf16). An instance occupies at most [`MAX_INSTANCE_NODES`] nodes,
+//! and one that is larger than a node takes whole nodes (its DP ranks or pipeline stages
+//! span them; every TP group stays inside one node), so only sizes that fit a node or
+//! fill whole nodes are listed. Explicit layouts are added as given.
+
+use crate::layout::Layout;
+use crate::perf::weights_fit_layout;
+
+use super::scenario::{Families, ModelSpec, Scenario};
+
+/// Most nodes one instance (its DP ranks or pipeline stages) spans.
+pub const MAX_INSTANCE_NODES: i64 = 8;
+/// Most pipeline stages considered.
+pub const MAX_PP: i64 = 8;
+
+/// pdtp's default families for `model` on GPU type `t`.
+pub fn default_families(sc: &Scenario, model: &ModelSpec, t: usize) -> Families {
+    let node = sc.gpu_types[t].node_size;
+    let inside = sc.tp_bound(t).min(node);
+    let fits_a_node = (1..=inside).any(|tp| {
+        weights_fit_layout(
+            &model.perf,
+            &model.gpu_perf[t],
+            &sc.gpu_types[t].constants,
+            &Layout::tp(tp),
+            sc.gpu_memory_utilization,
+        )
+    });
+    Families {
+        tp: true,
+        ep: model.is_moe(),
+        dp: model.is_moe(),
+        pp: !fits_a_node,
+    }
+}
+
+/// The layouts of `model` on GPU type `t`, ascending, without repeats.
+pub fn layouts(sc: &Scenario, model: &ModelSpec, t: usize) -> Vec<Layout> {
+    let space = &sc.layouts;
+    let families = match space.families {
+        Some(f) => f,
+        None if space.explicit.is_empty() => default_families(sc, model, t),
+        None => Families {
+            tp: false,
+            ep: false,
+            dp: false,
+            pp: false,
+        },
+    };
+    let node = sc.gpu_types[t].node_size.max(1);
+    let total = sc.gpus_of(t);
+    let bound = sc.tp_bound(t);
+    let inside = bound.min(node);
+    let span = total.min(node.saturating_mul(MAX_INSTANCE_NODES));
+    let placeable = |g: i64| g >= 1 && g <= span && (g <= node || g % node == 0);
+    let moe = model.is_moe();
+    let mut out: Vec<Layout> = Vec::new();
+    if families.tp {
+        out.extend((1..=bound).map(Layout::tp));
+    }
+    if families.ep && moe {
+        out.extend((2..=bound).map(|tp| Layout {
+            ep: true,
+            ..Layout::tp(tp)
+        }));
+    }
+    if families.dp && moe {
+        for tp in 1..=inside {
+            let mut dp = 2;
+            while tp.saturating_mul(dp) <= span {
+                if placeable(tp * dp) {
+                    out.push(Layout {
+                        tp,
+                        pp: 1,
+                        dp,
+                        ep: true,
+                    });
+                }
+                dp *= 2;
+            }
+        }
+    }
+    if families.pp {
+        for tp in 1..=inside {
+            for pp in 2..=MAX_PP {
+                if placeable(tp.saturating_mul(pp)) {
+                    out.push(Layout {
+                        pp,
+                        ..Layout::tp(tp)
+                    });
+                }
+            }
+        }
+    }
+    out.extend(space.explicit.iter().copied());
+    out.sort_unstable();
+    out.dedup();
+    out
+}
