@@ -400,3 +400,18 @@ def test_speed_script_runs(capsys):
     assert len(result["cases"]) == 6
     assert all(c["seconds"] > 0 for c in result["cases"])
     assert "vs 2M tok/s" in speed.render_markdown(result)
+
+
+def test_simulate_plans_of_every_serving_mode():
+    """An aggregated TP-only plan simulates as aggregated instances; a plan the simulator
+    cannot model (DP attention + EP) is refused naming the side, never an AttributeError."""
+    agg = pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", connector="nixl", mode="agg")
+    assert agg.serving == "agg"
+    res = pdtp.simulate(agg, rate_rps=5, requests=300)
+    assert res.requests == 300 and res.throughput_rps > 0
+    assert [s for s in res.sides] and res.output_tokens_per_s > 0
+    moe = pdtp.solve(
+        "qwen3-30b-a3b", gpus=16, gpu="h100", connector="nixl", mode="agg", layouts="dp"
+    )
+    with pytest.raises(pdtp.InvalidArgumentError, match="TP-only"):
+        pdtp.simulate(moe, rate_rps=1, requests=100)

@@ -204,6 +204,27 @@ def config_from_plan(
 
     if _is_plan(plan):
         model, gpu = plan.model, plan.gpu
+        sides = [(r, getattr(plan, r, None)) for r in ("aggregated", "prefill", "decode")]
+        for role, side in sides:
+            if side is not None and _not_tp_only(side):
+                raise InvalidArgumentError(
+                    f"the simulator models TP-only instances; this plan's {role} side runs "
+                    f"tp={side.tp} dp={side.dp} pp={side.pp} ep={side.ep} (plan TP-only with "
+                    "layouts='tp')"
+                )
+        if plan.prefill is None or plan.decode is None:
+            agg = plan.aggregated
+            return sim_config(
+                resolve_model(model),
+                gpu=gpu,
+                tp=agg.tp,
+                instances=agg.instances,
+                constants=constants,
+                gpu_memory_utilization=getattr(plan, "gpu_memory_utilization", None),
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max_num_batched_tokens,
+                router=router,
+            )
         p_tp, p_n = plan.prefill.tp, plan.prefill.instances
         d_tp, d_n = plan.decode.tp, plan.decode.instances
         util = getattr(plan, "gpu_memory_utilization", None)
@@ -242,6 +263,13 @@ def config_from_plan(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         router=router,
+    )
+
+
+def _not_tp_only(side: Any) -> bool:
+    """A plan side with data-parallel attention, pipeline stages or expert parallel."""
+    return bool(
+        getattr(side, "dp", 1) != 1 or getattr(side, "pp", 1) != 1 or getattr(side, "ep", False)
     )
 
 
