@@ -275,13 +275,14 @@ def render_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _json_ready(x: Any) -> Any:
+def json_ready(x: Any) -> Any:
+    """``x`` with non-finite floats as None (JSON has no NaN), for ``--json`` reports."""
     if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
-        return {k: _json_ready(v) for k, v in x.items()}
+        return {k: json_ready(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_json_ready(v) for v in x]
+        return [json_ready(v) for v in x]
     return x
 
 
@@ -294,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(render_markdown(result))
     print(f"\n({result['rows']} rows, {result['seconds']} s)")
     if args.json is not None:
-        args.json.write_text(json.dumps(_json_ready(result), indent=1) + "\n")
+        args.json.write_text(json.dumps(json_ready(result), indent=1) + "\n")
     return 0
 
 

@@ -275,16 +275,6 @@ def render_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _json_ready(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _json_ready(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_json_ready(v) for v in x]
-    return x
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
@@ -297,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run(args.reference, quick=args.quick)
     sys.stdout.write(render_markdown(result))
     if args.json is not None:
-        args.json.write_text(json.dumps(_json_ready(result), indent=1) + "\n")
+        args.json.write_text(json.dumps(accuracy.json_ready(result), indent=1) + "\n")
     return 0
 
 
