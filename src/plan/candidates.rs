@@ -112,19 +112,9 @@ pub fn operating_point(
 ) -> SideOption {
     let fits_weights = weights_fit_layout(m, g, c, layout, util);
     let base = SideOption {
-        tp: layout.tp,
-        layout: *layout,
         loads: true,
         fits_weights,
-        fits_kv: false,
-        latency: 0.0,
-        ttft: 0.0,
-        meets_slo: false,
-        batch: 0,
-        max_batch: 0,
-        concurrency: 0,
-        requests_per_s: 0.0,
-        units: 0,
+        ..unloadable(*layout)
     };
     match role {
         Role::Prefill => {
