@@ -98,3 +98,12 @@ def test_cli_slo_percentile(capsys):
     assert "simulated" not in capsys.readouterr().out
     assert main([*argv, "--slo-percentile", "0.9", "--json"]) == 0
     assert '"slo_basis": "p90 simulated"' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "kwargs, field", [({"mode": "agg"}, "mode"), ({"layouts": "dp"}, "layouts")]
+)
+def test_percentile_refuses_what_the_simulator_cannot_model(kwargs, field):
+    """slo_percentile plans TP-only P/D splits; asking for more names the field."""
+    with pytest.raises(pdtp.InvalidArgumentError, match=field):
+        pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", slo_percentile=0.9, **kwargs)
