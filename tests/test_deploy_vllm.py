@@ -48,7 +48,10 @@ def accepts(version: str, flag: str) -> bool:
 
 def plan_dict(connector: str, prefill: tuple[int, int], decode: tuple[int, int], **kw: Any):
     return {
-        "model_id": "org/Model-7B-Instruct",
+        # A catalog model (a plan file is checked against its shape) whose MLA cache every
+        # connector moves between any two of these TP sizes.
+        "model": "deepseek-v2-lite",
+        "model_id": "deepseek-ai/DeepSeek-V2-Lite-Chat",
         "gpu": "mi300x" if connector.startswith("moriio") else "h100",
         "connector": connector,
         "prefill": {"tp": prefill[0], "instances": prefill[1]},
@@ -225,7 +228,9 @@ def dp_plan(connector: str, tp: int) -> dict[str, Any]:
         {"role": "prefill", "index": 0, "node": 0, "devices": list(range(2 * tp))},
         {"role": "decode", "index": 0, "node": 0, "devices": [2 * tp]},
     ]
-    return plan_dict(connector, (tp, 1), (1, 1), placement=rows)
+    plan = plan_dict(connector, (tp, 1), (1, 1), placement=rows)
+    plan["prefill"]["dp"] = 2
+    return plan
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -245,7 +250,8 @@ def test_data_parallel_ranks(version):
                                  dict(inst.launch.env))  # fmt: skip
         assert vllm == sorted(b.port for b in inst.bound) and len(vllm) == len(set(vllm))
     if f["moriio"]:
-        with pytest.raises(pdtp.InvalidArgumentError, match="bound twice.*dp 1, tp 0"):
+        # Refused on reading the plan (the connector's rules), before any port is laid out.
+        with pytest.raises(pdtp.InvalidArgumentError, match="moriio_dp_ports_collide"):
             pdtp.deploy(dp_plan("moriio", 2), vllm_version=version)
 
 

@@ -1166,12 +1166,14 @@ def _cmd_replan(args: argparse.Namespace) -> int:
         return _print_infeasible(e, args)
     from .deployment import replan_diff
 
-    # The instances to stop and start, launch lines for the started ones only.
-    moves = replan_diff(r, current, need_hosts=False, **_host_options(args))
+    # The instances to stop and start, launch lines for the started ones only; none for a
+    # model that vllm serve cannot load (a config file outside its model folder).
+    why = r.plan.serve_error or _not_deployable(r.current, r.plan)
+    moves = None if why else replan_diff(r, need_hosts=False, **_host_options(args))
     if args.json:
         d = r.to_dict()
-        d["deploy"] = moves.to_dict()
-        if args.no_commands:
+        d["deploy"] = moves.to_dict() if moves is not None else {"error": why}
+        if args.no_commands and moves is not None:
             for inst in d["deploy"]["start"]:
                 for key in ("env", "argv", "kv_transfer_config", "command"):
                     inst.pop(key, None)
@@ -1179,8 +1181,25 @@ def _cmd_replan(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"replan: {r.summary()}\n")
     _print_plan(r.plan, commands=False, header=f"new plan (move cost {r.cost:g})")
-    print(f"\n{moves.text(commands=not args.no_commands)}")
+    if moves is None:
+        print(f"\nno deploy diff: {why}")
+    else:
+        print(f"\n{moves.text(commands=not args.no_commands)}")
     return EXIT_OK
+
+
+def _not_deployable(*plans: Any) -> str | None:
+    """Why `pdtp deploy` writes no deployment of one of these plans (None: it writes both):
+    replan still prints its moves, without launch lines."""
+    from .deployment.adapter import view_of
+    from .errors import InvalidArgumentError
+
+    for plan in plans:
+        try:
+            view_of(plan)
+        except InvalidArgumentError as e:
+            return str(e)
+    return None
 
 
 def _host_options(args: argparse.Namespace) -> dict[str, Any]:

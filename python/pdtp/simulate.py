@@ -202,8 +202,14 @@ def config_from_plan(
     ``gpu_memory_utilization`` and ``kv_dtype``)."""
     from .catalog import resolve_model
 
+    if isinstance(plan, Mapping):
+        from .planning.plan import Plan
+
+        plan = Plan.from_dict(plan)  # the one reader of a plan's JSON: every field checked
     if _is_plan(plan):
-        model, gpu = plan.model, plan.gpu
+        # The plan's own model (a config file's too), else the catalog's of its name.
+        model = getattr(plan, "model_spec", None) or plan.model
+        gpu = plan.gpu
         sides = [(r, getattr(plan, r, None)) for r in ("aggregated", "prefill", "decode")]
         for role, side in sides:
             if side is not None and _not_tp_only(side):
@@ -229,14 +235,6 @@ def config_from_plan(
         d_tp, d_n = plan.decode.tp, plan.decode.instances
         util = getattr(plan, "gpu_memory_utilization", None)
         kv_dtype = getattr(plan, "kv_dtype", None)
-    elif isinstance(plan, Mapping):
-        model = plan.get("model_id") or plan.get("model")
-        gpu = plan.get("gpu")
-        if not isinstance(model, str):
-            raise InvalidArgumentError("plan['model'] must be a catalog name or HF id")
-        (p_tp, p_n), (d_tp, d_n) = (_plan_side(plan, s) for s in ("prefill", "decode"))
-        util = plan.get("gpu_memory_utilization")
-        kv_dtype = plan.get("kv_dtype")
     else:
         raise TypeError(
             "plan must be a pdtp.Plan or a dict from `pdtp solve --json`, got "
@@ -275,15 +273,7 @@ def _not_tp_only(side: Any) -> bool:
 
 def _side_gpu(plan: Any, role: str) -> Any:
     """The GPU type a plan's side names (None: the plan's one type)."""
-    side = plan.get(role) if isinstance(plan, Mapping) else getattr(plan, role, None)
-    return side.get("gpu") if isinstance(side, Mapping) else getattr(side, "gpu", None)
-
-
-def _plan_side(plan: Mapping[str, Any], role: str) -> tuple[Any, Any]:
-    side = plan.get(role)
-    if not isinstance(side, Mapping) or "tp" not in side or "instances" not in side:
-        raise InvalidArgumentError(f"plan[{role!r}] must be a dict with 'tp' and 'instances'")
-    return side["tp"], side["instances"]
+    return getattr(getattr(plan, role, None), "gpu", None)
 
 
 def load_trace(path: str | os.PathLike[str]) -> SimTrace:
@@ -364,11 +354,13 @@ def _resolve(
                 "constants and router belong to the SimConfig: pass them to pdtp.sim_config"
             )
         return plan_or_config, resolve_workload(workload)
-    if _is_plan(plan_or_config) or isinstance(plan_or_config, Mapping):
+    if isinstance(plan_or_config, Mapping):
+        from .planning.plan import Plan
+
+        plan_or_config = Plan.from_dict(plan_or_config)
+    if _is_plan(plan_or_config):
         cfg = config_from_plan(plan_or_config, constants=constants, router=router or "round_robin")
-        default = (
-            plan_or_config.workload if _is_plan(plan_or_config) else plan_or_config.get("workload")
-        )
+        default = plan_or_config.workload
         return cfg, resolve_workload(default if workload is None else workload)
     raise TypeError(
         "simulate needs a pdtp.Plan, a `pdtp solve --json` dict or a pdtp.SimConfig "
@@ -492,7 +484,7 @@ def max_rate_within_slo(
         raise InvalidArgumentError(f"percentile must be in (0, 1), e.g. 0.9, got {percentile!r}")
     tol = positive_number("tolerance", tolerance)
     if hint_rps is None and _is_plan(plan_or_config):
-        hint_rps = getattr(plan_or_config, "requests_per_s", None)
+        hint_rps = getattr(plan_or_config, "requests_per_s", None) or None  # 0: not predicted
     hint = None if hint_rps is None else positive_number("hint_rps", hint_rps)
     if hint is not None and not math.isfinite(hint):
         hint = None

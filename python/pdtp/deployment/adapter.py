@@ -104,11 +104,14 @@ class PlanView:
 
 
 def view_of(plan: Any) -> PlanView:
-    """THE adapter: a :class:`pdtp.Plan`, or a plan's JSON as a dict, as a :class:`PlanView`."""
+    """THE adapter: a :class:`pdtp.Plan`, or a plan's JSON as a dict (read by
+    :meth:`pdtp.Plan.from_dict`, which checks every field), as a :class:`PlanView`."""
     if isinstance(plan, PlanView):
         return plan
     if isinstance(plan, Mapping):
-        return _from_mapping(plan)
+        from ..planning.plan import Plan
+
+        plan = Plan.from_dict(plan)
     if not all(hasattr(plan, a) for a in ("prefill", "decode", "model_id", "connector", "gpu")):
         raise TypeError(
             f"plan must be a pdtp.Plan or its JSON (a dict from `pdtp solve --json`), "
@@ -121,7 +124,7 @@ def view_of(plan: Any) -> PlanView:
     if callable(placement):  # today a method; the planner may carry it as data
         placement = placement()
     return _view(
-        model_ref=plan.model_id,
+        model_ref=getattr(plan, "serve_ref", plan.model_id),
         served_model_name=getattr(plan, "served_model_name", None),
         connector=name,
         kv_connector=getattr(plan, "kv_connector", "") or "",
@@ -137,54 +140,6 @@ def view_of(plan: Any) -> PlanView:
             "prefill": (plan.prefill.layout, plan.prefill.instances),
             "decode": (plan.decode.layout, plan.decode.instances),
         },
-        placement=placement,
-    )
-
-
-def _from_mapping(d: Mapping[str, Any]) -> PlanView:
-    model = d.get("model_id") or d.get("model")
-    connector = d.get("connector", "moriio")
-    if not isinstance(connector, str):
-        raise TypeError(f"plan['connector'] must be a string, got {type(connector).__name__}")
-    name, key_version = _split_connector(connector)
-    if d.get("serving") == "agg" or d.get("aggregated") is not None:
-        raise InvalidArgumentError(_AGGREGATED)
-    sides = {}
-    for role in ROLES:
-        side = d.get(role)
-        if not isinstance(side, Mapping) or "tp" not in side or "instances" not in side:
-            raise InvalidArgumentError(
-                f"plan[{role!r}] must be a dict with 'tp' and 'instances' (from `pdtp solve "
-                f"--json`), got {side!r}"
-            )
-        tp = _int(f"plan[{role!r}]['tp']", side["tp"], 1)
-        layout = Layout(tp)
-        if side.get("layout") is not None:
-            layout = Layout.of(side["layout"], f"plan[{role!r}]['layout']")
-            if layout.tp != tp:
-                raise InvalidArgumentError(
-                    f"plan[{role!r}]: layout {layout} has tp={layout.tp}, but 'tp' is {tp}"
-                )
-        sides[role] = (layout, _int(f"plan[{role!r}]['instances']", side["instances"], 0))
-    placement = d.get("placement")
-    if placement is not None:
-        placement = _placement_rows(placement)
-    return _view(
-        model_ref=model,
-        served_model_name=d.get("served_model_name"),
-        connector=name,
-        kv_connector=d.get("kv_connector") or "",
-        roles=(d.get("prefill_role"), d.get("decode_role")),
-        read_mode=_read_mode_value(
-            next((d[k] for k in ("read_mode", "moriio_mode", "mode") if d.get(k) is not None), None)
-        ),
-        version=d.get("vllm_version") or key_version,
-        gpu=d.get("gpu"),
-        visible_devices_env=d.get("visible_devices_env"),
-        gpus_per_node=d.get("gpus_per_node"),
-        gpu_memory_utilization=d.get("gpu_memory_utilization"),
-        kv_dtype=d.get("kv_dtype"),
-        sides=sides,
         placement=placement,
     )
 
@@ -359,37 +314,6 @@ _AGGREGATED = (
     "an aggregated plan is its instances' `vllm serve` lines (plan.vllm_commands(), `pdtp "
     "solve` prints them) behind any HTTP load balancer"
 )
-
-
-def _placement_rows(rows: Any) -> list[tuple[str, int, int, list[int], tuple[int, ...]]]:
-    if not isinstance(rows, list):
-        raise InvalidArgumentError(
-            "plan['placement'] must be a list of {role, index, node, devices}"
-        )
-    out = []
-    for r in rows:
-        if not isinstance(r, Mapping) or r.get("role") not in ROLES:
-            raise InvalidArgumentError(
-                "plan['placement'] rows need role (prefill/decode), index, node and devices; "
-                f"got {r!r}"
-            )
-        devices = r.get("devices")
-        if not isinstance(devices, list) or not devices:
-            raise InvalidArgumentError(f"plan['placement'] row {r!r}: devices must be a list")
-        node = _int("placement node", r.get("node"), 0)
-        nodes = r.get("nodes") or [node]
-        if not isinstance(nodes, list):
-            raise InvalidArgumentError(f"plan['placement'] row {r!r}: nodes must be a list")
-        out.append(
-            (
-                r["role"],
-                _int("placement index", r.get("index"), 0),
-                node,
-                [_int("placement device", x, 0) for x in devices],
-                tuple(_int("placement node", x, 0) for x in nodes),
-            )
-        )
-    return out
 
 
 def _split_connector(key: str) -> tuple[str, str | None]:

@@ -1,12 +1,14 @@
 """From one deployed plan to another with the fewest instance moves: which instances to stop,
 which to start (with their launch lines), which keep running.
 
-An old instance keeps running when the new plan still needs an instance of its role and TP
-size and would launch it exactly as it runs (same host, devices, ports, model, vLLM release,
-connector, mode, backend, proxy); otherwise it stops. New instances go on the GPUs left free
-(first fit, node by node), so nothing that keeps running moves — unlike deploying the new plan
-from scratch, whose first-fit placement may shift instances. ``target`` is the resulting
-deployment (its scripts describe the steady state).
+An old instance keeps running when the new plan still needs an instance of its role and
+layout and would launch it exactly as it runs (same host, devices, ports, model, vLLM release,
+connector, mode, backend, proxy); otherwise it stops. An instance that spans nodes (DP or PP
+over whole nodes) keeps or stops as a whole. New instances go where the planner placed them
+when those GPUs are free, else on the GPUs left free (first fit; whole free nodes for one
+that spans nodes), so nothing that keeps running moves — unlike deploying the new plan from
+scratch, whose placement may shift instances. Another vLLM release, GPU type or model keeps
+nothing. ``target`` is the resulting deployment (its scripts describe the steady state).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..planning.plan import Plan
 from .adapter import PlannedInstance, PlanView, view_of
 from .build import DeployedInstance, Deployment, HostsNeededError, K8sOptions, build
 from .scripts import _comment
@@ -56,13 +59,26 @@ class DeployDiff:
     def _where(self, i: DeployedInstance) -> str:
         return f"node {i.node} ({i.host})" if self.hosts_known else f"node {i.node}"
 
+    @property
+    def instances_stopped(self) -> int:
+        """Instances stopped (one that spans nodes counts once, whatever its parts)."""
+        return len(_units_of(self.stop))
+
+    @property
+    def instances_started(self) -> int:
+        return len(_units_of(self.start))
+
+    @property
+    def instances_kept(self) -> int:
+        return len(_units_of(self.keep))
+
     def summary(self) -> str:
         def names(xs: tuple[DeployedInstance, ...]) -> str:
             return ", ".join(f"{i.name}@{self._where(i)}" for i in xs) or "none"
 
         return (
-            f"stop {len(self.stop)} ({names(self.stop)}); start {len(self.start)} "
-            f"({names(self.start)}); keep {len(self.keep)}"
+            f"stop {self.instances_stopped} ({names(self.stop)}); start "
+            f"{self.instances_started} ({names(self.start)}); keep {self.instances_kept}"
         )
 
     def text(self, commands: bool = True) -> str:
@@ -121,6 +137,9 @@ class DeployDiff:
             "stop": [_brief(i, self.hosts_known) for i in self.stop],
             "start": start,
             "keep": [_brief(i, self.hosts_known) for i in self.keep],
+            "instances_stopped": self.instances_stopped,
+            "instances_started": self.instances_started,
+            "instances_kept": self.instances_kept,
             "restart_proxy": self.restart_proxy or None,
             "proxy": self.target.proxy.to_dict(),
         }
@@ -178,134 +197,185 @@ def deploy_diff(
         backend=backend,
         k8s=K8sOptions(),
     )
+    if isinstance(old, Mapping):
+        old = Plan.from_dict(old)
+    if isinstance(new, Mapping):
+        new = Plan.from_dict(new)
     old_view, new_view = view_of(old), view_of(new)
+    # Each role's GPU type: a two-type plan may move a role to the other type.
+    types = (_types(old), _types(new))
     try:
-        return _diff(old_view, new_view, opts, hosts_known=True)
+        return _diff(old_view, new_view, opts, types, hosts_known=True)
     except HostsNeededError:
         if need_hosts or node_hosts is not None or hosts_file is not None:
             raise
     # Stand-in names, one per node any placement could use; never shown as hosts.
-    most = old_view.nodes + len(new_view.instances)
+    most = max(old_view.nodes, new_view.nodes) + len(new_view.instances)
     opts["node_hosts"] = [f"node{n}" for n in range(most)]
-    return _diff(old_view, new_view, opts, hosts_known=False)
+    return _diff(old_view, new_view, opts, types, hosts_known=False)
+
+
+def _types(plan: Any) -> dict[str, str | None]:
+    """The GPU type of each role of a plan (None: not known apart from the plan's)."""
+    sides = getattr(plan, "sides", ())
+    return {role: side.gpu or getattr(plan, "gpu", None) for role, side in sides}
 
 
 def _diff(
-    old_view: PlanView, new_view: PlanView, opts: dict[str, Any], *, hosts_known: bool
+    old_view: PlanView,
+    new_view: PlanView,
+    opts: dict[str, Any],
+    types: tuple[dict[str, str | None], dict[str, str | None]],
+    *,
+    hosts_known: bool,
 ) -> DeployDiff:
     before = build(old_view, old_view.instances, require_both=False, **opts)
-    placed = _sticky(old_view, new_view, before)
+    placed = _sticky(old_view, new_view, before, types)
     target = build(new_view, placed, **opts)
-    kept = {i.name for i in target.instances} & {i.name for i in before.instances}
-    same = {
-        n
-        for n in kept
-        if _instance(before, n).launch == _instance(target, n).launch
-        and _instance(before, n).host == _instance(target, n).host
-    }
-    if same != kept:  # a kept position launches differently (e.g. the backend changed)
-        placed = _sticky(old_view, new_view, before, keep_none=True)
+    same = _launched_alike(before, target, placed)
+    if same != _units_of(placed) & _units_of(i.planned for i in before.instances):
+        # A kept position launches differently (e.g. the backend changed): keep nothing.
+        placed = _sticky(old_view, new_view, before, types, keep_none=True)
         target = build(new_view, placed, **opts)
         same = set()
     return DeployDiff(
         old=before,
         target=target,
-        stop=tuple(i for i in before.instances if i.name not in same),
-        start=tuple(i for i in target.instances if i.name not in same),
-        keep=tuple(i for i in target.instances if i.name in same),
+        stop=tuple(i for i in before.instances if _unit(i) not in same),
+        start=tuple(i for i in target.instances if _unit(i) not in same),
+        keep=tuple(i for i in target.instances if _unit(i) in same),
         hosts_known=hosts_known,
     )
 
 
+def _unit(i: Any) -> tuple[str, int]:
+    """An instance as a whole: every part of one spanning nodes has its (role, index)."""
+    return (i.role, i.index)
+
+
+def _units_of(instances: Any) -> set[tuple[str, int]]:
+    return {_unit(i) for i in instances}
+
+
+def _launched_alike(
+    before: Deployment, target: Deployment, placed: tuple[PlannedInstance, ...]
+) -> set[tuple[str, int]]:
+    """The instances that run on as they are: same release, and every part of the instance
+    on the same host and devices with the same launch line."""
+    if before.vllm_version != target.vllm_version:
+        return set()  # another vLLM release: every instance restarts on it
+    old = {(i.role, i.index, i.planned.part): i for i in before.instances}
+    parts: dict[tuple[str, int], list[bool]] = {}
+    for i in target.instances:
+        o = old.get((i.role, i.index, i.planned.part))
+        alike = (
+            o is not None and o.planned == i.planned and o.launch == i.launch and o.host == i.host
+        )
+        parts.setdefault(_unit(i), []).append(alike)
+    olds: dict[tuple[str, int], int] = {}
+    for o in before.instances:
+        olds[_unit(o)] = olds.get(_unit(o), 0) + 1
+    return {u for u, ok in parts.items() if all(ok) and olds.get(u) == len(ok)}
+
+
 def replan_diff(r: Any, current: Any = None, **options: Any) -> DeployDiff:
-    """The instance moves of a :class:`pdtp.Replan` ``r``: from the current deployment (as
-    :func:`pdtp.deploy` placed ``r``'s current instance counts; ``current`` is what was passed
-    to :func:`pdtp.replan`, for its GPU type, connector and launch settings) to ``r.plan``.
+    """The instance moves of a :class:`pdtp.Replan` ``r``: from the running deployment (its
+    ``current`` plan, placed as it was when it carries a placement) to ``r.plan``: the
+    instances replan keeps stay where they run. ``current`` defaults to ``r.current``;
     ``options`` as for :func:`pdtp.deploy_diff`."""
-    base = r.plan.to_dict()
-    old = {
-        **base,
-        "prefill": r.current_prefill.to_dict(),
-        "decode": r.current_decode.to_dict(),
-    }
-    old.pop("placement", None)  # the new plan's; the current counts are placed afresh
-    if isinstance(current, Mapping):
-        given = {k: current[k] for k in _LAUNCH_KEYS if current.get(k) is not None}
-        if given.get("gpu", base["gpu"]) != base["gpu"]:
-            old.pop("gpus_per_node", None)  # the old GPU type's own node size
-        if given.get("connector", base["connector"]) != base["connector"]:
-            for k in ("kv_connector", "prefill_role", "decode_role"):
-                old.pop(k, None)
-        old.update(given)
-    elif current is not None and hasattr(current, "to_dict"):
-        old = {**current.to_dict(), "prefill": old["prefill"], "decode": old["decode"]}
+    old = current if current is not None and not isinstance(current, Mapping) else r.current
+    if old is None:
+        raise InvalidArgumentError("replan_diff needs the current plan (r.current is None)")
     return deploy_diff(old, r.plan, **options)
 
 
-# The fields of a plan's JSON that shape its launch lines.
-_LAUNCH_KEYS = (
-    "model_id",
-    "gpu",
-    "connector",
-    "gpus_per_node",
-    "gpu_memory_utilization",
-    "kv_dtype",
-    "kv_connector",
-    "prefill_role",
-    "decode_role",
-    "vllm_version",
-    "served_model_name",
-)
-
-
-def _instance(dep: Deployment, name: str) -> DeployedInstance:
-    return next(i for i in dep.instances if i.name == name)
-
-
 def _sticky(
-    old: PlanView, new: PlanView, before: Deployment, keep_none: bool = False
+    old: PlanView,
+    new: PlanView,
+    before: Deployment,
+    types: tuple[dict[str, str | None], dict[str, str | None]] = ({}, {}),
+    keep_none: bool = False,
 ) -> tuple[PlannedInstance, ...]:
-    """The new plan's instances: old ones that still fit it stay put (same name, node and
-    devices), the rest first-fit into the GPUs left free."""
-    if new.gpus_per_node != old.gpus_per_node:
-        keep_none = True  # another GPU type: nothing carries over
-    if any(i.parts > 1 for i in (*new.instances, *(d.planned for d in before.instances))):
-        # Instances spanning whole nodes: the planner's own placement of the new plan.
-        return new.instances
-    kept: list[PlannedInstance] = []
-    if not keep_none and _same_launch_settings(old, new):
-        for role in ("prefill", "decode"):
-            want = sum(i.role == role for i in new.instances)
+    """The new plan's instances: old ones that still fit it stay put (same name, nodes and
+    devices: whole instances, every part of one that spans nodes), the rest go where the
+    planner placed them when that is free, else first fit into the GPUs left free."""
+    if new.gpus_per_node != old.gpus_per_node or not _same_launch_settings(old, new):
+        keep_none = True  # another GPU type, model or release: nothing carries over
+    roles = list(dict.fromkeys(i.role for i in new.instances))
+    old_units = _grouped(d.planned for d in before.instances)
+    new_units = _grouped(new.instances)
+    kept: list[list[PlannedInstance]] = []
+    old_types, new_types = types
+    if keep_none:
+        return new.instances  # the planner's own placement of the new plan
+    two_types = "+" in new.gpu
+    if not keep_none:
+        for role in roles:
+            if old_types.get(role) != new_types.get(role):
+                continue  # the role moves to another GPU type: its instances restart
+            want = sum(1 for r, _ in new_units if r == role)
             layout = new.layout_of(role)
-            olds = [
-                i.planned for i in before.instances if i.role == role and i.planned.layout == layout
-            ]
+            olds = [u for (r, _), u in old_units.items() if r == role and u[0].layout == layout]
             kept += olds[:want]
-    used: dict[int, set[int]] = {}
-    for k in kept:
-        used.setdefault(k.node, set()).update(k.devices)
-    out = list(kept)
-    for role in ("prefill", "decode"):
-        want = sum(i.role == role for i in new.instances)
-        have = sum(k.role == role for k in kept)
-        taken = {k.index for k in kept if k.role == role}
+    used: set[tuple[int, int]] = {(p.node, x) for u in kept for p in u for x in p.devices}
+    out = [p for u in kept for p in u]
+    for role in roles:
         layout = new.layout_of(role)
+        assert layout is not None
+        mine = [u for (r, _), u in new_units.items() if r == role]
+        taken = {u[0].index for u in kept if u[0].role == role}
         index = 0
-        for _ in range(want - have):
+        for _ in range(len(mine) - len(taken)):
             while index in taken:
                 index += 1
-            assert layout is not None
-            node, devices = _first_fit(used, layout.gpus, new.gpus_per_node)
-            used.setdefault(node, set()).update(devices)
-            out.append(
-                PlannedInstance(
-                    role, index, node, devices, layout.tp, layout.dp, layout.pp, layout.ep
+            spot = next((s for s in (_spot(u) for u in mine) if not used & _cells(s)), None)
+            if spot is None and two_types:
+                # Which nodes have which GPU type is the planner's: place as it did.
+                return _sticky(old, new, before, types, keep_none=True)
+            if spot is None:
+                spot = _first_fit(used, layout.gpus, new.gpus_per_node)
+            used |= _cells(spot)
+            nodes = [n for n, _ in spot]
+            for part, (node, devices) in enumerate(spot):
+                out.append(
+                    PlannedInstance(
+                        role,
+                        index,
+                        node,
+                        devices,
+                        layout.tp,
+                        layout.dp,
+                        layout.pp,
+                        layout.ep,
+                        part,
+                        len(spot),
+                        nodes[0],
+                    )
                 )
-            )
             taken.add(index)
     if not out:
         raise InvalidArgumentError("the new plan has no instances")
-    return tuple(sorted(out, key=lambda i: (i.role != "prefill", i.index)))
+    order = {r: k for k, r in enumerate(("prefill", "decode", "aggregated"))}
+    return tuple(sorted(out, key=lambda i: (order.get(i.role, 3), i.index, i.part)))
+
+
+# Where one instance runs: (node, devices) per part.
+_Spot = tuple[tuple[int, tuple[int, ...]], ...]
+
+
+def _grouped(instances: Any) -> dict[tuple[str, int], list[PlannedInstance]]:
+    out: dict[tuple[str, int], list[PlannedInstance]] = {}
+    for i in instances:
+        out.setdefault(_unit(i), []).append(i)
+    return {k: sorted(v, key=lambda p: p.part) for k, v in sorted(out.items())}
+
+
+def _spot(parts: list[PlannedInstance]) -> _Spot:
+    return tuple((p.node, tuple(p.devices)) for p in parts)
+
+
+def _cells(spot: _Spot) -> set[tuple[int, int]]:
+    return {(node, x) for node, devices in spot for x in devices}
 
 
 def _same_launch_settings(old: PlanView, new: PlanView) -> bool:
@@ -324,17 +394,27 @@ def _same_launch_settings(old: PlanView, new: PlanView) -> bool:
     return all(getattr(old, k) == getattr(new, k) for k in keys)
 
 
-def _first_fit(used: dict[int, set[int]], tp: int, per_node: int) -> tuple[int, tuple[int, ...]]:
-    """``tp``: the instance's GPUs (tp × pp × dp), all on one node here."""
-    if tp > per_node:
-        raise InvalidArgumentError(
-            f"an instance of {tp} GPUs cannot fit one node of {per_node} GPUs"
-        )
+def _first_fit(used: set[tuple[int, int]], gpus: int, per_node: int) -> _Spot:
+    """The lowest free place for an instance of ``gpus`` GPUs: a block of one node, or
+    whole free nodes for one that spans nodes (as vLLM's multi-node launch runs it)."""
+    if gpus > per_node:
+        if gpus % per_node:
+            raise InvalidArgumentError(
+                f"an instance of {gpus} GPUs spans whole nodes of {per_node} GPUs: {gpus} is "
+                f"not a multiple of {per_node}"
+            )
+        busy = {n for n, _ in used}
+        free: list[int] = []
+        node = 0
+        while len(free) < gpus // per_node:
+            if node not in busy:
+                free.append(node)
+            node += 1
+        return tuple((n, tuple(range(per_node))) for n in free)
     node = 0
     while True:
-        busy = used.get(node, set())
-        for start in range(0, per_node - tp + 1):
-            block = set(range(start, start + tp))
-            if not block & busy:
-                return node, tuple(range(start, start + tp))
+        for start in range(0, per_node - gpus + 1):
+            block = tuple(range(start, start + gpus))
+            if not any((node, x) in used for x in block):
+                return ((node, block),)
         node += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,6 +18,7 @@ from ..violations import CheckWarning, layout_rules
 from ..workload import Workload
 
 if TYPE_CHECKING:
+    from .._model import Model
     from .cpsat import Decision
     from .scenario import Scenario
 
@@ -168,6 +170,14 @@ class Plan:
     alternative: Alternative | None = None
     # Aggregated: clients in flight per instance at the operating point.
     concurrency: int | None = None
+    #: The resolved model (its whole shape, not only its name): what simulate, replan and
+    #: goodput planning of this plan read, also for a model from a config file.
+    model_spec: Model | None = None
+    #: ``--served-model-name`` of its launch lines (None: vLLM's default, the model path).
+    served_model_name: str | None = None
+    #: Why ``vllm serve`` cannot be given ``model_id`` (None: it can): a model read from a
+    #: config file outside its model folder. See :attr:`serve_ref`.
+    serve_error: str | None = None
     # Where the instances run, computed on first use (a pool of a million GPUs has as many
     # instances: listing them is the caller's choice, not part of the solve's time).
     placer: Callable[[], Sequence[Placement]] | None = field(
@@ -178,6 +188,55 @@ class Plan:
     def assignment(self) -> tuple[Placement, ...]:
         """Every instance's :class:`Placement`, prefill first."""
         return tuple(self.placer()) if self.placer is not None else ()
+
+    @property
+    def serve_ref(self) -> str:
+        """What ``vllm serve`` loads: ``model_id`` — an HF id, or the absolute path of the
+        model folder a config came from. Raises :class:`pdtp.InvalidArgumentError` when the
+        model was read from a config file that is not in its model folder (there is nothing
+        to serve; the plan can still be simulated and re-planned)."""
+        if self.serve_error:
+            from ..errors import InvalidArgumentError
+
+            raise InvalidArgumentError(self.serve_error)
+        return self.model_id
+
+    @property
+    def resolved_model(self) -> Model:
+        """:attr:`model_spec`, or the catalog model the plan names."""
+        if self.model_spec is not None:
+            return self.model_spec
+        from ..catalog import resolve_model
+
+        return resolve_model(self.model)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, model: Any = None, rules: bool = True) -> Plan:
+        """The plan :meth:`to_dict` wrote (``Plan.from_dict(p.to_dict()) == p``, same
+        placement), checked as strictly as ``solve``'s arguments: a field out of range, a
+        pair the connector's rules reject, a GPU given twice... raises a
+        :class:`pdtp.PdtpError` naming the field. A plan written by hand may give only
+        ``model``, ``gpu`` and its sides (``prefill``/``decode`` or ``aggregated``).
+        ``model`` supplies the model when the dict has no ``model_spec`` and names no
+        catalog model. ``rules=False`` reads a plan the connector's rules refuse (what runs
+        already, for :func:`pdtp.replan` to move away from); nothing deploys such a plan.
+
+        >>> import pdtp
+        >>> p = pdtp.solve("llama-3.1-70b", gpus=16, gpu="mi300x")
+        >>> pdtp.Plan.from_dict(p.to_dict()) == p
+        True
+        """
+        from .plan_read import plan_from_dict
+
+        return plan_from_dict(data, model, rules)
+
+    @classmethod
+    def from_json(cls, source: Any, *, model: Any = None) -> Plan:
+        """:meth:`from_dict` of JSON text (``pdtp solve --json``'s output) or of a JSON
+        file's path."""
+        from .plan_read import plan_from_json
+
+        return plan_from_json(source, model)
 
     @property
     def sides(self) -> tuple[tuple[str, Side], ...]:
@@ -223,9 +282,12 @@ class Plan:
         return self.output_tokens_per_s * 3600 / self.cost_per_hour
 
     def to_dict(self) -> dict[str, Any]:
+        """Everything :meth:`from_dict` needs to rebuild this plan, JSON-ready."""
         return {
             "model": self.model,
             "model_id": self.model_id,
+            "served_model_name": self.served_model_name,
+            "serve_error": self.serve_error,
             "gpu": self.gpu,
             "connector": self.connector,
             "vllm_version": self.vllm_version,
@@ -259,6 +321,7 @@ class Plan:
             "gpus_per_node": self.gpus_per_node,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "kv_dtype": self.kv_dtype,
+            "visible_devices_env": self.visible_devices_env,
             "kv_connector": self.kv_connector,
             "prefill_role": self.prefill_role,
             "decode_role": self.decode_role,
@@ -269,6 +332,7 @@ class Plan:
             "slo_percentile": self.slo_percentile,
             "analytic_requests_per_s": self.analytic_requests_per_s,
             "warnings": [w.to_dict() for w in self.warnings],
+            "model_spec": self.model_spec.to_dict() if self.model_spec is not None else None,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -375,6 +439,8 @@ def build(
     return Plan(
         model=entry.model.name,
         model_id=entry.reference,
+        model_spec=entry.model,
+        serve_error=serve_error(entry.model, entry.reference),
         gpu=gp.name if gp.name == gd.name else f"{gp.name}+{gd.name}",
         connector=sc.connector.name,
         workload=entry.workload,
@@ -412,6 +478,35 @@ def build(
         notes=notes,
         placer=placer,
         alternative=alternative,
+    )
+
+
+def serve_error(model: Model, reference: str) -> str | None:
+    """Why ``vllm serve`` cannot load ``reference`` (None: it can). A model read from a
+    config file names the file's folder; vLLM needs the model's own folder — its
+    ``config.json`` (this model), tokenizer and weights — not a folder of unrelated configs."""
+    if not os.path.isabs(reference):
+        return None  # an HF id or a catalog name
+    config = os.path.join(reference, "config.json")
+    if os.path.isfile(config):
+        from dataclasses import replace
+
+        from .._model import Model as _Model
+        from ..errors import PdtpError
+
+        try:
+            there = _Model.from_hf_config(
+                reference, weight_dtype=model.weight_dtype, kv_dtype=model.kv_dtype
+            )
+        except PdtpError:
+            there = None
+        if there is not None and replace(there, name=model.name) == model:
+            return None
+    return (
+        f"the model {model.name!r} was read from a config file in {reference}, which is not "
+        "its model folder (no config.json of this model there): vllm serve needs the "
+        "folder holding the model's config.json, tokenizer and weights, or its HF id; give "
+        "that folder (--config FOLDER) or the HF id as the model"
     )
 
 

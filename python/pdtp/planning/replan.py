@@ -9,14 +9,14 @@ import math
 import numbers
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple
 
 from .._validate import positive_int, positive_number
 from ..check import MAX_TP
 from ..errors import InfeasibleError, InvalidArgumentError
 from ..layout import Layout
-from ..perf import DEFAULT_GPU, DEFAULT_UTILIZATION
+from ..perf import DEFAULT_GPU
 from . import goodput, infeasible, plan, scenario
 from .decide import METHODS, decide
 from .plan import Plan, Side
@@ -142,6 +142,9 @@ class Replan:
     gpus_delta: int
     move_cost: MoveCost
     current_aggregated: Side | None = None
+    #: The running deployment as a :class:`pdtp.Plan` (read through ``Plan.from_dict``; its
+    #: placement when it carried one): what :func:`pdtp.replan_diff` moves from.
+    current: Plan | None = field(default=None, compare=False, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -304,11 +307,17 @@ def _side_of(current: Mapping[str, Any], role: str) -> Side:
     )
 
 
-def _current(current: Any, model: Any) -> _Current:
+# The flat form of a current deployment: ``prefill_tp``, ``prefill_instances``, ...
+_FLAT = tuple(f"{r}_{k}" for r in ("prefill", "decode", "aggregated") for k in ("tp", "instances"))
+
+
+def _current(current: Any, model: Any, gpu: Any, connector: Any) -> tuple[_Current, Plan]:
+    """The running deployment: what replan weighs moves against, and the same as a
+    :class:`Plan` (read by ``Plan.from_dict``, as every plan is) for the diff."""
     if isinstance(current, Plan):
         first = current.sides[0][1]
-        return _Current(
-            model if model is not None else current.model,
+        cur = _Current(
+            model if model is not None else current.resolved_model,
             first.gpu or current.gpu,
             current.connector,
             current.workload,
@@ -317,22 +326,24 @@ def _current(current: Any, model: Any) -> _Current:
             current.aggregated,
             current.vllm_version,
         )
+        return cur, current
     if not isinstance(current, Mapping):
         raise TypeError(
             "current must be a pdtp.Plan or a dict ({'model', 'prefill': {'tp', 'instances'}, "
             f"'decode': {{...}}}} or flat prefill_tp/prefill_instances/...), got "
             f"{type(current).__name__}"
         )
-    if model is None:
-        model = current.get("model_id") or current.get("model")
-        if model is None:
+    named = model
+    if named is None:
+        named = current.get("model_id") or current.get("model")
+        if named is None and current.get("model_spec") is None:
             raise InvalidArgumentError(
                 "current is missing 'model' (a catalog name or HF id); or pass model="
             )
-    gpu = current.get("gpu")
-    connector = current.get("connector")
+    cur_gpu = current.get("gpu")
+    cur_conn = current.get("connector")
     version = current.get("vllm_version")
-    for name, v in (("gpu", gpu), ("connector", connector), ("vllm_version", version)):
+    for name, v in (("gpu", cur_gpu), ("connector", cur_conn), ("vllm_version", version)):
         if v is not None and not isinstance(v, str):
             raise TypeError(f"current[{name!r}] must be a string, got {type(v).__name__}")
     if current.get("aggregated") is not None or current.get("serving") == "agg":
@@ -341,26 +352,48 @@ def _current(current: Any, model: Any) -> _Current:
                 "current runs aggregated instances or a P/D split, not both: give "
                 "'aggregated' or 'prefill' and 'decode'"
             )
-        return _Current(
-            model,
-            gpu,
-            connector,
-            current.get("workload"),
-            None,
-            None,
-            _side_of(current, "aggregated"),
-            version,
-        )
-    return _Current(
-        model,
-        gpu,
-        connector,
+        sides = {"prefill": None, "decode": None, "aggregated": _side_of(current, "aggregated")}
+    else:
+        sides = {
+            "prefill": _side_of(current, "prefill"),
+            "decode": _side_of(current, "decode"),
+            "aggregated": None,
+        }
+    # The same deployment as a plan: what it does not say is what replan assumes (the GPU
+    # type and connector the new plan is made for).
+    d = {k: v for k, v in current.items() if k not in _FLAT}
+    d.update({r: s.to_dict() if s is not None else None for r, s in sides.items()})
+    side_gpu = next((s.gpu for s in sides.values() if s is not None and s.gpu), None)
+    d["gpu"] = cur_gpu or side_gpu or (gpu if isinstance(gpu, str) else DEFAULT_GPU)
+    if cur_conn is None:
+        d["connector"] = connector if isinstance(connector, str) else _default_connector(d["gpu"])
+    # What runs is read as it is, even where the rules refuse it: replan moves away from it.
+    read = Plan.from_dict(
+        d, model=named if current.get("model_spec") is None else model, rules=False
+    )
+    cur = _Current(
+        model if model is not None else read.resolved_model,
+        cur_gpu,
+        cur_conn,
         current.get("workload"),
-        _side_of(current, "prefill"),
-        _side_of(current, "decode"),
-        None,
+        sides["prefill"],
+        sides["decode"],
+        sides["aggregated"],
         version,
     )
+    return cur, read
+
+
+def _default_connector(gpu: str) -> str:
+    """The connector a deployment that names none runs: MoRIIO needs AMD GPUs."""
+    from ..catalog import gpu as find_gpu
+    from ..errors import UnknownNameError
+
+    try:
+        amd = all(find_gpu(g).vendor == "AMD" for g in gpu.split("+"))
+    except UnknownNameError:
+        amd = True  # Plan.from_dict names the unknown GPU
+    return "moriio" if amd else "nixl"
 
 
 def replan(
@@ -378,7 +411,7 @@ def replan(
     model: Any = None,
     max_tp: int | None = None,
     max_acks: int | None = None,
-    gpu_memory_utilization: float = DEFAULT_UTILIZATION,
+    gpu_memory_utilization: float | None = None,
     time_limit_s: float = 10.0,
     constants: Any = None,
     method: str = "cpsat",
@@ -405,6 +438,9 @@ def replan(
     demand, the least ``cost + gpu · GPUs used`` wins; ties go to fewer GPUs, then
     ``solve``'s order. CP-SAT decides over the same model as ``solve``. Raises
     :class:`pdtp.InfeasibleError` when the pool cannot serve the demand.
+
+    ``gpu_memory_utilization`` defaults to the running instances' own (``current``'s; 0.9
+    when it does not say), so a re-plan keeps what it can relaunch as it runs.
 
     ``slo_percentile=0.9``: the new plan's simulated goodput at p90 must serve the demand
     (verified by simulation; re-planned for a demand raised by the shortfall until it does;
@@ -458,7 +494,9 @@ def replan(
             return dataclasses.replace(r, plan=goodput.verified(r.plan, percentile, rate))
 
         return goodput.meet_demand(replan_for, demand, percentile, "max_gpus")
-    cur = _current(current, model)
+    cur, running_plan = _current(current, model, gpu, connector)
+    if gpu_memory_utilization is None:  # the running instances' own, unless told otherwise
+        gpu_memory_utilization = running_plan.gpu_memory_utilization
     demand = scenario.demand_value("demand_rps", demand_rps)
     weights = _move_cost(move_cost)
     single = not isinstance(max_gpus, Mapping) and not isinstance(nodes, Mapping)
@@ -574,6 +612,7 @@ def replan(
         cost=cost,
         gpus_delta=new.gpus_used - sum(s.gpus for _, s in cur.sides),
         move_cost=weights,
+        current=running_plan,
     )
 
 
