@@ -321,6 +321,7 @@ def test_a_release_change_keeps_nothing():
     assert d.instances_kept == 0 and d.instances_stopped == old.prefill.instances + (
         old.decode.instances
     )
+    assert "0.25.0" in d.restart_all and "0.33.0" in d.restart_all
     same = pdtp.deploy_diff(new, new, need_hosts=False)
     assert not same.changed and same.instances_kept == new.prefill.instances + new.decode.instances
 
@@ -344,3 +345,42 @@ def test_cli_replan_matches_python_on_a_multi_node_dp_plan(capsys, tmp_path):
     assert got["deploy"]["instances_kept"] == (
         sum(s.instances for _, s in r.current_sides) - r.instances_stopped
     )
+
+
+def test_growing_past_one_node_says_why_every_moriio_instance_restarts():
+    """A one-node MoRIIO deployment moves KV over xGMI; once instances span nodes the
+    backend is RDMA, so every instance restarts — the diff says so. Deployed over RDMA from
+    the start, the instances replan keeps keep running."""
+    p = pdtp.solve("llama-3.1-70b", gpus=8, gpu="mi300x", mode="disagg")
+    r = pdtp.replan(p, 1.5 * p.requests_per_s, max_gpus=16)
+    assert r.plan.gpus_used > 8 and r.instances_stopped < sum(s.instances for _, s in p.sides)
+    d = replan_diff(r, need_hosts=False)
+    assert (d.old.backend, d.target.backend) == ("xgmi", "rdma")
+    assert d.instances_kept == 0 and "xgmi" in d.restart_all and "xgmi" in d.text()
+    rdma = replan_diff(r, need_hosts=False, backend="rdma")
+    assert not rdma.restart_all
+    assert (rdma.instances_started, rdma.instances_stopped) == _moves(r)
+
+
+def test_cli_replan_runs_on_an_aggregated_moe_plan(capsys, tmp_path):
+    """The kind that crashed (AttributeError): an aggregated DP+EP plan re-plans from the
+    CLI; its moves are Python's, and the diff (when deploy writes the kind) agrees."""
+    p = pdtp.solve("qwen3-30b-a3b", gpus=16, gpu="h100", connector="nixl", mode="agg")
+    f = tmp_path / "now.json"
+    f.write_text(p.to_json())
+    demand = f"{1.5 * p.requests_per_s:.6f}"
+    code, out, err = run(capsys, "replan", "--current", str(f), "--demand", demand,
+                         "--max-gpus", "32", "--json")  # fmt: skip
+    assert code == 0, err
+    got = json.loads(out)
+    r = pdtp.replan(p, float(demand), max_gpus=32)
+    assert (got["instances_started"], got["instances_stopped"]) == _moves(r)
+    assert got["current"]["gpus_used"] == p.gpus_used
+    deploy = got["deploy"]
+    if "error" in deploy:  # deploy does not write this kind yet: the reason, no crash
+        assert "aggregated" in deploy["error"]
+    else:
+        assert (deploy["instances_started"], deploy["instances_stopped"]) == _moves(r)
+    code, out, err = run(capsys, "replan", "--current", str(f), "--demand", demand,
+                         "--max-gpus", "32")  # fmt: skip
+    assert code == 0 and "replan:" in out, err

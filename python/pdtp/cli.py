@@ -1141,6 +1141,8 @@ def _read_json_arg(path: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"{what} {path}: not JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:  # a hostile file nested deeper than any plan
+        raise UsageError(f"{what} {path}: JSON nested too deep") from None
 
 
 def _cmd_replan(args: argparse.Namespace) -> int:

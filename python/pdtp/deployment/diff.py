@@ -37,6 +37,10 @@ class DeployDiff:
     # False when no host addresses were given for a multi-node plan: instances are then named
     # by node number only, and no launch line is printed (it would need the addresses).
     hosts_known: bool = True
+    #: Why every running instance restarts although the new plan has instances of its kind
+    #: ('' when none does): another vLLM release, or a launch setting every instance shares
+    #: changes (MoRIIO's backend from xgmi to rdma once instances span nodes).
+    restart_all: str = ""
 
     @property
     def changed(self) -> bool:
@@ -85,6 +89,8 @@ class DeployDiff:
         """Human-readable: the instances to stop, then those to start with their launch lines
         (unless ``commands`` is False)."""
         out = [f"deploy diff: {self.summary()}"]
+        if self.restart_all:
+            out.append(f"every running instance restarts: {self.restart_all}")
         out.append("\nstop:" if self.stop else "\nstop: nothing")
         for i in self.stop:
             out.append(
@@ -140,6 +146,7 @@ class DeployDiff:
             "instances_stopped": self.instances_stopped,
             "instances_started": self.instances_started,
             "instances_kept": self.instances_kept,
+            "restart_all": self.restart_all or None,
             "restart_proxy": self.restart_proxy or None,
             "proxy": self.target.proxy.to_dict(),
         }
@@ -233,12 +240,17 @@ def _diff(
     placed = _sticky(old_view, new_view, before, types)
     target = build(new_view, placed, **opts)
     same = _launched_alike(before, target, placed)
+    why = ""
     if same != _units_of(placed) & _units_of(i.planned for i in before.instances):
         # A kept position launches differently (e.g. the backend changed): keep nothing.
+        why = _why_all_restart(before, target)
         placed = _sticky(old_view, new_view, before, types, keep_none=True)
         target = build(new_view, placed, **opts)
         same = set()
+    elif not same and before.instances and _same_kinds(before, target):
+        why = _why_all_restart(before, target)
     return DeployDiff(
+        restart_all=why,
         old=before,
         target=target,
         stop=tuple(i for i in before.instances if _unit(i) not in same),
@@ -246,6 +258,30 @@ def _diff(
         keep=tuple(i for i in target.instances if _unit(i) in same),
         hosts_known=hosts_known,
     )
+
+
+def _same_kinds(before: Deployment, target: Deployment) -> bool:
+    """Whether the target runs some instance of a kind (role and layout) that runs now."""
+    kinds = {(i.role, i.planned.layout) for i in before.instances}
+    return any((i.role, i.planned.layout) in kinds for i in target.instances)
+
+
+def _why_all_restart(before: Deployment, target: Deployment) -> str:
+    if before.vllm_version != target.vllm_version:
+        return f"vLLM {before.vllm_version} -> {target.vllm_version}"
+    if before.backend != target.backend:
+        return (
+            f"MoRIIO's backend changes from {before.backend} to {target.backend} (xgmi moves "
+            "KV within one node only; deploy with backend='rdma' / --backend rdma to grow "
+            "past one node without restarts)"
+        )
+    a, b = before.view, target.view
+    for key in ("model_ref", "served_model_name", "kv_connector", "moriio_read_mode", "gpu"):
+        if getattr(a, key) != getattr(b, key):
+            return f"the plan's {key} changes ({getattr(a, key)} -> {getattr(b, key)})"
+    if a.gpu_memory_utilization != b.gpu_memory_utilization or a.kv_dtype != b.kv_dtype:
+        return "the instances' memory settings (gpu_memory_utilization, kv_dtype) change"
+    return "the instances would launch with other settings"
 
 
 def _unit(i: Any) -> tuple[str, int]:
