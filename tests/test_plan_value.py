@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import pdtp
 from pdtp import Plan
@@ -384,3 +386,31 @@ def test_cli_replan_runs_on_an_aggregated_moe_plan(capsys, tmp_path):
     code, out, err = run(capsys, "replan", "--current", str(f), "--demand", demand,
                          "--max-gpus", "32")  # fmt: skip
     assert code == 0 and "replan:" in out, err
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_any_edit_of_a_plan_reads_or_is_a_pdtp_error(pd70, data):
+    """Any field of a plan's JSON (top level, a side, a placement row) set to any JSON
+    value: the reader returns a plan or raises a PdtpError — never another exception."""
+    d = copy.deepcopy(pd70)
+    where = data.draw(st.sampled_from(["top", "prefill", "decode", "placement", "workload"]))
+    target = d if where == "top" else d[where][0] if where == "placement" else d[where]
+    key = data.draw(st.sampled_from(sorted(target)) | st.text(max_size=6))
+    target[key] = data.draw(_JSON)
+    try:
+        back = Plan.from_dict(d)
+    except pdtp.PdtpError:
+        return
+    assert back.to_dict()["prefill"]["instances"] >= 0

@@ -240,8 +240,8 @@ def placement_of(
         unknown = sorted(map(str, set(r) - {"role", "index", "node", "nodes", "devices", "gpu"}))
         if unknown:
             raise InvalidArgumentError(f"plan[{where}] has unknown field(s) {unknown}")
-        role = str(r.get("role"))
-        if r.get("role") not in sides:
+        role = r.get("role")
+        if not isinstance(role, str) or role not in sides:
             raise InvalidArgumentError(
                 f"plan[{where}]['role'] must be one of the plan's roles ({', '.join(sides)}), "
                 f"got {short_repr(r.get('role'))}"
