@@ -315,8 +315,10 @@ def deploy(
     >>> import pdtp
     >>> plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x", mode="disagg")
     >>> d = pdtp.deploy(plan)
-    >>> d.nodes, d.proxy.http_port, sorted(d.scripts())[:2]
-    (('127.0.0.1',), 10001, ['README.md', 'node-0.sh'])
+    >>> d.nodes, d.proxy.http_port, d.proxy.bundled is not None
+    (('127.0.0.1',), 10001, True)
+    >>> sorted(d.scripts())  # the release's proxy travels with the scripts, with its licence
+    ['LICENSE-vllm.txt', 'README.md', 'moriio_toy_proxy_server.py', 'node-0.sh', 'proxy.sh']
     """
     view = view_of(plan)
     opts: dict[str, Any] = dict(
