@@ -57,9 +57,12 @@ def test_scripts_pass_bash_n_and_shellcheck(tmp_path, label, plan, hosts):
     dep = pdtp.deploy(plan, node_hosts=hosts)
     written = dep.write(tmp_path, "scripts")
     names = sorted(p.name for p in written)
+    # The release's proxy travels with the scripts when pdtp carries it (with vLLM's licence).
+    carried = [dep.proxy.file_name, "LICENSE-vllm.txt"] if dep.proxy.bundled is not None else []
     assert names == sorted(
-        ["README.md", "proxy.sh"] + [f"node-{n}.sh" for n in range(len(dep.nodes))]
+        ["README.md", "proxy.sh", *carried] + [f"node-{n}.sh" for n in range(len(dep.nodes))]
     )
+    assert bool(carried) is (dep.vllm_version == Version(0, 33, 0))
     for p in written:
         if p.suffix == ".sh":
             assert os.access(p, os.X_OK)
@@ -221,8 +224,13 @@ def test_hostile_names_stay_inert(tmp_path, connector):
     env = fake_vllm(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
-    subprocess.run(["bash", str(out / "node-0.sh")], cwd=work, env=env, check=True,
-                   capture_output=True, timeout=60)  # fmt: skip
+    ran = subprocess.run(["bash", str(out / "node-0.sh")], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    # The stand-in exits at once: the node script reports each instance as failed, with its log.
+    assert ran.returncode == 1
+    for inst in dep.instances:
+        assert f"FAILED: {inst.name} exited with code 0; log: " in ran.stderr
+        assert f"/{inst.name}.log" in ran.stderr
     assert not list(work.glob("pwned*")) and not list(tmp_path.glob("pwned*"))
     for inst in dep.instances:
         got = json.loads((tmp_path / "record" / f"{inst.ports.http}.json").read_text())
@@ -373,14 +381,16 @@ def test_cli_deploy(capsys, tmp_path):
                        "-o", str(tmp_path / "d"))  # fmt: skip
     assert code == 0 and "README.md" in out
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [
-        "README.md", "node-0.sh", "node-1.sh", "node-2.sh", "proxy.sh"]  # fmt: skip
+        "LICENSE-vllm.txt", "README.md", "moriio_toy_proxy_server.py", "node-0.sh", "node-1.sh",
+        "node-2.sh", "proxy.sh"]  # fmt: skip
     code, out, _ = run(capsys, "deploy", "--plan", str(plan), "--format", "k8s")
-    assert code == 0 and len(list(yaml.safe_load_all(out))) == 6
+    # Per role a Service and StatefulSet; the proxy's source ConfigMap, Deployment, Service.
+    assert code == 0 and len(list(yaml.safe_load_all(out))) == 7
     code, out, _ = run(capsys, "deploy", "--plan", str(plan), "--format", "json",
                        "--node-hosts", hosts, "--ports", "http=9000")  # fmt: skip
     assert code == 0 and json.loads(out)["instances"][0]["ports"]["http"] == 9000
     code, out, _ = run(capsys, "deploy", "llama-3.1-8b", "--gpus", "8", "--gpu", "h100",
-                       "--connector", "nixl")  # fmt: skip
+                       "--connector", "nixl", "--mode", "disagg")  # fmt: skip
     assert code == 0 and "==> node-0.sh <==" in out and "NixlConnector" in out
     code, out, _ = run(capsys, "deploy", "--diff", str(plan), str(plan), "--node-hosts", hosts)
     assert code == 0 and "stop: nothing" in out and "start: nothing" in out

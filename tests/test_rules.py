@@ -228,23 +228,23 @@ def test_rules_differ_by_release_as_vllm_does():
 
 
 def test_launch_lines_state_moriio_mode():
-    import json
-
-    from pdtp.planning.placement import kv_transfer
-
-    class Plan:
-        kv_connector = "MoRIIOConnector"
-        prefill_role, decode_role = "kv_producer", "kv_consumer"
-
+    """The one launch-line maker states the mode where the release reads it."""
     for connector, flag in (("moriio", "true"), ("moriio-write", "false")):
         for version, in_key in (("0.33.0", True), ("0.23.0", True), ("0.22.1", False)):
-            plan = Plan()
-            plan.connector, plan.vllm_version = connector, version  # type: ignore[attr-defined]
-            text, env = kv_transfer(plan, "prefill", 8100, "10.0.0.1")  # type: ignore[arg-type]
-            extra = json.loads(text)["kv_connector_extra_config"]
-            # From 0.23.0 vLLM reads the key (and ignores the variable); before, the variable.
-            assert extra.get("read_mode") == (flag if in_key else None)
-            assert env == ({} if in_key else {"VLLM_MORIIO_CONNECTOR_READ_MODE": flag})
+            plan = {
+                "model_id": "org/Model-7B-Instruct",
+                "gpu": "mi300x",
+                "connector": connector,
+                "vllm_version": version,
+                "prefill": {"tp": 1, "instances": 1},
+                "decode": {"tp": 1, "instances": 1},
+            }
+            for inst in pdtp.deploy(plan, proxy_host="10.0.0.1").instances:
+                extra = inst.launch.kv_transfer_config["kv_connector_extra_config"]
+                env = dict(inst.launch.env)
+                # From 0.23.0 vLLM reads the key (and ignores the variable); before, the variable.
+                assert extra.get("read_mode") == (flag if in_key else None)
+                assert env.get("VLLM_MORIIO_CONNECTOR_READ_MODE") == (None if in_key else flag)
 
 
 @pytest.mark.parametrize(
@@ -261,7 +261,7 @@ def test_plans_carry_version_and_mode(connector, version, mode):
     # The plan was checked under that release's rules.
     key = f"{connector}@{want}"
     assert pdtp.check("llama-3.1-70b", plan.prefill.tp, plan.decode.tp, connector=key).ok
-    lines = plan.vllm_commands()
+    lines = plan.vllm_commands(node_hosts=[f"10.0.0.{i}" for i in range(1, 4)])
     dep = pdtp.deploy(plan, node_hosts=[f"10.0.0.{i}" for i in range(1, 4)])
     assert str(dep.vllm_version) == want
     if mode is None:

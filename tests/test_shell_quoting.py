@@ -64,7 +64,8 @@ def test_hostile_model_id_is_one_argument(name, connector):
         assert argv[:3] == ["vllm", "serve", name]
         config = json.loads(argv[argv.index("--kv-transfer-config") + 1])
         assert config["kv_role"] in ("kv_producer", "kv_consumer", "kv_both")
-        assert set(env) <= {plan.visible_devices_env, "VLLM_NIXL_SIDE_CHANNEL_PORT"}
+        assert set(env) <= {plan.visible_devices_env, "CUDA_VISIBLE_DEVICES",
+                            "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_NIXL_SIDE_CHANNEL_HOST"}  # fmt: skip
 
 
 @pytest.fixture
@@ -78,7 +79,7 @@ def stub_vllm(tmp_path):
     stub.write_text(
         "#!/bin/sh\n"
         'printf "%s\\0" "$@" > "$RECORD"\n'
-        'printf "%s" "${HIP_VISIBLE_DEVICES-}${CUDA_VISIBLE_DEVICES-}" > "$RECORD.devices"\n'
+        'printf "%s" "${HIP_VISIBLE_DEVICES-${CUDA_VISIBLE_DEVICES-}}" > "$RECORD.devices"\n'
     )
     stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
     work = tmp_path / "work"
@@ -102,12 +103,15 @@ def run_in_bash(line: str, bin_dir, work) -> tuple[list[str], str]:
 def test_bash_runs_nothing_but_vllm_serve(name, stub_vllm):
     bin_dir, work = stub_vllm
     plan = plan_with_model_id(name)
-    line = plan.vllm_commands(proxy_ip="10.0.0.1'; touch PWNED; echo '")[0]
+    # A hostile proxy address is refused (it would end up in URLs and configs) ...
+    with pytest.raises(pdtp.InvalidArgumentError, match="proxy_host"):
+        plan.vllm_commands(proxy_ip="10.0.0.1'; touch PWNED; echo '")
+    line = plan.vllm_commands(proxy_ip="10.0.0.9")[0]
     argv, devices = run_in_bash(line, bin_dir, work)
     assert argv == launched(line)[1][1:]  # the stub saw exactly the lexer's argv
     assert argv[:2] == ["serve", name]
     extra = json.loads(argv[argv.index("--kv-transfer-config") + 1])["kv_connector_extra_config"]
-    assert extra["proxy_ip"] == "10.0.0.1'; touch PWNED; echo '"
+    assert extra["proxy_ip"] == "10.0.0.9"
     assert devices == launched(line)[0][plan.visible_devices_env]
     assert list(work.iterdir()) == [], "the line ran something besides vllm"
 
@@ -143,9 +147,10 @@ def test_hostile_model_folder(tmp_path, stub_vllm):
 
 def test_ordinary_lines_read_as_before():
     """Quoting adds nothing where nothing needs it: the README's line is unchanged."""
-    line = pdtp.solve("llama-3.1-70b", gpus=24).vllm_commands()[0]
+    hosts = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    line = pdtp.solve("llama-3.1-70b", gpus=24).vllm_commands(node_hosts=hosts)[0]
     assert line.startswith(
-        "HIP_VISIBLE_DEVICES=0,1 vllm serve meta-llama/Meta-Llama-3.1-70B "
+        "HIP_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=0,1 vllm serve meta-llama/Meta-Llama-3.1-70B "
         "--tensor-parallel-size 2 --port 8100 --gpu-memory-utilization 0.9 "
         """--kv-transfer-config '{"kv_connector":"MoRIIOConnector","kv_role":"kv_producer","""
     )

@@ -14,6 +14,7 @@ from ortools.sat.python import cp_model  # noqa: F401  (the tests time the searc
 
 import pdtp
 from pdtp.catalog import models
+from pdtp.deployment import HostsNeededError
 
 REQUIRED_GPUS = ["mi300x", "mi325x", "mi355x", "a100", "h100", "h200", "b200"]
 ORACLE_BUDGETS = [1, 2, 3, 5, 8, 13, 24, 64, 128]
@@ -267,13 +268,19 @@ def test_infeasible_is_pdtp_error_with_reasons():
 @pytest.mark.parametrize(("gpu", "connector"), [("mi300x", "moriio"), ("h100", "nixl")])
 def test_vllm_commands(gpu, connector):
     plan = pdtp.solve("llama-3.1-8b", 20, gpu=gpu, connector=connector, mode="disagg")
-    lines = plan.vllm_commands()
+    with pytest.raises(HostsNeededError, match="pdtp deploy --plan"):
+        plan.vllm_commands()  # 3 nodes: the lines hold addresses only a deployment knows
+    lines = plan.vllm_commands(node_hosts=["10.0.0.1", "10.0.0.2", "10.0.0.3"])
+    dep = pdtp.deploy(plan, node_hosts=["10.0.0.1", "10.0.0.2", "10.0.0.3"])
+    deployed = {i.launch.command for i in dep.instances}
     assert len(lines) == plan.prefill.instances + plan.decode.instances
     env = "HIP_VISIBLE_DEVICES" if gpu.startswith("mi") else "CUDA_VISIBLE_DEVICES"
     per_node: dict[str, list[tuple[int, set[int]]]] = {}
     roles = {"prefill": 0, "decode": 0}
     for line in lines:
         assert line.startswith(env + "=")
+        # The same line `pdtp deploy` writes (one launch-line maker).
+        assert line.split("  # ")[0] in deployed
         devices = {int(x) for x in re.match(env + r"=([0-9,]+)", line).group(1).split(",")}
         port = int(re.search(r"--port (\d+)", line).group(1))
         tp = int(re.search(r"--tensor-parallel-size (\d+)", line).group(1))
@@ -288,6 +295,7 @@ def test_vllm_commands(gpu, connector):
             assert cfg["kv_connector_extra_config"]["http_port"] == port
         else:
             assert cfg == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+            assert f"VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.{int(node) + 1}" in line
         per_node.setdefault(node, []).append((port, devices))
     assert roles == {"prefill": plan.prefill.instances, "decode": plan.decode.instances}
     for entries in per_node.values():
@@ -323,10 +331,15 @@ def test_cli_solve(capsys):
 
     assert main(["solve", "llama-3.1-70b", "--gpus", "24"]) == 0
     out = capsys.readouterr().out
-    assert "OPTIMAL" in out and "vllm serve" in out and "bottleneck" in out
+    assert "OPTIMAL" in out and "pdtp deploy --plan" in out and "bottleneck" in out
     assert main(["solve", "llama-3.1-70b", "--gpus", "24", "--json", "--gpu", "h100"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["status"] == "OPTIMAL" and len(d["vllm_commands"]) >= 2
+    # Three nodes: no line that looks ready but is not; the deploy command instead.
+    assert d["status"] == "OPTIMAL" and d["vllm_commands"] is None
+    assert "pdtp deploy --plan plan.json --node-hosts ADDR0,ADDR1,ADDR2" in d["launch_note"]
+    assert main(["solve", "llama-3.1-8b", "--gpus", "8", "--json", "--gpu", "h100"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert len(d["vllm_commands"]) == d["aggregated"]["instances"]  # one node: ready
     assert main(["solve", "llama-3.1-405b", "--gpus", "8", "--gpu", "h100"]) == 1
     assert "INFEASIBLE" in capsys.readouterr().out
 

@@ -1048,15 +1048,58 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
     for wr in plan.warnings:
         print(f"\n! {wr.code}: {wr.message}")
     if commands:
-        print("\nlaunch (one line per instance):")
-        for line in plan.vllm_commands():
-            print(f"  {line}")
+        lines, why = _launch_lines(plan)
+        front = "router" if plan.serving == "agg" else "proxy"
+        if lines is None:
+            print(f"\nlaunch: {why}:")
+            print("  pdtp solve <these flags> --json > plan.json")
+            print(f"  pdtp deploy --plan plan.json --node-hosts {_hosts_hint(plan)} -o deploy/")
+        else:
+            print(
+                f"\nlaunch (one line per instance; `pdtp deploy` writes them per node with the "
+                f"{front}):"
+            )
+            for line in lines:
+                print(f"  {line}")
+
+
+# What solve says instead of launch lines that would need the nodes' addresses.
+_NEEDS_HOSTS = (
+    "the plan spans {n} nodes and its launch lines hold the nodes' addresses (the proxy's and "
+    "each instance's own), known only at deploy time; write the deployment with"
+)
+
+
+def _launch_lines(plan: Any) -> tuple[list[str] | None, str]:
+    """The plan's launch lines, or None and why (a multi-node plan's addresses)."""
+    from .deployment import HostsNeededError
+
+    try:
+        return plan.vllm_commands(), ""
+    except HostsNeededError:
+        return None, _NEEDS_HOSTS.format(n=1 + max(p.node for p in _nodes_of(plan)))
+
+
+def _nodes_of(plan: Any) -> list[Any]:
+    from .deployment import view_of
+
+    return list(view_of(plan).instances)
+
+
+def _hosts_hint(plan: Any) -> str:
+    n = 1 + max(p.node for p in _nodes_of(plan))
+    return ",".join(f"ADDR{i}" for i in range(n))
 
 
 def _plan_json(plan: Any, commands: bool) -> dict[str, Any]:
     d: dict[str, Any] = plan.to_dict()
     if commands:
-        d["vllm_commands"] = plan.vllm_commands()
+        lines, why = _launch_lines(plan)
+        d["vllm_commands"] = lines
+        if lines is None:
+            d["launch_note"] = (
+                f"{why} `pdtp deploy --plan plan.json --node-hosts {_hosts_hint(plan)}`"
+            )
     return d
 
 
@@ -1264,9 +1307,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         from .errors import InfeasibleError
         from .planning.solve import solve
 
-        solve_kw = _solve_options(args)
-        if not _given(args, args._parser, "mode"):
-            solve_kw["mode"] = "disagg"  # deploy writes P/D deployments (proxy + roles)
+        solve_kw = _solve_options(args)  # exactly solve's plan for the same flags
         try:
             plan = solve(_solve_model(args), **solve_kw)
         except InfeasibleError as e:

@@ -21,15 +21,21 @@ from ..layout import Layout
 from .versions import Version, resolve_version
 
 ROLES = ("prefill", "decode")
+# An aggregated plan's one kind of instance (prefill and decode in the same engine).
+AGGREGATED = "aggregated"
+ALL_ROLES = (*ROLES, AGGREGATED)
 # The KV connectors (vLLM class names) pdtp deploy writes launch settings for.
 MORIIO = "MoRIIOConnector"
 NIXL = "NixlConnector"
+# vLLM's online quantization methods pdtp writes (``--quantization``).
+QUANTIZATIONS = ("fp8",)
 _VENDOR_OF_ENV = {"HIP_VISIBLE_DEVICES": "AMD", "CUDA_VISIBLE_DEVICES": "NVIDIA"}
 
 
 @dataclass(frozen=True)
 class PlannedInstance:
-    """One vLLM instance of a plan: ``role`` (``"prefill"``/``"decode"``) number ``index``
+    """One vLLM instance of a plan: ``role`` (``"prefill"``/``"decode"``/``"aggregated"``)
+    number ``index``
     on node ``node`` using ``devices`` (numbered within the node), ``tp`` × ``pp`` × ``dp``
     GPUs (``ep``: expert parallel). An instance spanning ``parts`` whole nodes is one
     ``PlannedInstance`` per node: ``part`` 0 on ``leader`` (the first node) serves the API,
@@ -67,6 +73,11 @@ class PlannedInstance:
         per = self.dp // self.parts if self.dp > 1 else 1
         return range(self.part * per, (self.part + 1) * per) if self.dp > 1 else range(1)
 
+    @property
+    def aggregated(self) -> bool:
+        """Serves both phases itself: no KV connector, reached through a router."""
+        return self.role == AGGREGATED
+
 
 @dataclass(frozen=True)
 class PlanView:
@@ -89,6 +100,14 @@ class PlanView:
     gpu_memory_utilization: float
     kv_dtype: str
     instances: tuple[PlannedInstance, ...]
+    #: vLLM's ``--quantization`` the weights need (``"fp8"``: a 16-bit checkpoint planned
+    #: with FP8 weights is quantized on load), None when the checkpoint loads as it is.
+    quantization: str | None = None
+
+    @property
+    def aggregated(self) -> bool:
+        """An aggregated plan: every instance serves both phases behind a router."""
+        return any(i.aggregated for i in self.instances)
 
     @property
     def nodes(self) -> int:
@@ -118,8 +137,18 @@ def view_of(plan: Any) -> PlanView:
             f"got {type(plan).__name__}"
         )
     name, key_version = _split_connector(plan.connector)
-    if getattr(plan, "serving", "disagg") == "agg" or plan.prefill is None or plan.decode is None:
-        raise InvalidArgumentError(_AGGREGATED)
+    aggregated = getattr(plan, "aggregated", None)
+    if getattr(plan, "serving", "disagg") == "agg" or aggregated is not None:
+        if aggregated is None:
+            raise InvalidArgumentError("plan: an aggregated plan ('serving': 'agg') needs its side")
+        sides = {AGGREGATED: (aggregated.layout, aggregated.instances)}
+    elif plan.prefill is None or plan.decode is None:
+        raise InvalidArgumentError("plan: a P/D plan needs its prefill and decode sides")
+    else:
+        sides = {
+            "prefill": (plan.prefill.layout, plan.prefill.instances),
+            "decode": (plan.decode.layout, plan.decode.instances),
+        }
     placement = getattr(plan, "assignment", None) or getattr(plan, "placement", None)
     if callable(placement):  # today a method; the planner may carry it as data
         placement = placement()
@@ -136,10 +165,8 @@ def view_of(plan: Any) -> PlanView:
         gpus_per_node=getattr(plan, "gpus_per_node", None),
         gpu_memory_utilization=getattr(plan, "gpu_memory_utilization", None),
         kv_dtype=getattr(plan, "kv_dtype", None),
-        sides={
-            "prefill": (plan.prefill.layout, plan.prefill.instances),
-            "decode": (plan.decode.layout, plan.decode.instances),
-        },
+        quantization=getattr(plan, "quantization", None),
+        sides=sides,
         placement=placement,
     )
 
@@ -158,6 +185,7 @@ def _view(
     gpus_per_node: Any,
     gpu_memory_utilization: Any,
     kv_dtype: Any,
+    quantization: Any = None,
     sides: dict[str, tuple[Layout, int]],
     placement: Any,
 ) -> PlanView:
@@ -223,7 +251,13 @@ def _view(
         raise InvalidArgumentError(
             f"plan 'kv_dtype' must be one of {sorted(KV_DTYPE_BYTES)}, got {kv_dtype!r}"
         )
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise InvalidArgumentError(
+            f"plan 'quantization' must be one of {list(QUANTIZATIONS)} or null, got "
+            f"{quantization!r}"
+        )
     return PlanView(
+        quantization=quantization,
         model_ref=model_ref,
         served_model_name=served_model_name,
         connector=connector,
@@ -246,12 +280,7 @@ def _instances(
     sides: dict[str, tuple[Layout, int]], gpus_per_node: int, placement: Any
 ) -> tuple[PlannedInstance, ...]:
     if placement is None:
-        from ..planning.placement import place
-
-        placement = place(
-            [(role, layout.gpus) for role, (layout, n) in sides.items() for _ in range(n)],
-            gpus_per_node,
-        )
+        placement = _first_fit(sides, gpus_per_node)
     out = []
     for row in placement:
         if hasattr(row, "role"):  # a placement record (pdtp.Placement) with attributes
@@ -268,6 +297,11 @@ def _instances(
         else:
             role, index, node, devices = row
             nodes = (node,)
+        if role not in sides:
+            raise InvalidArgumentError(
+                f"plan placement names a {role} instance, but the plan's sides are "
+                f"{', '.join(sides)}"
+            )
         layout = sides[role][0]
         devs = tuple(int(x) for x in devices)
         if (
@@ -309,11 +343,35 @@ def _instances(
     return tuple(out)
 
 
-_AGGREGATED = (
-    "pdtp deploy writes P/D deployments (prefill and decode instances behind vLLM's proxy); "
-    "an aggregated plan is its instances' `vllm serve` lines (plan.vllm_commands(), `pdtp "
-    "solve` prints them) behind any HTTP load balancer"
-)
+def _first_fit(
+    sides: dict[str, tuple[Layout, int]], gpus_per_node: int
+) -> list[tuple[str, int, int, list[int], tuple[int, ...]]]:
+    """A placement for a plan that lists none: an instance larger than a node takes whole
+    fresh nodes (its GPUs split evenly, as the planners place it), the others first fit.
+    Linear in the instances (one open node at a time per size)."""
+    out: list[tuple[str, int, int, list[int], tuple[int, ...]]] = []
+    nodes = 0
+    open_node: int | None = None
+    used = 0
+    for role, (layout, n) in sides.items():
+        g = layout.gpus
+        if g > gpus_per_node and g % gpus_per_node:
+            raise InvalidArgumentError(
+                f"plan[{role!r}]: an instance of {g} GPUs ({layout}) is neither within one node "
+                f"of {gpus_per_node} GPUs nor whole nodes"
+            )
+        for index in range(n):
+            if g >= gpus_per_node:
+                span = tuple(range(nodes, nodes + g // gpus_per_node))
+                nodes += len(span)
+                out.append((role, index, span[0], list(range(gpus_per_node)), span))
+                continue
+            if open_node is None or used + g > gpus_per_node:
+                open_node, used = nodes, 0
+                nodes += 1
+            out.append((role, index, open_node, list(range(used, used + g)), (open_node,)))
+            used += g
+    return out
 
 
 def _split_connector(key: str) -> tuple[str, str | None]:

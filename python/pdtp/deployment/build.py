@@ -8,11 +8,12 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from .adapter import MORIIO, PlannedInstance, PlanView, view_of
+from .adapter import AGGREGATED, MORIIO, PlannedInstance, PlanView, view_of
 from .hosts import LOCALHOST, check_host, is_ip, node_hosts, read_hosts_file
 from .launch import MORIIO_BACKEND_KEY_SINCE, MORIIO_SINCE, Launch, launch
 from .ports import (
@@ -30,6 +31,21 @@ from .versions import Version, resolve_version
 FORMATS = ("scripts", "k8s", "json")
 BACKENDS = ("rdma", "xgmi")
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# The distribution reference grammar (docker/distribution reference.go): an optional
+# registry host[:port], lowercase path components joined by '/', a tag, a digest.
+_IMAGE_REF = re.compile(
+    r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+    r"(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+
+
+def _short(value: Any) -> str:
+    """``value`` as an error quotes it: at most 80 characters of its repr."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,10 @@ class DeployedInstance:
     @property
     def serves_api(self) -> bool:
         return self.planned.serves_api
+
+    @property
+    def aggregated(self) -> bool:
+        return self.planned.aggregated
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,14 +108,17 @@ class K8sOptions:
     image: str | None = None
 
     def __post_init__(self) -> None:
+        # Services need an RFC 1035 label (starting with a letter); LeaderWorkerSet pods add
+        # "-<group>-<worker>" and a hash label, so the prefix stays short.
         if (
             not isinstance(self.name, str)
             or len(self.name) > 40
             or not _K8S_NAME.fullmatch(self.name)
+            or not self.name[0].isalpha()
         ):
             raise InvalidArgumentError(
-                f"name must be a lowercase DNS label (a-z, 0-9, '-'; at most 40 characters), "
-                f"got {self.name!r}"
+                f"name must be a lowercase DNS label starting with a letter (a-z, 0-9, '-'; at "
+                f"most 40 characters), got {_short(self.name)}"
             )
         if self.namespace is not None and (
             not isinstance(self.namespace, str)
@@ -107,11 +130,13 @@ class K8sOptions:
             )
         if self.image is not None and (
             not isinstance(self.image, str)
-            or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}", self.image)
+            or len(self.image) > 255
+            or not _IMAGE_REF.fullmatch(self.image)
         ):
             raise InvalidArgumentError(
-                f"image must be a container image reference (e.g. vllm/vllm-openai:v0.33.0), "
-                f"got {self.image!r}"
+                f"image must be a container image reference (e.g. vllm/vllm-openai:v0.33.0: "
+                f"[registry/]name[:tag][@sha256:digest], lowercase name), got "
+                f"{_short(self.image)}"
             )
 
 
@@ -154,13 +179,28 @@ class Deployment:
         return self.view.moriio_read_mode
 
     @property
+    def aggregated(self) -> bool:
+        """Aggregated instances behind pdtp's router (no KV connector, no P/D proxy)."""
+        return self.view.aggregated
+
+    @property
     def connector_label(self) -> str:
+        if self.aggregated:
+            return "aggregated (no KV transfer)"
         if self.view.kv_connector == MORIIO:
             return f"MoRIIO {'READ' if self.read_mode else 'WRITE'} mode"
         return "NIXL"
 
+    @cached_property
+    def _by_node(self) -> dict[int, list[DeployedInstance]]:
+        out: dict[int, list[DeployedInstance]] = {}
+        for i in self.instances:
+            out.setdefault(i.node, []).append(i)
+        return out
+
     def on_node(self, node: int) -> list[DeployedInstance]:
-        return [i for i in self.instances if i.node == node]
+        """The instances (parts) on node ``node``, in plan order (one pass, then a lookup)."""
+        return list(self._by_node.get(node, ()))
 
     def bound_ports_by_host(self) -> dict[str, list[BoundPort]]:
         """Every port bound on each host: instances' ranks and, on its host, the proxy's."""
@@ -168,7 +208,7 @@ class Deployment:
         for inst in self.instances:
             out.setdefault(inst.host, []).extend(inst.bound)
         out.setdefault(self.proxy.host, []).extend(
-            proxy_bound_ports(self.view.kv_connector, self.port_bases)
+            proxy_bound_ports(None if self.aggregated else self.view.kv_connector, self.port_bases)
         )
         return out
 
@@ -198,8 +238,9 @@ class Deployment:
             "model": v.model_ref,
             "served_model_name": v.served_model_name,
             "vllm_version": str(self.vllm_version),
+            "serving": "agg" if self.aggregated else "disagg",
             "connector": v.connector,
-            "kv_connector": v.kv_connector,
+            "kv_connector": None if self.aggregated else v.kv_connector,
             "read_mode": v.moriio_read_mode,
             "backend": self.backend,
             "gpu": v.gpu,
@@ -274,8 +315,10 @@ def deploy(
     >>> import pdtp
     >>> plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x", mode="disagg")
     >>> d = pdtp.deploy(plan)
-    >>> d.nodes, d.proxy.http_port, sorted(d.scripts())[:2]
-    (('127.0.0.1',), 10001, ['README.md', 'node-0.sh'])
+    >>> d.nodes, d.proxy.http_port, d.proxy.bundled is not None
+    (('127.0.0.1',), 10001, True)
+    >>> sorted(d.scripts())  # the release's proxy travels with the scripts, with its licence
+    ['LICENSE-vllm.txt', 'README.md', 'moriio_toy_proxy_server.py', 'node-0.sh', 'proxy.sh']
     """
     view = view_of(plan)
     opts: dict[str, Any] = dict(
@@ -312,18 +355,25 @@ def build(
     """The deployment of ``view`` with its instances placed as ``placed`` (``require_both``:
     at least one prefill and one decode instance, as serving needs)."""
     roles = {i.role for i in placed}
-    if require_both and roles != {"prefill", "decode"}:
+    if require_both and roles != {"prefill", "decode"} and roles != {AGGREGATED}:
         raise InvalidArgumentError(
-            "the plan must have at least one prefill and one decode instance to deploy"
+            "the plan must have at least one prefill and one decode instance to deploy, or "
+            "aggregated instances only"
         )
+    aggregated = AGGREGATED in roles or view.aggregated
     version = _version(view, vllm_version)
     bases = PortBases.of(ports)
     hosts, notes = _hosts(placed, node_hosts, hosts_file)
     proxy_at = check_host("proxy_host", proxy_host) if proxy_host is not None else hosts[0]
-    chosen, why = _backend(view, placed, version, backend)
+    if aggregated:
+        if backend is not None:
+            raise InvalidArgumentError("backend applies to P/D plans (aggregated moves no KV)")
+        chosen, why = None, ""
+    else:
+        chosen, why = _backend(view, placed, version, backend)
     if why:
         notes.append(why)
-    if view.kv_connector == MORIIO:
+    if view.kv_connector == MORIIO and not aggregated:
         not_ip = sorted({hosts[i.node] for i in placed if not is_ip(hosts[i.node])})
         if not_ip:
             notes.append(
@@ -362,7 +412,8 @@ def build(
         )
     # Only each instance's first node serves the API: the proxy's backends.
     backends = [Backend(i.role, i.host, i.ports.http) for i in instances if i.serves_api]
-    px = proxy(version, view.kv_connector, proxy_at, bases, backends)
+    px = proxy(version, None if aggregated else view.kv_connector, proxy_at, bases, backends)
+    notes += _fetch_notes(px, version)
     dep = Deployment(
         view=view,
         vllm_version=version,
@@ -377,6 +428,35 @@ def build(
     for host, bound in dep.bound_ports_by_host().items():
         check_disjoint(f"host {host}", bound)
     return dep
+
+
+def _fetch_notes(px: Proxy, version: Version) -> list[str]:
+    """What starting the deployment fetches, said at generation (air-gapped clusters)."""
+    out = []
+    if px.kind == "router":
+        out.append(
+            "the router is pdtp's router.py (Python's standard library only): nothing is "
+            "downloaded at run time"
+        )
+    elif px.bundled is not None:
+        out.append(
+            f"the proxy is vLLM {version}'s {px.file_name}, carried by pdtp (Apache-2.0, "
+            f"{px.source_path}): nothing is downloaded for it; it needs the Python packages "
+            f"{', '.join(px.pip_packages)}" + (" and vLLM" if px.needs_vllm else "")
+        )
+    else:
+        out.append(
+            f"at run time the proxy script downloads {px.source_url} unless $PDTP_PROXY_PY "
+            f"names a local copy of {px.file_name} (vLLM {version}; pdtp carries only "
+            "vLLM 0.33.0's); it needs the Python packages "
+            f"{', '.join(px.pip_packages)}" + (" and vLLM" if px.needs_vllm else "")
+        )
+    out.append(
+        "each node needs the model's weights: in its Hugging Face cache ($HF_HOME, e.g. "
+        "pre-filled with `huggingface-cli download`; HF_HUB_OFFLINE=1 when air-gapped) or "
+        "from the Hub with HF_TOKEN set for gated models"
+    )
+    return out
 
 
 def _version(view: PlanView, requested: Any) -> Version:
@@ -459,3 +539,46 @@ def _backend(
         "backend xgmi: every instance is on one node, so KV moves over the GPU fabric (growing "
         "beyond this node restarts every instance on RDMA; backend='rdma' avoids that)"
     )
+
+
+def launch_lines(
+    plan: Any,
+    *,
+    base_port: int = 8100,
+    proxy_ip: str | None = None,
+    node_hosts: Any = None,
+) -> list[str]:
+    """``Plan.vllm_commands()``: each instance's launch line as :func:`deploy` writes it,
+    ``  # node N, ROLE I`` after it (``(k of n)`` for a part of an instance spanning nodes).
+
+    A line that would hold an address only a deployment knows — a node's own address that
+    peers dial (MoRIIO ``host_ip``, NIXL's side channel), the proxy's, a multi-node instance's
+    ``--data-parallel-address`` / ``--master-addr`` — is never guessed: a plan over several
+    nodes needs ``node_hosts`` then, and :class:`HostsNeededError` says which command writes
+    the deployment. Aggregated instances within one node each need no address at all."""
+    view = view_of(plan)
+    needs_addresses = view.nodes > 1 and (
+        not view.aggregated or any(i.parts > 1 for i in view.instances)
+    )
+    if needs_addresses and node_hosts is None:
+        raise HostsNeededError(
+            f"the plan spans {view.nodes} nodes: its launch lines need the nodes' addresses "
+            "(each instance's own, which its peers dial, and the proxy's), known only at "
+            "deploy time; give node_hosts, or run `pdtp solve ... --json > plan.json` and "
+            "`pdtp deploy --plan plan.json --node-hosts H0,H1,...`"
+        )
+    dep = deploy(
+        view,
+        node_hosts=node_hosts,
+        proxy_host=proxy_ip,
+        ports={"http": base_port},
+        need_hosts=False,
+    )
+    out = []
+    for inst in dep.instances:
+        p = inst.planned
+        where = f"node {inst.node}"
+        if p.parts > 1:
+            where += f" ({p.part + 1} of {p.parts})"
+        out.append(f"{inst.launch.command}  # {where}, {p.role} {p.index}")
+    return out

@@ -236,16 +236,16 @@ def _diff(
     *,
     hosts_known: bool,
 ) -> DeployDiff:
-    before = build(old_view, old_view.instances, require_both=False, **opts)
+    before = build(old_view, old_view.instances, require_both=False, **_for(old_view, opts))
     placed = _sticky(old_view, new_view, before, types)
-    target = build(new_view, placed, **opts)
+    target = build(new_view, placed, **_for(new_view, opts))
     same = _launched_alike(before, target, placed)
     why = ""
     if same != _units_of(placed) & _units_of(i.planned for i in before.instances):
         # A kept position launches differently (e.g. the backend changed): keep nothing.
         why = _why_all_restart(before, target)
         placed = _sticky(old_view, new_view, before, types, keep_none=True)
-        target = build(new_view, placed, **opts)
+        target = build(new_view, placed, **_for(new_view, opts))
         same = set()
     elif not same and before.instances and _same_kinds(before, target):
         why = _why_all_restart(before, target)
@@ -258,6 +258,12 @@ def _diff(
         keep=tuple(i for i in target.instances if _unit(i) in same),
         hosts_known=hosts_known,
     )
+
+
+def _for(view: PlanView, opts: dict[str, Any]) -> dict[str, Any]:
+    """The options as one side of the diff takes them: MoRIIO's ``backend`` is a P/D
+    setting (aggregated instances move no KV), so a diff across modes drops it there."""
+    return {**opts, "backend": None} if view.aggregated else opts
 
 
 def _same_kinds(before: Deployment, target: Deployment) -> bool:

@@ -17,7 +17,11 @@ LOCALHOST = "127.0.0.1"
 
 def check_host(field: str, value: Any) -> str:
     """An IPv4 address or a DNS host name (RFC 1123), else an error naming ``field``. IPv6
-    is refused: vLLM's proxies write ``http://{host}:{port}`` without brackets."""
+    is refused: vLLM's proxies write ``http://{host}:{port}`` without brackets.
+
+    Returned in one spelling per host (DNS names are case-insensitive and ``node-a.`` is
+    ``node-a``): lowercase, without the root's trailing dot, an IPv4 address in its
+    canonical form — so every collision check compares hosts, not spellings."""
     if not isinstance(value, str):
         raise TypeError(f"{field} must be a string, got {type(value).__name__}")
     text = value.strip()
@@ -31,7 +35,7 @@ def check_host(field: str, value: Any) -> str:
                 f"{field} must be an IPv4 address or a host name, got IPv6 {value!r} (vLLM's "
                 "proxies build http://HOST:PORT URLs without brackets)"
             )
-        return text
+        return str(ip)
     labels = text.rstrip(".").split(".")
     if not text or len(text) > 253 or not all(_LABEL.fullmatch(x) for x in labels):
         raise InvalidArgumentError(
@@ -40,7 +44,7 @@ def check_host(field: str, value: Any) -> str:
         )
     if all(x.isdigit() for x in labels):
         raise InvalidArgumentError(f"{field} is not a valid IPv4 address: {value!r}")
-    return text
+    return text.rstrip(".").lower()
 
 
 def is_ip(host: str) -> bool:
@@ -68,11 +72,12 @@ def node_hosts(value: Any, field: str = "node_hosts") -> list[str] | None:
         raise InvalidArgumentError(f"{field} must name at least one host")
     seen: dict[str, int] = {}
     for i, h in enumerate(hosts):
-        if h.lower() in seen:
+        if h in seen:
             raise InvalidArgumentError(
-                f"{field}[{i}] repeats {field}[{seen[h.lower()]}] ({h!r}): one host per node"
+                f"{field}[{i}] repeats {field}[{seen[h]}] ({items[i]!r} is {h!r}): one host per "
+                "node"
             )
-        seen[h.lower()] = i
+        seen[h] = i
     return hosts
 
 

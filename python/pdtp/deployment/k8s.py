@@ -1,9 +1,13 @@
 """Kubernetes manifests for a :class:`pdtp.Deployment`.
 
-Per role a StatefulSet (``replicas`` = the plan's instances; each pod one instance with its TP
-group's GPUs as ``amd.com/gpu`` / ``nvidia.com/gpu``) behind a headless Service, so every pod
-has a stable DNS name (``NAME-prefill-0.NAME-prefill``) — NIXL's proxy lists them; the proxy
-Deployment and its Service (``NAME-proxy``), which MoRIIO instances register with. Each pod
+Per role a StatefulSet (``replicas`` = the plan's instances; each pod one instance with its
+GPUs as ``amd.com/gpu`` / ``nvidia.com/gpu``) behind a headless Service, so every pod has a
+stable DNS name (``NAME-prefill-0.NAME-prefill``) — NIXL's proxy lists them; instances that
+span nodes are a LeaderWorkerSet (one group of one pod per node per instance; the leader serves
+the API, the workers run headless), validated offline against LeaderWorkerSet's CRD schema. P/D
+plans get the proxy Deployment and its Service (``NAME-proxy``), which MoRIIO instances
+register with; aggregated plans a Service (``NAME-router``) spreading requests over the
+instances. Each pod
 has its own IP, so every replica uses the same ports; the address peers reach a pod at is its
 IP (the downward API's ``status.podIP``, as ``$(POD_IP)``). Pods land where the scheduler puts
 them: the plan's node placement is not pinned, so MoRIIO uses RDMA. The manifests validate
@@ -13,10 +17,11 @@ against the Kubernetes schemas (tests/test_deploy.py, ``kubernetes-validate``).
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError
-from .adapter import MORIIO, PlannedInstance
+from ..layout import Layout
+from .adapter import AGGREGATED, MORIIO, ROLES, PlannedInstance
 from .launch import MORIIO_BACKEND_KEY_SINCE, launch
 from .ports import instance_ports
 from .proxy import Backend, proxy
@@ -26,17 +31,28 @@ if TYPE_CHECKING:
 
 GPU_RESOURCE = {"AMD": "amd.com/gpu", "NVIDIA": "nvidia.com/gpu"}
 POD_IP = "$(POD_IP)"
+# LeaderWorkerSet's environment in every pod of a group (its leader's DNS name, the pod's
+# index in the group: 0 for the leader); Kubernetes expands $(NAME) in command and args.
+LWS_LEADER = "$(LWS_LEADER_ADDRESS)"
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 # Loading weights can take many minutes: the startup probe allows an hour.
 STARTUP_PERIOD_S, STARTUP_FAILURES = 10, 360
 
 
 def default_image(vendor: str, version: str) -> str:
-    """vLLM's published images: ``vllm/vllm-openai:v<version>`` (NVIDIA); ROCm builds are
-    published as ``vllm/vllm-openai-rocm:latest`` (pin a tag of your release with --image)."""
-    return f"vllm/vllm-openai:v{version}" if vendor == "NVIDIA" else "vllm/vllm-openai-rocm:latest"
+    """vLLM's published images for the release: ``vllm/vllm-openai:v<version>`` (NVIDIA),
+    ``vllm/vllm-openai-rocm:v<version>`` (ROCm). Never a moving tag: the image runs the
+    release whose rules the plan was checked with."""
+    repo = "vllm/vllm-openai" if vendor == "NVIDIA" else "vllm/vllm-openai-rocm"
+    return f"{repo}:v{version}"
 
 
 def render(dep: Deployment) -> list[dict[str, Any]]:
+    """Per role a StatefulSet behind a headless Service (instances on one node), or a
+    LeaderWorkerSet (instances spanning nodes: one group per instance, the leader serving the
+    API); then the P/D proxy (a Deployment and Service) or, for aggregated instances, the
+    Service that spreads requests over them."""
     v = dep.view
     opts = dep.k8s_options
     name = opts.name
@@ -47,97 +63,212 @@ def render(dep: Deployment) -> list[dict[str, Any]]:
         if v.kv_connector == MORIIO and dep.vllm_version >= MORIIO_BACKEND_KEY_SINCE
         else None
     )
-    if any(i.planned.parts > 1 for i in dep.instances):
-        raise InvalidArgumentError(
-            "Kubernetes manifests are one pod per instance; instances spanning nodes (DP ranks "
-            "or pipeline stages over several nodes) need a multi-node workload such as "
-            "LeaderWorkerSet, which pdtp does not write: use --format scripts"
-        )
-    counts = {r: sum(i.role == r for i in dep.instances) for r in ("prefill", "decode")}
+    roles = [r for r in (*ROLES, AGGREGATED) if any(i.role == r for i in dep.instances)]
     objects: list[dict[str, Any]] = []
     backends = []
-    for role in ("prefill", "decode"):
-        tp = v.tp_of(role)
-        sample = next(i for i in dep.instances if i.role == role)
-        lay = sample.planned.layout
+    http_port = 0
+    for role in roles:
+        sample = next(i for i in dep.instances if i.role == role and i.serves_api)
+        lay, parts = sample.planned.layout, sample.planned.parts
+        count = sum(i.role == role and i.serves_api for i in dep.instances)
         # Every pod is alone in its network namespace: ports as for the first slot of a node.
-        inst = PlannedInstance(role, 0, 0, tuple(range(lay.gpus)), tp, lay.dp, lay.pp, lay.ep)
+        per_pod = lay.gpus // parts
+        inst = PlannedInstance(
+            role, 0, 0, tuple(range(per_pod)), lay.tp, lay.dp, lay.pp, lay.ep, 0, parts, 0
+        )
         ports = instance_ports(v.kv_connector, inst, dep.port_bases)
-        ln = launch(
-            v,
-            inst,
-            ports,
-            version=dep.vllm_version,
-            host=POD_IP,
-            proxy_host=proxy_service,
-            bases=dep.port_bases,
-            backend=backend,
-            visible_devices=False,
-        )
-        sts = f"{name}-{role}"
+        http_port = ports.http
+        workload = f"{name}-{role}"
         labels = _labels(name, role)
-        env = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
-        env += [{"name": k, "value": val} for k, val in ln.env]
-        container: dict[str, Any] = {
-            "name": "vllm",
-            "image": image,
-            "command": list(ln.argv[:2]),
-            "args": list(ln.argv[2:]),
-            "env": env,
-            "ports": [{"name": "http", "containerPort": ports.http}],
-            "resources": {"limits": {GPU_RESOURCE[v.vendor]: lay.gpus}},
-            "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
-            "startupProbe": {
-                "httpGet": {"path": "/health", "port": "http"},
-                "periodSeconds": STARTUP_PERIOD_S,
-                "failureThreshold": STARTUP_FAILURES,
-            },
-            "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10},
-        }
-        objects.append(_headless_service(sts, labels, ports.http, opts.namespace))
-        objects.append(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "metadata": _meta(sts, labels, opts.namespace),
-                "spec": {
-                    "serviceName": sts,
-                    "replicas": counts[role],
-                    "podManagementPolicy": "Parallel",
-                    "selector": {"matchLabels": labels},
-                    "template": {
-                        "metadata": {"labels": labels},
-                        "spec": {
-                            "containers": [container],
-                            # vLLM's TP workers share tensors through /dev/shm.
-                            "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}],
-                        },
-                    },
-                },
-            }
-        )
-        backends += [Backend(role, f"{sts}-{i}.{sts}", ports.http) for i in range(counts[role])]
+
+        def make(part: int, inst: PlannedInstance = inst, ports: Any = ports) -> Any:
+            return launch(
+                v,
+                replace(inst, part=part),
+                ports,
+                version=dep.vllm_version,
+                host=POD_IP,
+                proxy_host=proxy_service,
+                bases=dep.port_bases,
+                backend=backend,
+                visible_devices=False,
+                leader_host=LWS_LEADER,
+            )
+
+        leader = _container(make(0), image, ports.http, v.vendor, per_pod, api=True)
+        if parts == 1:
+            objects.append(_headless_service(workload, labels, ports.http, opts.namespace))
+            objects.append(_statefulset(workload, labels, count, leader, opts.namespace))
+        else:
+            worker = _container(
+                make(1), image, ports.http, v.vendor, per_pod, api=False, worker_of=lay
+            )
+            objects.append(_lws(workload, labels, count, parts, leader, worker, opts.namespace))
+        # LeaderWorkerSet names group leaders like StatefulSet pods, under a headless
+        # Service of its own name: NAME-ROLE-<i>.NAME-ROLE either way.
+        backends += [Backend(role, f"{workload}-{i}.{workload}", ports.http) for i in range(count)]
+    if AGGREGATED in roles:
+        objects.append(_router_service(dep, name, http_port))
+        return objects
     px = proxy(dep.vllm_version, v.kv_connector, proxy_service, dep.port_bases, backends)
     objects += _proxy_objects(dep, name, image, px)
     return objects
 
 
+def _container(
+    ln: Any,
+    image: str,
+    http_port: int,
+    vendor: str,
+    gpus: int,
+    *,
+    api: bool,
+    worker_of: Layout | None = None,
+) -> dict[str, Any]:
+    """The vLLM container of one pod. A LeaderWorkerSet worker (``worker_of`` its layout)
+    runs through bash: its DP start rank or node rank is its index in the group."""
+    env = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    env += [{"name": k, "value": val} for k, val in ln.env]
+    c: dict[str, Any] = {"name": "vllm", "image": image}
+    if worker_of is None:
+        c["command"], c["args"] = list(ln.argv[:2]), list(ln.argv[2:])
+    else:
+        argv = list(ln.argv)
+        flag = "--data-parallel-start-rank" if worker_of.dp > 1 else "--node-rank"
+        at = argv.index(flag) + 1
+        nodes_local = (
+            int(argv[argv.index("--data-parallel-size-local") + 1]) if (worker_of.dp > 1) else 1
+        )
+        words = [shlex.quote(w) for w in argv]
+        words[at] = (
+            f'"$((LWS_WORKER_INDEX * {nodes_local}))"'
+            if worker_of.dp > 1
+            else '"$LWS_WORKER_INDEX"'
+        )
+        c["command"], c["args"] = ["bash", "-c"], ["exec " + " ".join(words)]
+    c["env"] = env
+    c["resources"] = {"limits": {GPU_RESOURCE[vendor]: gpus}}
+    c["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
+    if api:
+        c["ports"] = [{"name": "http", "containerPort": http_port}]
+        c["startupProbe"] = {
+            "httpGet": {"path": "/health", "port": "http"},
+            "periodSeconds": STARTUP_PERIOD_S,
+            "failureThreshold": STARTUP_FAILURES,
+        }
+        c["readinessProbe"] = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10}
+    return c
+
+
+def _pod_spec(container: dict[str, Any]) -> dict[str, Any]:
+    # vLLM's TP workers share tensors through /dev/shm.
+    return {
+        "containers": [container],
+        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}],
+    }
+
+
+def _statefulset(
+    name: str, labels: dict[str, str], replicas: int, container: dict[str, Any], ns: str | None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _meta(name, labels, ns),
+        "spec": {
+            "serviceName": name,
+            "replicas": replicas,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": _pod_spec(container)},
+        },
+    }
+
+
+def _lws(
+    name: str,
+    labels: dict[str, str],
+    replicas: int,
+    size: int,
+    leader: dict[str, Any],
+    worker: dict[str, Any],
+    ns: str | None,
+) -> dict[str, Any]:
+    """One LeaderWorkerSet group per instance: ``size`` pods (one per node), the leader
+    first; a pod that restarts recreates its group (DP ranks and pipeline stages restart
+    together in vLLM)."""
+    return {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "metadata": _meta(name, labels, ns),
+        "spec": {
+            "replicas": replicas,
+            "startupPolicy": "LeaderCreated",
+            "leaderWorkerTemplate": {
+                "size": size,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": {"metadata": {"labels": labels}, "spec": _pod_spec(leader)},
+                "workerTemplate": {"metadata": {"labels": labels}, "spec": _pod_spec(worker)},
+            },
+        },
+    }
+
+
+def _router_service(dep: Deployment, name: str, http_port: int) -> dict[str, Any]:
+    """Aggregated instances' router: a Service over every instance's API pod (a
+    LeaderWorkerSet's leaders only), on the proxy port the scripts use."""
+    labels = _labels(name, AGGREGATED)
+    selector = dict(labels)
+    if any(i.planned.parts > 1 for i in dep.instances):
+        selector[LWS_WORKER_INDEX_LABEL] = "0"
+    port = dep.port_bases.proxy_http
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(f"{name}-router", _labels(name, "router"), dep.k8s_options.namespace),
+        "spec": {
+            "selector": selector,
+            "ports": [{"name": "http", "port": port, "targetPort": http_port}],
+        },
+    }
+
+
 def _proxy_objects(dep: Deployment, name: str, image: str, px: Any) -> list[dict[str, Any]]:
     opts = dep.k8s_options
     labels = _labels(name, "proxy")
-    # The proxy's file is not in vLLM's image: fetched from the release's tag at start.
-    fetch = (
-        "python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], "
-        f"sys.argv[2])' {shlex.quote(px.source_url)} /tmp/{px.file_name}"
-    )
-    script = " && ".join(
-        [
-            f"(python3 -c {shlex.quote(px.import_check)} || pip install "
-            f"{shlex.join(px.pip_packages)})",
-            fetch,
-            f"exec python3 /tmp/{px.file_name} {shlex.join(px.args)}",
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    objects: list[dict[str, Any]] = []
+    if px.bundled is not None:
+        # The release's proxy as pdtp carries it, mounted from a ConfigMap: no download.
+        cm = f"{name}-proxy-source"
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": _meta(cm, labels, opts.namespace),
+                "data": {px.file_name: px.bundled},
+            }
+        )
+        volumes.append({"name": "proxy-source", "configMap": {"name": cm}})
+        mounts.append({"name": "proxy-source", "mountPath": "/pdtp", "readOnly": True})
+        path = f"/pdtp/{px.file_name}"
+        steps = []
+    else:
+        # Not carried for this release: fetched from the release's tag at start.
+        path = f"/tmp/{px.file_name}"
+        fail = f"cannot download {px.source_url}; use vLLM 0.33.0 or pre-load the file"
+        steps = [
+            "python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], "
+            f"sys.argv[2])' {shlex.quote(px.source_url)} {path} || "
+            f"{{ echo {shlex.quote(fail)} >&2; exit 1; }}"
         ]
+    need = f"the proxy needs the Python packages {' '.join(px.pip_packages)} in the image"
+    steps.insert(
+        0,
+        f"python3 -c {shlex.quote(px.import_check)} || {{ echo {shlex.quote(need)} >&2; exit 1; }}",
     )
+    script = " && ".join([*steps, f"exec python3 {path} {shlex.join(px.args)}"])
     ports = [{"name": "http", "containerPort": px.http_port}]
     svc_ports = [{"name": "http", "port": px.http_port, "targetPort": "http"}]
     if dep.view.kv_connector == MORIIO:
@@ -145,7 +276,19 @@ def _proxy_objects(dep: Deployment, name: str, image: str, px: Any) -> list[dict
         svc_ports.append(
             {"name": "registration", "port": px.discovery_port, "targetPort": "registration"}
         )
+    container: dict[str, Any] = {
+        "name": "proxy",
+        "image": image,
+        "command": ["bash", "-c", script],
+        "ports": ports,
+    }
+    if mounts:
+        container["volumeMounts"] = mounts
+    spec: dict[str, Any] = {"containers": [container]}
+    if volumes:
+        spec["volumes"] = volumes
     return [
+        *objects,
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -153,19 +296,7 @@ def _proxy_objects(dep: Deployment, name: str, image: str, px: Any) -> list[dict
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "proxy",
-                                "image": image,
-                                "command": ["bash", "-c", script],
-                                "ports": ports,
-                            }
-                        ]
-                    },
-                },
+                "template": {"metadata": {"labels": labels}, "spec": spec},
             },
         },
         {

@@ -11,12 +11,20 @@ Release facts (each checked against vLLM's source in tests/test_deploy_vllm.py):
   ``VLLM_HOST_IP`` or whatever ``get_ip()`` guesses).
 - NIXL advertises ``VLLM_NIXL_SIDE_CHANNEL_HOST`` (default ``localhost``: unreachable from
   another node) and listens on ``VLLM_NIXL_SIDE_CHANNEL_PORT``.
+- Aggregated instances (one engine doing both phases) get no ``--kv-transfer-config`` and no
+  connector environment: a router spreads requests over them.
+- ``--quantization fp8`` (online FP8 quantization of a 16-bit checkpoint) when the plan sized
+  the weights as FP8 but the checkpoint is not: without it vLLM loads the 16-bit weights.
 - The flags used (``--tensor-parallel-size``, ``--pipeline-parallel-size``,
   ``--data-parallel-size`` (``-local``, ``--data-parallel-start-rank``, ``-address``,
   ``-rpc-port``), ``--enable-expert-parallel``, ``--headless``, ``--port``,
   ``--gpu-memory-utilization``, ``--kv-cache-dtype``, ``--served-model-name``,
   ``--kv-transfer-config``) exist in every supported release; ``--nnodes``, ``--node-rank``,
   ``--master-addr`` from 0.11.1.
+
+This module is the one launch-line maker: ``pdtp deploy`` (scripts, manifests, JSON),
+``Plan.vllm_commands()`` (what ``pdtp solve`` prints), ``replan`` and the deploy diff all take
+their lines from :func:`launch`.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from typing import Any
 
 from .._shell import command_line
 from ..errors import InvalidArgumentError
-from ..planning.placement import layout_args, multinode_args
+from ..layout import Layout
 from .adapter import MORIIO, PlannedInstance, PlanView
 from .ports import InstancePorts, PortBases
 from .versions import Version
@@ -42,6 +50,56 @@ MORIIO_READ_MODE_ENV = "VLLM_MORIIO_CONNECTOR_READ_MODE"
 # vLLM's ROCm platform refuses HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES that differ, so on
 # AMD both are set (an inherited CUDA_VISIBLE_DEVICES would otherwise stop the instance).
 _AMD_DEVICE_ENVS = ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+# vLLM's DP coordinator and torch.distributed rendezvous ports of a multi-node instance
+# (vLLM's defaults 29550 and 29501, moved per instance by its first device on its first node).
+DP_RPC_PORT_BASE = 29550
+MASTER_PORT_BASE = 29600
+
+
+def layout_args(layout: Layout) -> list[str]:
+    """The ``vllm serve`` arguments of one instance's layout."""
+    argv = ["--tensor-parallel-size", str(layout.tp)]
+    if layout.pp > 1:
+        argv += ["--pipeline-parallel-size", str(layout.pp)]
+    if layout.dp > 1:
+        argv += ["--data-parallel-size", str(layout.dp)]
+    if layout.ep:
+        argv.append("--enable-expert-parallel")
+    return argv
+
+
+def multinode_args(layout: Layout, nodes: int, rank: int, address: str, ordinal: int) -> list[str]:
+    """What one node of an instance spanning ``nodes`` whole nodes adds: data-parallel ranks
+    split evenly over the nodes (``--data-parallel-size-local``; the first node runs the API
+    server and the DP coordinator, the others ``--headless`` from their start rank), or
+    pipeline stages over the nodes (vLLM's multiprocessing multi-node launch: ``--nnodes``,
+    ``--node-rank``, ``--master-addr``; vLLM >= 0.11.1)."""
+    if nodes <= 1:
+        return []
+    if layout.dp > 1:
+        local = layout.dp // nodes
+        argv = [
+            "--data-parallel-size-local",
+            str(local),
+            "--data-parallel-address",
+            address,
+            "--data-parallel-rpc-port",
+            str(DP_RPC_PORT_BASE + ordinal),
+        ]
+        if rank > 0:
+            argv = ["--headless", "--data-parallel-start-rank", str(rank * local), *argv]
+        return argv
+    argv = [
+        "--nnodes",
+        str(nodes),
+        "--node-rank",
+        str(rank),
+        "--master-addr",
+        address,
+        "--master-port",
+        str(MASTER_PORT_BASE + ordinal),
+    ]
+    return ["--headless", *argv] if rank > 0 else argv
 
 
 @dataclass(frozen=True)
@@ -93,7 +151,9 @@ def launch(
         env += [(name, devices) for name in names]
     role = view.prefill_role if inst.role == "prefill" else view.decode_role
     config: dict[str, Any] = {"kv_connector": view.kv_connector, "kv_role": role}
-    if view.kv_connector == MORIIO:
+    if inst.aggregated:
+        config = {}
+    elif view.kv_connector == MORIIO:
         extra: dict[str, Any] = {
             "proxy_ip": proxy_host,
             "proxy_ping_port": bases.proxy_discovery,
@@ -115,6 +175,8 @@ def launch(
         config["kv_connector_extra_config"] = extra
     else:
         assert ports.side_channel is not None
+        # Peers reach this instance's side channel at the host's address (the default,
+        # localhost, works on one node only).
         env.append(("VLLM_NIXL_SIDE_CHANNEL_HOST", host))
         env.append(("VLLM_NIXL_SIDE_CHANNEL_PORT", str(ports.side_channel)))
     argv = ["vllm", "serve", view.model_ref, *layout_args(inst.layout)]
@@ -130,9 +192,12 @@ def launch(
         )
     argv += ["--port", str(ports.http)]
     argv += ["--gpu-memory-utilization", f"{view.gpu_memory_utilization:g}"]
+    if view.quantization is not None:
+        argv += ["--quantization", view.quantization]
     if view.kv_dtype == "fp8":
         argv += ["--kv-cache-dtype", "fp8"]
     if view.served_model_name is not None:
         argv += ["--served-model-name", view.served_model_name]
-    argv += ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
+    if config:
+        argv += ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
     return Launch(tuple(env), tuple(argv), config)

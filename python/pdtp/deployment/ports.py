@@ -36,6 +36,12 @@ from .versions import Version
 EPHEMERAL_START = 32768
 # NIXL's side channel became one listener per engine after 0.11.0 (per TP rank before).
 NIXL_ONE_LISTENER_SINCE = Version(0, 11, 1)
+# MoRIIO folds a rank's global data_parallel_rank to its rank on the node
+# (``fold_local_rank(data_parallel_rank, data_parallel_size_local)`` before
+# ``get_port_offset`` in ``MoRIIOConfig.from_vllm_config``): the headless node of a
+# multi-node DP instance binds handshake_port + 0.. again. Read in the 0.32.0 and 0.33.0
+# sources; older releases are taken to bind the global rank.
+MORIIO_FOLDS_DP_RANK_SINCE = Version(0, 32, 0)
 
 
 @dataclass(frozen=True)
@@ -153,10 +159,14 @@ def check_moriio_dials(owner: str, version: Version, tp: int, dp: int) -> None:
 def instance_bound_ports(
     version: Version, kv_connector: str, inst: PlannedInstance, ports: InstancePorts
 ) -> list[BoundPort]:
-    """:func:`bound_ports` of one planned instance (one node of it)."""
-    return bound_ports(
+    """:func:`bound_ports` of one planned instance (one node of it): an aggregated instance
+    binds its HTTP port only; the first node of an instance spanning nodes also binds its
+    DP coordinator (``--data-parallel-rpc-port``) or rendezvous (``--master-port``) port."""
+    from .launch import DP_RPC_PORT_BASE, MASTER_PORT_BASE
+
+    out = bound_ports(
         version,
-        kv_connector,
+        None if inst.aggregated else kv_connector,
         inst.name,
         ports,
         inst.tp,
@@ -164,12 +174,21 @@ def instance_bound_ports(
         dp_ranks=inst.local_dp_ranks,
         api=inst.serves_api,
     )
+    if inst.parts > 1 and inst.part == 0:
+        slot = min(inst.devices)
+        if inst.dp > 1:
+            out.append(BoundPort(DP_RPC_PORT_BASE + slot, inst.name, "DP coordinator"))
+        else:
+            out.append(BoundPort(MASTER_PORT_BASE + slot, inst.name, "rendezvous"))
+    return out
 
 
 def instance_ports(kv_connector: str, inst: PlannedInstance, bases: PortBases) -> InstancePorts:
     """The base ports of ``inst``: each family's base plus the instance's first device number
-    (unique on its node)."""
+    (unique on its node); an aggregated instance has its HTTP port only."""
     slot = min(inst.devices)
+    if inst.aggregated:
+        return InstancePorts(http=bases.http + slot)
     if kv_connector == MORIIO:
         return InstancePorts(
             http=bases.http + slot,
@@ -181,7 +200,7 @@ def instance_ports(kv_connector: str, inst: PlannedInstance, bases: PortBases) -
 
 def bound_ports(
     version: Version,
-    kv_connector: str,
+    kv_connector: str | None,
     owner: str,
     ports: InstancePorts,
     tp: int,
@@ -192,16 +211,18 @@ def bound_ports(
 ) -> list[BoundPort]:
     """Every port the instance's processes on one node bind, rank by rank, as ``version``
     derives them: its ``dp_ranks`` (default all ``dp``; a headless part of an instance
-    spanning nodes binds only its own DP ranks' ports, and no HTTP API: ``api=False``)."""
+    spanning nodes binds only its own DP ranks' ports, and no HTTP API: ``api=False``).
+    ``kv_connector`` None: no connector (an aggregated instance)."""
     out = [BoundPort(ports.http, owner, "HTTP API (--port)")] if api else []
     dps = range(dp) if dp_ranks is None else dp_ranks
     ranks = [(d, t) for d in dps for t in range(tp)]
     if kv_connector == MORIIO:
         assert ports.handshake is not None and ports.notify is not None
         check_moriio_dials(owner, version, tp, dp)
+        fold = dps.start if version >= MORIIO_FOLDS_DP_RANK_SINCE else 0
         for d, t in ranks:
             # vLLM passes no tp_size here (see the module docstring).
-            off = moriio_offsets(version, d, t, tp)[0]
+            off = moriio_offsets(version, d - fold, t, tp)[0]
             out.append(
                 BoundPort(ports.handshake + off, owner, f"MoRIIO handshake (dp {d}, tp {t})")
             )
@@ -223,7 +244,7 @@ def bound_ports(
     return out
 
 
-def proxy_bound_ports(kv_connector: str, bases: PortBases) -> list[BoundPort]:
+def proxy_bound_ports(kv_connector: str | None, bases: PortBases) -> list[BoundPort]:
     out = [BoundPort(bases.proxy_http, "proxy", "proxy HTTP API")]
     if kv_connector == MORIIO:
         out.append(

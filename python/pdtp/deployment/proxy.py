@@ -14,13 +14,20 @@ decode instance that pulls (NIXL, MoRIIO READ) or receives (MoRIIO WRITE) its KV
 - NIXL: ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py``, given every prefill
   and decode instance's host and HTTP port (same options in every supported release).
 
-Neither file ships in vLLM's wheel, so the proxy script fetches it from vLLM's repository at
-the release tag (or uses a local copy).
+Neither file ships in vLLM's wheel. pdtp bundles both as vLLM v0.33.0's sdist has them
+(``vendored/vllm-0.33.0/``, Apache-2.0, with vLLM's LICENSE): a deployment of that release
+carries its proxy and downloads nothing. For another release the proxy script uses
+``$PDTP_PROXY_PY`` (a local copy) or fetches the file from vLLM's repository at the release
+tag, and the deployment says so.
+
+Aggregated plans have no P/D proxy: their instances sit behind pdtp's router (``router.py``,
+the standard library only), each request to the least-loaded instance.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError
@@ -39,6 +46,10 @@ MORIIO_REGEX = (Version(0, 16, 0), Version(0, 19, 1))  # releases importing `reg
 MORIIO_FIXED_HTTP_PORT = 10001
 MORIIO_FIXED_DISCOVERY_PORT = 36367
 NIXL_PROXY_PATH = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
+ROUTER_FILE = "router.py"
+# The releases whose proxies pdtp carries (vendored/vllm-X/<file>.txt, from the sdist).
+VENDORED = Path(__file__).parent / "vendored"
+BUNDLED_RELEASES = (Version(0, 33, 0),)
 # The module each pip package installs, where the names differ (checked before starting).
 _IMPORT_NAME = {"pyzmq": "zmq"}
 
@@ -65,10 +76,21 @@ class Proxy:
     args: tuple[str, ...]
     pip_packages: tuple[str, ...]
     needs_vllm: bool
+    #: "moriio" / "nixl" (vLLM's P/D proxies) or "router" (pdtp's, for aggregated plans).
+    kind: str = "moriio"
+    #: The proxy's source as pdtp carries it (written next to the scripts, or into a
+    #: ConfigMap), None when it must come from $PDTP_PROXY_PY or be downloaded at run time.
+    bundled: str | None = None
 
     @property
     def file_name(self) -> str:
         return self.source_path.rsplit("/", 1)[-1]
+
+    @property
+    def downloads(self) -> tuple[str, ...]:
+        """What starting the proxy may fetch over the network (empty: nothing)."""
+        out = () if self.bundled is not None else (self.source_url,)
+        return out + tuple(f"pip: {p}" for p in self.pip_packages)
 
     @property
     def import_check(self) -> str:
@@ -86,12 +108,14 @@ class Proxy:
             "args": list(self.args),
             "pip_packages": list(self.pip_packages),
             "needs_vllm": self.needs_vllm,
+            "kind": self.kind,
+            "bundled": self.bundled is not None,
         }
 
 
 def proxy(
     version: Version,
-    kv_connector: str,
+    kv_connector: str | None,
     host: str,
     bases: PortBases,
     backends: list[Backend],
@@ -99,8 +123,25 @@ def proxy(
     listen_host: str = "0.0.0.0",
 ) -> Proxy:
     """The proxy command of ``version`` for ``kv_connector`` listening on ``bases.proxy_http``
-    (and MoRIIO's registrations on ``bases.proxy_discovery``)."""
+    (and MoRIIO's registrations on ``bases.proxy_discovery``); ``kv_connector`` None: pdtp's
+    router over ``backends`` (an aggregated plan)."""
     tag = f"v{version}"
+    if kv_connector is None:
+        routed = ["--host", listen_host, "--port", str(bases.proxy_http)]
+        for b in backends:
+            routed += ["--backend", f"{b.host}:{b.port}"]
+        return Proxy(
+            host=host,
+            http_port=bases.proxy_http,
+            discovery_port=None,
+            source_path=ROUTER_FILE,
+            source_url="",
+            args=tuple(routed),
+            pip_packages=(),
+            needs_vllm=False,
+            kind="router",
+            bundled=(Path(__file__).parent / ROUTER_FILE).read_text(encoding="utf-8"),
+        )
     if kv_connector == MORIIO:
         folder = (
             "examples/disaggregated/disaggregated_serving"
@@ -131,6 +172,8 @@ def proxy(
             args=tuple(args),
             pip_packages=tuple(packages),
             needs_vllm=version >= MORIIO_IMPORTS_VLLM_SINCE,
+            kind="moriio",
+            bundled=bundled(version, path),
         )
     prefill = [b for b in backends if b.role == "prefill"]
     decode = [b for b in backends if b.role == "decode"]
@@ -148,7 +191,17 @@ def proxy(
         args=tuple(args),
         pip_packages=("fastapi", "httpx", "uvicorn"),
         needs_vllm=False,
+        kind="nixl",
+        bundled=bundled(version, NIXL_PROXY_PATH),
     )
+
+
+def bundled(version: Version, path: str) -> str | None:
+    """The proxy file ``path`` of release ``version`` as pdtp carries it, or None."""
+    if version not in BUNDLED_RELEASES:
+        return None
+    name = path.rsplit("/", 1)[-1]
+    return (VENDORED / f"vllm-{version}" / f"{name}.txt").read_text(encoding="utf-8")
 
 
 def _fixed(field: str, given: int, fixed: int, version: Version) -> None:

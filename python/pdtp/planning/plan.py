@@ -355,17 +355,19 @@ class Plan:
         self,
         *,
         base_port: int = 8100,
-        proxy_ip: str = "127.0.0.1",
+        proxy_ip: str | None = None,
         node_hosts: Sequence[str] | None = None,
     ) -> list[str]:
-        """One ``vllm serve`` line per instance: device list, layout (TP, PP, DP, EP
-        flags), a distinct port and the connector's ``--kv-transfer-config`` (none for
-        aggregated instances). Instances on the same node get distinct ports; ``# node N``
-        says where each one runs. An instance spanning nodes gets a line per node (the
-        others ``--headless``), meeting at ``node_hosts[first node]`` (default ``node<n>``)."""
-        from .placement import commands
+        """One ``vllm serve`` line per instance, exactly as ``pdtp deploy`` launches it
+        (one launch-line maker: ``pdtp.deployment.launch``): devices, layout flags, ports
+        (``base_port`` + the first GPU on the node), the connector's settings (none for
+        aggregated instances); ``# node N`` says where each one runs. A plan over several
+        nodes whose lines need addresses (P/D, or an instance spanning nodes) needs
+        ``node_hosts`` (``proxy_ip`` defaults to node 0's): without them
+        :class:`pdtp.deployment.HostsNeededError` names the ``pdtp deploy`` command."""
+        from ..deployment.build import launch_lines
 
-        return commands(self, base_port=base_port, proxy_ip=proxy_ip, node_hosts=node_hosts)
+        return launch_lines(self, base_port=base_port, proxy_ip=proxy_ip, node_hosts=node_hosts)
 
     def deploy(self, **kwargs: Any) -> Any:
         """This plan as per-node scripts, Kubernetes manifests or JSON: a

@@ -27,7 +27,13 @@ if TYPE_CHECKING:
 
 # What `Plan.to_dict` writes that is derived from the rest (read, checked, not stored), and
 # what `pdtp solve --json` adds.
-DERIVED = ("gpus_used", "bottleneck", "output_tokens_per_dollar", "vllm_commands")
+DERIVED = (
+    "gpus_used",
+    "bottleneck",
+    "output_tokens_per_dollar",
+    "vllm_commands",
+    "launch_note",
+)
 ROLES = ("prefill", "decode", "aggregated")
 # Bounds shared with the planners: instance counts, node sizes, GPU counts.
 MAX_INSTANCES = 1 << 24
