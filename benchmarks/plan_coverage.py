@@ -266,10 +266,8 @@ def check_scenario(model: str, gpu: str, gpus: int) -> dict[str, Any]:
 
         def replan() -> None:
             demand = f"{1.5 * plan.requests_per_s:.6g}"
-            out = _run(
-                ["replan", "--current", p, "--demand", demand, "--max-gpus", str(2 * gpus)]
-                + ["--json", "--node-hosts", hosts2]
-            )
+            budget = ["--demand", demand, "--max-gpus", str(2 * gpus)]
+            out = _run(["replan", "--current", p, *budget, "--json", "--node-hosts", hosts2])
             new_file.write_text(json.dumps(json.loads(out)["plan"]), encoding="utf-8")
 
         step("replan", replan)
