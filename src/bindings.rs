@@ -2079,6 +2079,15 @@ struct PySimPool {
     role: &'static str,
     #[pyo3(get)]
     tp: i64,
+    /// The layout's compact name (`tp8`, `tp1dp8ep`, `tp4pp2`).
+    #[pyo3(get)]
+    layout: String,
+    #[pyo3(get)]
+    pp: i64,
+    #[pyo3(get)]
+    dp: i64,
+    #[pyo3(get)]
+    ep: bool,
     #[pyo3(get)]
     instances: u32,
     #[pyo3(get)]
@@ -2087,7 +2096,7 @@ struct PySimPool {
     max_num_seqs: u32,
     #[pyo3(get)]
     max_num_batched_tokens: u32,
-    /// KV-cache blocks of 16 tokens one instance holds.
+    /// KV-cache blocks of 16 tokens one DP rank holds (the instance's when TP-only).
     #[pyo3(get)]
     kv_blocks: u64,
 }
@@ -2096,10 +2105,10 @@ struct PySimPool {
 impl PySimPool {
     fn __repr__(&self) -> String {
         format!(
-            "SimPool(role={:?}, tp={}, instances={}, max_num_seqs={}, \
+            "SimPool(role={:?}, layout={:?}, instances={}, max_num_seqs={}, \
              max_num_batched_tokens={}, kv_blocks={})",
             self.role,
-            self.tp,
+            self.layout,
             self.instances,
             self.max_num_seqs,
             self.max_num_batched_tokens,
@@ -2125,12 +2134,16 @@ struct PySimConfig {
     pools: Vec<Py<PySimPool>>,
 }
 
-type PoolSpec = (String, i64, u32, f64, u32, u32);
+type PoolSpec = (String, String, u32, f64, u32, u32);
 
 fn pool_info(role: &'static str, p: &sim::Pool) -> PySimPool {
     PySimPool {
         role,
         tp: p.layout.tp,
+        layout: p.layout.key(),
+        pp: p.layout.pp,
+        dp: p.layout.dp,
+        ep: p.layout.ep,
         instances: p.instances,
         gpu_memory_utilization: p.gpu_memory_utilization,
         max_num_seqs: p.max_num_seqs,
@@ -2141,9 +2154,9 @@ fn pool_info(role: &'static str, p: &sim::Pool) -> PySimPool {
 
 #[pymethods]
 impl PySimConfig {
-    /// `pools`: `(role, tp, instances, gpu_memory_utilization, max_num_seqs,
+    /// `pools`: `(role, layout, instances, gpu_memory_utilization, max_num_seqs,
     /// max_num_batched_tokens)` — one `"aggregated"` pool, or a `"prefill"` and a
-    /// `"decode"` pool.
+    /// `"decode"` pool; `layout` as `Layout.parse` reads it (`"tp8"`, `"tp1dp8ep"`).
     #[new]
     #[pyo3(signature = (model, gpu, consts, *, model_name, gpu_name, pools, router))]
     #[allow(clippy::too_many_arguments)]
@@ -2169,17 +2182,15 @@ impl PySimConfig {
             }
         };
         let mut built: Vec<(String, sim::Pool)> = Vec::new();
-        for (role, tp, instances, util, seqs, tokens) in pools {
-            if !(1..=1 << 16).contains(&tp) {
-                return Err(invalid(format!("{role}_tp must be in 1..=65536, got {tp}")));
-            }
+        for (role, layout, instances, util, seqs, tokens) in pools {
+            let layout = Layout::parse(&layout).map_err(|e| invalid(format!("{role}: {e}")))?;
             built.push((
                 role,
                 sim::Pool {
                     model: m,
                     gpu: g,
                     constants: c,
-                    layout: Layout::tp(tp),
+                    layout,
                     instances,
                     gpu_memory_utilization: util,
                     max_num_seqs: seqs,

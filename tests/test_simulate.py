@@ -15,6 +15,7 @@ import pytest
 
 import pdtp
 from pdtp.cli import main
+from pdtp.simulate import config_from_plan
 
 MODEL = "llama-3.1-70b"
 
@@ -402,16 +403,108 @@ def test_speed_script_runs(capsys):
     assert "vs 2M tok/s" in speed.render_markdown(result)
 
 
-def test_simulate_plans_of_every_serving_mode():
-    """An aggregated TP-only plan simulates as aggregated instances; a plan the simulator
-    cannot model (DP attention + EP) is refused naming the side, never an AttributeError."""
-    agg = pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", connector="nixl", mode="agg")
-    assert agg.serving == "agg"
-    res = pdtp.simulate(agg, rate_rps=5, requests=300)
-    assert res.requests == 300 and res.throughput_rps > 0
-    assert [s for s in res.sides] and res.output_tokens_per_s > 0
-    moe = pdtp.solve(
-        "qwen3-30b-a3b", gpus=16, gpu="h100", connector="nixl", mode="agg", layouts="dp"
-    )
-    with pytest.raises(pdtp.InvalidArgumentError, match="TP-only"):
-        pdtp.simulate(moe, rate_rps=1, requests=100)
+# Plans of every kind `solve` picks: (model, gpus, gpu, connector, mode, layouts).
+PLAN_KINDS = {
+    "agg-tp": ("llama-3.1-8b", 8, "h100", "nixl", "agg", "tp"),
+    "agg-dp-ep": ("qwen3-30b-a3b", 16, "h100", "nixl", "agg", "dp"),
+    "agg-pp": ("llama-3.1-70b", 16, "h100", "nixl", "agg", "pp"),
+    "pd-dp-ep": ("qwen3-30b-a3b", 16, "h100", "moriio", "disagg", "dp"),
+    "pd-tp-ep": ("qwen3-30b-a3b", 16, "h100", "nixl", "disagg", "ep"),
+    "pd-pp": ("llama-3.1-70b", 16, "h100", "nixl", "disagg", "pp,tp"),
+}
+
+
+def _kind_plan(kind):
+    model, gpus, gpu, connector, mode, layouts = PLAN_KINDS[kind]
+    return pdtp.solve(model, gpus=gpus, gpu=gpu, connector=connector, mode=mode, layouts=layouts)
+
+
+def _step_ms(ctx, side, decode_seqs=0.0, context=0.0, prefill=0.0):
+    from pdtp import _core
+
+    work = prefill * prefill / 2
+    layout = (side.tp, side.pp, side.dp, side.ep)
+    return 1e3 * _core.step_time(*ctx.inputs, layout, decode_seqs, context, prefill, work)
+
+
+@pytest.mark.parametrize("kind", sorted(PLAN_KINDS))
+def test_every_plan_kind_at_low_load_agrees_with_the_analytic_model(kind):
+    """One client on a plan of each kind: TTFT and TPOT are the performance model's step
+    times of the plan's own layouts (live calls), so a simulator that narrowed a DP/EP/PP
+    side to TP-only, or dropped a side, fails here."""
+    from pdtp.constants import constants_for
+    from pdtp.perf import resolve_context
+
+    plan = _kind_plan(kind)
+    sides = [plan.aggregated] if plan.serving == "agg" else [plan.prefill, plan.decode]
+    assert all(s is not None for s in sides)
+    want = PLAN_KINDS[kind][5]
+    if want != "tp":
+        assert any(not s.layout.is_tp_only for s in sides), (kind, sides)
+    ctx = resolve_context(plan.model, plan.gpu)
+    c = constants_for(plan.gpu)
+    isl, osl = 2048, 256
+    r = pdtp.simulate(plan, concurrency=1, requests=40, workload={"isl": isl, "osl": osl})
+    entry, last = sides[0], sides[-1]
+    admission = 1e3 * c.api_overhead_s + c.schedule_wait_steps * _step_ms(ctx, entry)
+    ttft = admission + _step_ms(ctx, entry, prefill=isl)
+    if plan.serving != "agg":
+        pre = pdtp.predict_prefill(plan.model, gpu=plan.gpu, tp=entry.tp, isl=isl)
+        transfer = pre.ttft_ms - c.ttft_queue_factor * pre.prefill_ms - 1e3 * c.api_overhead_s
+        ttft += transfer + _step_ms(ctx, last, 1, isl)
+    tpot = _step_ms(ctx, last, 1, isl + osl / 2)
+    assert r.ttft_ms.mean == pytest.approx(ttft, rel=0.02)
+    assert r.tpot_ms.mean == pytest.approx(tpot, rel=0.02)
+    cfg = config_from_plan(plan)
+    assert [p.layout for p in cfg.pools] == [str(s.layout) for s in sides]
+    assert cfg.gpus == plan.gpus_used
+
+
+def test_dp_ranks_each_run_their_own_batch_behind_one_api_server():
+    """Sixteen clients on one tp1·dp16·ep instance: each rank gets one (its own scheduler
+    and KV cache), so TPOT stays one rank's batch-1 step, not a batch of sixteen."""
+    plan = _kind_plan("agg-dp-ep")
+    w = {"isl": 1024, "osl": 256}
+    one = pdtp.simulate(plan, concurrency=1, requests=64, workload=w)
+    many = pdtp.simulate(plan, concurrency=plan.aggregated.dp, requests=640, workload=w)
+    assert many.tpot_ms.mean == pytest.approx(one.tpot_ms.mean, rel=0.05)
+    assert many.throughput_rps > 0.8 * plan.aggregated.dp * one.throughput_rps
+    assert many.sides[0].mean_decode_batch < 1.5
+
+
+@pytest.mark.parametrize("kind", ["agg-dp-ep", "pd-dp-ep", "agg-pp"])
+def test_cli_simulates_plan_files_of_every_kind(kind, tmp_path, capsys):
+    plan = _kind_plan(kind)
+    path = tmp_path / "plan.json"
+    path.write_text(plan.to_json())
+    argv = ["simulate", "--plan", str(path), "--rate", "1", "--requests", "200", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["result"]["requests"] == 200
+    sides = [plan.aggregated] if plan.serving == "agg" else [plan.prefill, plan.decode]
+    assert [p["layout"] for p in out["deployment"]["pools"]] == [str(s.layout) for s in sides]
+    # The dict form names the same deployment as the Plan.
+    a, b = config_from_plan(plan), config_from_plan(json.loads(plan.to_json()))
+    assert [(p.role, p.layout, p.instances) for p in a.pools] == [
+        (p.role, p.layout, p.instances) for p in b.pools
+    ]
+
+
+def test_sim_config_takes_layouts_and_refuses_bad_ones():
+    c = pdtp.sim_config("qwen3-30b-a3b", gpu="h100", layout="tp2dp4ep", instances=2)
+    (p,) = c.pools
+    assert (p.tp, p.dp, p.pp, p.ep, p.layout, c.gpus) == (2, 4, 1, True, "tp2dp4ep", 16)
+    c = pdtp.sim_config(MODEL, gpu="h100", prefill_tp=4, decode_layout=pdtp.Layout(4, pp=2))
+    assert [p.layout for p in c.pools] == ["tp4", "tp4pp2"]
+    with pytest.raises(pdtp.InvalidArgumentError, match="give tp or layout, not both"):
+        pdtp.sim_config(MODEL, gpu="h100", tp=8, layout="tp8")
+    with pytest.raises(pdtp.InvalidArgumentError, match="decode_layout"):
+        pdtp.sim_config(MODEL, gpu="h100", prefill_tp=4, decode_layout="tp4zz2")
+    with pytest.raises(pdtp.InvalidArgumentError, match="instances × dp × pp"):
+        pdtp.sim_config("qwen3-30b-a3b", gpu="h100", layout="tp1dp16ep", instances=5000)
+    with pytest.raises(pdtp.InvalidArgumentError, match="'aggregated' side, or a 'prefill'"):
+        config = {"model": MODEL, "gpu": "h100", "prefill": {"tp": 8, "instances": 1}}
+        pdtp.simulate(config, rate_rps=1)
+    bad = {"model": MODEL, "gpu": "h100", "aggregated": {"tp": 8, "instances": 1, "dp": 0}}
+    with pytest.raises(pdtp.InvalidArgumentError, match=r"plan\['aggregated'\]\['dp'\]"):
+        pdtp.simulate(bad, rate_rps=1)

@@ -510,7 +510,7 @@ def predict_points(
 # ---- simulator (src/sim) -------------------------------------------------------------------
 
 # (role, tp, instances, gpu_memory_utilization, max_num_seqs, max_num_batched_tokens)
-_PoolSpec = tuple[str, int, int, float, int, int]
+_PoolSpec = tuple[str, str, int, float, int, int]
 
 @final
 class SimPool:
@@ -520,6 +520,14 @@ class SimPool:
     def role(self) -> str: ...
     @property
     def tp(self) -> int: ...
+    @property
+    def layout(self) -> str: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def dp(self) -> int: ...
+    @property
+    def ep(self) -> bool: ...
     @property
     def instances(self) -> int: ...
     @property

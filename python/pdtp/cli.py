@@ -1801,7 +1801,7 @@ def _sim_target(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 def _describe(cfg: Any) -> str:
     sides = " + ".join(
-        f"{p.instances}x {'' if p.role == 'aggregated' else p.role + ' '}tp{p.tp}"
+        f"{p.instances}x {'' if p.role == 'aggregated' else p.role + ' '}{p.layout}"
         for p in cfg.pools
     )
     return f"{cfg.model} on {cfg.gpus} x {cfg.gpu}: {sides} ({cfg.mode}, {cfg.router})"
@@ -1850,6 +1850,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                     {
                         "role": p.role,
                         "tp": p.tp,
+                        "layout": p.layout,
+                        "pp": p.pp,
+                        "dp": p.dp,
+                        "ep": p.ep,
                         "instances": p.instances,
                         "max_num_seqs": p.max_num_seqs,
                         "max_num_batched_tokens": p.max_num_batched_tokens,

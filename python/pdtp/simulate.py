@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._core import RateSearch, SimConfig, SimResult, SimTrace
-from ._validate import positive_int, positive_number
+from ._validate import MAX_TP, positive_int, positive_number
 from .errors import InvalidArgumentError
+from .layout import Layout
 from .workload import Workload, resolve_workload
 
 if TYPE_CHECKING:
@@ -97,25 +98,32 @@ def sim_config(
     model: Any,
     *,
     gpu: Any = None,
-    tp: int | None = None,
+    tp: Any = None,
     instances: int = 1,
-    prefill_tp: int | None = None,
+    prefill_tp: Any = None,
     prefill_instances: int = 1,
-    decode_tp: int | None = None,
+    decode_tp: Any = None,
     decode_instances: int = 1,
+    layout: Any = None,
+    prefill_layout: Any = None,
+    decode_layout: Any = None,
     constants: Any = None,
     gpu_memory_utilization: float | None = None,
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     router: str = "round_robin",
 ) -> SimConfig:
-    """A deployment to simulate: ``tp`` (and ``instances``) for aggregated serving — plain
-    ``vllm serve``, each instance doing both phases — or ``prefill_tp`` and ``decode_tp``
-    (and instance counts) for disaggregated serving. ``gpu`` and ``gpu_memory_utilization``
-    default as in :func:`pdtp.solve` (mi300x, 0.9).
+    """A deployment to simulate: ``tp`` or ``layout`` (and ``instances``) for aggregated
+    serving — plain ``vllm serve``, each instance doing both phases — or ``prefill_tp`` /
+    ``prefill_layout`` and ``decode_tp`` / ``decode_layout`` (and instance counts) for
+    disaggregated serving. A layout is a :class:`pdtp.Layout`, its string (``"tp1dp8ep"``,
+    ``"tp4pp2"``) or a TP size; each data-parallel rank runs its own scheduler and KV cache
+    behind the instance's API server, a pipeline keeps ``pp`` micro-batches in flight.
+    ``gpu`` and ``gpu_memory_utilization`` default as in :func:`pdtp.solve` (mi300x, 0.9).
 
-    ``max_num_seqs`` / ``max_num_batched_tokens`` default to what ``vllm serve`` picks on the
-    GPU (:func:`vllm_scheduler_defaults`; ``max_num_seqs`` at most the constants'). ``router``
+    ``max_num_seqs`` / ``max_num_batched_tokens`` (per scheduler: per DP rank and pipeline
+    micro-batch) default to what ``vllm serve`` picks on the GPU
+    (:func:`vllm_scheduler_defaults`; ``max_num_seqs`` at most the constants'). ``router``
     spreads requests over instances: ``round_robin`` (vLLM's example P/D proxy) or
     ``least_loaded`` (fewest unfinished requests).
 
@@ -123,6 +131,8 @@ def sim_config(
     >>> c = pdtp.sim_config("llama-3.1-8b", gpu="h100", tp=1, instances=2)
     >>> c.mode, c.gpus, c.pools[0].max_num_batched_tokens
     ('aggregated', 2, 8192)
+    >>> pdtp.sim_config("qwen3-30b-a3b", gpu="h100", layout="tp1dp8ep").pools[0].dp
+    8
     """
     from .perf import DEFAULT_GPU, DEFAULT_UTILIZATION, resolve_context
 
@@ -132,46 +142,29 @@ def sim_config(
         constants,
         DEFAULT_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization,
     )
-    aggregated = tp is not None
-    disaggregated = prefill_tp is not None or decode_tp is not None
+    agg = _side_layout("tp", tp, "layout", layout)
+    pre = _side_layout("prefill_tp", prefill_tp, "prefill_layout", prefill_layout)
+    dec = _side_layout("decode_tp", decode_tp, "decode_layout", decode_layout)
+    aggregated = agg is not None
+    disaggregated = pre is not None or dec is not None
     if aggregated == disaggregated:
         raise InvalidArgumentError(
-            "give tp (aggregated serving) or prefill_tp and decode_tp (disaggregated), "
-            "not both and not neither"
+            "give tp or layout (aggregated serving) or prefill_tp and decode_tp "
+            "(disaggregated), not both and not neither"
         )
     seqs, tokens = _side_limits(ctx, max_num_seqs, max_num_batched_tokens)
     util = ctx.gpu_memory_utilization
-    if aggregated:
-        pools = [
-            (
-                "aggregated",
-                positive_int("tp", tp, maximum=1 << 16),
-                positive_int("instances", instances, maximum=1 << 16),
-                util,
-                seqs,
-                tokens,
-            )
-        ]
+    if agg is not None:
+        n = positive_int("instances", instances, maximum=1 << 16)
+        pools = [("aggregated", str(agg), n, util, seqs, tokens)]
     else:
-        if prefill_tp is None or decode_tp is None:
+        if pre is None or dec is None:
             raise InvalidArgumentError("disaggregated serving needs both prefill_tp and decode_tp")
+        n_p = positive_int("prefill_instances", prefill_instances, maximum=1 << 16)
+        n_d = positive_int("decode_instances", decode_instances, maximum=1 << 16)
         pools = [
-            (
-                "prefill",
-                positive_int("prefill_tp", prefill_tp, maximum=1 << 16),
-                positive_int("prefill_instances", prefill_instances, maximum=1 << 16),
-                util,
-                seqs,
-                tokens,
-            ),
-            (
-                "decode",
-                positive_int("decode_tp", decode_tp, maximum=1 << 16),
-                positive_int("decode_instances", decode_instances, maximum=1 << 16),
-                util,
-                seqs,
-                tokens,
-            ),
+            ("prefill", str(pre), n_p, util, seqs, tokens),
+            ("decode", str(dec), n_d, util, seqs, tokens),
         ]
     m, g, c = ctx.inputs
     return SimConfig(
@@ -183,6 +176,15 @@ def sim_config(
         pools=pools,
         router=_router(router),
     )
+
+
+def _side_layout(tp_field: str, tp: Any, layout_field: str, layout: Any) -> Layout | None:
+    """One side's layout from its ``*_tp`` or ``*_layout`` argument (at most one given)."""
+    if tp is not None and layout is not None:
+        raise InvalidArgumentError(f"give {tp_field} or {layout_field}, not both")
+    if tp is None and layout is None:
+        return None
+    return Layout.of(tp, tp_field) if layout is None else Layout.of(layout, layout_field)
 
 
 def _is_plan(x: Any) -> bool:
@@ -197,9 +199,11 @@ def config_from_plan(
     max_num_batched_tokens: int | None = None,
     router: str = "round_robin",
 ) -> SimConfig:
-    """The disaggregated deployment of a :class:`pdtp.Plan` (or of a ``pdtp solve --json``
-    dict: ``model``, ``gpu``, ``prefill`` and ``decode`` as ``{tp, instances}``; optional
-    ``gpu_memory_utilization`` and ``kv_dtype``)."""
+    """The deployment of a :class:`pdtp.Plan` (or of a ``pdtp solve --json`` dict:
+    ``model``, ``gpu``, and ``aggregated`` or ``prefill`` and ``decode`` as ``{tp,
+    instances}`` with optional ``layout`` or ``pp``/``dp``/``ep``; optional
+    ``gpu_memory_utilization`` and ``kv_dtype``): its aggregated instances or its P/D split,
+    each side in its own layout."""
     from .catalog import resolve_model
 
     if isinstance(plan, Mapping):
@@ -210,29 +214,11 @@ def config_from_plan(
         # The plan's own model (a config file's too), else the catalog's of its name.
         model = getattr(plan, "model_spec", None) or plan.model
         gpu = plan.gpu
-        sides = [(r, getattr(plan, r, None)) for r in ("aggregated", "prefill", "decode")]
-        for role, side in sides:
-            if side is not None and _not_tp_only(side):
-                raise InvalidArgumentError(
-                    f"the simulator models TP-only instances; this plan's {role} side runs "
-                    f"tp={side.tp} dp={side.dp} pp={side.pp} ep={side.ep} (plan TP-only with "
-                    "layouts='tp')"
-                )
-        if plan.prefill is None or plan.decode is None:
-            agg = plan.aggregated
-            return sim_config(
-                resolve_model(model),
-                gpu=gpu,
-                tp=agg.tp,
-                instances=agg.instances,
-                constants=constants,
-                gpu_memory_utilization=getattr(plan, "gpu_memory_utilization", None),
-                max_num_seqs=max_num_seqs,
-                max_num_batched_tokens=max_num_batched_tokens,
-                router=router,
-            )
-        p_tp, p_n = plan.prefill.tp, plan.prefill.instances
-        d_tp, d_n = plan.decode.tp, plan.decode.instances
+        sides = {
+            r: (s.layout, s.instances)
+            for r in ("aggregated", "prefill", "decode")
+            if (s := getattr(plan, r, None)) is not None
+        }
         util = getattr(plan, "gpu_memory_utilization", None)
         kv_dtype = getattr(plan, "kv_dtype", None)
     else:
@@ -240,7 +226,13 @@ def config_from_plan(
             "plan must be a pdtp.Plan or a dict from `pdtp solve --json`, got "
             f"{type(plan).__name__}"
         )
-    types = {_side_gpu(plan, role) for role in ("prefill", "decode")} - {None}
+    roles = set(sides)
+    if roles not in ({"aggregated"}, {"prefill", "decode"}):
+        raise InvalidArgumentError(
+            "a plan to simulate has an 'aggregated' side, or a 'prefill' and a 'decode' "
+            f"side; this one has {', '.join(sorted(roles)) or 'none'}"
+        )
+    types = {_side_gpu(plan, role) for role in roles} - {None}
     if len(types) > 1:
         raise InvalidArgumentError(
             "the simulator models one GPU type per deployment; this plan runs prefill on "
@@ -249,25 +241,25 @@ def config_from_plan(
     m = resolve_model(model)
     if kv_dtype:
         m = m.with_dtypes(kv_dtype=kv_dtype)
+    limits = {
+        "constants": constants,
+        "gpu_memory_utilization": util,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "router": router,
+    }
+    if "aggregated" in sides:
+        layout, n = sides["aggregated"]
+        return sim_config(m, gpu=gpu, layout=layout, instances=n, **limits)
+    (p_layout, p_n), (d_layout, d_n) = sides["prefill"], sides["decode"]
     return sim_config(
         m,
         gpu=gpu,
-        prefill_tp=p_tp,
+        prefill_layout=p_layout,
         prefill_instances=p_n,
-        decode_tp=d_tp,
+        decode_layout=d_layout,
         decode_instances=d_n,
-        constants=constants,
-        gpu_memory_utilization=util,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        router=router,
-    )
-
-
-def _not_tp_only(side: Any) -> bool:
-    """A plan side with data-parallel attention, pipeline stages or expert parallel."""
-    return bool(
-        getattr(side, "dp", 1) != 1 or getattr(side, "pp", 1) != 1 or getattr(side, "ep", False)
+        **limits,
     )
 
 
@@ -386,7 +378,8 @@ def simulate(
     """Simulate serving ``requests`` requests (default 10,000) on a deployment and return
     the latency percentiles, throughput, goodput, queues and utilisation per side.
 
-    ``plan_or_config``: a :class:`pdtp.Plan` (its disaggregated split; ``constants`` and
+    ``plan_or_config``: a :class:`pdtp.Plan` (its aggregated instances or P/D split, in its
+    layouts; ``constants`` and
     ``router`` apply), a ``pdtp solve --json`` dict, or a :func:`sim_config`.
 
     Load — exactly one of: ``rate_rps`` (open loop; ``arrival`` ``poisson``, ``gamma`` with

@@ -127,7 +127,9 @@ struct Instance {
     role: Role,
     /// 0: the entry side (aggregated or prefill), 1: decode.
     side: usize,
-    free: u64,
+    /// The KV pool it allocates from (`Sim::free`): one per DP rank, shared by the rank's
+    /// pipeline micro-batch lanes.
+    kv: usize,
     max_seqs: u32,
     max_tokens: u32,
     waiting: VecDeque<u32>,
@@ -161,12 +163,12 @@ struct Instance {
 }
 
 impl Instance {
-    fn new(id: u32, role: Role, side: usize, pool: &Pool) -> Instance {
+    fn new(id: u32, role: Role, side: usize, kv: usize, pool: &Pool) -> Instance {
         Instance {
             id,
             role,
             side,
-            free: pool.kv_blocks(),
+            kv,
             max_seqs: pool.max_num_seqs,
             max_tokens: pool.max_num_batched_tokens,
             waiting: VecDeque::new(),
@@ -235,7 +237,13 @@ impl Instance {
     /// free its KV blocks and put it at the head of the waiting queue, to be recomputed from
     /// its prompt and the tokens it has produced. `allocated`: this step's decode blocks are
     /// already handed out (a decoding victim then frees the one it got). Returns the victim.
-    fn preempt_last(&mut self, reqs: &mut [Req], allocated: bool, queue: &mut u64) -> Option<u32> {
+    fn preempt_last(
+        &mut self,
+        reqs: &mut [Req],
+        free: &mut u64,
+        allocated: bool,
+        queue: &mut u64,
+    ) -> Option<u32> {
         while let Some((id, epoch)) = self.running.pop() {
             if !self.holds(&reqs[id as usize], epoch) {
                 continue;
@@ -251,7 +259,7 @@ impl Instance {
                 self.remove_prefilling(id);
                 blocks(r.done)
             };
-            self.free += freed;
+            *free += freed;
             self.running_count -= 1;
             self.preemptions += 1;
             r.epoch += 1;
@@ -270,8 +278,14 @@ struct Sim<'a> {
     pools: Vec<Pool>,
     reqs: Vec<Req>,
     insts: Vec<Instance>,
-    /// Instance index ranges of the entry side and the decode side.
+    /// Scheduler index ranges of the entry side and the decode side.
     sides: [std::ops::Range<usize>; 2],
+    /// Per side, the schedulers of each instance (one per DP rank and pipeline lane) behind
+    /// the instance's one API server: what the router picks from.
+    groups: [Vec<std::ops::Range<usize>>; 2],
+    /// Free KV blocks of each DP rank, and the schedulers (pipeline lanes) sharing them.
+    free: Vec<u64>,
+    kv_units: Vec<std::ops::Range<usize>>,
     router: Router,
     rr: [usize; 2],
     heap: BinaryHeap<Event>,
@@ -320,17 +334,44 @@ impl<'a> Sim<'a> {
         self.queue_max[side] = self.queue_max[side].max(self.queue[side]);
     }
 
+    /// The scheduler a new request of `side` goes to: the router picks an instance, and
+    /// the instance's API server the rank (and pipeline lane) with the fewest unfinished
+    /// requests (vLLM's DP load balancer counts each engine's waiting and running requests;
+    /// ties: the lowest index).
     fn route(&mut self, side: usize) -> usize {
-        let range = self.sides[side].clone();
-        match self.router {
+        let groups = &self.groups[side];
+        let load = |r: &std::ops::Range<usize>| -> u64 {
+            self.insts[r.clone()]
+                .iter()
+                .map(|u| u64::from(u.outstanding))
+                .sum()
+        };
+        let g = match self.router {
             Router::RoundRobin => {
                 let j = self.rr[side];
-                self.rr[side] = (j + 1) % range.len();
-                range.start + j
+                self.rr[side] = (j + 1) % groups.len();
+                j
             }
-            Router::LeastLoaded => range
-                .min_by_key(|&i| self.insts[i].outstanding)
-                .unwrap_or(self.sides[side].start),
+            Router::LeastLoaded => (0..groups.len())
+                .min_by_key(|&g| load(&groups[g]))
+                .unwrap_or(0),
+        };
+        let units = groups[g].clone();
+        units
+            .clone()
+            .min_by_key(|&u| self.insts[u].outstanding)
+            .unwrap_or(units.start)
+    }
+
+    /// Blocks of DP rank `kv` came free: its other pipeline lanes may now admit work.
+    fn wake_rank(&mut self, kv: usize, except: usize) {
+        let units = self.kv_units[kv].clone();
+        if units.len() > 1 {
+            for u in units {
+                if u != except {
+                    self.wake(u);
+                }
+            }
         }
     }
 
@@ -398,8 +439,10 @@ impl<'a> Sim<'a> {
         let r = &mut self.reqs[id as usize];
         r.state = State::Ready;
         let (holder, d, isl) = (r.holder as usize, r.inst as usize, r.isl);
-        self.insts[holder].free += blocks(isl);
+        let kv = self.insts[holder].kv;
+        self.free[kv] += blocks(isl);
         self.wake(holder);
+        self.wake_rank(kv, holder);
         self.insts[d].ready.push_back(id);
         self.wake(d);
     }
@@ -432,9 +475,11 @@ impl<'a> Sim<'a> {
             queue,
             heap,
             seq,
+            free,
             ..
         } = self;
         let inst = &mut insts[i];
+        let free = &mut free[inst.kv];
         let side = inst.side;
         let k = inst.step;
         inst.chunks.clear();
@@ -443,13 +488,16 @@ impl<'a> Sim<'a> {
 
         // 1. Running decodes: one token each, and a block for those whose phase is due.
         let due = (k % PHASES as u64) as usize;
-        while inst.free < u64::from(inst.per_phase[due]) {
-            if inst.preempt_last(reqs, false, &mut queue[side]).is_none() {
+        while *free < u64::from(inst.per_phase[due]) {
+            if inst
+                .preempt_last(reqs, free, false, &mut queue[side])
+                .is_none()
+            {
                 break;
             }
             preempted = true;
         }
-        inst.free -= u64::from(inst.per_phase[due]);
+        *free -= u64::from(inst.per_phase[due]);
 
         // 2. Running prompts: the next chunk of each, in admission order.
         let mut prefill_tokens = 0u32;
@@ -463,8 +511,8 @@ impl<'a> Sim<'a> {
             let r = &reqs[id as usize];
             let chunk = (r.target - r.done).min(left);
             let need = blocks(r.done + chunk) - blocks(r.done);
-            while inst.free < need {
-                match inst.preempt_last(reqs, true, &mut queue[side]) {
+            while *free < need {
+                match inst.preempt_last(reqs, free, true, &mut queue[side]) {
                     Some(victim) => {
                         preempted = true;
                         if victim == id {
@@ -474,7 +522,7 @@ impl<'a> Sim<'a> {
                     None => break 'prompts,
                 }
             }
-            inst.free -= need;
+            *free -= need;
             inst.chunks.push((id, chunk));
             prefill_tokens += chunk;
             idx += 1;
@@ -491,10 +539,10 @@ impl<'a> Sim<'a> {
                 // output token (vLLM's full-prompt hit rule), so it holds isl − 1 tokens.
                 let c0 = r.isl - 1;
                 let need = u64::from(c0 % BLOCK_SIZE == 0);
-                if inst.free < need {
+                if *free < need {
                     break;
                 }
-                inst.free -= need;
+                *free -= need;
                 inst.ready.pop_front();
                 inst.add_decoding(r, id, c0, k);
                 inst.running.push((id, r.epoch));
@@ -511,10 +559,10 @@ impl<'a> Sim<'a> {
                 if r.state == State::RemoteQueued {
                     // Allocate the prompt's blocks, then read the KV from the prefill instance.
                     let need = blocks(r.isl - 1);
-                    if inst.free < need {
+                    if *free < need {
                         break;
                     }
-                    inst.free -= need;
+                    *free -= need;
                     inst.waiting.pop_front();
                     r.state = State::Transferring;
                     let p = &pools[0];
@@ -535,10 +583,10 @@ impl<'a> Sim<'a> {
                 }
                 let chunk = r.target.min(left);
                 let need = blocks(chunk);
-                if inst.free < need {
+                if *free < need {
                     break;
                 }
-                inst.free -= need;
+                *free -= need;
                 inst.waiting.pop_front();
                 r.state = State::Prefilling;
                 r.done = 0;
@@ -611,6 +659,7 @@ impl<'a> Sim<'a> {
         }
         self.insts[i].joined = joined;
         // Sequences whose last token this step produced.
+        let mut freed = false;
         loop {
             let inst = &mut self.insts[i];
             let Some(&Reverse((step, id, epoch))) = inst.finishes.peek() else {
@@ -626,7 +675,8 @@ impl<'a> Sim<'a> {
             }
             let c = r.c0 + (k + 1 - r.k0) as u32;
             inst.remove_decoding(r, c);
-            inst.free += blocks(c);
+            self.free[inst.kv] += blocks(c);
+            freed = true;
             inst.running_count -= 1;
             r.generated = r.osl;
             self.complete(id);
@@ -664,7 +714,9 @@ impl<'a> Sim<'a> {
             }
             if r.generated >= r.osl {
                 let target = r.target;
-                self.insts[i].free += blocks(target);
+                let kv = self.insts[i].kv;
+                self.free[kv] += blocks(target);
+                freed = true;
                 self.insts[i].running_count -= 1;
                 self.complete(id);
             } else {
@@ -673,6 +725,10 @@ impl<'a> Sim<'a> {
             }
         }
         self.insts[i].chunks = chunks;
+        if freed {
+            let kv = self.insts[i].kv;
+            self.wake_rank(kv, i);
+        }
         self.start_step(i)
     }
 }
@@ -686,18 +742,35 @@ pub(super) fn run(cfg: &Config, load: &Load, requests: &Requests) -> Result<SimR
         }
     };
     check_fits(&pools, &roles, requests)?;
+    // One scheduler per DP rank (its own engine core and KV cache) and pipeline lane (a
+    // micro-batch in flight; the lanes of a rank share its KV cache), grouped per instance.
     let mut insts = Vec::new();
     let mut sides = [0..0, 0..0];
+    let mut groups: [Vec<std::ops::Range<usize>>; 2] = [Vec::new(), Vec::new()];
+    let mut free = Vec::new();
+    let mut kv_units = Vec::new();
     for (s, (pool, role)) in pools.iter().zip(&roles).enumerate() {
         let start = insts.len();
+        let blocks = pool.kv_blocks();
         for _ in 0..pool.instances {
-            let id = insts.len() as u32;
-            insts.push(Instance::new(id, *role, s, pool));
+            let first = insts.len();
+            for _ in 0..pool.ranks() {
+                let kv = free.len();
+                free.push(blocks);
+                let lanes = insts.len();
+                for _ in 0..pool.lanes() {
+                    let id = insts.len() as u32;
+                    insts.push(Instance::new(id, *role, s, kv, pool));
+                }
+                kv_units.push(lanes..insts.len());
+            }
+            groups[s].push(first..insts.len());
         }
         sides[s] = start..insts.len();
     }
     if sides[1].is_empty() {
         sides[1] = sides[0].clone();
+        groups[1] = groups[0].clone();
     }
     let n = requests.len();
     let reqs: Vec<Req> = (0..n)
@@ -733,6 +806,9 @@ pub(super) fn run(cfg: &Config, load: &Load, requests: &Requests) -> Result<SimR
         reqs,
         insts,
         sides,
+        groups,
+        free,
+        kv_units,
         router: cfg.router,
         rr: [0, 0],
         heap: BinaryHeap::new(),
@@ -823,10 +899,12 @@ fn check_fits(pools: &[Pool], roles: &[Role], requests: &Requests) -> Result<(),
         if need > total {
             return Err(SimError::new(format!(
                 "request {j} ({} input + {} output tokens) needs {need} KV-cache blocks of \
-                 {BLOCK_SIZE} tokens, but one {name} instance (tp={}) holds {total}; vLLM would \
+                 {BLOCK_SIZE} tokens, but one {name} {} holds {total}; vLLM would \
                  refuse a max_model_len this long (raise tp, gpu_memory_utilization or use an \
                  fp8 KV cache)",
-                requests.isl[j], requests.osl[j], pool.layout.tp
+                requests.isl[j],
+                requests.osl[j],
+                pool.describe()
             )));
         }
     }
@@ -882,7 +960,7 @@ fn summarize(sim: &Sim, cfg: &Config, start: f64) -> SimResult {
                 },
                 instances: pool.instances,
                 kv_blocks: pool.kv_blocks(),
-                utilization: busy / (f64::from(pool.instances) * duration),
+                utilization: busy / (insts.len() as f64 * duration),
                 steps,
                 mean_step_tokens: per_step(insts.iter().map(|x| x.step_tokens).sum()),
                 mean_decode_batch: per_step(insts.iter().map(|x| x.decode_seq_steps).sum()),
@@ -951,15 +1029,17 @@ mod tests {
         };
         // Prefill instance 0 still lists request 0, which it prefilled and which now decodes
         // on decode instance 1 under the same epoch.
-        let mut prefill = Instance::new(0, Role::Prefill, 0, &pool);
+        let mut prefill = Instance::new(0, Role::Prefill, 0, 0, &pool);
         let mut reqs = vec![req(State::Decoding, 1)];
         prefill.running.push((0, 0));
-        let free = prefill.free;
-        let mut queue = 0;
-        assert_eq!(prefill.preempt_last(&mut reqs, false, &mut queue), None);
+        let (mut free, mut queue) = (pool.kv_blocks(), 0);
         assert_eq!(
-            (prefill.free, queue, reqs[0].state),
-            (free, 0, State::Decoding)
+            prefill.preempt_last(&mut reqs, &mut free, false, &mut queue),
+            None
+        );
+        assert_eq!(
+            (free, queue, reqs[0].state),
+            (pool.kv_blocks(), 0, State::Decoding)
         );
     }
 }

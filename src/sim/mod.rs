@@ -17,11 +17,20 @@
 //!   them; the decode instance admits the request when it has blocks (vLLM's
 //!   `WAITING_FOR_REMOTE_KVS`), reads the KV (time from [`crate::perf::kv_transfer_time`]),
 //!   recomputes the last prompt token to sample the first output token, and decodes;
-//! - aggregated serving: one kind of instance does both phases in mixed steps.
+//! - aggregated serving: one kind of instance does both phases in mixed steps;
+//! - any layout ([`Layout`]): each data-parallel attention rank of an instance is its own
+//!   scheduler with its own KV cache behind the instance's one API server, which sends each
+//!   request to the rank with the fewest unfinished requests; each step's time is the
+//!   performance model's for that rank's batch (whose expert layers see every rank's tokens,
+//!   the model's balanced-rank assumption). A pipeline of `pp` stages keeps `pp`
+//!   micro-batches in flight: `pp` lanes per rank, each scheduled as its own batch, sharing
+//!   the rank's KV cache, a lane's step lasting the micro-batch's time through every stage.
 //!
 //! Not modelled: prefix caching, speculative decoding, CPU swap, network contention between
 //! concurrent KV transfers, HTTP/tokenizer time, and the request-level overheads a client
-//! sees outside the engine.
+//! sees outside the engine; DP ranks step independently (vLLM runs idle MoE ranks in
+//! lockstep on dummy batches, which the step time's balanced-rank term stands for), and a
+//! pipeline's lanes never wait for a stage another lane holds.
 //!
 //! Speed: the per-step work is O(1) plus O(log n) per request that starts or finishes —
 //! decoding sequences are kept as running sums (count, KV tokens, blocks needed per step
@@ -102,20 +111,60 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// KV-cache blocks one instance holds (memory left after weights and reserve).
+    /// KV-cache blocks one DP rank holds (memory left on each of its GPUs after its weights
+    /// and the reserve, over the KV bytes per token of its largest pipeline stage); for a
+    /// TP-only layout, the instance's.
     pub fn kv_blocks(&self) -> u64 {
-        let tokens = perf::kv_capacity_tokens(
+        let (m, g, c, util) = (
             &self.model,
             &self.gpu,
             &self.constants,
-            self.layout.tp,
             self.gpu_memory_utilization,
         );
+        let tokens = if self.layout.is_tp_only() {
+            perf::kv_capacity_tokens(m, g, c, self.layout.tp, util)
+        } else {
+            let budget = perf::kv_budget_bytes_layout(m, g, c, &self.layout, util);
+            let per_token = perf::sequence_kv_bytes(m, &self.layout, 1.0);
+            if budget > 0.0 && per_token > 0.0 {
+                (budget / per_token).floor()
+            } else {
+                0.0
+            }
+        };
         if tokens.is_finite() && tokens > 0.0 {
             (tokens / f64::from(BLOCK_SIZE)).floor().min(1e15) as u64
         } else {
             0
         }
+    }
+
+    /// Schedulers per instance: each data-parallel attention rank is its own engine core
+    /// with its own KV cache and batch.
+    pub fn ranks(&self) -> u32 {
+        self.layout.dp.clamp(1, i64::from(MAX_INSTANCES)) as u32
+    }
+
+    /// Micro-batches a rank keeps in flight through its pipeline: each is scheduled as its
+    /// own batch (up to `max_num_seqs` and `max_num_batched_tokens`, as the performance
+    /// model's decode point counts `pp × max_num_seqs`), all drawing on the rank's one KV
+    /// cache; a step of one lane takes the micro-batch's time through every stage.
+    pub fn lanes(&self) -> u32 {
+        self.layout.pp.clamp(1, i64::from(MAX_INSTANCES)) as u32
+    }
+
+    /// `tp=8` for a TP-only instance, else its layout (`layout tp2·dp4·ep`).
+    pub fn shape(&self) -> String {
+        if self.layout.is_tp_only() {
+            format!("tp={}", self.layout.tp)
+        } else {
+            format!("layout {}", self.layout)
+        }
+    }
+
+    /// `instance (tp=8)`, `instance (layout tp1·dp8·ep)`.
+    pub fn describe(&self) -> String {
+        format!("instance ({})", self.shape())
     }
 
     /// Seconds one step of this pool's instances takes for `batch`.
@@ -125,22 +174,25 @@ impl Pool {
 
     fn validate(&self, side: &str) -> Result<(), SimError> {
         let l = &self.layout;
-        if !l.is_tp_only() {
-            return Err(SimError::new(format!(
-                "{side}: the simulator models tensor-parallel layouts only (pp=1, dp=1, no ep), \
-                 got {l}"
-            )));
-        }
-        if !(1..=1 << 16).contains(&l.tp) {
-            return Err(SimError::new(format!(
-                "{side}_tp must be in 1..=65536, got {}",
-                l.tp
-            )));
+        for (name, v) in [("tp", l.tp), ("pp", l.pp), ("dp", l.dp)] {
+            if !(1..=1 << 16).contains(&v) {
+                return Err(SimError::new(format!(
+                    "{side}_{name} must be in 1..=65536, got {v}"
+                )));
+            }
         }
         if self.instances < 1 || self.instances > MAX_INSTANCES {
             return Err(SimError::new(format!(
                 "{side}_instances must be in 1..={MAX_INSTANCES}, got {}",
                 self.instances
+            )));
+        }
+        let schedulers = u64::from(self.instances) * (l.dp * l.pp) as u64;
+        if schedulers > u64::from(MAX_INSTANCES) {
+            return Err(SimError::new(format!(
+                "{side}: instances × dp × pp must be at most {MAX_INSTANCES} (one scheduler \
+                 each), got {} × {} × {} = {schedulers}",
+                self.instances, l.dp, l.pp
             )));
         }
         if !(self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0) {
@@ -170,9 +222,10 @@ impl Pool {
         }
         if self.kv_blocks() == 0 {
             return Err(SimError::new(format!(
-                "{side}: tp={} leaves no memory for the KV cache (the weights and runtime \
+                "{side}: {} leaves no memory for the KV cache (the weights and runtime \
                  reserve fill gpu_memory_utilization={} of the GPU)",
-                l.tp, self.gpu_memory_utilization
+                self.shape(),
+                self.gpu_memory_utilization
             )));
         }
         let t = self.step_time(&StepBatch::decode(1.0, 1.0));

@@ -403,3 +403,188 @@ fn burstiness_is_bounded() {
         assert!(mean_gap > 0.0 && mean_gap < 10.0, "{shape}: {mean_gap}");
     }
 }
+
+fn layout_pool(model: crate::perf::ModelPerf, layout: Layout, instances: u32) -> Pool {
+    Pool {
+        model,
+        layout,
+        instances,
+        ..pool(1, 1)
+    }
+}
+
+fn moe() -> crate::perf::ModelPerf {
+    crate::perf::tests::moe_mla()
+}
+
+/// The layouts of every plan kind: DP attention + EP, EP inside a TP group, PP, dense DP,
+/// on the MoE model (16 GPUs hold it) and the dense one.
+fn kinds() -> Vec<(crate::perf::ModelPerf, Layout)> {
+    let l = |s: &str| Layout::parse(s).unwrap();
+    vec![
+        (moe(), l("tp1dp16ep")),
+        (moe(), l("tp2dp8ep")),
+        (moe(), l("tp8dp2ep")),
+        (moe(), l("tp8pp2")),
+        (llama70(), l("tp4pp2")),
+        (llama70(), l("tp2dp2")),
+        (llama70(), l("tp8")),
+    ]
+}
+
+#[test]
+fn every_layout_at_low_load_reproduces_the_analytic_model() {
+    // One client: TTFT and TPOT are the performance model's step times of the layout (the
+    // DP rank's batch of one request; a micro-batch through every stage), for aggregated
+    // instances and for P/D sides of any layout.
+    let c = Constants {
+        api_overhead: 0.03,
+        schedule_wait_steps: 2.5,
+        ..consts()
+    };
+    let g = h100();
+    let slo = Slo::default();
+    let reqs = Requests::generate(&FIXED, 40, 0).unwrap();
+    let close = |sim: f64, model: f64, what: &str| {
+        assert!((sim / model - 1.0).abs() < 0.02, "{what}: {sim} vs {model}");
+    };
+    for (m, layout) in kinds() {
+        let step = |b: &StepBatch| step_time(&m, &g, &c, &layout, b);
+        let idle = step(&StepBatch::default());
+        let tpot = step(&StepBatch::decode(1.0, 2048.0 + 256.0 / 2.0));
+        // Under EP the same step on the TP-only layout of the same TP size is a different
+        // number, so a simulator that ignored the layout fails here (dense DP ranks and one
+        // micro-batch through a pipeline take about the TP-only time: the next test
+        // catches their schedulers).
+        let tp_only = step_time(
+            &m,
+            &g,
+            &c,
+            &Layout::tp(layout.tp),
+            &StepBatch::decode(1.0, 2176.0),
+        );
+        if layout.ep {
+            assert!(
+                (tp_only / tpot - 1.0).abs() > 0.05,
+                "{layout}: not discriminating"
+            );
+        }
+        let p = Pool {
+            constants: c,
+            ..layout_pool(m, layout, 1)
+        };
+        let cfg = Config {
+            deployment: Deployment::Aggregated(p),
+            router: Router::RoundRobin,
+            slo,
+        };
+        let r = simulate(&cfg, &Load::Closed { concurrency: 1 }, &reqs).unwrap();
+        let ttft = admission_delay(&c, idle) + step(&StepBatch::prefill(2048.0));
+        close(r.ttft.mean, ttft, &format!("aggregated {layout} TTFT"));
+        close(r.tpot.mean, tpot, &format!("aggregated {layout} TPOT"));
+        assert_eq!(cfg.gpus(), layout.gpus());
+
+        // P/D: this layout decodes behind a TP-only prefill (and prefills for one).
+        let tp_pool = |m| Pool {
+            constants: c,
+            ..layout_pool(m, Layout::tp(8), 2)
+        };
+        let pd = Config {
+            deployment: Deployment::Disaggregated {
+                prefill: if m == llama70() { tp_pool(m) } else { p },
+                decode: p,
+            },
+            router: Router::RoundRobin,
+            slo,
+        };
+        let prefill = match pd.deployment {
+            Deployment::Disaggregated { prefill, .. } => prefill,
+            _ => unreachable!(),
+        };
+        let r = simulate(&pd, &Load::Closed { concurrency: 1 }, &reqs).unwrap();
+        let pstep = |b: &StepBatch| prefill.step_time(b);
+        let ttft = admission_delay(&c, pstep(&StepBatch::default()))
+            + pstep(&StepBatch::prefill(2048.0))
+            + kv_transfer_time(&m, &c, prefill.layout.tp, 2048.0)
+            + step(&StepBatch::decode(1.0, 2048.0));
+        close(r.ttft.mean, ttft, &format!("P/D decode {layout} TTFT"));
+        close(r.tpot.mean, tpot, &format!("P/D decode {layout} TPOT"));
+    }
+}
+
+#[test]
+fn data_parallel_ranks_and_pipeline_lanes_each_run_their_own_batch() {
+    // As many clients as schedulers (DP ranks × pipeline lanes): each gets its own, so
+    // every step still carries one sequence (TPOT as at one client) and the instance serves
+    // that many times one client's rate. Sent all to one scheduler they would share a batch.
+    let slo = Slo::default();
+    let reqs = Requests::generate(&FIXED, 400, 0).unwrap();
+    for (m, layout) in kinds() {
+        let lanes = (layout.dp * layout.pp) as u32;
+        let cfg = Config {
+            deployment: Deployment::Aggregated(layout_pool(m, layout, 1)),
+            router: Router::RoundRobin,
+            slo,
+        };
+        let one = simulate(&cfg, &Load::Closed { concurrency: 1 }, &reqs).unwrap();
+        let all = simulate(&cfg, &Load::Closed { concurrency: lanes }, &reqs).unwrap();
+        let side = &all.sides[0];
+        assert!(
+            (side.mean_decode_batch - one.sides[0].mean_decode_batch).abs() < 0.05,
+            "{layout}: batch {} vs {}",
+            side.mean_decode_batch,
+            one.sides[0].mean_decode_batch
+        );
+        let ratio = all.throughput_rps / one.throughput_rps;
+        assert!(
+            (ratio / f64::from(lanes) - 1.0).abs() < 0.05,
+            "{layout}: {lanes} schedulers serve {ratio}x one client"
+        );
+    }
+}
+
+#[test]
+fn pipeline_lanes_share_their_ranks_kv_cache() {
+    // Two lanes of one rank draw on one pool of blocks: with room for about one request in
+    // all, the lanes take turns (nothing is lost, nothing is preempted forever), and the
+    // pool reported is the rank's.
+    let m = llama70();
+    let mut p = layout_pool(m, Layout::parse("tp4pp2").unwrap(), 1);
+    let full = p.kv_blocks();
+    let tp_only = layout_pool(m, Layout::tp(4), 1).kv_blocks();
+    // Each stage holds half the layers: twice the tokens of TP-only at the same TP (less
+    // the weights each stage no longer holds: more still).
+    assert!(full > 2 * tp_only, "{full} vs {tp_only}");
+    let need = (2048 + 256) / 16 + 1;
+    // Shrink memory until the rank holds ~1.5 requests.
+    while p.kv_blocks() > need * 3 / 2 {
+        p.gpu_memory_utilization -= 0.0005;
+    }
+    let cfg = Config {
+        deployment: Deployment::Aggregated(p),
+        router: Router::RoundRobin,
+        slo: Slo::default(),
+    };
+    let reqs = Requests::generate(&FIXED, 60, 0).unwrap();
+    let r = simulate(&cfg, &Load::Closed { concurrency: 8 }, &reqs).unwrap();
+    assert_eq!(r.requests, 60);
+    assert!(
+        r.sides[0].mean_decode_batch <= 1.5,
+        "{}",
+        r.sides[0].mean_decode_batch
+    );
+    assert_eq!(r.sides[0].kv_blocks, p.kv_blocks());
+}
+
+#[test]
+fn too_many_schedulers_are_refused_naming_the_product() {
+    let mut p = layout_pool(moe(), Layout::parse("tp1dp16ep").unwrap(), 5000);
+    p.instances = 5000;
+    let cfg = Config {
+        deployment: Deployment::Aggregated(p),
+        router: Router::RoundRobin,
+        slo: Slo::default(),
+    };
+    let e = cfg.validate().unwrap_err();
+    assert!(e.message.contains("instances × dp × pp"), "{}", e.message);
+}

@@ -8,7 +8,9 @@ TPOT both meet the workload's SLOs (``pdtp.max_rate_within_slo``, bisection over
 rates, judged on the steady state), and the plan is picked or corrected on that number.
 
 - ``solve`` (throughput): the analytic best plan of each of the best few (prefill, decode)
-  pairs — CP-SAT again with the pairs already seen left out — ranked by simulated goodput.
+  pairs or aggregated layouts — CP-SAT again with those already seen left out — ranked by
+  simulated goodput. The search space is the mean-based planner's (``mode``, ``layouts``
+  and their defaults): the simulator models aggregated and P/D serving in every layout.
 - ``size_for``, ``replan`` and ``solve(objective="cost")``: the analytic planner at a
   demand raised by how far the simulated goodput fell short, until the simulated goodput
   serves the demand.
@@ -56,20 +58,11 @@ def percentile_value(value: Any) -> float | None:
 
 
 def simulated_space(mode: Any, layouts: Any) -> tuple[str, Any]:
-    """The plans ``slo_percentile`` can verify: the simulator models P/D splits of TP-only
-    instances, so ``mode`` becomes ``"disagg"`` and ``layouts`` ``"tp"`` unless the caller
-    asked for something it cannot simulate (then one clear error)."""
-    if mode not in ("auto", "disagg"):
-        raise InvalidArgumentError(
-            f"slo_percentile plans P/D splits (the simulator models them): mode must be "
-            f"'auto' or 'disagg', got {mode!r}"
-        )
-    if layouts is not None and layouts not in ("tp", ["tp"], ("tp",)):
-        raise InvalidArgumentError(
-            "slo_percentile plans TP-only instances (the simulator models them): layouts "
-            f"must be None or 'tp', got {layouts!r}"
-        )
-    return "disagg", "tp"
+    """The plans ``slo_percentile`` verifies: the same space as the mean-based planners
+    (the simulator models every mode and layout they pick), so ``mode`` and ``layouts``
+    pass through unchanged. What the simulator cannot model (a P/D split over two GPU
+    types) is refused when a candidate is simulated, in one error naming it."""
+    return mode, layouts
 
 
 def basis(percentile: float) -> str:

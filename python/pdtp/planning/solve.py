@@ -74,9 +74,9 @@ def solve(
     (``objective="cost"``: the cheapest plan whose simulated goodput serves
     ``demand_rps``). The plan's ``slo_basis`` says ``"p90 simulated"`` and its
     ``requests_per_s`` is that goodput. ``time_limit_s`` then bounds each analytic search;
-    the simulations (about 0.1 s per candidate) come on top. ``slo_percentile`` plans P/D
-    splits of TP-only instances (what the simulator models): ``mode`` then means
-    ``"disagg"`` and ``layouts`` ``"tp"``; other values are refused.
+    the simulations (about 0.1 s per candidate) come on top. ``slo_percentile`` searches
+    the same ``mode`` and ``layouts`` as the mean-based plan (the simulator models
+    aggregated instances and every layout).
 
     >>> import pdtp
     >>> plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
