@@ -303,9 +303,9 @@ def test_bad_inputs():
 def test_bounded_inputs_fail_fast(tmp_path: pathlib.Path, monkeypatch: Any):
     import pdtp.calibration as cal
 
-    # A device that never ends: read up to the size limit, then a clear error.
+    # A device that never ends: refused before any read, naming what it is.
     if pathlib.Path("/dev/zero").exists():
-        with pytest.raises(InvalidArgumentError, match="larger than 64 MiB"):
+        with pytest.raises(InvalidArgumentError, match="points file '/dev/zero' is a device"):
             calibrate("/dev/zero")
     binary = tmp_path / "binary.csv"
     binary.write_bytes(b"model,gpu\n\0\0\0")

@@ -530,17 +530,10 @@ def _weights_fit(p: PerfPoint) -> bool:
 def _read_text(path: str) -> str:
     """A points file's text, read to at most :data:`MAX_FILE_BYTES` (so a device or a huge
     file fails fast) and checked to be text. Errors name the path as given."""
+    from ._io import read_capped
+
     name = path
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise InvalidArgumentError(f"cannot read points file {path!r}: {exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InvalidArgumentError(
-            f"points file {name!r} is larger than {MAX_FILE_BYTES >> 20} MiB "
-            f"(pdtp.calibration.MAX_FILE_BYTES); pass fewer rows"
-        )
+    data = read_capped(path, limit=MAX_FILE_BYTES, what="points file")
     if b"\0" in data:
         raise InvalidArgumentError(f"points file {name!r} is not a CSV text file (NUL bytes)")
     try:

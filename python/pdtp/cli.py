@@ -771,23 +771,11 @@ MAX_INPUT_BYTES = 16 << 20
 
 
 def _read_text(path: str, what: str) -> str:
-    """A text file (``-``: stdin), at most MAX_INPUT_BYTES, without NUL bytes."""
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-        else:
-            with open(path, "rb") as f:
-                data = f.read(MAX_INPUT_BYTES + 1)
-    except OSError as e:
-        raise UsageError(f"{what}: cannot read {path!r}: {e.strerror}") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise UsageError(f"{what}: {path!r} is larger than {MAX_INPUT_BYTES >> 20} MiB")
-    if b"\0" in data:
-        raise UsageError(f"{what}: {path!r} is not a text file (it holds NUL bytes)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{what}: {path!r} is not UTF-8 text") from None
+    """A text file (``-``: stdin), at most MAX_INPUT_BYTES (counted as read: a device or an
+    endless pipe is refused, never read whole), without NUL bytes."""
+    from ._io import read_capped_text
+
+    return read_capped_text(path, limit=MAX_INPUT_BYTES, what=what, error=UsageError, stdin=True)
 
 
 def _model_arg(args: argparse.Namespace) -> Any:
@@ -1136,11 +1124,9 @@ def _cmd_size_for(args: argparse.Namespace) -> int:
 
 
 def _read_json_arg(path: str, what: str) -> Any:
-    text = _read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{what} {path}: not JSON ({e.msg} at line {e.lineno})") from None
+    from ._io import loads_json
+
+    return loads_json(_read_text(path, what), f"{what} {path}", error=UsageError)
 
 
 def _cmd_replan(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ __all__ = [
     "RuleNotImplementedError",
     "RuleValueError",
     "RuleZeroDivisionError",
+    "TimeLimitError",
     "UnknownNameError",
     "UnworkablePairError",
 ]
@@ -72,6 +73,12 @@ class InfeasibleError(PdtpError):
     def __init__(self, message: str, reasons: tuple[str, ...] | list[str] = ()) -> None:
         super().__init__(message)
         self.reasons: tuple[str, ...] = tuple(reasons)
+
+
+class TimeLimitError(InfeasibleError):
+    """The time limit ran out before any answer was found: not a proof that none exists
+    (raise ``time_limit_s``). An :class:`InfeasibleError`, so code that treats "no plan" as
+    one case keeps working; ``reasons`` names what the limit cut."""
 
 
 class RuleAssertionError(PdtpError, AssertionError):

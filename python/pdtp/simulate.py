@@ -292,19 +292,11 @@ def load_trace(path: str | os.PathLike[str]) -> SimTrace:
     ``input_tokens``/``isl``, ``output_tokens``/``osl``; any order, other columns ignored);
     without one the first three columns are used in that order. At most 64 MiB and 1,000,000
     requests; errors name the file and line."""
+    from ._io import read_capped_text
+
+    # Capped as read, not by the reported size: /dev/zero reports 0 bytes and never ends.
     name = os.fspath(path)
-    try:
-        size = os.stat(name).st_size
-        if size > MAX_TRACE_BYTES:
-            raise InvalidArgumentError(
-                f"trace {name!r} is {size} bytes; at most {MAX_TRACE_BYTES} are read"
-            )
-        with open(name, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise InvalidArgumentError(f"cannot read trace {name!r}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise InvalidArgumentError(f"trace {name!r} is not UTF-8 text ({e.reason})") from None
+    text = read_capped_text(name, limit=MAX_TRACE_BYTES, what="trace")
     return _core.parse_trace(text, os.path.basename(name))
 
 

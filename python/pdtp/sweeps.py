@@ -704,19 +704,10 @@ GRID_KEYS = tuple(GRID_FIELDS)
 
 
 def _read_grid_text(p: pathlib.Path) -> str:
-    try:
-        with p.open("rb") as f:  # bounded: a device or a huge file must not exhaust memory
-            raw = f.read(MAX_GRID_FILE_BYTES + 1)
-    except OSError as e:
-        raise InvalidArgumentError(f"cannot read grid file {p}: {e.strerror or e}") from None
-    if len(raw) > MAX_GRID_FILE_BYTES:
-        raise InvalidArgumentError(
-            f"{p}: a grid file is at most {MAX_GRID_FILE_BYTES:,} bytes (this one is larger)"
-        )
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InvalidArgumentError(f"{p}: not UTF-8 text (byte {e.start})") from None
+    from ._io import read_capped_text
+
+    # bounded as read: a device or a huge file must not exhaust memory
+    return read_capped_text(p, limit=MAX_GRID_FILE_BYTES, what="grid file")
 
 
 def load_grid(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -76,17 +76,16 @@ def node_hosts(value: Any, field: str = "node_hosts") -> list[str] | None:
     return hosts
 
 
+# A hosts file names one node per line: 1 MiB is tens of thousands of nodes.
+MAX_HOSTS_FILE_BYTES = 1 << 20
+
+
 def read_hosts_file(path: str | os.PathLike[str]) -> list[str]:
     """One host per line (the first word; ``#`` starts a comment), like an MPI hostfile."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise InvalidArgumentError(
-            f"hosts_file: cannot read {os.fspath(path)!r}: {e.strerror}"
-        ) from None
-    except UnicodeDecodeError:
-        raise InvalidArgumentError(f"hosts_file: {os.fspath(path)!r} is not UTF-8 text") from None
+    from .._io import read_capped_text
+
+    # Capped as read: `--hosts-file /dev/zero` is refused at once, a huge file after 1 MiB.
+    lines = read_capped_text(path, limit=MAX_HOSTS_FILE_BYTES, what="hosts_file").splitlines()
     words = [line.split("#", 1)[0].split() for line in lines]
     hosts = node_hosts([w[0] for w in words if w], field="hosts_file")
     assert hosts is not None

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .._validate import positive_number
-from ..errors import InfeasibleError, InvalidArgumentError
+from ..errors import InfeasibleError, InvalidArgumentError, TimeLimitError
 from ..perf import DEFAULT_UTILIZATION
 from ..workload import resolve_workload
 from . import plan as plan_mod
@@ -70,6 +70,9 @@ class Pareto:
     frontier: tuple[ParetoPoint, ...]
     rule_blind: tuple[ParetoPoint, ...]
     solve_ms: float
+    # TPOT targets the time limit left unanswered (left out of ``points``, unlike a target
+    # with no valid plan, which was answered "none").
+    time_cut: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,7 @@ class Pareto:
             "frontier": [p.to_dict() for p in self.frontier],
             "rule_blind": [p.to_dict() for p in self.rule_blind],
             "solve_ms": self.solve_ms,
+            "time_cut": list(self.time_cut),
         }
 
 
@@ -154,9 +158,11 @@ def pareto(
     blind: list[ParetoPoint] = []
     name = ""
     conn = ""
+    cut: list[float] = []  # targets the time limit left unanswered (not "no plan")
     for k, target in enumerate(targets):
         left = limit - (time.perf_counter() - started)
         if left <= 0:
+            cut.extend(float(t) for t in targets[k:])
             break
         w = replace(base, tpot_ms=float(target))
         sc = scenario.build(
@@ -181,6 +187,8 @@ def pareto(
             decision = decide(cands, started=time.perf_counter(), limit=share, method="cpsat")
             if decision.solution is not None and decision.solution[0] is not None:
                 best = plan_mod.build(sc, cands, decision, 0, started=started)
+            elif decision.status == "UNKNOWN":
+                cut.append(float(target))
         if best is not None:
             points.append(
                 _point(
@@ -214,6 +222,15 @@ def pareto(
                 continue
         if best is not None:
             blind.append(points[-1])
+    if not points and cut:
+        others = len(targets) - len(cut)
+        raise TimeLimitError(
+            f"the time limit (time_limit_s={limit:g}) ran out before {len(cut)} of "
+            f"{len(targets)} TPOT targets were answered"
+            + (f" (the other {others} have no valid plan)" if others else "")
+            + ": raise time_limit_s; this is not a proof that no target has a valid plan",
+            [f"tpot_ms cut by the time limit: {cut}"],
+        )
     if not points:
         raise InfeasibleError(
             f"no TPOT target in {targets[0]:g}..{targets[-1]:g} ms has a valid plan on "
@@ -229,4 +246,5 @@ def pareto(
         frontier=_dominant(points),
         rule_blind=_dominant(blind),
         solve_ms=(time.perf_counter() - started) * 1e3,
+        time_cut=tuple(cut),
     )
