@@ -20,7 +20,7 @@ import stat
 import sys
 from typing import Any
 
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["MAX_JSON_DEPTH", "json_depth", "loads_json", "read_capped", "read_capped_text"]
 
@@ -55,7 +55,13 @@ def read_capped(
     ``limit`` of them. Errors are ``error`` naming ``what`` and the path: cannot be read, is
     a device/socket/folder, or holds more than ``limit`` bytes (found after reading
     ``limit + 1``, never by trusting the reported size)."""
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise ArgumentTypeError(
+            f"{what} must be a path (str or os.PathLike), got {type(path).__name__}"
+        )
     name = os.fspath(path)
+    if isinstance(name, bytes):
+        raise ArgumentTypeError(f"{what} must be a str path, got a bytes path")
     label = f"{what} {_quoted(name)}"
     if stdin and name == "-":
         fd = sys.stdin.fileno() if sys.stdin is not None else -1
@@ -119,13 +125,15 @@ def read_capped_text(
 
 
 def _quoted(name: str) -> str:
-    from ._validate import short_repr
-
-    return short_repr(name, 200)
+    # Whole (a path is at most PATH_MAX, and the CLI finds it in the message to name its
+    # flag); a longer text is bounded by PdtpError itself.
+    return repr(name)
 
 
 def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n:,} bytes"
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20} MiB ({n:,} bytes)"
+    return f"{n:,} bytes"
 
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')

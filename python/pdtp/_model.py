@@ -879,6 +879,8 @@ def _load_source(
         else:
             stem = base.removesuffix(".json")
             default_name = stem.removesuffix("_config").removesuffix("-config") or stem
+    elif os.path.exists(path):  # a device, a FIFO, a socket: read as a file, capped
+        folder, config_path, default_name = os.path.dirname(path) or ".", path, "model"
     else:
         raise ConfigError(f"{path}: no such file or folder (expected config.json or a folder)")
     data = _parse_json(_read_text(config_path), config_path)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import math
 import numbers
 import os
@@ -45,8 +46,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from . import _core
+from ._validate import public_api, short_repr
 from .constants import GENERIC, Constants, check_engine, constants_for
-from .errors import ConfigError, InvalidArgumentError, PdtpError
+from .errors import ArgumentTypeError, ConfigError, InvalidArgumentError, PdtpError
 from .perf import constant_inputs, gpu_inputs, model_inputs
 
 if TYPE_CHECKING:
@@ -752,6 +754,7 @@ def _run_fit(
     return dict(zip(space.keys, x)), complete
 
 
+@public_api
 def calibrate(
     points: Any,
     *,
@@ -782,7 +785,18 @@ def calibrate(
     """
     limit = _number("calibrate", "time_limit_s", time_limit_s)
     deadline = time.monotonic() + limit
-    names = list(dict.fromkeys(fit if not isinstance(fit, str) else (fit,)))
+    if isinstance(fit, str):
+        fit = (fit,)
+    if not isinstance(fit, Iterable) or isinstance(fit, bytes | Mapping):
+        raise ArgumentTypeError(
+            f"fit must be constant names (a list of str, e.g. ['mbu']), got {type(fit).__name__}"
+        )
+    listed = list(itertools.islice(fit, 1001))  # an endless iterable must not hang
+    if len(listed) > 1000:
+        raise InvalidArgumentError(f"fit lists more than 1000 names; fittable: {', '.join(BOUNDS)}")
+    names = list(dict.fromkeys(listed))
+    if not all(isinstance(n, str) for n in names):
+        raise ArgumentTypeError(f"fit must list constant names (str), got {short_repr(names)}")
     unknown = [n for n in names if n not in BOUNDS]
     if unknown:
         raise InvalidArgumentError(

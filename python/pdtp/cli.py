@@ -39,7 +39,8 @@ examples:
   pdtp map --kv-heads 4 --prefill-tp 4 --decode-tp 8 --connector nixl
   pdtp deploy --plan plan.json --node-hosts 10.0.0.1,10.0.0.2 -o deploy/
 
-exit codes: 0 valid, 1 invalid or infeasible, 2 usage error, 130 interrupted
+exit codes: 0 valid, 1 invalid or infeasible, 2 usage error, 130 interrupted,
+141 output closed, 70 internal error (a bug in pdtp: please report it)
 """
 
 
@@ -1902,6 +1903,14 @@ COMMANDS = {
 
 def _say(line: str) -> None:
     """One line on stderr; a closed stderr cannot turn it into a traceback."""
+    # A lone surrogate (from a hostile argument) cannot be encoded: escape it, not lose
+    # the whole line to a UnicodeEncodeError.
+    from .errors import bounded_message
+
+    line = bounded_message(line)  # a 1 MB argument is not echoed whole
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    with contextlib.suppress(LookupError, ValueError):
+        line = line.encode(encoding, "backslashreplace").decode(encoding, "replace")
     with contextlib.suppress(OSError, ValueError):
         print(line, file=sys.stderr, flush=True)
 

@@ -25,8 +25,29 @@ __all__ = [
 ]
 
 
+# The longest message an error carries. Messages quote input (a model name, a path, a
+# value): a hostile one can be megabytes long, and a message is for a person to read. A
+# longer text keeps its start and its end (where the hint is) and says how much was cut.
+MAX_MESSAGE_CHARS = 2000
+
+
+def bounded_message(text: str) -> str:
+    """``text``, at most about :data:`MAX_MESSAGE_CHARS` characters."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    head, tail = MAX_MESSAGE_CHARS * 3 // 4, MAX_MESSAGE_CHARS // 4
+    cut = len(text) - head - tail
+    return f"{text[:head]}... [{cut:,} characters cut] ...{text[-tail:]}"
+
+
 class PdtpError(Exception):
-    """Base class of every error pdtp raises."""
+    """Base class of every error pdtp raises. Its message is bounded (at most about
+    :data:`MAX_MESSAGE_CHARS` characters, whatever the input it quotes)."""
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            args = (bounded_message(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class RuleValueError(PdtpError, ValueError):

@@ -10,6 +10,7 @@ network, the error says how to pass the file instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from typing import Any
@@ -91,10 +92,8 @@ def _hub_api() -> tuple[Any, str, Any]:
 
     modules = []
     for sub in ("errors", "utils"):
-        try:
+        with contextlib.suppress(ImportError):
             modules.append(importlib.import_module(f"huggingface_hub.{sub}"))
-        except ImportError:
-            pass
     try:
         endpoint = str(importlib.import_module("huggingface_hub.constants").ENDPOINT)
     except (ImportError, AttributeError):

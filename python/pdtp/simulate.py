@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._core import RateSearch, SimConfig, SimResult, SimTrace
-from ._validate import positive_int, positive_number
-from .errors import InvalidArgumentError
+from ._validate import positive_int, positive_number, public_api
+from .errors import ArgumentTypeError, InvalidArgumentError
 from .workload import Workload, resolve_workload
 
 if TYPE_CHECKING:
@@ -93,6 +93,7 @@ def _router(router: Any) -> str:
     return str(router)
 
 
+@public_api
 def sim_config(
     model: Any,
     *,
@@ -238,7 +239,7 @@ def config_from_plan(
         util = plan.get("gpu_memory_utilization")
         kv_dtype = plan.get("kv_dtype")
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             "plan must be a pdtp.Plan or a dict from `pdtp solve --json`, got "
             f"{type(plan).__name__}"
         )
@@ -286,6 +287,7 @@ def _plan_side(plan: Mapping[str, Any], role: str) -> tuple[Any, Any]:
     return side["tp"], side["instances"]
 
 
+@public_api
 def load_trace(path: str | os.PathLike[str]) -> SimTrace:
     """Read a request trace: a CSV of arrival time (s), input tokens and output tokens per
     request. A header may name the columns (``arrival_s``/``timestamp``,
@@ -295,9 +297,8 @@ def load_trace(path: str | os.PathLike[str]) -> SimTrace:
     from ._io import read_capped_text
 
     # Capped as read, not by the reported size: /dev/zero reports 0 bytes and never ends.
-    name = os.fspath(path)
-    text = read_capped_text(name, limit=MAX_TRACE_BYTES, what="trace")
-    return _core.parse_trace(text, os.path.basename(name))
+    text = read_capped_text(path, limit=MAX_TRACE_BYTES, what="trace")
+    return _core.parse_trace(text, os.path.basename(os.fspath(path)))
 
 
 def _length_range(value: Any) -> tuple[float, float] | None:
@@ -362,12 +363,13 @@ def _resolve(
             plan_or_config.workload if _is_plan(plan_or_config) else plan_or_config.get("workload")
         )
         return cfg, resolve_workload(default if workload is None else workload)
-    raise TypeError(
+    raise ArgumentTypeError(
         "simulate needs a pdtp.Plan, a `pdtp solve --json` dict or a pdtp.SimConfig "
         f"(pdtp.sim_config(...)), got {type(plan_or_config).__name__}"
     )
 
 
+@public_api
 def simulate(
     plan_or_config: Any,
     *,
@@ -424,7 +426,7 @@ def simulate(
     elif isinstance(trace, str | os.PathLike):
         tr = load_trace(trace)
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             "trace must be a path to a CSV file or a pdtp.load_trace(...) result, got "
             f"{type(trace).__name__}"
         )
@@ -442,6 +444,7 @@ def simulate(
     )
 
 
+@public_api
 def max_rate_within_slo(
     plan_or_config: Any,
     *,

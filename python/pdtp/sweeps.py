@@ -44,7 +44,7 @@ from ._sweep_output import (
     read_rows,
     scenario_key,
 )
-from ._validate import optional_positive_int, positive_int, positive_number
+from ._validate import optional_positive_int, positive_int, positive_number, public_api
 from ._validate import short_repr as _short
 from .check import MAX_TP
 from .errors import ArgumentTypeError, InvalidArgumentError, PdtpError
@@ -424,6 +424,7 @@ def _ray(
 # ---- the public entry point -----------------------------------------------------------------
 
 
+@public_api
 def sweep(
     models: Any,
     *,

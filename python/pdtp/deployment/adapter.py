@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._model import KV_DTYPE_BYTES
-from ..errors import InvalidArgumentError, UnknownNameError
+from ..errors import ArgumentTypeError, InvalidArgumentError, UnknownNameError
 from ..layout import Layout
 from .versions import Version, resolve_version
 
@@ -110,7 +110,7 @@ def view_of(plan: Any) -> PlanView:
     if isinstance(plan, Mapping):
         return _from_mapping(plan)
     if not all(hasattr(plan, a) for a in ("prefill", "decode", "model_id", "connector", "gpu")):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"plan must be a pdtp.Plan or its JSON (a dict from `pdtp solve --json`), "
             f"got {type(plan).__name__}"
         )
@@ -145,7 +145,9 @@ def _from_mapping(d: Mapping[str, Any]) -> PlanView:
     model = d.get("model_id") or d.get("model")
     connector = d.get("connector", "moriio")
     if not isinstance(connector, str):
-        raise TypeError(f"plan['connector'] must be a string, got {type(connector).__name__}")
+        raise ArgumentTypeError(
+            f"plan['connector'] must be a string, got {type(connector).__name__}"
+        )
     name, key_version = _split_connector(connector)
     if d.get("serving") == "agg" or d.get("aggregated") is not None:
         raise InvalidArgumentError(_AGGREGATED)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .._validate import public_api
 from ..errors import InvalidArgumentError
 from .adapter import MORIIO, PlannedInstance, PlanView, view_of
 from .hosts import LOCALHOST, check_host, is_ip, node_hosts, read_hosts_file
@@ -244,6 +245,7 @@ class Deployment:
         return written
 
 
+@public_api
 def deploy(
     plan: Any,
     *,

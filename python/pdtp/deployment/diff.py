@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .._validate import public_api
 from ..errors import InvalidArgumentError
 from .adapter import PlannedInstance, PlanView, view_of
 from .build import DeployedInstance, Deployment, HostsNeededError, K8sOptions, build
@@ -145,6 +146,7 @@ def _layout_name(i: DeployedInstance) -> str:
     return f"tp={layout.tp}" if layout.is_tp_only else str(layout)
 
 
+@public_api
 def deploy_diff(
     old: Any,
     new: Any,

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from ..errors import ArgumentTypeError, InvalidArgumentError
 
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 LOCALHOST = "127.0.0.1"
@@ -19,7 +19,7 @@ def check_host(field: str, value: Any) -> str:
     """An IPv4 address or a DNS host name (RFC 1123), else an error naming ``field``. IPv6
     is refused: vLLM's proxies write ``http://{host}:{port}`` without brackets."""
     if not isinstance(value, str):
-        raise TypeError(f"{field} must be a string, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{field} must be a string, got {type(value).__name__}")
     text = value.strip()
     try:
         ip = ipaddress.ip_address(text)
@@ -60,7 +60,7 @@ def node_hosts(value: Any, field: str = "node_hosts") -> list[str] | None:
     elif isinstance(value, Sequence):
         items = list(value)
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{field} must be a list of hosts or 'h0,h1,...', got {type(value).__name__}"
         )
     hosts = [check_host(f"{field}[{i}]", h) for i, h in enumerate(items)]

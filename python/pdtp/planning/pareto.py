@@ -10,14 +10,15 @@ over the pairs vLLM refuses): the gap between the two is what the rules cost.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from .._validate import positive_number
-from ..errors import InfeasibleError, InvalidArgumentError, TimeLimitError
+from .._validate import positive_number, public_api
+from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError, TimeLimitError
 from ..perf import DEFAULT_UTILIZATION
 from ..workload import resolve_workload
 from . import plan as plan_mod
@@ -115,6 +116,7 @@ def _point(
     )
 
 
+@public_api
 def pareto(
     model: Any,
     gpus: Any = None,
@@ -147,7 +149,15 @@ def pareto(
     started = time.perf_counter()
     limit = positive_number("time_limit_s", time_limit_s)
     base = resolve_workload(workload)
-    targets = list(DEFAULT_TPOT_MS if tpot_ms is None else tpot_ms)
+    if tpot_ms is not None and (
+        isinstance(tpot_ms, str | bytes | Mapping) or not isinstance(tpot_ms, Iterable)
+    ):
+        raise ArgumentTypeError(
+            f"tpot_ms must be a list of TPOT targets (ms), got {type(tpot_ms).__name__}"
+        )
+    targets = list(
+        DEFAULT_TPOT_MS if tpot_ms is None else itertools.islice(tpot_ms, MAX_TARGETS + 1)
+    )
     if not targets or len(targets) > MAX_TARGETS:
         raise InvalidArgumentError(f"tpot_ms must list 1 to {MAX_TARGETS} targets (ms)")
     targets = sorted({positive_number("tpot_ms", t) for t in targets})
