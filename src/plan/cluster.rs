@@ -705,7 +705,11 @@ fn first_fit(classes: &[&NodeClass], s: i64, n: i64) -> Vec<i64> {
 /// Maximal multisets of `sizes` (those ≤ `free`) filling a node of `free` GPUs: what
 /// `patterns_rec` emits, counted (saturating).
 fn fill_count(free: i64, sizes: &[i64]) -> u64 {
-    let mut fit: Vec<i64> = sizes.iter().copied().filter(|&s| s >= 1 && s <= free).collect();
+    let mut fit: Vec<i64> = sizes
+        .iter()
+        .copied()
+        .filter(|&s| s >= 1 && s <= free)
+        .collect();
     fit.sort_unstable();
     fit.dedup();
     let Some(&smallest) = fit.first() else {
