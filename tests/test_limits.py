@@ -723,3 +723,48 @@ def test_pareto_lists_the_targets_its_time_limit_cut():
     f = pdtp.pareto("llama-3.1-8b", gpus=8, gpu="h100", time_limit_s=0.05)
     answered = {p.tpot_target_ms for p in f.points}
     assert answered.isdisjoint(f.time_cut)
+
+
+# ---- .ci/run: a failing step does not hide the later ones ------------------------------------
+
+
+def test_ci_runs_every_check_and_fails_at_the_end(tmp_path):
+    # Issue 23: a failing pytest under `set -e` skipped the doctests. Every check runs,
+    # and the run still fails (listing which checks did).
+    import shutil
+    import stat
+    import subprocess
+
+    repo = pathlib.Path(__file__).parents[1]
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(repo / ".ci" / "run", tmp_path / ".ci" / "run")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "log"
+    stubs = {
+        # `python3 -m venv DIR` makes a venv whose activate changes nothing.
+        "python3": 'if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin"; : > "$3/bin/activate"; fi',
+        "python": 'echo "python $*" >> "$LOG"',
+        # clippy fails, the Rust tests pass.
+        "cargo": 'echo "cargo $*" >> "$LOG"; [ "$1" != clippy ]',
+        "ruff": 'echo "ruff $*" >> "$LOG"',
+        "mypy": 'echo "mypy $*" >> "$LOG"',
+        "env": 'shift; echo "env $*" >> "$LOG"; exit 3',  # the pytest run fails
+    }
+    for name, body in stubs.items():
+        f = bin_dir / name
+        f.write_text(f"#!/bin/bash\n{body}\n")
+        f.chmod(f.stat().st_mode | stat.S_IEXEC)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(log), "HOME": str(tmp_path)}
+    out = subprocess.run(
+        ["bash", str(tmp_path / ".ci" / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    ran = log.read_text()
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "--doctest-modules" in ran  # the last check ran after two failures
+    assert "cargo test" in ran and "mypy" in ran and "mypy.stubtest" in ran
+    assert "FAILED: rust: clippy rust: clippy (python) pytest" in out.stdout, out.stdout
