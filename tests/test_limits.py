@@ -768,3 +768,22 @@ def test_ci_runs_every_check_and_fails_at_the_end(tmp_path):
     assert "--doctest-modules" in ran  # the last check ran after two failures
     assert "cargo test" in ran and "mypy" in ran and "mypy.stubtest" in ran
     assert "FAILED: rust: clippy rust: clippy (python) pytest" in out.stdout, out.stdout
+
+
+# ---- minor items --------------------------------------------------------------------------
+
+
+def test_a_plan_with_gpus_per_node_0_is_refused_not_defaulted():
+    plan = {**PLAN_DICT, "gpus_per_node": 0}
+    with pytest.raises(pdtp.InvalidArgumentError, match="gpus_per_node"):
+        pdtp.deploy(plan, node_hosts=["10.0.0.1"])
+    with pytest.raises(pdtp.InvalidArgumentError, match="gpus_per_node"):
+        pdtp.solve("llama-3.1-8b", 8, gpus_per_node=0)
+
+
+def test_a_grid_files_yaml_error_is_one_line(tmp_path):
+    grid = tmp_path / "g.yaml"
+    grid.write_text("gpus: [4\n")
+    out = run_cli_here(["sweep", str(grid)])
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "line 2, column 1" in out.stderr

@@ -734,7 +734,13 @@ def load_grid(path: str | os.PathLike[str]) -> dict[str, Any]:
                 stream.name = str(p)  # YAML's messages name the file
                 data = yaml.safe_load(stream)
             except yaml.YAMLError as e:
-                raise InvalidArgumentError(f"{p}: not valid YAML for a grid file: {e}") from None
+                # One line (PyYAML's text spans four): what is wrong, and where.
+                what = getattr(e, "problem", None) or str(e).strip().splitlines()[0]
+                mark = getattr(e, "problem_mark", None)
+                where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+                raise InvalidArgumentError(
+                    f"{p}: not valid YAML for a grid file: {' '.join(str(what).split())}{where}"
+                ) from None
         else:
             try:
                 import tomllib

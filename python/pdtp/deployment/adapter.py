@@ -258,7 +258,12 @@ def _view(
         raise InvalidArgumentError(
             f"plan 'visible_devices_env' must be one of {sorted(_VENDOR_OF_ENV)}, got {env!r}"
         )
-    per_node = gpus_per_node or (catalog_gpu.gpus_per_node if catalog_gpu else None)
+    # `is None`, not `or`: a plan's gpus_per_node 0 is refused, not read as the default.
+    per_node = (
+        gpus_per_node
+        if gpus_per_node is not None
+        else (catalog_gpu.gpus_per_node if catalog_gpu else None)
+    )
     per_node = _int("plan 'gpus_per_node'", per_node, 1)
     gmu = 0.9 if gpu_memory_utilization is None else gpu_memory_utilization
     if isinstance(gmu, bool) or not isinstance(gmu, numbers.Real) or not 0 < float(gmu) <= 1:
