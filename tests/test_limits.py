@@ -787,3 +787,39 @@ def test_a_grid_files_yaml_error_is_one_line(tmp_path):
     out = run_cli_here(["sweep", str(grid)])
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "line 2, column 1" in out.stderr
+
+
+def test_calibrate_refuses_an_engine_it_does_not_model():
+    with pytest.raises(pdtp.InvalidArgumentError, match=r"row 1.*engine.*'bogus-engine'.*SGLang"):
+        pdtp.calibrate([{**POINT, "engine": "bogus-engine"}], fit=("mbu",))
+    for engine in ("vllm 0.12.0", "TensorRT-LLM", "NIM (TensorRT-LLM)", "sglang 0.5", ""):
+        (p,) = pdtp.calibration.load_points([{**POINT, "engine": engine}])
+        assert p.engine == ("sglang" if "sglang" in engine else "vllm")
+
+
+def test_calibrate_warns_about_speculative_decoding():
+    import pdtp.calibration as cal
+
+    with pytest.warns(cal.SpeculativeDecodingWarning, match="row 1.*speculative decoding"):
+        cal.load_points([{**POINT, "note": "MTP speculative decoding, 3 draft tokens"}])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the reference data has no such row: no warning
+        cal.load_points(str(pathlib.Path(__file__).parent / "data/reference/perf-points.csv"))
+
+
+def test_a_fit_refusal_does_not_suggest_the_dtype_the_weights_have():
+    with pytest.raises(pdtp.InvalidArgumentError) as info:
+        pdtp.predict_serving(
+            "llama-3.1-405b",
+            gpu="h100",
+            tp=1,
+            isl=1024,
+            osl=128,
+            concurrency=1,
+            weight_dtype="fp8",
+        )
+    assert "use fp8" not in str(info.value) and "raise tp/pp" in str(info.value)
+    with pytest.raises(pdtp.InvalidArgumentError, match="use fp8 weights"):
+        pdtp.predict_serving("llama-3.1-405b", gpu="h100", tp=1, isl=1024, osl=128, concurrency=1)

@@ -64,6 +64,7 @@ __all__ = [
     "MAX_POINTS",
     "CalibrationTimeLimit",
     "PerfPoint",
+    "SpeculativeDecodingWarning",
     "PointError",
     "calibrate",
     "fit_table",
@@ -313,11 +314,35 @@ def _find_gpu(name: str) -> GPU:
     return gpu(name)
 
 
-def engine_of(text: Any) -> str:
-    """The scheduling family of an engine string: ``sglang``, else ``vllm`` (TensorRT-LLM and
-    NIM run in-flight batching with chunked context, which mixes prompts into decode steps
-    as vLLM does)."""
-    return "sglang" if isinstance(text, str) and "sglang" in text.lower() else "vllm"
+# Engines a measured row may name (any version text after the name): SGLang schedules as
+# itself; TensorRT-LLM and NIM run in-flight batching with chunked context, which mixes
+# prompts into decode steps as vLLM does. Any other engine is refused, not read as vLLM.
+_VLLM_FAMILY = re.compile(r"\b(vllm|tensorrt[-_ ]?llm|trt[-_ ]?llm|nim)\b", re.IGNORECASE)
+_SPECULATIVE = re.compile(
+    r"speculative|spec[-_ ]?dec|\bmtp\b|eagle|medusa|draft[-_ ]model|n-?gram", re.IGNORECASE
+)
+
+
+class SpeculativeDecodingWarning(UserWarning):
+    """A measured row ran with speculative decoding (MTP, EAGLE, a draft model …), which pdtp
+    does not model: its TPOT is lower than plain decoding's, and fitting it as plain decoding
+    biases the constants."""
+
+
+def engine_of(text: Any, where: str = "engine") -> str:
+    """The scheduling family of an engine string: ``sglang`` or ``vllm`` (vLLM, TensorRT-LLM,
+    NIM); an empty one is vLLM. Any other engine is an :class:`InvalidArgumentError` naming
+    ``where``: pdtp has no model of its scheduling."""
+    if not isinstance(text, str) or not text.strip():
+        return "vllm"
+    if "sglang" in text.lower():
+        return "sglang"
+    if _VLLM_FAMILY.search(text):
+        return "vllm"
+    raise InvalidArgumentError(
+        f"{where}: engine {short_repr(text)} is not one pdtp models; expected vLLM, SGLang, "
+        f"TensorRT-LLM or NIM (a version may follow, e.g. 'vllm 0.12.0')"
+    )
 
 
 _VLLM_VERSION = re.compile(r"\bvllm\s*v?(\d+)\.(\d+)", re.IGNORECASE)
@@ -416,8 +441,21 @@ def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
     except PdtpError as exc:
         raise ConfigError(f"{where}: field {col['gpu']!r}: {exc}") from None
     engine_text = names.get(col["engine"], "")
-    engine = engine_of(engine_text)
+    engine = engine_of(engine_text, f"{where}: field {col['engine']!r}")
     note = "" if _missing(raw.get("note")) else str(raw.get("note"))
+    speculative = [
+        str(raw[k])
+        for k in ("note", "notes", col["engine"], "speculative", "speculative_config")
+        if not _missing(raw.get(k)) and _SPECULATIVE.search(str(raw[k]))
+    ]
+    if speculative:
+        warnings.warn(
+            f"{where}: ran with speculative decoding ({short_repr(speculative[0], 60)}), which "
+            f"pdtp does not model: fitted as plain decoding, its TPOT biases the constants low; "
+            f"leave such rows out",
+            SpeculativeDecodingWarning,
+            stacklevel=2,
+        )
     weight_dtype = names.get(col["weight_dtype"])
     kv_dtype = names.get("kv_dtype")
     tp, isl, osl = (_integer(where, f, raw[f]) for f in ("tp", "isl", "osl"))

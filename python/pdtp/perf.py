@@ -727,10 +727,17 @@ def predict_serving(
     )
     gpus = layout[0] * layout[1] * layout[2]
     if point is None:
+        # Suggest only what would change the answer: not fp8 to weights already fp8 or
+        # smaller, not a higher fraction past what an engine allows.
+        fixes = ["raise tp/pp"]
+        if m.weight_dtype not in ("fp8", "int8", "fp4", "int4"):
+            fixes.append("use fp8 weights")
+        if util < 0.95:
+            fixes.append("a higher gpu_memory_utilization")
         raise InvalidArgumentError(
             f"{m.name} ({m.weight_dtype}) on {gpus} {g.name} GPUs (tp={layout[0]}, pp={pp}, "
             f"dp={layout[2]}, ep={ep}): the weights and one {isl + osl}-token sequence's KV "
-            f"cache do not fit in {util:g} of each GPU's memory; raise tp/pp or use fp8"
+            f"cache do not fit in {util:g} of each GPU's memory; {', or '.join(fixes)}"
         )
     return ServingEstimate(
         model=m.name,
