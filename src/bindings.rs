@@ -1745,9 +1745,14 @@ fn candidates(py: Python<'_>, scenario: &PyScenario) -> PyResult<PyCandidates> {
     let sc = scenario.inner.clone();
     let (c, order) = released(py, move || {
         let c = Candidates::build((*sc).clone());
-        let order = Order::new(&c);
+        // Too many node patterns: refused before anything lists them (memory bound).
+        let order = c.too_many_patterns().is_none().then(|| Order::new(&c));
         (c, order)
     })?;
+    let Some(order) = order else {
+        let why = c.too_many_patterns().unwrap_or_default();
+        return Err(pdtp_error(py, "InvalidArgumentError", why));
+    };
     Ok(PyCandidates {
         c: Arc::new(c),
         order: Arc::new(order),

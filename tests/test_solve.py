@@ -347,21 +347,30 @@ def test_cli_solve(capsys):
 def test_first_solve_with_a_short_limit_does_not_wait_for_ortools():
     # In a fresh interpreter OR-Tools is not imported yet (0.4-1 s): with a 0.2 s limit the
     # solve does not wait for it past the limit; the exhaustive oracle proves the plan within
-    # it and says so, and the import carries on for later calls.
+    # it and says so, and the import carries on for later calls. Here the import never ends
+    # (a finder that blocks it): a solve that waited for it would never return, and the
+    # subprocess's timeout (a backstop against that hang, not a speed bound) would fail it.
     import subprocess
     import sys
 
     code = (
-        "import sys, time, pdtp; pdtp.model('llama-3.1-70b'); t = time.perf_counter(); "
-        "p = pdtp.solve('llama-3.1-70b', 24, time_limit_s=0.2); "
-        "print(p.status, p.method, time.perf_counter() - t, len(p.notes))"
+        "import sys, threading, pdtp\n"
+        "class Blocked:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'ortools' or name.startswith('ortools.'):\n"
+        "            threading.Event().wait()\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Blocked())\n"
+        "pdtp.model('llama-3.1-70b')\n"
+        "p = pdtp.solve('llama-3.1-70b', 24, time_limit_s=0.2)\n"
+        "print(p.status, p.method, len(p.notes), flush=True)\n"
+        "import os; os._exit(0)\n"  # the blocked import thread must not hold the exit
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    status, method, elapsed, notes = out.stdout.split()
-    assert status == "OPTIMAL" and method in ("enumerate", "cpsat")
-    assert (method == "enumerate") == (notes == "1")
-    # The limit covers the import: a hang or a full import (~1 s) would overrun it.
-    assert float(elapsed) < 0.2 + 0.4, out.stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    status, method, notes = out.stdout.split()
+    assert (status, method, notes) == ("OPTIMAL", "enumerate", "1"), out.stdout
 
 
 def test_method_and_status_are_reported():

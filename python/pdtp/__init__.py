@@ -25,6 +25,7 @@ from .errors import (
     RuleNotImplementedError,
     RuleValueError,
     RuleZeroDivisionError,
+    TimeLimitError,
     UnknownNameError,
     UnworkablePairError,
 )
@@ -173,6 +174,7 @@ __all__ = [
     "RuleNotImplementedError",
     "RuleValueError",
     "RuleZeroDivisionError",
+    "TimeLimitError",
     "TransferMap",
     "UnknownNameError",
     "UnworkablePairError",

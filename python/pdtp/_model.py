@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
+from ._io import MAX_JSON_DEPTH, read_capped_text
+from ._io import json_depth as _json_depth
 from .errors import ConfigError, InvalidArgumentError
 
 _REPR = reprlib.Repr()
@@ -262,9 +264,6 @@ MAX_LAYERS = 100_000
 # The largest config.json pdtp reads. Real ones are under 1 MiB (quantized checkpoints list
 # ignored modules); anything bigger is refused before it is read into memory.
 MAX_CONFIG_BYTES = 16 << 20
-# Nesting deeper than this is no config (real ones nest 3-4 levels); refused before the JSON
-# parser recurses into it.
-MAX_JSON_DEPTH = 64
 # Upper bound for every integer field of a Model (parameter counts included): far above any
 # model (10^16 parameters), and exactly representable as a float for the Rust core.
 MAX_MODEL_INT = 1 << 53
@@ -880,6 +879,8 @@ def _load_source(
         else:
             stem = base.removesuffix(".json")
             default_name = stem.removesuffix("_config").removesuffix("-config") or stem
+    elif os.path.exists(path):  # a device, a FIFO, a socket: read as a file, capped
+        folder, config_path, default_name = os.path.dirname(path) or ".", path, "model"
     else:
         raise ConfigError(f"{path}: no such file or folder (expected config.json or a folder)")
     data = _parse_json(_read_text(config_path), config_path)
@@ -891,34 +892,9 @@ def _load_source(
 
 
 def _read_text(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            # Read one byte past the limit: a larger file (or an endless one such as
-            # /dev/zero) is refused after MAX_CONFIG_BYTES, never read whole.
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise ConfigError(
-                f"{path}: larger than pdtp's config size limit ({MAX_CONFIG_BYTES >> 20} MiB); "
-                f"real configs are a few MiB at most"
-            )
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a UTF-8 text file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
-
-
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
-
-
-def _json_depth(text: str) -> int:
-    """Deepest bracket nesting outside strings (regex scans, no recursion)."""
-    depth = deepest = 0
-    for m in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
-        depth += 1 if m.group() in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
+    # Capped as read: a larger file (or an endless one such as /dev/zero) is refused after
+    # MAX_CONFIG_BYTES, never read whole; real configs are a few MiB at most.
+    return read_capped_text(path, limit=MAX_CONFIG_BYTES, what="config", error=ConfigError)
 
 
 def _parse_json(text: str, label: str) -> Mapping[str, Any]:
@@ -936,6 +912,8 @@ def _parse_json(text: str, label: str) -> Mapping[str, Any]:
             f"{label}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             f"expected a JSON object such as a Hugging Face config.json"
         ) from None
+    except ValueError as exc:  # an integer with more digits than int() converts
+        raise ConfigError(f"{label}: not usable JSON ({str(exc)[:120]})") from None
     if not isinstance(data, dict):
         raise ConfigError(
             f"{label}: expected a JSON object at the top level, got {_json_type(data)}"

@@ -270,8 +270,8 @@ class _Lock:
     names the holder, for the message a second sweep gets. A lock file pdtp did not write is
     refused untouched; pdtp removes its own when the sweep ends."""
 
-    def __init__(self, output: pathlib.Path) -> None:
-        self.output = output
+    def __init__(self, output: pathlib.Path, shown: pathlib.Path | None = None) -> None:
+        self.output = output if shown is None else shown  # as the user spelled it
         self.path = output.with_name(output.name + ".lock")
         self.fd: int | None = None
 
@@ -612,8 +612,12 @@ class Store:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = pathlib.Path(path)
         self.format = output_format(self.path)
-        self.parts = self.path.with_name(self.path.name + ".parts")
-        self._lock = _Lock(self.path)
+        # The lock and the Parquet parts sit beside the file itself, not beside the name it
+        # was spelled by: two sweeps into one file through a symlink (or `a/../b`) take the
+        # same lock and serialise. (A hard link is another name for the file: not caught.)
+        self._real = real = pathlib.Path(os.path.realpath(self.path))
+        self.parts = real.with_name(real.name + ".parts")
+        self._lock = _Lock(real, shown=self.path)
         self._fd: int | None = None
         self._next_part = 1
         self._merged_through = 0
@@ -809,7 +813,7 @@ class Store:
         tmp = self.parts / "merge.tmp"
         pq.write_table(merged, tmp)
         _fsync_path(tmp)
-        os.replace(tmp, self.path)
+        os.replace(tmp, self._real)  # the file, not a symlink naming it
         self._merged_through = last
         for _, p in parts:
             os.unlink(p)

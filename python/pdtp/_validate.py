@@ -127,3 +127,75 @@ def _argument_error(
                     f"got {_short(value)}"
                 )
     return None
+
+
+# Nesting deeper than this is no argument of pdtp's (a plan dict nests 4 levels); deeper
+# would make a message's repr (or the JSON encoder) recurse past Python's limit.
+MAX_ARGUMENT_DEPTH = 64
+# How many values of one argument the up-front scan visits (a 150,000-row points list is
+# checked by its first rows; the rest is checked where it is read).
+_SCAN_BUDGET = 20_000
+
+
+def _bad_text(value: str) -> int | None:
+    """Where ``value`` holds a surrogate no file name can carry (not one of
+    ``surrogateescape``'s, which stand for undecodable bytes in a path); None if none."""
+    if value.isascii():
+        return None
+    try:
+        value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as e:
+        return e.start
+    return None
+
+
+def _argument_problem(name: str, value: Any) -> InvalidArgumentError | None:
+    """A lone surrogate in a string, or nesting past :data:`MAX_ARGUMENT_DEPTH`, anywhere in
+    ``value`` (scanned iteratively, within a budget)."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, name)]
+    budget = _SCAN_BUDGET
+    while stack and budget > 0:
+        v, depth, where = stack.pop()
+        budget -= 1
+        if isinstance(v, str):
+            at = _bad_text(v)
+            if at is not None:
+                return InvalidArgumentError(
+                    f"{where} is not valid Unicode text: a lone surrogate "
+                    f"({v[at]!a}) at position {at}"
+                )
+        elif isinstance(v, list | tuple | dict | set | frozenset):
+            if depth >= MAX_ARGUMENT_DEPTH:
+                return InvalidArgumentError(
+                    f"{name} is nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+                )
+            if isinstance(v, dict):
+                items = [x for kv in list(v.items())[:budget] for x in kv]
+            else:
+                items = list(v)[:budget]
+            stack.extend((x, depth + 1, name) for x in items)
+    return None
+
+
+def public_api(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn``, a public function, with two checks every argument gets before ``fn`` sees it
+    (so no ``RecursionError`` or ``UnicodeEncodeError`` comes out of a message, the JSON
+    encoder or PyO3): strings are valid Unicode, containers nest at most
+    :data:`MAX_ARGUMENT_DEPTH` deep. Each is an :class:`InvalidArgumentError` naming the
+    argument. A wrong call (missing or extra arguments) is still Python's ``TypeError``."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return fn(*args, **kwargs)  # Python's own error for a wrong call
+        for name, value in bound.arguments.items():
+            if isinstance(value, str | list | tuple | dict | set | frozenset):
+                problem = _argument_problem(name, value)
+                if problem is not None:
+                    raise problem
+        return fn(*args, **kwargs)
+
+    return checked

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import math
 import numbers
 import os
@@ -45,8 +46,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from . import _core
+from ._validate import public_api, short_repr
 from .constants import GENERIC, Constants, check_engine, constants_for
-from .errors import ConfigError, InvalidArgumentError, PdtpError
+from .errors import ArgumentTypeError, ConfigError, InvalidArgumentError, PdtpError
 from .perf import constant_inputs, gpu_inputs, model_inputs
 
 if TYPE_CHECKING:
@@ -62,6 +64,7 @@ __all__ = [
     "MAX_POINTS",
     "CalibrationTimeLimit",
     "PerfPoint",
+    "SpeculativeDecodingWarning",
     "PointError",
     "calibrate",
     "fit_table",
@@ -311,11 +314,35 @@ def _find_gpu(name: str) -> GPU:
     return gpu(name)
 
 
-def engine_of(text: Any) -> str:
-    """The scheduling family of an engine string: ``sglang``, else ``vllm`` (TensorRT-LLM and
-    NIM run in-flight batching with chunked context, which mixes prompts into decode steps
-    as vLLM does)."""
-    return "sglang" if isinstance(text, str) and "sglang" in text.lower() else "vllm"
+# Engines a measured row may name (any version text after the name): SGLang schedules as
+# itself; TensorRT-LLM and NIM run in-flight batching with chunked context, which mixes
+# prompts into decode steps as vLLM does. Any other engine is refused, not read as vLLM.
+_VLLM_FAMILY = re.compile(r"\b(vllm|tensorrt[-_ ]?llm|trt[-_ ]?llm|nim)\b", re.IGNORECASE)
+_SPECULATIVE = re.compile(
+    r"speculative|spec[-_ ]?dec|\bmtp\b|eagle|medusa|draft[-_ ]model|n-?gram", re.IGNORECASE
+)
+
+
+class SpeculativeDecodingWarning(UserWarning):
+    """A measured row ran with speculative decoding (MTP, EAGLE, a draft model …), which pdtp
+    does not model: its TPOT is lower than plain decoding's, and fitting it as plain decoding
+    biases the constants."""
+
+
+def engine_of(text: Any, where: str = "engine") -> str:
+    """The scheduling family of an engine string: ``sglang`` or ``vllm`` (vLLM, TensorRT-LLM,
+    NIM); an empty one is vLLM. Any other engine is an :class:`InvalidArgumentError` naming
+    ``where``: pdtp has no model of its scheduling."""
+    if not isinstance(text, str) or not text.strip():
+        return "vllm"
+    if "sglang" in text.lower():
+        return "sglang"
+    if _VLLM_FAMILY.search(text):
+        return "vllm"
+    raise InvalidArgumentError(
+        f"{where}: engine {short_repr(text)} is not one pdtp models; expected vLLM, SGLang, "
+        f"TensorRT-LLM or NIM (a version may follow, e.g. 'vllm 0.12.0')"
+    )
 
 
 _VLLM_VERSION = re.compile(r"\bvllm\s*v?(\d+)\.(\d+)", re.IGNORECASE)
@@ -414,8 +441,21 @@ def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
     except PdtpError as exc:
         raise ConfigError(f"{where}: field {col['gpu']!r}: {exc}") from None
     engine_text = names.get(col["engine"], "")
-    engine = engine_of(engine_text)
+    engine = engine_of(engine_text, f"{where}: field {col['engine']!r}")
     note = "" if _missing(raw.get("note")) else str(raw.get("note"))
+    speculative = [
+        str(raw[k])
+        for k in ("note", "notes", col["engine"], "speculative", "speculative_config")
+        if not _missing(raw.get(k)) and _SPECULATIVE.search(str(raw[k]))
+    ]
+    if speculative:
+        warnings.warn(
+            f"{where}: ran with speculative decoding ({short_repr(speculative[0], 60)}), which "
+            f"pdtp does not model: fitted as plain decoding, its TPOT biases the constants low; "
+            f"leave such rows out",
+            SpeculativeDecodingWarning,
+            stacklevel=2,
+        )
     weight_dtype = names.get(col["weight_dtype"])
     kv_dtype = names.get("kv_dtype")
     tp, isl, osl = (_integer(where, f, raw[f]) for f in ("tp", "isl", "osl"))
@@ -530,17 +570,10 @@ def _weights_fit(p: PerfPoint) -> bool:
 def _read_text(path: str) -> str:
     """A points file's text, read to at most :data:`MAX_FILE_BYTES` (so a device or a huge
     file fails fast) and checked to be text. Errors name the path as given."""
+    from ._io import read_capped
+
     name = path
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise InvalidArgumentError(f"cannot read points file {path!r}: {exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InvalidArgumentError(
-            f"points file {name!r} is larger than {MAX_FILE_BYTES >> 20} MiB "
-            f"(pdtp.calibration.MAX_FILE_BYTES); pass fewer rows"
-        )
+    data = read_capped(path, limit=MAX_FILE_BYTES, what="points file")
     if b"\0" in data:
         raise InvalidArgumentError(f"points file {name!r} is not a CSV text file (NUL bytes)")
     try:
@@ -759,6 +792,7 @@ def _run_fit(
     return dict(zip(space.keys, x)), complete
 
 
+@public_api
 def calibrate(
     points: Any,
     *,
@@ -789,7 +823,18 @@ def calibrate(
     """
     limit = _number("calibrate", "time_limit_s", time_limit_s)
     deadline = time.monotonic() + limit
-    names = list(dict.fromkeys(fit if not isinstance(fit, str) else (fit,)))
+    if isinstance(fit, str):
+        fit = (fit,)
+    if not isinstance(fit, Iterable) or isinstance(fit, bytes | Mapping):
+        raise ArgumentTypeError(
+            f"fit must be constant names (a list of str, e.g. ['mbu']), got {type(fit).__name__}"
+        )
+    listed = list(itertools.islice(fit, 1001))  # an endless iterable must not hang
+    if len(listed) > 1000:
+        raise InvalidArgumentError(f"fit lists more than 1000 names; fittable: {', '.join(BOUNDS)}")
+    names = list(dict.fromkeys(listed))
+    if not all(isinstance(n, str) for n in names):
+        raise ArgumentTypeError(f"fit must list constant names (str), got {short_repr(names)}")
     unknown = [n for n in names if n not in BOUNDS]
     if unknown:
         raise InvalidArgumentError(

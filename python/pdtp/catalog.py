@@ -15,11 +15,13 @@ from typing import Any
 
 from ._gpu import GPU
 from ._model import Model
+from ._validate import public_api
 from .errors import ConfigError, UnknownNameError
 
 __all__ = ["gpu", "gpus", "model", "model_source", "models", "resolve_model"]
 
 
+@public_api
 def model(
     name: str | Model, *, weight_dtype: str | None = None, kv_dtype: str | None = None
 ) -> Model:
@@ -92,6 +94,7 @@ def model_source(name: str | Model) -> tuple[str, bool]:
     return str(entry.get("source", "")), bool(entry.get("verified", True))
 
 
+@public_api
 def gpu(name: str | GPU) -> GPU:
     """A catalog GPU by short name (``"mi300x"``) or alias (``"H100-SXM"``, ``"a100-80gb"``),
     case-insensitive. A :class:`GPU` passes through."""

@@ -11,9 +11,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from . import _core
-from ._validate import MAX_TP, flag, optional_positive_int, positive_int
+from ._validate import MAX_TP, flag, optional_positive_int, positive_int, public_api
 from .connectors import Connector, resolve_connector
 from .errors import (
+    ArgumentTypeError,
     InvalidArgumentError,
 )
 from .layout import Layout
@@ -42,7 +43,7 @@ class ModelShape:
         positive_int("num_kv_heads", self.num_kv_heads, maximum=MAX_HEADS)
         flag("is_mla", self.is_mla)
         if not isinstance(self.name, str):
-            raise TypeError(f"name must be a string, got {type(self.name).__name__}")
+            raise ArgumentTypeError(f"name must be a string, got {type(self.name).__name__}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,6 +128,7 @@ class CheckResult:
         }
 
 
+@public_api
 def check(
     model: Any,
     prefill_tp: Any = None,

@@ -39,7 +39,8 @@ examples:
   pdtp map --kv-heads 4 --prefill-tp 4 --decode-tp 8 --connector nixl
   pdtp deploy --plan plan.json --node-hosts 10.0.0.1,10.0.0.2 -o deploy/
 
-exit codes: 0 valid, 1 invalid or infeasible, 2 usage error, 130 interrupted
+exit codes: 0 valid, 1 invalid or infeasible, 2 usage error, 130 interrupted,
+141 output closed, 70 internal error (a bug in pdtp: please report it)
 """
 
 
@@ -771,23 +772,11 @@ MAX_INPUT_BYTES = 16 << 20
 
 
 def _read_text(path: str, what: str) -> str:
-    """A text file (``-``: stdin), at most MAX_INPUT_BYTES, without NUL bytes."""
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-        else:
-            with open(path, "rb") as f:
-                data = f.read(MAX_INPUT_BYTES + 1)
-    except OSError as e:
-        raise UsageError(f"{what}: cannot read {path!r}: {e.strerror}") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise UsageError(f"{what}: {path!r} is larger than {MAX_INPUT_BYTES >> 20} MiB")
-    if b"\0" in data:
-        raise UsageError(f"{what}: {path!r} is not a text file (it holds NUL bytes)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{what}: {path!r} is not UTF-8 text") from None
+    """A text file (``-``: stdin), at most MAX_INPUT_BYTES (counted as read: a device or an
+    endless pipe is refused, never read whole), without NUL bytes."""
+    from ._io import read_capped_text
+
+    return read_capped_text(path, limit=MAX_INPUT_BYTES, what=what, error=UsageError, stdin=True)
 
 
 def _model_arg(args: argparse.Namespace) -> Any:
@@ -1179,13 +1168,9 @@ def _cmd_size_for(args: argparse.Namespace) -> int:
 
 
 def _read_json_arg(path: str, what: str) -> Any:
-    text = _read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{what} {path}: not JSON ({e.msg} at line {e.lineno})") from None
-    except RecursionError:  # a hostile file nested deeper than any plan
-        raise UsageError(f"{what} {path}: JSON nested too deep") from None
+    from ._io import loads_json
+
+    return loads_json(_read_text(path, what), f"{what} {path}", error=UsageError)
 
 
 def _cmd_replan(args: argparse.Namespace) -> int:
@@ -1982,6 +1967,14 @@ COMMANDS = {
 
 def _say(line: str) -> None:
     """One line on stderr; a closed stderr cannot turn it into a traceback."""
+    # A lone surrogate (from a hostile argument) cannot be encoded: escape it, not lose
+    # the whole line to a UnicodeEncodeError.
+    from .errors import bounded_message
+
+    line = bounded_message(line)  # a 1 MB argument is not echoed whole
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    with contextlib.suppress(LookupError, ValueError):
+        line = line.encode(encoding, "backslashreplace").decode(encoding, "replace")
     with contextlib.suppress(OSError, ValueError):
         print(line, file=sys.stderr, flush=True)
 

@@ -18,7 +18,8 @@ from functools import cache
 from typing import Any
 
 from . import _core
-from .errors import InvalidArgumentError, UnknownNameError
+from ._validate import public_api
+from .errors import ArgumentTypeError, InvalidArgumentError, UnknownNameError
 
 #: Every vLLM release pdtp's golden data covers, oldest first.
 VLLM_RELEASES: tuple[str, ...] = tuple(_core.vllm_releases())
@@ -84,6 +85,7 @@ def connector_names() -> list[str]:
     return list(_core.connector_names())
 
 
+@public_api
 def connectors(vllm_version: str | None = None) -> list[Connector]:
     """Every connector pdtp knows, at ``vllm_version`` (default: the newest release); a
     connector that release does not have (MoRIIO before 0.14.0, nixl-legacy after 0.13.0)
@@ -98,6 +100,7 @@ def connectors(vllm_version: str | None = None) -> list[Connector]:
     return out
 
 
+@public_api
 def resolve_connector(name: Any, vllm_version: str | None = None) -> Connector:
     """The profile of connector ``name`` at ``vllm_version``.
 
@@ -118,9 +121,9 @@ def resolve_connector(name: Any, vllm_version: str | None = None) -> Connector:
             return name
         name = name.name
     if not isinstance(name, str):
-        raise TypeError(f"connector must be a string, got {type(name).__name__} {name!r}")
+        raise ArgumentTypeError(f"connector must be a string, got {type(name).__name__} {name!r}")
     if vllm_version is not None and not isinstance(vllm_version, str):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"vllm_version must be a string like '0.33.0', got "
             f"{type(vllm_version).__name__} {vllm_version!r}"
         )

@@ -38,7 +38,7 @@ from importlib import resources
 from typing import Any
 
 from ._validate import positive_number
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 
 #: Serving engines the aggregated model knows (how they schedule prompts among decode steps).
 ENGINES: tuple[str, ...] = ("vllm", "sglang")
@@ -149,7 +149,7 @@ def constants_for(gpu_name: str, override: Any = None, engine: str = "vllm") -> 
         return base
     if isinstance(override, dict):
         return base.replace(**override)
-    raise TypeError(
+    raise ArgumentTypeError(
         f"constants must be a pdtp.Constants or a dict of overrides, got {type(override).__name__}"
     )
 

@@ -19,13 +19,35 @@ __all__ = [
     "RuleNotImplementedError",
     "RuleValueError",
     "RuleZeroDivisionError",
+    "TimeLimitError",
     "UnknownNameError",
     "UnworkablePairError",
 ]
 
 
+# The longest message an error carries. Messages quote input (a model name, a path, a
+# value): a hostile one can be megabytes long, and a message is for a person to read. A
+# longer text keeps its start and its end (where the hint is) and says how much was cut.
+MAX_MESSAGE_CHARS = 2000
+
+
+def bounded_message(text: str) -> str:
+    """``text``, at most about :data:`MAX_MESSAGE_CHARS` characters."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    head, tail = MAX_MESSAGE_CHARS * 3 // 4, MAX_MESSAGE_CHARS // 4
+    cut = len(text) - head - tail
+    return f"{text[:head]}... [{cut:,} characters cut] ...{text[-tail:]}"
+
+
 class PdtpError(Exception):
-    """Base class of every error pdtp raises."""
+    """Base class of every error pdtp raises. Its message is bounded (at most about
+    :data:`MAX_MESSAGE_CHARS` characters, whatever the input it quotes)."""
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            args = (bounded_message(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class RuleValueError(PdtpError, ValueError):
@@ -72,6 +94,12 @@ class InfeasibleError(PdtpError):
     def __init__(self, message: str, reasons: tuple[str, ...] | list[str] = ()) -> None:
         super().__init__(message)
         self.reasons: tuple[str, ...] = tuple(reasons)
+
+
+class TimeLimitError(InfeasibleError):
+    """The time limit ran out before any answer was found: not a proof that none exists
+    (raise ``time_limit_s``). An :class:`InfeasibleError`, so code that treats "no plan" as
+    one case keeps working; ``reasons`` names what the limit cut."""
 
 
 class RuleAssertionError(PdtpError, AssertionError):

@@ -10,6 +10,7 @@ network, the error says how to pass the file instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from typing import Any
@@ -50,12 +51,64 @@ def fetch_config(repo_id: str, *, revision: str | None = None) -> str:
     return _fetch(repo_id, revision)
 
 
+# The exception classes pdtp tells apart, by name. huggingface_hub 0.24 defines most of them
+# in ``huggingface_hub.utils`` (its ``errors`` module has only a few); 1.x and 2.x define all
+# of them in ``huggingface_hub.errors`` and re-export them from ``utils``.
+_ERROR_NAMES = (
+    "OfflineModeIsEnabled",
+    "LocalEntryNotFoundError",
+    "GatedRepoError",
+    "RepositoryNotFoundError",
+    "RevisionNotFoundError",
+    "EntryNotFoundError",
+    "HfHubHTTPError",
+)
+
+
+class _NeverRaised(Exception):
+    """Stands in for an error class a huggingface_hub release does not define."""
+
+
+class _HubErrors:
+    """The client's error classes by name, found in ``errors`` or ``utils``."""
+
+    def __init__(self, modules: list[Any]) -> None:
+        for name in _ERROR_NAMES:
+            found = next((getattr(m, name) for m in modules if hasattr(m, name)), _NeverRaised)
+            setattr(self, name, found if isinstance(found, type) else _NeverRaised)
+
+    def __getattr__(self, name: str) -> type[BaseException]:  # for mypy: set in __init__
+        raise AttributeError(name)
+
+
+def _hub_api() -> tuple[Any, str, Any]:
+    """(``hf_hub_download``, the Hub endpoint, the error classes) from whichever
+    huggingface_hub is installed, 0.24 through 2.x. ``import huggingface_hub`` does not load
+    its ``constants`` submodule in 2.x (attribute access is lazy and ``constants`` is not in
+    its table), so submodules are imported by name."""
+    import importlib
+
+    import huggingface_hub
+
+    modules = []
+    for sub in ("errors", "utils"):
+        with contextlib.suppress(ImportError):
+            modules.append(importlib.import_module(f"huggingface_hub.{sub}"))
+    try:
+        endpoint = str(importlib.import_module("huggingface_hub.constants").ENDPOINT)
+    except (ImportError, AttributeError):
+        endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    download = getattr(huggingface_hub, "hf_hub_download", None)
+    if download is None:
+        raise ImportError("huggingface_hub has no hf_hub_download")
+    return download, endpoint, _HubErrors(modules)
+
+
 @functools.lru_cache(maxsize=64)
 def _fetch(repo_id: str, revision: str | None) -> str:
     try:
-        import huggingface_hub
-        from huggingface_hub import errors as hf_errors
-    except ImportError:
+        hf_hub_download, endpoint, hf_errors = _hub_api()
+    except Exception:  # not installed, or a build too broken to import
         raise UnknownNameError(
             f"{repo_id!r} is not in pdtp's catalog, and looking it up on the Hugging Face Hub "
             f"needs the huggingface_hub package (pip install 'pdtp[hub]'); "
@@ -64,13 +117,13 @@ def _fetch(repo_id: str, revision: str | None) -> str:
 
     # Offline (HF_HUB_OFFLINE) or with the Hub unreachable, read the cache only: the client's
     # own retries would otherwise stall for half a minute before failing.
-    cache_only = _offline() or not _reachable(huggingface_hub.constants.ENDPOINT)
+    cache_only = _offline() or not _reachable(endpoint)
 
     def download(filename: str) -> str:
-        path: str = huggingface_hub.hf_hub_download(
-            repo_id, filename, revision=revision, local_files_only=cache_only
-        )
-        return path
+        path = hf_hub_download(repo_id, filename, revision=revision, local_files_only=cache_only)
+        if not isinstance(path, str | os.PathLike):
+            raise ValueError(f"hf_hub_download returned {type(path).__name__}, not a path")
+        return os.fspath(path)
 
     try:
         config = download("config.json")
@@ -99,7 +152,7 @@ def _fetch(repo_id: str, revision: str | None) -> str:
             f"{repo_id!r} on the Hugging Face Hub has no config.json (not a transformers "
             f"checkpoint?); " + how_to_pass_the_file(repo_id)
         ) from None
-    except (hf_errors.HfHubHTTPError, OSError, ValueError) as exc:
+    except Exception as exc:  # HTTP (requests or httpx), OS, a client's own: all one error
         raise UnknownNameError(
             f"{repo_id!r}: looking up config.json on the Hugging Face Hub failed "
             f"({type(exc).__name__}: {_first_line(exc)}); " + how_to_pass_the_file(repo_id)
@@ -109,7 +162,7 @@ def _fetch(repo_id: str, revision: str | None) -> str:
             download(sidecar)  # lands in the same snapshot folder as config.json
         except (hf_errors.EntryNotFoundError, hf_errors.LocalEntryNotFoundError):
             pass  # most checkpoints have none; offline, only a cached one can be used
-        except (hf_errors.HfHubHTTPError, OSError, ValueError) as exc:
+        except Exception as exc:
             raise UnknownNameError(
                 f"{repo_id!r}: fetching {sidecar} from the Hugging Face Hub failed "
                 f"({type(exc).__name__}: {_first_line(exc)}), so its quantization is unknown; "

@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from . import _core
-from ._validate import MAX_TP, optional_positive_int, positive_int, positive_number
+from ._validate import MAX_TP, optional_positive_int, positive_int, positive_number, public_api
 from .connectors import resolve_connector
 from .constants import Constants, constants_for
 from .errors import InvalidArgumentError
@@ -171,6 +171,7 @@ class DecodePrediction:
         return asdict(self)
 
 
+@public_api
 def predict_prefill(
     model: Any,
     *,
@@ -199,6 +200,7 @@ def predict_prefill(
     )
 
 
+@public_api
 def predict_decode(
     model: Any,
     *,
@@ -437,6 +439,7 @@ def bottleneck(prefill_rps: float, decode_rps: float, tolerance: float = 0.02) -
     return "prefill" if prefill_rps < decode_rps else "decode"
 
 
+@public_api
 def evaluate(
     model: Any,
     *,
@@ -634,6 +637,7 @@ def serving_layout(
     return (tp, pp, dp, ep > 1)
 
 
+@public_api
 def predict_serving(
     model: Any,
     *,
@@ -723,10 +727,17 @@ def predict_serving(
     )
     gpus = layout[0] * layout[1] * layout[2]
     if point is None:
+        # Suggest only what would change the answer: not fp8 to weights already fp8 or
+        # smaller, not a higher fraction past what an engine allows.
+        fixes = ["raise tp/pp"]
+        if m.weight_dtype not in ("fp8", "int8", "fp4", "int4"):
+            fixes.append("use fp8 weights")
+        if util < 0.95:
+            fixes.append("a higher gpu_memory_utilization")
         raise InvalidArgumentError(
             f"{m.name} ({m.weight_dtype}) on {gpus} {g.name} GPUs (tp={layout[0]}, pp={pp}, "
             f"dp={layout[2]}, ep={ep}): the weights and one {isl + osl}-token sequence's KV "
-            f"cache do not fit in {util:g} of each GPU's memory; raise tp/pp or use fp8"
+            f"cache do not fit in {util:g} of each GPU's memory; {', or '.join(fixes)}"
         )
     return ServingEstimate(
         model=m.name,

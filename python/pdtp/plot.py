@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _core
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -484,7 +484,7 @@ def pareto_chart(
     from .planning.pareto import Pareto
 
     if not isinstance(data, Pareto):
-        raise TypeError(f"pareto_chart draws a pdtp.Pareto, got {type(data).__name__}")
+        raise ArgumentTypeError(f"pareto_chart draws a pdtp.Pareto, got {type(data).__name__}")
     if path is not None:
         _chart_suffix(path)
     plt = _matplotlib()

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._core import RateSearch, SimConfig, SimResult, SimTrace
-from ._validate import MAX_TP, positive_int, positive_number
-from .errors import InvalidArgumentError
+from ._validate import positive_int, positive_number, public_api
+from .errors import ArgumentTypeError, InvalidArgumentError
 from .layout import Layout
 from .workload import Workload, resolve_workload
 
@@ -94,6 +94,7 @@ def _router(router: Any) -> str:
     return str(router)
 
 
+@public_api
 def sim_config(
     model: Any,
     *,
@@ -222,7 +223,7 @@ def config_from_plan(
         util = getattr(plan, "gpu_memory_utilization", None)
         kv_dtype = getattr(plan, "kv_dtype", None)
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             "plan must be a pdtp.Plan or a dict from `pdtp solve --json`, got "
             f"{type(plan).__name__}"
         )
@@ -268,26 +269,18 @@ def _side_gpu(plan: Any, role: str) -> Any:
     return getattr(getattr(plan, role, None), "gpu", None)
 
 
+@public_api
 def load_trace(path: str | os.PathLike[str]) -> SimTrace:
     """Read a request trace: a CSV of arrival time (s), input tokens and output tokens per
     request. A header may name the columns (``arrival_s``/``timestamp``,
     ``input_tokens``/``isl``, ``output_tokens``/``osl``; any order, other columns ignored);
     without one the first three columns are used in that order. At most 64 MiB and 1,000,000
     requests; errors name the file and line."""
-    name = os.fspath(path)
-    try:
-        size = os.stat(name).st_size
-        if size > MAX_TRACE_BYTES:
-            raise InvalidArgumentError(
-                f"trace {name!r} is {size} bytes; at most {MAX_TRACE_BYTES} are read"
-            )
-        with open(name, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise InvalidArgumentError(f"cannot read trace {name!r}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise InvalidArgumentError(f"trace {name!r} is not UTF-8 text ({e.reason})") from None
-    return _core.parse_trace(text, os.path.basename(name))
+    from ._io import read_capped_text
+
+    # Capped as read, not by the reported size: /dev/zero reports 0 bytes and never ends.
+    text = read_capped_text(path, limit=MAX_TRACE_BYTES, what="trace")
+    return _core.parse_trace(text, os.path.basename(os.fspath(path)))
 
 
 def _length_range(value: Any) -> tuple[float, float] | None:
@@ -354,12 +347,13 @@ def _resolve(
         cfg = config_from_plan(plan_or_config, constants=constants, router=router or "round_robin")
         default = plan_or_config.workload
         return cfg, resolve_workload(default if workload is None else workload)
-    raise TypeError(
+    raise ArgumentTypeError(
         "simulate needs a pdtp.Plan, a `pdtp solve --json` dict or a pdtp.SimConfig "
         f"(pdtp.sim_config(...)), got {type(plan_or_config).__name__}"
     )
 
 
+@public_api
 def simulate(
     plan_or_config: Any,
     *,
@@ -417,7 +411,7 @@ def simulate(
     elif isinstance(trace, str | os.PathLike):
         tr = load_trace(trace)
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             "trace must be a path to a CSV file or a pdtp.load_trace(...) result, got "
             f"{type(trace).__name__}"
         )
@@ -435,6 +429,7 @@ def simulate(
     )
 
 
+@public_api
 def max_rate_within_slo(
     plan_or_config: Any,
     *,

@@ -44,7 +44,7 @@ from ._sweep_output import (
     read_rows,
     scenario_key,
 )
-from ._validate import optional_positive_int, positive_int, positive_number
+from ._validate import optional_positive_int, positive_int, positive_number, public_api
 from ._validate import short_repr as _short
 from .check import MAX_TP
 from .errors import ArgumentTypeError, InvalidArgumentError, PdtpError
@@ -424,6 +424,7 @@ def _ray(
 # ---- the public entry point -----------------------------------------------------------------
 
 
+@public_api
 def sweep(
     models: Any,
     *,
@@ -704,19 +705,10 @@ GRID_KEYS = tuple(GRID_FIELDS)
 
 
 def _read_grid_text(p: pathlib.Path) -> str:
-    try:
-        with p.open("rb") as f:  # bounded: a device or a huge file must not exhaust memory
-            raw = f.read(MAX_GRID_FILE_BYTES + 1)
-    except OSError as e:
-        raise InvalidArgumentError(f"cannot read grid file {p}: {e.strerror or e}") from None
-    if len(raw) > MAX_GRID_FILE_BYTES:
-        raise InvalidArgumentError(
-            f"{p}: a grid file is at most {MAX_GRID_FILE_BYTES:,} bytes (this one is larger)"
-        )
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InvalidArgumentError(f"{p}: not UTF-8 text (byte {e.start})") from None
+    from ._io import read_capped_text
+
+    # bounded as read: a device or a huge file must not exhaust memory
+    return read_capped_text(p, limit=MAX_GRID_FILE_BYTES, what="grid file")
 
 
 def load_grid(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -742,7 +734,13 @@ def load_grid(path: str | os.PathLike[str]) -> dict[str, Any]:
                 stream.name = str(p)  # YAML's messages name the file
                 data = yaml.safe_load(stream)
             except yaml.YAMLError as e:
-                raise InvalidArgumentError(f"{p}: not valid YAML for a grid file: {e}") from None
+                # One line (PyYAML's text spans four): what is wrong, and where.
+                what = getattr(e, "problem", None) or str(e).strip().splitlines()[0]
+                mark = getattr(e, "problem_mark", None)
+                where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+                raise InvalidArgumentError(
+                    f"{p}: not valid YAML for a grid file: {' '.join(str(what).split())}{where}"
+                ) from None
         else:
             try:
                 import tomllib

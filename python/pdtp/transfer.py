@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import _core
-from ._validate import flag, positive_int
+from ._validate import flag, positive_int, public_api
 from .check import MAX_HEADS, CheckWarning, ModelShape, check
 from .connectors import resolve_connector
 from .layout import Layout
@@ -145,6 +145,7 @@ class TransferMap:
         }
 
 
+@public_api
 def transfer_map(
     prefill_tp: Any,
     decode_tp: Any,

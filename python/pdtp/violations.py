@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import _core
+from ._validate import int64_arguments
 from .errors import (
     PdtpError,
     RuleAssertionError,
@@ -68,13 +69,30 @@ class CheckWarning:
         return asdict(self)
 
 
+@int64_arguments
+def _check_pair(
+    num_attention_heads: int,
+    num_kv_heads: int,
+    is_mla: bool,
+    prefill_tp: int,
+    decode_tp: int,
+    connector: str,
+    max_acks: int | None,
+) -> Any:
+    """``_core.check_pair``, an integer beyond 64 bits named (``max_acks=2**70``), not
+    PyO3's bare ``OverflowError``."""
+    return _core.check_pair(
+        num_attention_heads, num_kv_heads, is_mla, prefill_tp, decode_tp, connector, max_acks
+    )
+
+
 def pair_rules(
     shape: Any, prefill_tp: int, decode_tp: int, connector: str, max_acks: int | None
 ) -> tuple[list[Violation], tuple[CheckWarning, ...]]:
     """The connector's rule violations and warnings for one pair (``shape``: anything with
     ``num_attention_heads``, ``num_kv_heads``, ``is_mla``), in vLLM's order. ``connector``
     is a ``_core`` key: ``"name"`` or ``"name@X.Y.Z"``."""
-    raw_violations, raw_warnings = _core.check_pair(
+    raw_violations, raw_warnings = _check_pair(
         shape.num_attention_heads,
         shape.num_kv_heads,
         shape.is_mla,

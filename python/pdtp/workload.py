@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ._validate import positive_int, positive_number
+from .errors import ArgumentTypeError
 
 # Sequence lengths beyond this are not real requests (and would overflow KV arithmetic).
 MAX_TOKENS = 1 << 24
@@ -61,4 +62,6 @@ def resolve_workload(workload: Any) -> Workload:
                 "ttft_ms, tpot_ms"
             )
         return Workload(**workload)
-    raise TypeError(f"workload must be a pdtp.Workload or a dict, got {type(workload).__name__}")
+    raise ArgumentTypeError(
+        f"workload must be a pdtp.Workload or a dict, got {type(workload).__name__}"
+    )

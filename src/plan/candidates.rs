@@ -357,7 +357,36 @@ pub fn instances_for(demand: f64, rps: f64, limit: i64) -> Option<i64> {
     (n <= limit).then_some(n)
 }
 
+/// The most node fill patterns a planner works with. CP-SAT holds one variable (and its
+/// constraint terms) per pattern, about 1.3 kB each measured, and the placement steps list
+/// them all: at this bound a plan stays under ~100 MB, where 256-GPU nodes with TP 1..32
+/// (~500,000 patterns) took 650 MB and 10 s and 512-GPU nodes ran to 12-18 GB.
+pub const MAX_PATTERNS: u64 = 50_000;
+
 impl Candidates {
+    /// Why these candidates are too many to plan with (more than [`MAX_PATTERNS`] ways to
+    /// fill the nodes of a GPU type), naming the node size that would be accepted; None
+    /// when they are within it. Counted without listing a pattern.
+    pub fn too_many_patterns(&self) -> Option<String> {
+        for (t, sizes) in self.sizes.iter().enumerate() {
+            let n = self.cluster.pattern_count(t, sizes);
+            if n <= MAX_PATTERNS {
+                continue;
+            }
+            let g = &self.scenario.gpu_types[t];
+            let within = Cluster::largest_node_within(g.node_size, sizes, MAX_PATTERNS);
+            return Some(format!(
+                "gpus_per_node={size}: instances of {sizes:?} GPUs fill a {size}-GPU {name} \
+                 node in {n} ways, more than the {MAX_PATTERNS} pdtp plans with (its memory \
+                 bound, ~100 MB); use gpus_per_node of at most {within}, or fewer layouts or \
+                 a lower max_tp (fewer instance sizes)",
+                size = g.node_size,
+                name = g.name,
+            ));
+        }
+        None
+    }
+
     pub fn build(sc: Scenario) -> Candidates {
         let cluster = Cluster::new(&sc);
         let mut rows: Vec<Row> = Vec::new();

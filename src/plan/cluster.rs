@@ -187,6 +187,27 @@ impl Cluster {
         out
     }
 
+    /// How many patterns [`Cluster::patterns`] would list for type `t`, counted without
+    /// listing them (saturating at `u64::MAX`): a pattern is a multiset of `sizes` summing to
+    /// at most a node's free GPUs with less than the smallest size left, so per class it is
+    /// the number of multisets summing to `free - smallest + 1 ..= free` (coin-change counts,
+    /// O(free · sizes)). Lets a caller refuse a node size whose patterns would not fit in
+    /// memory (256-GPU nodes with sizes 1..32: ~500,000) before any is built.
+    pub fn pattern_count(&self, t: usize, sizes: &[i64]) -> u64 {
+        self.of_type(t)
+            .map(|(_, c)| fill_count(c.free, sizes))
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// The node size (free GPUs) of type `t` at most `free` whose pattern count is at most
+    /// `limit` (the largest such), for a message saying what would be accepted.
+    pub fn largest_node_within(free: i64, sizes: &[i64], limit: u64) -> i64 {
+        (1..=free)
+            .rev()
+            .find(|&n| fill_count(n, sizes) <= limit)
+            .unwrap_or(0)
+    }
+
     // ---- exact packing ---------------------------------------------------------------------
 
     /// Whether `counts` (piece size → items) fit the nodes of type `t`; None when the sizes
@@ -681,6 +702,31 @@ fn first_fit(classes: &[&NodeClass], s: i64, n: i64) -> Vec<i64> {
     out
 }
 
+/// Maximal multisets of `sizes` (those ≤ `free`) filling a node of `free` GPUs: what
+/// `patterns_rec` emits, counted (saturating).
+fn fill_count(free: i64, sizes: &[i64]) -> u64 {
+    let mut fit: Vec<i64> = sizes
+        .iter()
+        .copied()
+        .filter(|&s| s >= 1 && s <= free)
+        .collect();
+    fit.sort_unstable();
+    fit.dedup();
+    let Some(&smallest) = fit.first() else {
+        return 1; // nothing fits: one empty pattern
+    };
+    let n = free.max(0) as usize;
+    let mut ways = vec![0u64; n + 1];
+    ways[0] = 1;
+    for &s in &fit {
+        for total in s as usize..=n {
+            ways[total] = ways[total].saturating_add(ways[total - s as usize]);
+        }
+    }
+    let low = (free - smallest + 1).max(0) as usize;
+    ways[low..=n].iter().fold(0u64, |a, &b| a.saturating_add(b))
+}
+
 type Emit<'a> = &'a mut dyn FnMut(&[(i64, i64)]);
 
 fn patterns_rec(fit: &[i64], i: usize, left: i64, cur: &mut Vec<(i64, i64)>, emit: Emit<'_>) {
@@ -788,6 +834,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn pattern_count_matches_the_listing() {
+        for (free, sizes) in [
+            (8, vec![1, 2, 4, 8]),
+            (7, vec![2, 3]),
+            (24, vec![1, 2, 3, 4, 6, 8, 12]),
+            (5, vec![8]),
+            (64, vec![1, 2, 4, 8, 16, 32]),
+        ] {
+            let cl = cluster(&[(0, free, 3), (0, free - 1, 1)], &[free]);
+            assert_eq!(
+                cl.pattern_count(0, &sizes),
+                cl.patterns(0, &sizes).len() as u64,
+                "{free} {sizes:?}"
+            );
+        }
+        // 256-GPU nodes with sizes 1..32: counted in microseconds, far past any bound.
+        let cl = cluster(&[(0, 256, 1)], &[256]);
+        assert!(cl.pattern_count(0, &[1, 2, 4, 8, 16, 32]) > 100_000);
+        let sizes = [1, 2, 4, 8, 16, 32];
+        let n = Cluster::largest_node_within(256, &sizes, 1827);
+        assert!((64..256).contains(&n));
+        assert!(fill_count(n, &sizes) <= 1827 && fill_count(n + 1, &sizes) > 1827);
     }
 
     #[test]

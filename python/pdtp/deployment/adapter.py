@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._model import KV_DTYPE_BYTES
-from ..errors import InvalidArgumentError, UnknownNameError
+from ..errors import ArgumentTypeError, InvalidArgumentError, UnknownNameError
 from ..layout import Layout
 from .versions import Version, resolve_version
 
@@ -132,7 +132,7 @@ def view_of(plan: Any) -> PlanView:
 
         plan = Plan.from_dict(plan)
     if not all(hasattr(plan, a) for a in ("prefill", "decode", "model_id", "connector", "gpu")):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"plan must be a pdtp.Plan or its JSON (a dict from `pdtp solve --json`), "
             f"got {type(plan).__name__}"
         )
@@ -239,7 +239,12 @@ def _view(
         raise InvalidArgumentError(
             f"plan 'visible_devices_env' must be one of {sorted(_VENDOR_OF_ENV)}, got {env!r}"
         )
-    per_node = gpus_per_node or (catalog_gpu.gpus_per_node if catalog_gpu else None)
+    # `is None`, not `or`: a plan's gpus_per_node 0 is refused, not read as the default.
+    per_node = (
+        gpus_per_node
+        if gpus_per_node is not None
+        else (catalog_gpu.gpus_per_node if catalog_gpu else None)
+    )
     per_node = _int("plan 'gpus_per_node'", per_node, 1)
     gmu = 0.9 if gpu_memory_utilization is None else gpu_memory_utilization
     if isinstance(gmu, bool) or not isinstance(gmu, numbers.Real) or not 0 < float(gmu) <= 1:

@@ -12,6 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .._validate import public_api
 from ..errors import InvalidArgumentError
 from .adapter import AGGREGATED, MORIIO, PlannedInstance, PlanView, view_of
 from .hosts import LOCALHOST, check_host, is_ip, node_hosts, read_hosts_file
@@ -285,6 +286,7 @@ class Deployment:
         return written
 
 
+@public_api
 def deploy(
     plan: Any,
     *,

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .._validate import public_api
 from ..errors import InvalidArgumentError
 from ..planning.plan import Plan
 from .adapter import PlannedInstance, PlanView, view_of
@@ -171,6 +172,7 @@ def _layout_name(i: DeployedInstance) -> str:
     return f"tp={layout.tp}" if layout.is_tp_only else str(layout)
 
 
+@public_api
 def deploy_diff(
     old: Any,
     new: Any,

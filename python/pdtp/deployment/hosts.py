@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from ..errors import ArgumentTypeError, InvalidArgumentError
 
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 LOCALHOST = "127.0.0.1"
@@ -23,7 +23,7 @@ def check_host(field: str, value: Any) -> str:
     ``node-a``): lowercase, without the root's trailing dot, an IPv4 address in its
     canonical form — so every collision check compares hosts, not spellings."""
     if not isinstance(value, str):
-        raise TypeError(f"{field} must be a string, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{field} must be a string, got {type(value).__name__}")
     text = value.strip()
     try:
         ip = ipaddress.ip_address(text)
@@ -64,7 +64,7 @@ def node_hosts(value: Any, field: str = "node_hosts") -> list[str] | None:
     elif isinstance(value, Sequence):
         items = list(value)
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{field} must be a list of hosts or 'h0,h1,...', got {type(value).__name__}"
         )
     hosts = [check_host(f"{field}[{i}]", h) for i, h in enumerate(items)]
@@ -81,17 +81,16 @@ def node_hosts(value: Any, field: str = "node_hosts") -> list[str] | None:
     return hosts
 
 
+# A hosts file names one node per line: 1 MiB is tens of thousands of nodes.
+MAX_HOSTS_FILE_BYTES = 1 << 20
+
+
 def read_hosts_file(path: str | os.PathLike[str]) -> list[str]:
     """One host per line (the first word; ``#`` starts a comment), like an MPI hostfile."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise InvalidArgumentError(
-            f"hosts_file: cannot read {os.fspath(path)!r}: {e.strerror}"
-        ) from None
-    except UnicodeDecodeError:
-        raise InvalidArgumentError(f"hosts_file: {os.fspath(path)!r} is not UTF-8 text") from None
+    from .._io import read_capped_text
+
+    # Capped as read: `--hosts-file /dev/zero` is refused at once, a huge file after 1 MiB.
+    lines = read_capped_text(path, limit=MAX_HOSTS_FILE_BYTES, what="hosts_file").splitlines()
     words = [line.split("#", 1)[0].split() for line in lines]
     hosts = node_hosts([w[0] for w in words if w], field="hosts_file")
     assert hosts is not None

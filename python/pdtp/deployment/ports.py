@@ -29,7 +29,8 @@ import numbers
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from .._validate import short_repr
+from ..errors import ArgumentTypeError, InvalidArgumentError
 from .adapter import MORIIO, NIXL, PlannedInstance
 from .versions import Version
 
@@ -66,8 +67,9 @@ class PortBases:
                 or not 1024 <= int(v) <= 65535
             ):
                 raise InvalidArgumentError(
-                    f"ports.{f.name} must be an integer in [1024, 65535], got {v!r}"
+                    f"ports.{f.name} must be an integer in [1024, 65535], got {short_repr(v)}"
                 )
+            object.__setattr__(self, f.name, int(v))  # a numpy int must still write as JSON
 
     @classmethod
     def of(cls, value: Any) -> PortBases:
@@ -83,7 +85,7 @@ class PortBases:
                     f"ports has unknown field(s) {unknown}; allowed: {', '.join(allowed)}"
                 )
             return cls(**value)
-        raise TypeError(
+        raise ArgumentTypeError(
             f"ports must be a pdtp.deployment.PortBases or a dict, got {type(value).__name__}"
         )
 

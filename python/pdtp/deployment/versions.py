@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from ..errors import InvalidArgumentError
+from ..errors import ArgumentTypeError, InvalidArgumentError
 
 
 class Version(NamedTuple):
@@ -47,7 +47,9 @@ def resolve_version(value: Any) -> Version:
     elif isinstance(value, str):
         v = parse_version(value)
     else:
-        raise TypeError(f"vllm_version must be a string like '0.33.0', got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"vllm_version must be a string like '0.33.0', got {type(value).__name__}"
+        )
     if not OLDEST <= v <= NEWEST:
         raise InvalidArgumentError(
             f"vllm_version must be between {OLDEST} and {NEWEST} (the releases whose launch "

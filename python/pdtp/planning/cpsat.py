@@ -182,6 +182,8 @@ class OneModel:
         per_class: dict[int, list[Any]] = {}
         cover: dict[tuple[int, int], list[tuple[Any, int]]] = {}
         for j, p in enumerate(self.patterns):
+            if j % 4096 == 4095:
+                self._check_time()  # up to MAX_PATTERNS (50,000) variables: seconds
             t, _, count = classes[p.class_index]
             y = m.new_int_var(0, count, f"y{j}")
             self.y.append(y)

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .._validate import positive_int, positive_number
-from ..errors import InfeasibleError, InvalidArgumentError
+from .._validate import positive_int, positive_number, public_api
+from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError
 from ..perf import DEFAULT_UTILIZATION
 from ..workload import Workload
 from . import infeasible, plan, scenario
@@ -183,7 +183,7 @@ def _parse_demand(i: int, entry: Any) -> tuple[Any, Any, Any, Any, Any]:
         workload = rest[0] if rest else None
         weight = rest[1] if len(rest) > 1 else 1.0
         return model, demand, workload, weight, None
-    raise TypeError(
+    raise ArgumentTypeError(
         f"{where} must be a tuple (model, demand_rps, workload, weight) or a dict, got "
         f"{type(entry).__name__}"
     )
@@ -443,6 +443,7 @@ class _Bounds:
         return sum(coef * value[name] for name, coef in terms.items())
 
 
+@public_api
 def solve_fleet(
     demands: Sequence[Any],
     *,
@@ -493,7 +494,7 @@ def solve_fleet(
             f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}"
         )
     if isinstance(demands, (str, bytes, Mapping)) or not isinstance(demands, Sequence):
-        raise TypeError(
+        raise ArgumentTypeError(
             "demands must be a list of (model, demand_rps, workload, weight) tuples or dicts, "
             f"got {type(demands).__name__}"
         )
@@ -511,7 +512,7 @@ def solve_fleet(
         d = scenario.demand_value(f"demands[{i}].demand_rps", demand)
         wt = scenario.weight_value(f"demands[{i}].weight", weight)
         if wl is not None and not isinstance(wl, (Workload, Mapping)):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"demands[{i}].workload must be a pdtp.Workload, a dict or None, got "
                 f"{type(wl).__name__} {wl!r}"
             )

@@ -10,14 +10,15 @@ over the pairs vLLM refuses): the gap between the two is what the rules cost.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from .._validate import positive_number
-from ..errors import InfeasibleError, InvalidArgumentError
+from .._validate import positive_number, public_api
+from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError, TimeLimitError
 from ..perf import DEFAULT_UTILIZATION
 from ..workload import resolve_workload
 from . import plan as plan_mod
@@ -70,6 +71,9 @@ class Pareto:
     frontier: tuple[ParetoPoint, ...]
     rule_blind: tuple[ParetoPoint, ...]
     solve_ms: float
+    # TPOT targets the time limit left unanswered (left out of ``points``, unlike a target
+    # with no valid plan, which was answered "none").
+    time_cut: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +85,7 @@ class Pareto:
             "frontier": [p.to_dict() for p in self.frontier],
             "rule_blind": [p.to_dict() for p in self.rule_blind],
             "solve_ms": self.solve_ms,
+            "time_cut": list(self.time_cut),
         }
 
 
@@ -111,6 +116,7 @@ def _point(
     )
 
 
+@public_api
 def pareto(
     model: Any,
     gpus: Any = None,
@@ -143,7 +149,15 @@ def pareto(
     started = time.perf_counter()
     limit = positive_number("time_limit_s", time_limit_s)
     base = resolve_workload(workload)
-    targets = list(DEFAULT_TPOT_MS if tpot_ms is None else tpot_ms)
+    if tpot_ms is not None and (
+        isinstance(tpot_ms, str | bytes | Mapping) or not isinstance(tpot_ms, Iterable)
+    ):
+        raise ArgumentTypeError(
+            f"tpot_ms must be a list of TPOT targets (ms), got {type(tpot_ms).__name__}"
+        )
+    targets = list(
+        DEFAULT_TPOT_MS if tpot_ms is None else itertools.islice(tpot_ms, MAX_TARGETS + 1)
+    )
     if not targets or len(targets) > MAX_TARGETS:
         raise InvalidArgumentError(f"tpot_ms must list 1 to {MAX_TARGETS} targets (ms)")
     targets = sorted({positive_number("tpot_ms", t) for t in targets})
@@ -154,9 +168,11 @@ def pareto(
     blind: list[ParetoPoint] = []
     name = ""
     conn = ""
+    cut: list[float] = []  # targets the time limit left unanswered (not "no plan")
     for k, target in enumerate(targets):
         left = limit - (time.perf_counter() - started)
         if left <= 0:
+            cut.extend(float(t) for t in targets[k:])
             break
         w = replace(base, tpot_ms=float(target))
         sc = scenario.build(
@@ -181,6 +197,8 @@ def pareto(
             decision = decide(cands, started=time.perf_counter(), limit=share, method="cpsat")
             if decision.solution is not None and decision.solution[0] is not None:
                 best = plan_mod.build(sc, cands, decision, 0, started=started)
+            elif decision.status == "UNKNOWN":
+                cut.append(float(target))
         if best is not None:
             points.append(
                 _point(
@@ -214,6 +232,15 @@ def pareto(
                 continue
         if best is not None:
             blind.append(points[-1])
+    if not points and cut:
+        others = len(targets) - len(cut)
+        raise TimeLimitError(
+            f"the time limit (time_limit_s={limit:g}) ran out before {len(cut)} of "
+            f"{len(targets)} TPOT targets were answered"
+            + (f" (the other {others} have no valid plan)" if others else "")
+            + ": raise time_limit_s; this is not a proof that no target has a valid plan",
+            [f"tpot_ms cut by the time limit: {cut}"],
+        )
     if not points:
         raise InfeasibleError(
             f"no TPOT target in {targets[0]:g}..{targets[-1]:g} ms has a valid plan on "
@@ -229,4 +256,5 @@ def pareto(
         frontier=_dominant(points),
         rule_blind=_dominant(blind),
         solve_ms=(time.perf_counter() - started) * 1e3,
+        time_cut=tuple(cut),
     )

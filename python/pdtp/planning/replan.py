@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple
 
-from .._validate import positive_int, positive_number
+from .._validate import positive_int, positive_number, public_api, short_repr
 from ..check import MAX_TP
-from ..errors import InfeasibleError, InvalidArgumentError
+from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError
 from ..layout import Layout
 from ..perf import DEFAULT_GPU
 from . import goodput, infeasible, plan, scenario
@@ -54,8 +54,8 @@ class MoveCost:
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, numbers.Real):
-                raise TypeError(
-                    f"move_cost.{f.name} must be a number, got {type(v).__name__} {v!r}"
+                raise ArgumentTypeError(
+                    f"move_cost.{f.name} must be a number, got {type(v).__name__} {short_repr(v)}"
                 )
             if not (math.isfinite(v) and float(v) >= 0):
                 raise InvalidArgumentError(
@@ -79,7 +79,9 @@ def _move_cost(value: Any) -> MoveCost:
                 f"move_cost has unknown field(s) {unknown}; allowed: {', '.join(allowed)}"
             )
         return MoveCost(**value)
-    raise TypeError(f"move_cost must be a pdtp.MoveCost or a dict, got {type(value).__name__}")
+    raise ArgumentTypeError(
+        f"move_cost must be a pdtp.MoveCost or a dict, got {type(value).__name__}"
+    )
 
 
 class _Move(NamedTuple):
@@ -258,7 +260,7 @@ class _Current:
 
 def _count(where: str, value: Any, *, minimum: int, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{where} must be an integer, got {type(value).__name__} {value!r}")
+        raise ArgumentTypeError(f"{where} must be an integer, got {type(value).__name__} {value!r}")
     v = int(value)
     if not minimum <= v <= maximum:
         raise InvalidArgumentError(f"{where} must be in [{minimum}, {maximum}], got {v}")
@@ -270,7 +272,7 @@ def _side_of(current: Mapping[str, Any], role: str) -> Side:
     flat_keys = (f"{role}_tp", f"{role}_instances")
     if nested is not None:
         if not isinstance(nested, Mapping):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"current[{role!r}] must be a dict with 'tp' and 'instances', got "
                 f"{type(nested).__name__}"
             )
@@ -282,7 +284,7 @@ def _side_of(current: Mapping[str, Any], role: str) -> Side:
         tp_field, n_field = f"{where}['tp']", f"{where}['instances']"
         gpu = nested.get("gpu")
         if gpu is not None and not isinstance(gpu, str):
-            raise TypeError(f"{where}['gpu'] must be a string, got {type(gpu).__name__}")
+            raise ArgumentTypeError(f"{where}['gpu'] must be a string, got {type(gpu).__name__}")
         if nested.get("layout") is not None:
             layout = Layout.of(nested["layout"], f"{where}['layout']")
             if layout.tp != tp:
@@ -328,7 +330,7 @@ def _current(current: Any, model: Any, gpu: Any, connector: Any) -> tuple[_Curre
         )
         return cur, current
     if not isinstance(current, Mapping):
-        raise TypeError(
+        raise ArgumentTypeError(
             "current must be a pdtp.Plan or a dict ({'model', 'prefill': {'tp', 'instances'}, "
             f"'decode': {{...}}}} or flat prefill_tp/prefill_instances/...), got "
             f"{type(current).__name__}"
@@ -345,7 +347,7 @@ def _current(current: Any, model: Any, gpu: Any, connector: Any) -> tuple[_Curre
     version = current.get("vllm_version")
     for name, v in (("gpu", cur_gpu), ("connector", cur_conn), ("vllm_version", version)):
         if v is not None and not isinstance(v, str):
-            raise TypeError(f"current[{name!r}] must be a string, got {type(v).__name__}")
+            raise ArgumentTypeError(f"current[{name!r}] must be a string, got {type(v).__name__}")
     if current.get("aggregated") is not None or current.get("serving") == "agg":
         if current.get("prefill") is not None or current.get("decode") is not None:
             raise InvalidArgumentError(
@@ -396,6 +398,7 @@ def _default_connector(gpu: str) -> str:
     return "moriio" if amd else "nixl"
 
 
+@public_api
 def replan(
     current: Any,
     demand_rps: float,

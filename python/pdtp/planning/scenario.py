@@ -24,7 +24,7 @@ from .. import _core
 from .._validate import optional_positive_int, positive_int, positive_number
 from ..check import MAX_TP
 from ..connectors import Connector, resolve_connector
-from ..errors import InvalidArgumentError
+from ..errors import ArgumentTypeError, InvalidArgumentError
 from ..perf import DEFAULT_GPU, Context, constant_inputs, gpu_inputs, model_inputs
 from ..workload import Workload, resolve_workload
 
@@ -103,7 +103,7 @@ def _add_run(runs: list[tuple[int, int, int]], t: int, free: int, count: int) ->
 
 def _count(field: str, value: Any, *, minimum: int, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{field} must be an integer, got {type(value).__name__} {value!r}")
+        raise ArgumentTypeError(f"{field} must be an integer, got {type(value).__name__} {value!r}")
     v = int(value)
     if not minimum <= v <= maximum:
         raise InvalidArgumentError(f"{field} must be in [{minimum}, {maximum}], got {v}")
@@ -114,7 +114,9 @@ def _gpu_type(field: str, name: Any) -> GPU:
     from ..catalog import gpu as find_gpu
 
     if not isinstance(name, str) and type(name).__name__ != "GPU":
-        raise TypeError(f"{field} must be a GPU type name, got {type(name).__name__} {name!r}")
+        raise ArgumentTypeError(
+            f"{field} must be a GPU type name, got {type(name).__name__} {name!r}"
+        )
     return find_gpu(name)
 
 
@@ -167,7 +169,7 @@ def resolve_pool(
             nodes_seen += full + (1 if rest else 0)
             continue
         if isinstance(spec, (str, bytes, Mapping)) or not isinstance(spec, Sequence):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{where} must be a list of free GPUs per node (ints) or of free device id "
                 f"lists, got {type(spec).__name__}"
             )
@@ -206,7 +208,7 @@ def resolve_pool(
 def _price(g: GPU, prices: Any) -> float | None:
     if prices is not None:
         if not isinstance(prices, Mapping):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"prices must be a dict {{gpu type: USD per GPU-hour}}, got {type(prices).__name__}"
             )
         for key, value in prices.items():
@@ -246,7 +248,7 @@ def resolve_layouts(
     elif isinstance(layouts, Sequence) and not isinstance(layouts, bytes):
         items = list(layouts)
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"layouts must be a list (or comma-separated string) of layout families "
             f"({', '.join(LAYOUT_FAMILIES)}, all) and layouts such as 'tp2dp4ep', got "
             f"{type(layouts).__name__}"
@@ -279,7 +281,7 @@ def resolve_connector_key(connector: Any, vllm_version: Any) -> tuple[Connector,
         conn = resolve_connector(connector)
     else:
         if not isinstance(vllm_version, str) or not vllm_version.strip():
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"vllm_version must be a version string like '0.11.0', got {vllm_version!r}"
             )
         conn = resolve_connector(connector, vllm_version=vllm_version)
@@ -337,7 +339,7 @@ class Scenario:
 def demand_value(field: str, value: Any) -> float:
     """A demand in requests/s: a finite number ≥ 0 (bools refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{field} must be a number of requests/s, got {type(value).__name__} {value!r}"
         )
     v = float(value)
@@ -348,7 +350,9 @@ def demand_value(field: str, value: Any) -> float:
 
 def weight_value(field: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{field} must be a number >= 0, got {type(value).__name__} {value!r}")
+        raise ArgumentTypeError(
+            f"{field} must be a number >= 0, got {type(value).__name__} {value!r}"
+        )
     v = float(value)
     if not (math.isfinite(v) and v >= 0):
         raise InvalidArgumentError(f"{field} must be a finite number >= 0, got {value!r}")

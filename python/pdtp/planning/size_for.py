@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .._validate import positive_int, positive_number
+from .._validate import positive_int, positive_number, public_api
 from ..errors import InvalidArgumentError
 from ..perf import DEFAULT_UTILIZATION
 from . import goodput, scenario
@@ -16,6 +16,7 @@ from .solve import _plan
 OBJECTIVES = ("gpus", "cost")
 
 
+@public_api
 def size_for(
     model: Any,
     demand_rps: float,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .._validate import positive_int, positive_number
+from .._validate import positive_int, positive_number, public_api
 from ..errors import InfeasibleError, InvalidArgumentError
 from ..perf import DEFAULT_UTILIZATION
 from . import goodput, infeasible, plan, scenario
@@ -17,6 +17,7 @@ from .plan import Plan
 OBJECTIVES = ("throughput", "tokens_per_dollar", "cost")
 
 
+@public_api
 def solve(
     model: Any,
     gpus: Any = None,
