@@ -127,7 +127,7 @@ class OneModel:
 
         self.pair_ids = [i for i, p in enumerate(self.pairs) if usable(p)]
         self.deadline = deadline
-        self.z = {}
+        self.z: dict[int, Any] = {}
         for i in self.pair_ids:
             if len(self.z) % 256 == 0:  # thousands of pairs take tens of ms
                 self._check_time()
