@@ -288,7 +288,9 @@ def json_ready(x: Any) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="the test suite's small run")
+    parser.add_argument(
+        "--quick", "--fast", action="store_true", help="the test suite's (and CI's) small run"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     result = run(quick=args.quick)

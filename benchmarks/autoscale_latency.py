@@ -72,20 +72,13 @@ def bench_size_for_and_replan(repeat: int) -> list[dict[str, Any]]:
             plan = pdtp.size_for(model, demand, max_gpus=max_gpus, gpu=gpu, connector=connector)
             sizing.append((time.perf_counter() - t) * 1e3)
             if current is None:
-                current = {
-                    "model": model,
-                    "gpu": gpu,
-                    "connector": connector,
-                    "prefill": {"tp": plan.prefill.tp, "instances": plan.prefill.instances},
-                    "decode": {"tp": plan.decode.tp, "instances": plan.decode.instances},
-                }
+                current = plan.to_dict()  # any kind: a P/D split or aggregated instances
                 continue
             t = time.perf_counter()
             r = pdtp.replan(current, demand, max_gpus=max_gpus)
             replanning.append((time.perf_counter() - t) * 1e3)
             moved += r.changed
-            current["prefill"] = {"tp": r.plan.prefill.tp, "instances": r.plan.prefill.instances}
-            current["decode"] = {"tp": r.plan.decode.tp, "instances": r.plan.decode.instances}
+            current = r.plan.to_dict()
         for name, times in (("size_for", sizing), ("replan", replanning)):
             rows.append(
                 {
@@ -108,13 +101,13 @@ def fleet_demands(scale: float) -> list[tuple[str, float, None, float]]:
     ]
 
 
-def bench_fleet(repeat: int, search: bool) -> list[dict[str, Any]]:
+def bench_fleet(repeat: int, search: bool, scales: list[float]) -> list[dict[str, Any]]:
     rows = []
     helped = fleet_module._Bounds
     if search:
         fleet_module._Bounds = None  # type: ignore[assignment,misc]
     try:
-        for scale in FLEET_SCALES:
+        for scale in scales:
             for objective in ("max_min", "weighted"):
                 times, statuses, gaps = [], set(), []
                 for _ in range(repeat):
@@ -155,7 +148,11 @@ def main() -> None:
     ap.add_argument("--fleet-repeat", type=int, default=20, help="solve_fleet runs per scenario")
     ap.add_argument("--search", action="store_true", help="also time the CP-SAT-only route")
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--fast", action="store_true", help="CI's run: a tiny grid (it must complete)")
     args = ap.parse_args()
+    scales = FLEET_SCALES
+    if args.fast:  # a short trace per case, one fleet scenario per objective, run once
+        args.repeat, args.fleet_repeat, scales = 4, 1, FLEET_SCALES[1:2]
 
     # Warm-up: catalog, OR-Tools and numpy imports.
     pdtp.solve_fleet([("llama-3.1-8b", 50.0), ("qwen3-8b", 50.0)], gpus=8, gpu="h100")
@@ -167,9 +164,9 @@ def main() -> None:
             f"{r['call']:<9} {r['model']:<14} {r['gpu']:<7} {r['max_gpus']:>8} "
             f"{r['p50_ms']:>7.3f} {r['p99_ms']:>7.3f}  {r['note']}"
         )
-    fleet_rows = bench_fleet(args.fleet_repeat, False)
+    fleet_rows = bench_fleet(args.fleet_repeat, False, scales)
     if args.search:
-        fleet_rows += bench_fleet(max(1, args.fleet_repeat // 10), True)
+        fleet_rows += bench_fleet(max(1, args.fleet_repeat // 10), True, scales)
     print()
     print("solve_fleet: 20 models, 512 GPUs (64 nodes x 8), mi300x, time_limit_s=1")
     print("(search: CP-SAT without the closed-form starting plan and bounds)")

@@ -23,6 +23,7 @@ import argparse
 import collections
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -71,8 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpu", default="mi300x,mi355x,h100,h200")
     ap.add_argument("--gpus", default="8,16,32,64")
-    ap.add_argument("--out", default=str(HERE / "layout_gain.md"))
+    ap.add_argument("--out", default=None, help="default benchmarks/layout_gain.md")
+    ap.add_argument("--fast", action="store_true", help="CI's run: a tiny grid (it must complete)")
     args = ap.parse_args(argv)
+    if args.fast:  # one GPU type, one budget, the report to a scratch file
+        args.gpu, args.gpus = "h100", "8"
+        args.out = args.out or str(Path(tempfile.mkdtemp()) / "layout_gain.md")
+    args.out = args.out or str(HERE / "layout_gain.md")
     gpus_list = parse_names(args.gpu)
     gpu_types = [gpus_list] if isinstance(gpus_list, str) else list(gpus_list)
     budgets = parse_ints(args.gpus)

@@ -32,8 +32,8 @@ def outcome(planner: str, args: tuple[Any, ...], kw: dict[str, Any], method: str
         p = getattr(pdtp, planner)(*args, **kw, method=method)
     except pdtp.InfeasibleError:
         return "INFEASIBLE"
-    pd, dd = p.prefill, p.decode
-    return (pd.tp, pd.instances, pd.gpu, dd.tp, dd.instances, dd.gpu, p.status)
+    # Every kind of instance (prefill and decode, or aggregated): layout, count, GPU type.
+    return (tuple((role, str(s.layout), s.instances, s.gpu) for role, s in p.sides), p.status)
 
 
 def compare(job: tuple[str, tuple[Any, ...], dict[str, Any]]) -> tuple[str, Any]:
@@ -45,12 +45,14 @@ def compare(job: tuple[str, tuple[Any, ...], dict[str, Any]]) -> tuple[str, Any]
     return ("agree_infeasible" if cp == "INFEASIBLE" else "agree_plan"), None
 
 
-def jobs(budgets: list[int], samples: int) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
-    names = [m.name for m in pdtp.models()]
+def jobs(
+    budgets: list[int], samples: int, models: list[str] | None = None, gpus: list[str] | None = None
+) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
+    names = models or [m.name for m in pdtp.models()]
     out = [
-        ("solve", (m,), {"gpus": b, "gpu": g.name, "connector": c})
+        ("solve", (m,), {"gpus": b, "gpu": g, "connector": c})
         for m in names
-        for g in pdtp.gpus()
+        for g in gpus or [g.name for g in pdtp.gpus()]
         for c in connector_names()
         for b in budgets
     ]
@@ -84,8 +86,13 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=2000, help="node / two-type / demand samples")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--fast", action="store_true", help="CI's run: a tiny grid (it must complete)")
     args = ap.parse_args()
-    work = jobs(parse_ints(args.budgets, "budgets"), args.samples)
+    models = gpus = None
+    if args.fast:
+        args.budgets, args.samples, args.workers = "1-4", 4, 1
+        models, gpus = ["llama-3.1-8b", "qwen3-30b-a3b"], ["mi300x", "h100"]
+    work = jobs(parse_ints(args.budgets, "budgets"), args.samples, models, gpus)
     counts = {"agree_plan": 0, "agree_infeasible": 0, "disagree": 0}
     bad: list[dict[str, Any]] = []
     start = time.perf_counter()

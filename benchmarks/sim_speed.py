@@ -33,25 +33,31 @@ import pdtp
 GOAL_TOKENS_PER_S = 2e6
 
 
-def _cases() -> list[tuple[str, Callable[[], Any], int]]:
+def _count(n: int) -> str:
+    """``10k``, ``2k``, ``500``: a request count as the case names give it."""
+    return f"{n // 1000}k" if n % 1000 == 0 else str(n)
+
+
+def _cases(n: int = 10_000) -> list[tuple[str, Callable[[], Any], int]]:
     plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x", method="enumerate")
     rate = plan.requests_per_s
     agg = pdtp.sim_config("llama-3.1-70b", gpu="h100", tp=8)
     single = pdtp.sim_config("llama-3.1-8b", gpu="h100", tp=1)
-    n = 10_000
+    one = max(1, n // 5)
+    k = _count(n)
     return [
         (
-            f"24-GPU plan, 10k requests, Poisson at 80% of {rate:.1f} req/s",
+            f"24-GPU plan, {k} requests, Poisson at 80% of {rate:.1f} req/s",
             lambda: pdtp.simulate(plan, rate_rps=0.8 * rate, requests=n),
             n * plan.workload.osl,
         ),
         (
-            "24-GPU plan, 10k requests, Poisson at 100%",
+            f"24-GPU plan, {k} requests, Poisson at 100%",
             lambda: pdtp.simulate(plan, rate_rps=rate, requests=n),
             n * plan.workload.osl,
         ),
         (
-            "24-GPU plan, 10k requests, gamma(0.25) at 80%, lengths 0.8-1.0x",
+            f"24-GPU plan, {k} requests, gamma(0.25) at 80%, lengths 0.8-1.0x",
             lambda: pdtp.simulate(
                 plan,
                 rate_rps=0.8 * rate,
@@ -63,18 +69,18 @@ def _cases() -> list[tuple[str, Callable[[], Any], int]]:
             0,  # counted from the result
         ),
         (
-            "aggregated H100 TP8, concurrency 64, 10k requests",
+            f"aggregated H100 TP8, concurrency 64, {k} requests",
             lambda: pdtp.simulate(agg, concurrency=64, requests=n),
             n * 512,
         ),
         (
-            "one request at a time (1 token per step), 2k requests of 512 tokens",
-            lambda: pdtp.simulate(single, concurrency=1, requests=2000),
-            2000 * 512,
+            f"one request at a time (1 token per step), {_count(one)} requests of 512 tokens",
+            lambda: pdtp.simulate(single, concurrency=1, requests=one),
+            one * 512,
         ),
         (
-            "rate search of the 24-GPU plan (p90, 10k requests per trial)",
-            lambda: pdtp.max_rate_within_slo(plan),
+            f"rate search of the 24-GPU plan (p90, {k} requests per trial)",
+            lambda: pdtp.max_rate_within_slo(plan, requests=n),
             0,
         ),
     ]
@@ -88,9 +94,9 @@ def _tokens(result: Any, fixed: int) -> int:
     return round(result.output_tokens_per_s * result.duration_s)
 
 
-def run(repeat: int = 5) -> dict[str, Any]:
+def run(repeat: int = 5, requests: int = 10_000) -> dict[str, Any]:
     rows = []
-    for name, fn, tokens in _cases():
+    for name, fn, tokens in _cases(requests):
         fn()  # warm the caches (model, GPU, constants)
         times = []
         result: Any = None
@@ -133,11 +139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
+    parser.add_argument("--fast", action="store_true", help="CI's run: 1 repeat, 500 requests")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         print("--repeat must be >= 1", file=sys.stderr)
         return 2
-    result = run(args.repeat)
+    result = run(1, 500) if args.fast else run(args.repeat)
     sys.stdout.write(render_markdown(result))
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -278,7 +278,9 @@ def render_markdown(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
-    parser.add_argument("--quick", action="store_true", help="the test suite's small run")
+    parser.add_argument(
+        "--quick", "--fast", action="store_true", help="the test suite's (and CI's) small run"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     if not args.reference.is_file():

@@ -46,6 +46,11 @@ def percentile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q / 100 * (len(xs) - 1)))]
 
 
+def describe(plan: pdtp.Plan) -> str:
+    """``4x prefill tp2 h200 + 6x decode tp4 h200`` or ``8x aggregated tp1 h200``: any kind."""
+    return " + ".join(f"{s.instances}x {role} {s.layout} {s.gpu}" for role, s in plan.sides)
+
+
 def measure(label: str, kwargs: dict[str, Any], method: str, repeat: int) -> dict[str, Any]:
     times, cpu, statuses = [], [], set()
     plan = None
@@ -61,7 +66,6 @@ def measure(label: str, kwargs: dict[str, Any], method: str, repeat: int) -> dic
     t = time.perf_counter()
     _ = plan.assignment
     place_ms = (time.perf_counter() - t) * 1e3
-    p, d = plan.prefill, plan.decode
     return {
         "case": label,
         "method": method,
@@ -70,7 +74,7 @@ def measure(label: str, kwargs: dict[str, Any], method: str, repeat: int) -> dic
         "cpu_p50_ms": statistics.median(cpu),
         "placement_ms": place_ms,
         "status": ",".join(sorted(statuses)),
-        "plan": f"{p.instances}xP{p.tp} {p.gpu} + {d.instances}xD{d.tp} {d.gpu}",
+        "plan": describe(plan),
     }
 
 
@@ -81,10 +85,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--oracle", action="store_true", help="also time method='enumerate'")
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--fast", action="store_true", help="CI's run: a tiny grid (it must complete)")
     args = ap.parse_args()
+    budgets = BUDGETS
+    if args.fast:  # every case kind once, at the smallest and the largest pool
+        args.repeat, budgets = 2, [BUDGETS[0], BUDGETS[-1]]
     cases: list[tuple[str, dict[str, Any]]] = []
     for model, gpu, connector in CASES:
-        for budget in BUDGETS:
+        for budget in budgets:
             kw = {"model": model, "gpus": budget, "gpu": gpu, "connector": connector}
             cases.append((f"{model} {budget} x {gpu} ({connector})", kw))
     for model, types, connector in TWO_TYPES:

@@ -59,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default=None, help="worker counts (default 1..cpu_count)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per setting (median)")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ap.add_argument("--fast", action="store_true", help="CI's run: a tiny grid (it must complete)")
     args = ap.parse_args(argv)
+    if args.fast:
+        args.gpu, args.gpus, args.workers, args.repeat = "h100", "1-8", "1", 1
 
     gpus = parse_names(args.gpu)
     gpus = [gpus] if isinstance(gpus, str) else gpus

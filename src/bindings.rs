@@ -1179,6 +1179,18 @@ type OutSolution = Vec<Option<PyChoice>>;
 struct PyCandidates {
     c: Arc<Candidates>,
     order: Arc<Order>,
+    /// The planner call's time limit (`candidates(time_limit_s=)`): the closed-form help
+    /// (hint, rule-blind and other-mode comparisons) stops its node searches there.
+    deadline: Option<std::time::Instant>,
+}
+
+/// `time_limit_s` from now, None without a limit (or one too large to represent).
+fn deadline_in(time_limit_s: Option<f64>) -> Option<std::time::Instant> {
+    time_limit_s.and_then(|s| {
+        std::time::Duration::try_from_secs_f64(s.max(0.0))
+            .ok()
+            .and_then(|d| std::time::Instant::now().checked_add(d))
+    })
 }
 
 fn out_solution(sol: &Solution) -> OutSolution {
@@ -1419,8 +1431,20 @@ impl PyCandidates {
 
     /// A feasible plan to start CP-SAT from (single-model planners).
     fn hint(&self, py: Python<'_>) -> PyResult<Option<OutSolution>> {
-        let (c, o) = (self.c.clone(), self.order.clone());
-        Ok(released(py, move || relax::hint(&c, &o))?.map(|s| out_solution(&s)))
+        let (c, o, until) = (self.c.clone(), self.order.clone(), self.deadline);
+        let best = released(py, move || {
+            let _limit = plan::cluster::until(until);
+            relax::hint(&c, &o)
+        })?;
+        Ok(best.map(|s| out_solution(&s)))
+    }
+
+    /// Whether the time limit given to `candidates` has passed: the closed-form help
+    /// answered since then may have skipped pairs.
+    #[getter]
+    fn out_of_time(&self) -> bool {
+        self.deadline
+            .is_some_and(|t| std::time::Instant::now() >= t)
     }
 
     /// Each stage's value for a plan (ints; a ratio stage as (numerator, denominator)).
@@ -1485,11 +1509,7 @@ impl PyCandidates {
         time_limit_s: Option<f64>,
         reduced: bool,
     ) -> PyResult<(Option<OutSolution>, bool)> {
-        let deadline = time_limit_s.and_then(|s| {
-            std::time::Duration::try_from_secs_f64(s.max(0.0))
-                .ok()
-                .and_then(|d| std::time::Instant::now().checked_add(d))
-        });
+        let deadline = deadline_in(time_limit_s);
         let (c, o) = (self.c.clone(), self.order.clone());
         let (best, complete) = released(py, move || oracle::search(&c, &o, deadline, reduced))?;
         Ok((best.map(|s| out_solution(&s)), complete))
@@ -1508,17 +1528,22 @@ impl PyCandidates {
                 ))
             }
         };
-        let (c, o) = (self.c.clone(), self.order.clone());
-        Ok(
-            released(py, move || relax::best_of_kind(&c, &o, aggregated))?
-                .map(|s| out_solution(&s)),
-        )
+        let (c, o, until) = (self.c.clone(), self.order.clone(), self.deadline);
+        let best = released(py, move || {
+            let _limit = plan::cluster::until(until);
+            relax::best_of_kind(&c, &o, aggregated)
+        })?;
+        Ok(best.map(|s| out_solution(&s)))
     }
 
     /// The best plan over the pairs the connector's rules refuse (what they cost).
     fn rule_blind(&self, py: Python<'_>) -> PyResult<Option<OutSolution>> {
-        let (c, o) = (self.c.clone(), self.order.clone());
-        Ok(released(py, move || rule_blind::best_refused(&c, &o))?.map(|s| out_solution(&s)))
+        let (c, o, until) = (self.c.clone(), self.order.clone(), self.deadline);
+        let best = released(py, move || {
+            let _limit = plan::cluster::until(until);
+            rule_blind::best_refused(&c, &o)
+        })?;
+        Ok(best.map(|s| out_solution(&s)))
     }
 
     /// Where each instance of a plan runs. `usage` (pattern index, nodes) from a CP-SAT
@@ -1739,11 +1764,19 @@ fn by_patterns(
 }
 
 /// Build a scenario's candidates (rows, pairs, patterns, order): the heavy step of every
-/// planner, with the GIL released.
+/// planner, with the GIL released. `time_limit_s`: from now, where exact node searches
+/// (here and in the closed-form help asked of the result) give way to their relaxations.
 #[pyfunction]
-fn candidates(py: Python<'_>, scenario: &PyScenario) -> PyResult<PyCandidates> {
+#[pyo3(signature = (scenario, time_limit_s=None))]
+fn candidates(
+    py: Python<'_>,
+    scenario: &PyScenario,
+    time_limit_s: Option<f64>,
+) -> PyResult<PyCandidates> {
     let sc = scenario.inner.clone();
+    let deadline = deadline_in(time_limit_s);
     let (c, order) = released(py, move || {
+        let _limit = plan::cluster::until(deadline);
         let c = Candidates::build((*sc).clone());
         // Too many node patterns: refused before anything lists them (memory bound).
         let order = c.too_many_patterns().is_none().then(|| Order::new(&c));
@@ -1756,6 +1789,7 @@ fn candidates(py: Python<'_>, scenario: &PyScenario) -> PyResult<PyCandidates> {
     Ok(PyCandidates {
         c: Arc::new(c),
         order: Arc::new(order),
+        deadline,
     })
 }
 

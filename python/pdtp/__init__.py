@@ -40,7 +40,6 @@ from .simulate import (
     sim_config,
     simulate,
 )
-from .transfer import TransferMap, transfer_map
 
 # vLLM's rule functions straight from the Rust core, with out-of-range and wrong-type
 # arguments reported as pdtp errors naming the argument (not PyO3's bare OverflowError).
@@ -83,6 +82,8 @@ _LAZY: dict[str, str] = {
     "deploy": "pdtp.deployment",
     "deploy_diff": "pdtp.deployment",
     "Deployment": "pdtp.deployment",
+    "transfer_map": "pdtp.transfer",
+    "TransferMap": "pdtp.transfer",
 }
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ if TYPE_CHECKING:
     from .planning.size_for import size_for
     from .planning.solve import solve
     from .sweeps import sweep
+    from .transfer import TransferMap, transfer_map
     from .workload import Workload
 
 

@@ -8,13 +8,15 @@ Wrong types raise :class:`~pdtp.errors.ArgumentTypeError` (a ``PdtpError`` that 
 from __future__ import annotations
 
 import functools
-import inspect
 import numbers
 import reprlib
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from .errors import ArgumentTypeError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    import inspect
 
 # TP sizes beyond this are not real deployments and would only make enumeration slow.
 MAX_TP = 1 << 16
@@ -89,15 +91,21 @@ def int64_arguments(fn: Callable[P, R]) -> Callable[P, R]:
     integer beyond 64 bits as a bare ``OverflowError`` and a wrong type as a ``TypeError``;
     they become :class:`InvalidArgumentError` / :class:`ArgumentTypeError` naming the
     argument and its allowed range. Nothing is checked on the way in, so a good call costs
-    nothing extra."""
-    signature = inspect.signature(fn)
+    nothing extra (and the signature is read on the first error: ``inspect`` costs ~10 ms
+    of ``import pdtp``)."""
+
+    @functools.cache
+    def signature() -> inspect.Signature:
+        import inspect
+
+        return inspect.signature(fn)
 
     @functools.wraps(fn)
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except (OverflowError, TypeError) as e:
-            named = _argument_error(signature, args, kwargs, e)
+            named = _argument_error(signature(), args, kwargs, e)
             if named is None:
                 raise
             raise named from None

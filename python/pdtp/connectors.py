@@ -12,7 +12,6 @@ the newest known uses the newest known rules (:attr:`Connector.rules_version` sa
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -136,6 +135,8 @@ def resolve_connector(name: Any, vllm_version: str | None = None) -> Connector:
     norm = base.strip().lower().replace("_", "-")
     names = connector_names()
     if norm not in names:
+        import difflib  # only for the error's suggestion
+
         close = difflib.get_close_matches(norm, names, n=3, cutoff=0.3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UnknownNameError(f"connector must be one of {', '.join(names)}, got {base!r}{hint}")

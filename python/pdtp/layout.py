@@ -11,10 +11,8 @@ registry by ``tools/vllm_pipeline_support.py``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from . import _core
@@ -115,6 +113,10 @@ class Layout:
 
 @cache
 def _pipeline_table() -> tuple[frozenset[str], frozenset[str], str]:
+    # Imported here: importlib.resources (pathlib, tempfile …) costs ~15 ms of `import pdtp`.
+    import json
+    from importlib import resources
+
     data = json.loads(resources.files("pdtp").joinpath("data/vllm_pipeline.json").read_text())
     return frozenset(data["pipeline"]), frozenset(data["no_pipeline"]), data["vllm"]
 

@@ -12,9 +12,65 @@
 //! do not divide each other (3 and 8, 5 and 2 …) need a search over how many large items
 //! each node takes ([`Cluster::most_small`]).
 
-use std::collections::BTreeMap;
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use super::scenario::{NodeClass, Scenario};
+
+thread_local! {
+    /// When the calling planner's time limit runs out. The exact searches over nodes are
+    /// only ever help (a hint, a bound, a comparison, a check with a relaxed fallback): past
+    /// this instant they give up with `Err(TooLarge)` as if they were too large, so the Rust
+    /// steps of a planner call end within its limit. Per thread: a call runs on one.
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Holds the thread's search deadline until dropped (then the previous one is back).
+pub struct Until(Option<Instant>);
+
+/// Exact searches on this thread give up after `deadline` while the guard lives.
+pub fn until(deadline: Option<Instant>) -> Until {
+    Until(DEADLINE.with(|d| d.replace(deadline)))
+}
+
+impl Drop for Until {
+    fn drop(&mut self) {
+        DEADLINE.with(|d| d.set(self.0));
+    }
+}
+
+/// Whether this thread's search deadline has passed.
+pub fn past_deadline() -> bool {
+    DEADLINE
+        .with(|d| d.get())
+        .is_some_and(|t| Instant::now() >= t)
+}
+
+/// The exact most-small tables already computed for one pool, by (GPU type, large, small):
+/// a hint, a bound and a rule-blind comparison ask the same question for many pairs and
+/// counts, and one dynamic programme answers every count at once.
+#[derive(Default)]
+struct Tables(Mutex<HashMap<TableKey, Arc<Vec<i64>>>>);
+
+/// (GPU type, large item size, small item size).
+type TableKey = (usize, i64, i64);
+
+impl Clone for Tables {
+    fn clone(&self) -> Self {
+        Tables::default() // a copy of the pool recomputes what it needs
+    }
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tables")
+    }
+}
+
+/// No arrangement reaches this count (the dynamic programme's minus infinity).
+const NONE: i64 = i64::MIN / 4;
 
 /// Operations allowed in one exact search over nodes before it gives up (a hint or an
 /// oracle only; callers have a fallback).
@@ -40,6 +96,7 @@ pub struct Cluster {
     /// The caller's node numbers of each class's nodes (launch lines name them).
     pub node_ids: Vec<Vec<usize>>,
     node_size: Vec<i64>,
+    tables: Tables,
 }
 
 /// A node fill pattern: a maximal multiset of item sizes that fits one node of a class.
@@ -83,6 +140,7 @@ impl Cluster {
             classes,
             node_ids,
             node_size: sc.gpu_types.iter().map(|g| g.node_size).collect(),
+            tables: Tables::default(),
         }
     }
 
@@ -112,6 +170,7 @@ impl Cluster {
             classes,
             node_ids,
             node_size: vec![node_size],
+            tables: Tables::default(),
         }
     }
 
@@ -241,7 +300,96 @@ impl Cluster {
         n_large: i64,
         small: i64,
     ) -> Result<Option<i64>, TooLarge> {
+        // As `spread`, without building the per-node arrangement (a hint asks this for
+        // every pair and count: one vector per node each time was most of its cost).
+        if n_large < 0 || large <= 0 || small <= 0 || self.cap(t, large) < n_large {
+            return Ok(None);
+        }
+        if chain(large, small) && large % small == 0 {
+            let room = self.cap(t, small) - n_large * (large / small);
+            return Ok((room >= 0).then_some(room));
+        }
+        if !self.searches(t, large, small) {
+            let classes: Vec<&NodeClass> = self.of_type(t).map(|(_, c)| c).collect();
+            return Ok(fast_counts(&classes, large, n_large, small).map(|b| b.0));
+        }
+        if let Some(best) = self.table(t, large, small)? {
+            let v = usize::try_from(n_large)
+                .ok()
+                .and_then(|q| best.get(q).copied());
+            return Ok(v.filter(|&v| v != NONE));
+        }
         Ok(self.spread(t, large, n_large, small)?.map(|(best, _)| best))
+    }
+
+    /// Whether [`Self::spread`] answers (`t`, `large`, `small`) by its dynamic programme
+    /// (no closed form).
+    fn searches(&self, t: usize, large: i64, small: i64) -> bool {
+        if chain(large, small) {
+            return large % small != 0;
+        }
+        let classes: Vec<&NodeClass> = self.of_type(t).map(|(_, c)| c).collect();
+        let Some(first) = classes.first() else {
+            return true; // no nodes: the (empty) programme answers
+        };
+        let fast = classes.len() == 1 || (classes.len() == 2 && classes[1].count == 1);
+        !(fast && first.free / large <= 2)
+    }
+
+    /// The most small items next to every count of large ones, 0..=cap(large): one dynamic
+    /// programme over the nodes, kept for the pool. None when it would exceed the search
+    /// budget (the caller then searches for its one count).
+    fn table(&self, t: usize, large: i64, small: i64) -> Result<Option<Arc<Vec<i64>>>, TooLarge> {
+        let key = (t, large, small);
+        if let Some(best) = self.tables.0.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(Some(best));
+        }
+        if past_deadline() {
+            return Err(TooLarge);
+        }
+        let count: i64 = self.of_type(t).map(|(_, c)| c.count.max(0)).sum();
+        let q = self.cap(t, large);
+        let top = self
+            .of_type(t)
+            .map(|(_, c)| c.free / large)
+            .max()
+            .unwrap_or(0);
+        let work = count
+            .saturating_mul(q.saturating_add(1))
+            .saturating_mul(top + 1);
+        if work > SEARCH_BUDGET {
+            return Ok(None);
+        }
+        let nodes: Vec<i64> = self
+            .of_type(t)
+            .flat_map(|(_, c)| std::iter::repeat_n(c.free, c.count.max(0) as usize))
+            .collect();
+        let mut best = vec![NONE; q as usize + 1];
+        best[0] = 0;
+        let mut reach = 0usize; // counts above this are still NONE
+        for &f in &nodes {
+            if past_deadline() {
+                return Err(TooLarge);
+            }
+            let top = (f / large) as usize;
+            reach = (reach + top).min(q as usize);
+            // Descending k: best[k - i] for i ≥ 1 still holds the previous nodes' value.
+            for k in (0..=reach).rev() {
+                let mut v = NONE;
+                for i in 0..=top.min(k) {
+                    let prev = best[k - i];
+                    if prev != NONE {
+                        v = v.max(prev + (f - i as i64 * large) / small);
+                    }
+                }
+                best[k] = v;
+            }
+        }
+        let best = Arc::new(best);
+        if let Ok(mut m) = self.tables.0.lock() {
+            m.insert(key, best.clone());
+        }
+        Ok(Some(best))
     }
 
     /// [`Self::most_small`] and how many large items each node (in class order, each class's
@@ -295,40 +443,13 @@ impl Cluster {
         n_large: i64,
         small: i64,
     ) -> Option<(i64, Vec<i64>)> {
-        let main = classes[0];
-        let (n, f) = (main.count, main.free);
-        let s_of = |free: i64, i: i64| (free - i * large) / small;
-        let extra = classes.get(1).map(|c| c.free);
-        let extra_max = extra.map_or(0, |e| e / large);
-        let mut best: Option<(i64, i64, i64, i64)> = None; // (value, c2, c1, extra i)
-        for ie in 0..=extra_max.min(n_large) {
-            let q = n_large - ie;
-            let ext = extra.map_or(0, |e| s_of(e, ie));
-            let cap_i = f / large;
-            let (c2, c1, value) = match cap_i {
-                0 if q == 0 => (0, 0, n * s_of(f, 0)),
-                1 if q <= n => (0, q, (n - q) * s_of(f, 0) + q * s_of(f, 1)),
-                2 if q <= 2 * n => {
-                    let (lo, hi) = ((q - n).max(0), q / 2);
-                    let value = |c2: i64| {
-                        let c1 = q - 2 * c2;
-                        (n - c1 - c2) * s_of(f, 0) + c1 * s_of(f, 1) + c2 * s_of(f, 2)
-                    };
-                    let c2 = if value(hi) >= value(lo) { hi } else { lo };
-                    (c2, q - 2 * c2, value(c2))
-                }
-                _ => continue,
-            };
-            if best.is_none_or(|b| value + ext > b.0) {
-                best = Some((value + ext, c2, c1, ie));
-            }
-        }
-        let (value, c2, c1, ie) = best?;
+        let (value, c2, c1, ie) = fast_counts(classes, large, n_large, small)?;
+        let n = classes[0].count;
         let mut per_node = Vec::with_capacity(n as usize + 1);
         per_node.extend(std::iter::repeat_n(2, c2 as usize));
         per_node.extend(std::iter::repeat_n(1, c1 as usize));
         per_node.extend(std::iter::repeat_n(0, (n - c1 - c2) as usize));
-        if extra.is_some() {
+        if classes.len() > 1 {
             per_node.push(ie);
         }
         Some((value, per_node))
@@ -342,20 +463,23 @@ impl Cluster {
         n_large: i64,
         small: i64,
     ) -> Result<Option<(i64, Vec<i64>)>, TooLarge> {
+        let count: i64 = classes.iter().map(|c| c.count.max(0)).sum();
+        let work = count.saturating_mul(n_large + 1);
+        if work.saturating_mul(9) > SEARCH_BUDGET || past_deadline() {
+            return Err(TooLarge);
+        }
         let nodes: Vec<i64> = classes
             .iter()
             .flat_map(|c| std::iter::repeat_n(c.free, c.count.max(0) as usize))
             .collect();
         let q = n_large as usize;
-        let work = (nodes.len() as i64).saturating_mul(n_large + 1);
-        if work.saturating_mul(9) > SEARCH_BUDGET {
-            return Err(TooLarge);
-        }
-        const NONE: i64 = i64::MIN / 4;
         let mut best = vec![NONE; q + 1];
         best[0] = 0;
         let mut choice: Vec<Vec<u8>> = Vec::with_capacity(nodes.len());
         for &f in &nodes {
+            if past_deadline() {
+                return Err(TooLarge);
+            }
             let top = (f / large) as usize;
             let mut next = vec![NONE; q + 1];
             let mut pick = vec![0u8; q + 1];
@@ -603,6 +727,46 @@ impl Cluster {
     }
 }
 
+/// One class of identical nodes (+ at most one other node), at most two large items per
+/// node: the most small items next to `n_large` large ones, how many nodes take two and
+/// one, and the extra node's count — `(value, c2, c1, extra)`.
+fn fast_counts(
+    classes: &[&NodeClass],
+    large: i64,
+    n_large: i64,
+    small: i64,
+) -> Option<(i64, i64, i64, i64)> {
+    let main = classes[0];
+    let (n, f) = (main.count, main.free);
+    let s_of = |free: i64, i: i64| (free - i * large) / small;
+    let extra = classes.get(1).map(|c| c.free);
+    let extra_max = extra.map_or(0, |e| e / large);
+    let mut best: Option<(i64, i64, i64, i64)> = None; // (value, c2, c1, extra i)
+    for ie in 0..=extra_max.min(n_large) {
+        let q = n_large - ie;
+        let ext = extra.map_or(0, |e| s_of(e, ie));
+        let cap_i = f / large;
+        let (c2, c1, value) = match cap_i {
+            0 if q == 0 => (0, 0, n * s_of(f, 0)),
+            1 if q <= n => (0, q, (n - q) * s_of(f, 0) + q * s_of(f, 1)),
+            2 if q <= 2 * n => {
+                let (lo, hi) = ((q - n).max(0), q / 2);
+                let value = |c2: i64| {
+                    let c1 = q - 2 * c2;
+                    (n - c1 - c2) * s_of(f, 0) + c1 * s_of(f, 1) + c2 * s_of(f, 2)
+                };
+                let c2 = if value(hi) >= value(lo) { hi } else { lo };
+                (c2, q - 2 * c2, value(c2))
+            }
+            _ => continue,
+        };
+        if best.is_none_or(|b| value + ext > b.0) {
+            best = Some((value + ext, c2, c1, ie));
+        }
+    }
+    best
+}
+
 /// Exact packing, or the relaxation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fit {
@@ -769,6 +933,7 @@ mod tests {
             classes,
             node_ids: ids,
             node_size: node_size.to_vec(),
+            tables: Tables::default(),
         }
     }
 
@@ -859,6 +1024,36 @@ mod tests {
         let n = Cluster::largest_node_within(256, &sizes, 1827);
         assert!((64..256).contains(&n));
         assert!(fill_count(n, &sizes) <= 1827 && fill_count(n + 1, &sizes) > 1827);
+    }
+
+    #[test]
+    fn cached_tables_answer_as_the_search_for_each_count() {
+        // Many partly free nodes: most_small reads the pool's table, spread searches anew.
+        let nodes: Vec<(usize, i64, i64)> = (1..=8).map(|f| (0, f, 3 + f % 4)).collect();
+        let cl = cluster(&nodes, &[8]);
+        for (large, small) in [(3, 2), (5, 2), (3, 4), (6, 4), (7, 3), (3, 6)] {
+            for n in 0..=cl.cap(0, large) + 1 {
+                let table = cl.most_small(0, large, n, small).unwrap();
+                let search = cl.spread(0, large, n, small).unwrap().map(|(v, _)| v);
+                assert_eq!(table, search, "{large} {n} {small}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_passed_deadline_ends_exact_searches() {
+        let nodes: Vec<(usize, i64, i64)> = (1..=8).map(|f| (0, f, 40)).collect();
+        let cl = cluster(&nodes, &[8]);
+        {
+            let _limit = until(Some(Instant::now()));
+            assert!(past_deadline());
+            assert_eq!(cl.most_small(0, 3, 10, 2), Err(TooLarge));
+            assert_eq!(cl.spread(0, 3, 10, 2), Err(TooLarge));
+            // Closed forms need no search and still answer.
+            assert!(cl.most_small(0, 4, 10, 2).is_ok());
+        }
+        assert!(!past_deadline()); // the guard is gone: searches run again
+        assert!(cl.most_small(0, 3, 10, 2).unwrap().is_some());
     }
 
     #[test]

@@ -195,6 +195,9 @@ pub fn best_over(c: &Candidates, order: &Order, pairs: &[Pair], fit: Fit) -> Opt
     if c.scenario.objective.is_fleet() || c.scenario.models.len() != 1 {
         return None;
     }
+    // Past the caller's deadline (cluster::until) every exact node search gives up at once,
+    // so the remaining pairs cost only their closed forms: those whose sizes need a search
+    // offer nothing, the rest still do (a feasible plan, never a proof).
     best_of(
         c,
         order,

@@ -127,7 +127,11 @@ class OneModel:
 
         self.pair_ids = [i for i, p in enumerate(self.pairs) if usable(p)]
         self.deadline = deadline
-        self.z = {i: m.new_bool_var(f"z{i}") for i in self.pair_ids}
+        self.z: dict[int, Any] = {}
+        for i in self.pair_ids:
+            if len(self.z) % 256 == 0:  # thousands of pairs take tens of ms
+                self._check_time()
+            self.z[i] = m.new_bool_var(f"z{i}")
         self._check_time()
         by_model: dict[int, list[Any]] = {}
         on_row: dict[int, list[Any]] = {}

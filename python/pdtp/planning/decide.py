@@ -20,6 +20,12 @@ from .cpsat import MARGIN_S, Decision, OneModel, OutOfTime, Solution
 
 METHODS = ("cpsat", "enumerate")
 
+# Why the plan may lack a comparison: what the closed-form help skipped at the time limit.
+CUT_NOTE = (
+    "the time limit ended the closed-form comparisons early (the best plan of refused pairs, "
+    "the other serving mode): raise time_limit_s for them"
+)
+
 _lock = threading.Lock()
 _loader: threading.Thread | None = None
 _done = threading.Event()
@@ -55,6 +61,16 @@ def ortools_ready(until: float) -> bool:
             _loader.start()
     _done.wait(timeout=max(0.0, until - time.perf_counter()))
     return _done.is_set() and not _error
+
+
+def candidates(sc: Any, started: float, limit: float) -> Any:
+    """The Rust candidates of a scenario, their exact node searches (in the build and in
+    the hint, rule-blind and other-mode help asked of them later) bounded by the call's
+    deadline: past it they give way to the relaxation, so every Rust step ends in time."""
+    from .. import _core
+
+    left = started + limit - time.perf_counter() - MARGIN_S
+    return _core.candidates(sc.core, time_limit_s=max(0.0, left))
 
 
 def oracle_reserve(limit: float) -> float:

@@ -36,7 +36,7 @@ from ..perf import DEFAULT_UTILIZATION
 from ..workload import Workload
 from . import infeasible, plan, scenario
 from .cpsat import MARGIN_S, Decision, OutOfTime
-from .decide import decide
+from .decide import candidates, decide
 from .plan import Plan
 
 __all__ = ["OBJECTIVES", "FleetPlan", "solve_fleet"]
@@ -541,9 +541,7 @@ def solve_fleet(
         mode=mode,
         layouts=layouts,
     )
-    from .. import _core
-
-    cands = _core.candidates(sc.core)
+    cands = candidates(sc, started, limit)
     rows = cands.rows
     weights, _, demand_units, _ = cands.fleet_terms
     by_model: dict[int, list[Any]] = {}

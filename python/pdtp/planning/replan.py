@@ -18,7 +18,7 @@ from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError
 from ..layout import Layout
 from ..perf import DEFAULT_GPU
 from . import goodput, infeasible, plan, scenario
-from .decide import METHODS, decide
+from .decide import METHODS, candidates, decide
 from .plan import Plan, Side
 
 __all__ = ["Move", "MoveCost", "Replan", "replan"]
@@ -547,9 +547,7 @@ def replan(
         mode=mode,
         layouts=layouts,
     )
-    from .. import _core
-
-    cands = _core.candidates(sc.core)
+    cands = candidates(sc, started, limit)
     if not cands.pairs:
         raise infeasible.no_pair(sc, cands, budget_field="max_gpus")
     decision = decide(cands, started=started, limit=limit, method=method)

@@ -11,7 +11,7 @@ from .._validate import positive_int, positive_number, public_api
 from ..errors import InfeasibleError, InvalidArgumentError
 from ..perf import DEFAULT_UTILIZATION
 from . import goodput, infeasible, plan, scenario
-from .decide import METHODS, decide
+from .decide import CUT_NOTE, METHODS, candidates, decide
 from .plan import Plan
 
 OBJECTIVES = ("throughput", "tokens_per_dollar", "cost")
@@ -153,9 +153,7 @@ def _plan(
     analytic best plans of the next few (prefill, decode) pairs: the highest goodput wins,
     or with a ``goal`` (req/s to serve at the percentile) the first that serves it
     (:class:`goodput.ShortOfDemand` when none does)."""
-    from .. import _core
-
-    cands = _core.candidates(sc.core)
+    cands = candidates(sc, started, limit)
     if not cands.pairs:
         raise infeasible.no_pair(sc, cands, budget_field=budget_field)
     decision = decide(cands, started=started, limit=limit, method=method, workers=workers)
@@ -171,9 +169,13 @@ def _plan(
     notes: tuple[str, ...] = ()
     if decision.method == "enumerate" and method == "cpsat":
         notes = ("OR-Tools was still loading: the exhaustive oracle decided within the limit",)
-    rejected = plan.rule_note(sc, cands, decision.solution, demand)
+    # Past the deadline the comparisons would only run over it: the note says they were cut.
+    late = cands.out_of_time
+    rejected = () if late else plan.rule_note(sc, cands, decision.solution, demand)
     if percentile is None:
-        alternative = plan.alternative(sc, cands, decision.solution[0])
+        alternative = None if late else plan.alternative(sc, cands, decision.solution[0])
+        if late or cands.out_of_time:
+            notes = (*notes, CUT_NOTE)
         return plan.build(
             sc,
             cands,
