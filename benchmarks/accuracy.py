@@ -2,38 +2,50 @@
 
     python benchmarks/accuracy.py [--quick] [--json PATH]
 
-Data: every row of ``tests/data/reference/measured-serving.csv`` (619 InferenceMAX runs) and
-``perf-points.csv`` (101 aiconfigurator / vendor points). Each row's TPOT, mean TTFT and
-output throughput are compared with :func:`pdtp.predict_serving`'s (through
-:func:`pdtp.calibration.predict_points`), as absolute relative errors, median and p90, AMD and
-NVIDIA apart. Every setting but the last predicts a row with constants fitted
-(:func:`pdtp.calibration.fit_table`) on other rows only:
+Data (``tests/data/reference``): ``measured-serving.csv`` (619 InferenceMAX runs),
+``perf-points.csv`` (101 aiconfigurator / vendor points) and the InferenceX runs
+(``measured-serving-inferencex-agg.csv``, ``-disagg.csv``) pdtp can express — vLLM/SGLang,
+no speculative decoding, a GPU type in the catalog; the rest are counted by reason. Each
+aggregated row's TPOT, mean TTFT and output throughput are compared with
+:func:`pdtp.predict_serving`'s (through :func:`pdtp.calibration.predict_points`), as
+absolute relative errors, median and p90, AMD and NVIDIA apart. Every setting but the last
+predicts a row with constants fitted (:func:`pdtp.calibration.fit_table`) on other rows only:
 
 - **leave one model out**: fit on every other model's rows, predict this model's;
 - **leave one GPU type out**: fit on every other GPU type's rows; the held-out type takes its
   generation's (MI325X ↔ MI300X, H200 ↔ H100) or its vendor's shared constants;
+- **leave one layout family out** (TP, TP+EP, DP attention): fit on the other families;
 - **leave one (model, GPU) out**: fit on everything but this model on this GPU type;
 - **calibrate on 5**: per (model, GPU, dtype, engine) family, start from the constants fitted
   without the family, :func:`pdtp.calibrate` on 5 of its rows, predict the rest;
 - **in sample**: the shipped defaults (fitted on all rows), for reference only.
 
-The **v1** column is the model before v2 with its shipped defaults (``accuracy_v1.py``,
-stored in ``accuracy_v1.json``): out of sample on measured-serving.csv, in sample on
-perf-points.csv. ``--quick`` runs one held-out GPU type and one held-out (model, GPU) family
-with a shorter search (what the test suite checks).
+The **measured disaggregated (P/D) runs** are never fitted: each is predicted from its prefill
+and decode layouts and worker counts (:func:`predict_disaggregated`, pdtp's step function in
+a closed loop of the run's concurrency) with constants fitted on every aggregated row, and on
+every aggregated row of other models (leave the model out).
+
+The **v2** column is the stored full run of the model before this one (``accuracy_v2.json``)
+next to the live model; ``accuracy_v1.json`` keeps the first model's. ``--quick`` runs one
+held-out GPU type, one held-out (model, GPU) family and the P/D runs with a shorter search
+(what the test suite checks).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pdtp import _core
 from pdtp.calibration import (
     DEFAULT_FIT,
     KINDS,
@@ -45,18 +57,34 @@ from pdtp.calibration import (
     predict_points,
     summarize,
 )
+from pdtp.catalog import gpu as find_gpu
+from pdtp.errors import PdtpError
+from pdtp.perf import constant_inputs, gpu_inputs, model_inputs
+
+parse_layout = _core.parse_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "tests" / "data" / "reference"
 FILES = ("measured-serving.csv", "perf-points.csv")
+INFERENCEX_AGG = "measured-serving-inferencex-agg.csv"
+INFERENCEX_DISAGG = "measured-serving-inferencex-disagg.csv"
 V1 = Path(__file__).resolve().parent / "accuracy_v1.json"
+#: The stored full run of the model before this one, shown side by side with the live run.
+V2 = Path(__file__).resolve().parent / "accuracy_v2.json"
+#: The model the live run measures.
+MODEL_NAME = "v2"
+DISAGG_LABELS = {
+    "aggregated_fit": "fitted on all aggregated rows",
+    "model": "leave model out",
+}
 KIND_LABELS = {"tpot_ms": "TPOT", "ttft_ms": "TTFT", "output_tokens_per_s": "throughput"}
 VENDORS = ("AMD", "NVIDIA")
-SETTINGS = ("model", "gpu", "model_gpu", "calibrate5", "in_sample")
+SETTINGS = ("model", "gpu", "layout", "model_gpu", "calibrate5", "in_sample")
 SETTING_LABELS = {
     "v1": "v1 defaults",
     "model": "leave model out",
     "gpu": "leave GPU type out",
+    "layout": "leave layout family out",
     "model_gpu": "leave (model, GPU) out",
     "calibrate5": "calibrate on 5",
     "in_sample": "in sample",
@@ -71,10 +99,76 @@ TARGETS: tuple[tuple[str, str, float], ...] = (
 CALIBRATE_TARGET = 0.05
 
 
-def load_all() -> list[PerfPoint]:
+def layout_family(p: PerfPoint) -> str:
+    """The layout family a row belongs to, for the leave-one-layout-family-out split."""
+    if p.dp_attention:
+        return "dp-attention+ep" if p.ep > 1 else "dp-attention"
+    return "tp+ep" if p.ep > 1 else "tp"
+
+
+def _labelled(points: Sequence[PerfPoint], file: str, images: Sequence[str]) -> list[PerfPoint]:
+    return [
+        replace(
+            p,
+            labels=(
+                *p.labels,
+                ("file", file),
+                ("layout", layout_family(p)),
+                ("engine_image", image),
+            ),
+        )
+        for p, image in zip(points, images)
+    ]
+
+
+def inferencex_skip_reason(row: dict[str, str]) -> str | None:
+    """Why an InferenceX row cannot be expressed in pdtp (None: it can)."""
+    if row.get("hw") in ("", "unknown"):
+        return "GPU type not recorded"
+    if row.get("spec_method", "none") not in ("", "none"):
+        return f"speculative decoding ({row['spec_method']})"
+    framework = row.get("framework", "")
+    if "sglang" not in framework and framework != "vllm":
+        return f"engine {framework!r} (pdtp models vLLM and SGLang)"
+    if "pdtp_decode_layout" in row and not (
+        row["pdtp_decode_layout"] and row["pdtp_prefill_layout"]
+    ):
+        return "P/D layout not recorded"
+    try:
+        find_gpu(row["hw"])
+    except PdtpError:
+        return f"GPU type {row['hw']!r} not in pdtp's catalog"
+    return None
+
+
+def _expressible(path: Path, skipped: Counter[str]) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    kept = []
+    for row in rows:
+        reason = inferencex_skip_reason(row)
+        if reason is None:
+            kept.append(row)
+        else:
+            skipped[reason] += 1
+    return kept
+
+
+def load_all(skipped: Counter[str] | None = None) -> list[PerfPoint]:
+    """Every aggregated row pdtp can express, labelled with its file, layout family and
+    engine image; ``skipped`` counts the rest by reason."""
+    skipped = Counter() if skipped is None else skipped
     points: list[PerfPoint] = []
     for name in FILES:
-        points += load_points(REFERENCE / name)
+        loaded = load_points(REFERENCE / name)
+        points += _labelled(loaded, name, [""] * len(loaded))
+    for row in _expressible(REFERENCE / INFERENCEX_AGG, skipped):
+        try:
+            (p,) = load_points([row])
+        except PdtpError as exc:  # weights that do not fit the row's GPUs as pdtp sizes them
+            skipped[f"not loadable in pdtp ({str(exc).split(': ', 1)[-1][:60]})"] += 1
+            continue
+        points += _labelled([p], INFERENCEX_AGG, [row.get("engine_image", "")])
     return points
 
 
@@ -150,6 +244,128 @@ def calibrated_on_five(
     return preds
 
 
+# ---- disaggregated (P/D) runs -------------------------------------------------------------
+
+
+def _side(base: PerfPoint, layout_text: str) -> tuple[PerfPoint, tuple[int, int, int, bool]]:
+    """``base`` as one worker of ``layout_text`` (pdtp's syntax: ``tp8ep``, ``tp1dp16ep``)."""
+    tp, pp, dp, ep = parse_layout(layout_text)
+    gpus = tp * pp * dp
+    side = replace(base, tp=gpus, ep=gpus if ep else 1, dp_attention=dp > 1)
+    return side, (tp, pp, dp, ep)
+
+
+def load_disaggregated(skipped: Counter[str] | None = None) -> list[dict[str, Any]]:
+    """The measured P/D runs pdtp can express: each as its prefill and decode worker points
+    (model, GPU and engine settings parsed as for an aggregated row), worker counts and the
+    measured TPOT, TTFT and whole-deployment output tokens/s."""
+    skipped = Counter() if skipped is None else skipped
+    out = []
+    for row in _expressible(REFERENCE / INFERENCEX_DISAGG, skipped):
+        agg_like = {
+            **row,
+            "tp": row["decode_gpus_per_worker"],
+            "ep": "1",
+            "dp_attention": "False",
+        }
+        try:
+            (base,) = load_points([agg_like])
+            prefill, prefill_layout = _side(base, row["pdtp_prefill_layout"])
+            decode, decode_layout = _side(base, row["pdtp_decode_layout"])
+        except PdtpError as exc:
+            skipped[f"not loadable in pdtp ({str(exc).split(': ', 1)[-1][:60]})"] += 1
+            continue
+        out.append(
+            {
+                "row_id": row["row_id"],
+                "prefill": prefill,
+                "decode": decode,
+                "prefill_layout": prefill_layout,
+                "decode_layout": decode_layout,
+                "prefill_workers": int(row["prefill_workers"]),
+                "decode_workers": int(row["decode_workers"]),
+                "family": f"{layout_family(prefill)} / {layout_family(decode)}",
+                "engine_image": row.get("engine_image", ""),
+                "measured": {
+                    "tpot_ms": float(row["tpot_mean_ms"]),
+                    "ttft_ms": float(row["ttft_mean_ms"]),
+                    "output_tokens_per_s": float(row["output_tps"]),
+                },
+            }
+        )
+    return out
+
+
+def predict_disaggregated(run: dict[str, Any], table: Table) -> dict[str, float]:
+    """A closed loop of ``concurrency`` clients over prefill and decode workers, on pdtp's step
+    function (the one ``evaluate`` and ``solve`` rate sides with): each decode worker runs its
+    share of the requests in flight (at most what its KV cache holds), each prefill worker
+    serves prompts at its step rate, and the slower side sets the request rate; requests wait
+    for a prefill slot when prefill is the bottleneck."""
+    dec, pre = run["decode"], run["prefill"]
+    c_dec = table.constants(dec.gpu, dec.engine)
+    c_pre = table.constants(pre.gpu, pre.engine)
+    m = model_inputs(dec.model)
+    g = gpu_inputs(dec.gpu, dec.model.weight_dtype)
+    isl, osl = dec.isl, dec.osl
+    work = {"isl": isl, "osl": osl, "ttft_s": None, "tpot_s": None}
+    dl, pl = run["decode_layout"], run["prefill_layout"]
+    cd, cp = constant_inputs(c_dec), constant_inputs(c_pre)
+    max_rank = _core.layout_sides(m, g, cd, dl, work, dec.gpu_memory_utilization)[6]
+    dp_dec, dp_pre = dl[2], pl[2]
+    context = isl + osl / 2.0
+
+    def tpot(per_worker: float) -> float:
+        b = max(per_worker / dp_dec, 1.0)
+        return float(_core.step_time(m, g, cd, dl, b, b * context, 0.0, 0.0))
+
+    # Prefill: each DP rank takes whole prompts, as many as one step's token budget holds.
+    per_step = max(1.0, math.floor(pre.max_num_batched_tokens / isl))
+    t_step = float(_core.step_time(m, g, cp, pl, 0.0, 0.0, per_step * isl, per_step * isl**2 / 2))
+    t_one = float(_core.step_time(m, g, cp, pl, 0.0, 0.0, isl, isl**2 / 2))
+    prefill_rps = run["prefill_workers"] * dp_pre * per_step / t_step
+    # The prompt's KV moves once, each prefill TP rank sending its share in parallel.
+    kv_bytes = dec.model.kv_bytes_per_sequence(round(isl))
+    transfer = kv_bytes / max(pl[0], 1) / cp["kv_transfer_bandwidth"] + cp["kv_transfer_latency_s"]
+    ttft_base = cp["api_overhead_s"] + t_one + transfer
+    conc = float(dec.concurrency or 1)
+    workers = run["decode_workers"]
+    cap = max_rank * dp_dec if max_rank > 0 else math.inf
+    # Fixed point of Little's law: conc = rate × (TTFT + osl × TPOT).
+    per_worker = min(conc / workers, cap)
+    ttft = ttft_base
+    for _ in range(50):
+        t = tpot(per_worker)
+        rate = conc / (ttft + osl * t)
+        decode_rps = workers * per_worker / (osl * t)
+        rate = min(rate, decode_rps, prefill_rps)
+        ttft = max(ttft_base, conc / rate - osl * t)
+        new = min(rate * osl * t / workers, cap)
+        if abs(new - per_worker) < 1e-6 * max(per_worker, 1.0):
+            break
+        per_worker = 0.5 * (per_worker + new)
+    t = tpot(per_worker)
+    return {"tpot_ms": t * 1e3, "ttft_ms": ttft * 1e3, "output_tokens_per_s": rate * osl}
+
+
+def disaggregated_summaries(
+    runs: Sequence[dict[str, Any]], preds: Sequence[dict[str, float]]
+) -> dict[str, dict[str, Any]]:
+    """Per ``kind/vendor`` (and ``kind/all``): n, median and p90 of the absolute relative
+    errors of the P/D predictions."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in KINDS:
+        for vendor in (*VENDORS, "all"):
+            errors = [
+                abs(pr[kind] / r["measured"][kind] - 1.0) if math.isfinite(pr[kind]) else math.inf
+                for r, pr in zip(runs, preds)
+                if vendor in ("all", r["decode"].gpu.vendor)
+            ]
+            if errors:
+                out[f"{kind}/{vendor}"] = summarize(errors)
+    return out
+
+
 def summaries(points: Sequence[PerfPoint], preds: Predictions) -> dict[str, dict[str, Any]]:
     """Per ``kind/vendor``: n, median and p90 of the absolute relative errors."""
     out: dict[str, dict[str, Any]] = {}
@@ -169,8 +385,17 @@ def summaries(points: Sequence[PerfPoint], preds: Predictions) -> dict[str, dict
 def run(*, quick: bool = False) -> dict[str, Any]:
     """The whole report as a JSON-ready dict."""
     started = time.monotonic()
-    points = load_all()
-    result: dict[str, Any] = {"rows": len(points), "quick": quick, "settings": {}}
+    skipped: Counter[str] = Counter()
+    points = load_all(skipped)
+    runs = load_disaggregated(skipped)
+    result: dict[str, Any] = {
+        "rows": len(points),
+        "disaggregated_runs": len(runs),
+        "skipped": dict(skipped.most_common()),
+        "quick": quick,
+        "settings": {},
+        "disaggregated": {},
+    }
     iters = 25 if quick else 100
     if quick:
         gpu_preds, _ = held_out(points, lambda p: p.gpu.name, only=["mi325x"], max_iterations=iters)
@@ -179,20 +404,41 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         )
         result["settings"]["gpu"] = summaries(points, gpu_preds)
         result["settings"]["model_gpu"] = summaries(points, pair_preds)
+        table = fit_table(
+            [p for p in points if p.model.name != "deepseek-r1"], max_iterations=iters
+        )
+        result["disaggregated"]["model"] = disaggregated_summaries(
+            runs, [predict_disaggregated(r, table) for r in runs]
+        )
     else:
         model_preds, _ = held_out(points, lambda p: p.model.name)
         gpu_preds, _ = held_out(points, lambda p: p.gpu.name)
+        layout_preds, _ = held_out(points, layout_family)
         pair_preds, pair_tables = held_out(points, _model_gpu)
         five = calibrated_on_five(points, pair_tables)
         full = fit_table(points)
         result["settings"]["model"] = summaries(points, model_preds)
         result["settings"]["gpu"] = summaries(points, gpu_preds)
+        result["settings"]["layout"] = summaries(points, layout_preds)
         result["settings"]["model_gpu"] = summaries(points, pair_preds)
         result["settings"]["calibrate5"] = summaries(points, five)
         result["settings"]["in_sample"] = summaries(points, predict_points(points, _with(full)))
+        # P/D runs are never fitted: constants from every aggregated row, and from every
+        # aggregated row of other models (leave the model out).
+        models = {r["decode"].model.name for r in runs}
+        other = fit_table([p for p in points if p.model.name not in models])
+        result["disaggregated"]["aggregated_fit"] = disaggregated_summaries(
+            runs, [predict_disaggregated(r, full) for r in runs]
+        )
+        result["disaggregated"]["model"] = disaggregated_summaries(
+            runs, [predict_disaggregated(r, other) for r in runs]
+        )
     if V1.is_file():
         v1 = json.loads(V1.read_text())
         result["settings"]["v1"] = v1["measured-serving.csv"]
+    if V2.is_file():
+        stored = json.loads(V2.read_text())
+        result["v2"] = {k: stored.get(k, {}) for k in ("settings", "disaggregated")}
     result["targets"] = _targets(result["settings"])
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
@@ -200,7 +446,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
 
 def _targets(settings: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
-    for setting in ("model", "gpu", "model_gpu"):
+    for setting in ("model", "gpu", "layout", "model_gpu"):
         table = settings.get(setting)
         if not table:
             continue
@@ -243,28 +489,60 @@ def _pct(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
 
 
+def _cell(v: dict[str, Any] | None) -> str:
+    return f"{_pct(v['median'])} / {_pct(v['p90'])}" if v else "–"
+
+
 def render_markdown(result: dict[str, Any]) -> str:
     settings = result["settings"]
-    order = [s for s in ("v1", *SETTINGS) if s in settings]
+    before = result.get("v2", {})
+    order = [s for s in SETTINGS if s in settings]
     lines = [
-        "Absolute relative error, median / p90 (out of sample but for 'in sample'):",
+        "Absolute relative error, median / p90 (out of sample but for 'in sample'); "
+        "v2 is the stored run of the model before this one (`accuracy_v2.json`):",
         "",
-        "| quantity | GPUs | n | " + " | ".join(SETTING_LABELS[s] for s in order) + " |",
-        "|---|---|---:|" + "---:|" * len(order),
+        f"| split | quantity | GPUs | n | v2 | {MODEL_NAME} |",
+        "|---|---|---|---:|---:|---:|",
     ]
-    for kind in KINDS:
-        for vendor in VENDORS:
-            key = f"{kind}/{vendor}"
-            ns = [settings[s][key]["n"] for s in order if s != "v1" and key in settings[s]]
-            if not ns:
-                continue
-            cells = []
-            for s in order:
+    for s in order:
+        for kind in KINDS:
+            for vendor in VENDORS:
+                key = f"{kind}/{vendor}"
                 v = settings[s].get(key)
-                cells.append(f"{_pct(v['median'])} / {_pct(v['p90'])}" if v else "–")
-            lines.append(
-                f"| {KIND_LABELS[kind]} | {vendor} | {max(ns)} | " + " | ".join(cells) + " |"
-            )
+                old = before.get("settings", {}).get(s, {}).get(key)
+                if v is None and old is None:
+                    continue
+                n = (v or old or {}).get("n", 0)
+                lines.append(
+                    f"| {SETTING_LABELS[s]} | {KIND_LABELS[kind]} | {vendor} | {n} | "
+                    f"{_cell(old)} | {_cell(v)} |"
+                )
+    disagg = result.get("disaggregated", {})
+    if disagg:
+        lines += [
+            "",
+            f"Measured disaggregated (P/D) runs ({result.get('disaggregated_runs', 0)} "
+            "expressible), never fitted:",
+            "",
+            f"| constants | quantity | GPUs | n | v2 | {MODEL_NAME} |",
+            "|---|---|---|---:|---:|---:|",
+        ]
+        old_d = before.get("disaggregated", {})
+        for s, table in disagg.items():
+            for kind in KINDS:
+                for vendor in (*VENDORS, "all"):
+                    key = f"{kind}/{vendor}"
+                    v, old = table.get(key), old_d.get(s, {}).get(key)
+                    if v is None and old is None:
+                        continue
+                    n = (v or old or {}).get("n", 0)
+                    lines.append(
+                        f"| {DISAGG_LABELS[s]} | {KIND_LABELS[kind]} | {vendor} | {n} | "
+                        f"{_cell(old)} | {_cell(v)} |"
+                    )
+    if result.get("skipped"):
+        lines += ["", "Rows pdtp cannot express (skipped):", ""]
+        lines += [f"- {reason}: {n}" for reason, n in result["skipped"].items()]
     lines += ["", "Targets:", ""]
     for t in result["targets"]:
         mark = "met" if t["met"] else "NOT met"

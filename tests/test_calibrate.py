@@ -10,6 +10,7 @@ import itertools
 import json
 import pathlib
 import sys
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -446,3 +447,42 @@ def test_out_of_sample_accuracy(accuracy_module: Any, tmp_path: pathlib.Path, ca
     assert pair["output_tokens_per_s/NVIDIA"]["median"] <= 0.10
     # v1 (before) is reported next to it, from its stored run.
     assert result["settings"]["v1"]["tpot_ms/AMD"]["median"] > 0.15
+    # The measured P/D runs are scored with constants fitted without their model, and the
+    # rows pdtp cannot express are counted by reason, not dropped silently.
+    disagg = result["disaggregated"]["model"]
+    assert disagg["output_tokens_per_s/all"]["n"] >= 30
+    assert result["skipped"]["speculative decoding (mtp)"] > 100
+    assert result["disaggregated_runs"] + sum(result["skipped"].values()) > 300
+
+
+def test_the_accuracy_benchmark_splits_and_scores_as_described(accuracy_module: Any) -> None:
+    """Every expressible InferenceX row is loaded with its layout family; a P/D prediction
+    follows its layouts (more decode workers serve more at the same concurrency) and the
+    layout family split keys what it says."""
+    skipped: Counter[str] = Counter()
+    points = accuracy_module.load_all(skipped)
+    families = {p.label("layout") for p in points}
+    assert {"tp", "tp+ep"} <= families
+    assert any(p.label("file") == accuracy_module.INFERENCEX_AGG for p in points)
+    assert all(accuracy_module.layout_family(p) == p.label("layout") for p in points)
+    runs = accuracy_module.load_disaggregated(skipped)
+    assert runs and all(r["decode"].gpu.name != "gb300" for r in runs)
+    from pdtp.calibration import fit_table
+
+    table = fit_table(points[:200], max_iterations=5)
+    run = max(runs, key=lambda r: r["decode"].concurrency or 0)
+    base = accuracy_module.predict_disaggregated(run, table)
+    more = accuracy_module.predict_disaggregated(
+        {
+            **run,
+            "decode_workers": 4 * run["decode_workers"],
+            "prefill_workers": 4 * run["prefill_workers"],
+        },
+        table,
+    )
+    assert more["tpot_ms"] < base["tpot_ms"]
+    assert more["output_tokens_per_s"] > base["output_tokens_per_s"]
+    # Little's law holds for the closed loop it predicts.
+    conc = run["decode"].concurrency
+    e2e_s = (base["ttft_ms"] + run["decode"].osl * base["tpot_ms"]) / 1e3
+    assert base["output_tokens_per_s"] * e2e_s / run["decode"].osl == pytest.approx(conc, rel=0.02)

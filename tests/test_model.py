@@ -964,3 +964,36 @@ def test_lfm2_short_convolutions() -> None:
     layer_types = ["full_attention" if i in cfg["full_attn_idxs"] else "conv" for i in range(16)]
     typed = {k: v for k, v in cfg.items() if k != "full_attn_idxs"}
     assert Model.from_hf_config({**typed, "layer_types": layer_types}) == m
+
+
+def test_modelopt_kv_cache_scheme_as_vllm_reads_it() -> None:
+    """vLLM 0.33 (get_kv_cache_quant_algo_string) takes a ModelOpt kv_cache_scheme as a string
+    or an object, ahead of kv_cache_quant_algo; a value it does not know leaves the cache at
+    the model dtype."""
+
+    def kv(scheme: object, **extra: object) -> str:
+        qc = {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": scheme}
+        return Model.from_hf_config({**LLAMA_8B, "quantization_config": {**qc, **extra}}).kv_dtype
+
+    assert kv("FP8") == "fp8"
+    assert kv("fp8") == "fp8"
+    assert kv("NVFP4") == "fp8"  # sized as FP8, the nearest cache dtype pdtp models
+    assert kv("INT8") == "bf16"
+    assert kv({"num_bits": 8, "type": "float", "dynamic": False}) == "fp8"
+    assert kv({"num_bits": 4, "type": "float"}) == "fp8"
+    assert kv({"num_bits": 8, "type": "int", "dynamic": False}) == "bf16"
+    assert kv(None) == "bf16"
+    # the scheme wins over kv_cache_quant_algo, as in vLLM
+    assert kv("INT8", kv_cache_quant_algo="FP8") == "bf16"
+    assert kv(None, kv_cache_quant_algo="FP8") == "fp8"
+    message = _config_error(
+        {
+            **LLAMA_8B,
+            "quantization_config": {
+                "quant_method": "modelopt",
+                "quant_algo": "FP8",
+                "kv_cache_scheme": 8,
+            },
+        }
+    )
+    assert "kv_cache_scheme" in message and "string" in message

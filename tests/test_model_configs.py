@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import pdtp
 from pdtp import Model
 from pdtp._model import MAX_CONFIG_BYTES, UNMODELLED_MODEL_TYPES
 from pdtp.errors import ConfigError
@@ -428,3 +429,85 @@ def test_architecture_table_in_docs_is_current() -> None:
     assert committed == module.render(), (
         "run: python tools/architectures_doc.py > docs/architectures.md"
     )
+
+
+# ------------------------------------------------------------------------------------------
+# The built-in catalog against the real configs
+# ------------------------------------------------------------------------------------------
+
+CATALOG = json.loads((pathlib.Path(pdtp.__file__).parent / "data" / "models.json").read_text())[
+    "models"
+]
+
+# Catalog entries whose own config.json is not vendored (no public copy found): their shapes are
+# checked against the sourced reference table in test_catalog.py instead, and the windows of
+# gemma-3-27b against Google's code below. The set must shrink as real copies are vendored.
+NOT_VENDORED = {
+    "command-r-plus",
+    "falcon-180b",
+    "falcon-40b",
+    "falcon-7b",
+    "gemma-3-27b",
+    "glm-4.5",
+    "mistral-large-2407",
+    "phi-3-medium",
+    "phi-4",
+    "qwen2.5-14b",
+    "qwen3-14b",
+    "yi-34b",
+}
+
+
+def _real_folder(entry: dict[str, Any]) -> pathlib.Path | None:
+    for ident in (entry["hf_id"], *entry["aliases"]):
+        folder = HF / ident.replace("/", "--")
+        if folder.is_dir():
+            return folder
+    return None
+
+
+def test_the_catalog_entries_without_a_real_config_are_exactly_the_listed_ones() -> None:
+    assert {e["name"] for e in CATALOG if _real_folder(e) is None} == NOT_VENDORED
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [e for e in CATALOG if e["name"] not in NOT_VENDORED],
+    ids=lambda e: e["name"],
+)
+def test_every_catalog_entry_loads_as_its_real_config(entry: dict[str, Any]) -> None:
+    """The catalog's copy parses to the model its real config.json parses to: the same layers,
+    attention groups (sliding and chunked windows included), parameters and bytes, so a plan
+    for a catalog name is a plan for the checkpoint vLLM loads."""
+    folder = _real_folder(entry)
+    assert folder is not None
+    real = Model.from_hf_config(folder, weight_dtype=entry.get("weight_dtype"))
+    ours = pdtp.model(entry["name"])
+    assert ours.attention_groups == real.attention_groups
+    assert (ours.num_layers, ours.hidden_size, ours.vocab_size) == (
+        real.num_layers,
+        real.hidden_size,
+        real.vocab_size,
+    )
+    assert (ours.num_attention_heads, ours.num_kv_heads) == (
+        real.num_attention_heads,
+        real.num_kv_heads,
+    )
+    assert (ours.total_params, ours.active_params) == (real.total_params, real.active_params)
+    assert (ours.num_experts, ours.num_moe_layers) == (real.num_experts, real.num_moe_layers)
+    assert ours.kv_bytes_per_token == real.kv_bytes_per_token
+    # Same bytes per weight (fp16 and bf16 checkpoints size alike).
+    assert ours.weight_bytes == real.weight_bytes
+    assert ours.kv_dtype_bytes == real.kv_dtype_bytes
+
+
+def test_gemma_3_27b_windows_as_google_defines_them() -> None:
+    """google-deepmind/gemma gemma/gm/nn/_gemma.py Gemma3_27B: 62 layers, five sliding (window
+    1024) for each global one, the last layers sliding; vLLM keeps only the window for those."""
+    groups = {g.kind: g for g in pdtp.model("gemma-3-27b").attention_groups}
+    assert set(groups) == {"sliding", "full"}
+    assert (groups["sliding"].num_layers, groups["sliding"].window) == (52, 1024)
+    assert groups["full"].num_layers == 10
+    # a long prompt keeps a fraction of the full-attention bytes
+    m = pdtp.model("gemma-3-27b")
+    assert m.kv_bytes_per_sequence(32_768) < 0.25 * 32_768 * m.kv_bytes_per_token

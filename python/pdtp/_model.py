@@ -2594,9 +2594,13 @@ def _quantization(cfg: _Cfg, sidecar: _Sidecar | None) -> tuple[str | None, str,
         inner = nested or {}
         algo = qc.get("quant_algo") or inner.get("quant_algo")
         kv_algo = qc.get("kv_cache_quant_algo") or inner.get("kv_cache_quant_algo")
-        kv = _modelopt_kv(kv_algo, f"{cfg.label}: field '{path}.kv_cache_quant_algo'")
-        scheme_kv = _kv_scheme(cfg, qc.get("kv_cache_scheme"), f"{path}.kv_cache_scheme")
-        kv = kv or scheme_kv
+        # vLLM (utils/torch_utils.py get_kv_cache_quant_algo_string) reads kv_cache_scheme
+        # first, from the nested block or the top level, then kv_cache_quant_algo.
+        scheme = inner.get("kv_cache_scheme") or qc.get("kv_cache_scheme")
+        if scheme:
+            kv = _modelopt_kv_scheme(cfg, scheme, f"{path}.kv_cache_scheme")
+        else:
+            kv = _modelopt_kv(kv_algo, f"{cfg.label}: field '{path}.kv_cache_quant_algo'")
         where = f"{cfg.label}: field '{path}.quant_algo'"
         if isinstance(algo, str) and algo.upper() == "MIXED_PRECISION":
             return _modelopt_mixed(cfg, {**inner, **qc}, where), "linear", kv
@@ -2703,6 +2707,22 @@ def _modelopt_kv(algo: object, where: str = "kv_cache_quant_algo") -> str | None
     raise ConfigError(
         f"{where} is {_shown(algo)}; expected 'FP8', 'NVFP4' or null (KV-cache quantization)"
     )
+
+
+def _modelopt_kv_scheme(cfg: _Cfg, scheme: object, path: str) -> str | None:
+    """A ModelOpt ``kv_cache_scheme`` as vLLM reads it (get_kv_cache_quant_algo_string): a
+    string names the cache format ("FP8", "NVFP4", any case); an object says it in
+    compressed-tensors terms (static 8-bit float = FP8, 4-bit float = NVFP4). vLLM keeps any
+    other value at the model dtype (it logs a warning and uses "auto"), and so does pdtp.
+    NVFP4 caches are sized as FP8, the nearest cache dtype pdtp models."""
+    if isinstance(scheme, str):
+        return "fp8" if scheme.lower() in ("fp8", "nvfp4") else None
+    if not isinstance(scheme, Mapping):
+        raise cfg.error(path, f"must be a string, an object or null, got {_json_type(scheme)}")
+    bits, kind = scheme.get("num_bits"), scheme.get("type")
+    if kind == "float" and (bits == 4 or (bits == 8 and scheme.get("dynamic") is False)):
+        return "fp8"
+    return None
 
 
 def _kv_scheme(cfg: _Cfg, scheme: object, path: str) -> str | None:
