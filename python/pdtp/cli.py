@@ -580,6 +580,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--image", help="k8s: vLLM container image (default: vLLM's for the release)")
     _add_host_flags(d)
     _add_simulate_parser(sub)
+    from .service.command import add_serve_parser  # the parser only: no web framework yet
+
+    add_serve_parser(sub)
     return parser
 
 
@@ -1898,6 +1901,12 @@ def _cmd_plot_latency(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .service.command import cmd_serve  # FastAPI and uvicorn load only here
+
+    return cmd_serve(args)
+
+
 COMMANDS = {
     "deploy": _cmd_deploy,
     "simulate": _cmd_simulate,
@@ -1911,6 +1920,7 @@ COMMANDS = {
     "gpus": _cmd_gpus,
     "sweep": _cmd_sweep,
     "plot": _cmd_plot,
+    "serve": _cmd_serve,
 }
 
 
