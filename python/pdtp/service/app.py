@@ -385,6 +385,12 @@ def build_app(settings: Settings) -> Any:
 
         app.get(f"{PREFIX}/{name}", summary=OPS[name].summary, responses=responses)(catalog())
 
+    @app.get(f"{PREFIX}/connectors", summary="The KV connectors (the `connector` field's values)")
+    def connectors() -> list[dict[str, str]]:
+        import pdtp
+
+        return [{"name": c.name, "label": c.label} for c in pdtp.connectors()]
+
     # ---- replica metrics ----------------------------------------------------------------
 
     demand_model = request_model(DEMAND_OP)

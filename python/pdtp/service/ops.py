@@ -267,6 +267,23 @@ def _demands_csv(f: Field, rows: list[Any]) -> str:
     return buf.getvalue()
 
 
+def _config_as_model(op: Op, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An uploaded ``config`` goes in as the model itself, as JSON text (which the CLI's
+    model argument reads like a config dict): a file would name the model after the
+    server's temporary folder and launch lines would serve that folder."""
+    config = body.get("config")
+    if config is None or "model" not in op.fields:
+        return body
+    if body.get("model") is not None:
+        raise ServiceError(400, "invalid_argument", "give model or config, not both", "config")
+    if not isinstance(config, Mapping):
+        raise ServiceError(
+            400, "invalid_argument", "config: expected the config.json object", "config"
+        )
+    rest = {k: v for k, v in body.items() if k != "config"}
+    return {**rest, "model": json.dumps(config)}
+
+
 def argv_for(op: Op, body: Mapping[str, Any], folder: str) -> list[str]:
     """``pdtp <command>``'s argument list for a request (``--json`` added where it is a flag;
     ``deploy`` prints JSON for ``--format json``)."""
@@ -280,6 +297,7 @@ def argv_for(op: Op, body: Mapping[str, Any], folder: str) -> list[str]:
             unknown[0],
             sorted(op.fields),
         )
+    body = _config_as_model(op, body)
     for name, f in op.fields.items():
         value = body.get(name)
         if value is None or value is False:
