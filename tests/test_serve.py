@@ -294,7 +294,7 @@ def test_time_limits(client: TestClient, monkeypatch: Any) -> None:
     assert e["field"] == "time_limit" and "5" in e["allowed"]
     seen: list[list[str]] = []
 
-    def fake_main(argv: list[str]) -> int:
+    def fake_main(argv: list[str], **kw: Any) -> int:
         seen.append(argv)
         print("{}")
         return 0
@@ -470,3 +470,23 @@ def test_import_pdtp_loads_no_web_framework() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_load_benchmark_fast_mode(tmp_path: Any) -> None:
+    """benchmarks/serve_load.py --fast: every level answers, no error, no answer that differs
+    from the Python API's (its exit code says so; the timings are not asserted)."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "serve_load.py"
+    spec = importlib.util.spec_from_file_location("pdtp_serve_load", script)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "load.json"
+    assert module.main(["--fast", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["op"], r["clients"]) for r in rows} == {
+        (op, n) for op in ("solve", "replan") for n in (1, 16, 64)
+    }
+    assert all(r["requests"] > 0 and r["errors"] == 0 and r["mismatches"] == 0 for r in rows)

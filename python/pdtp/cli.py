@@ -1965,13 +1965,16 @@ def _path_flag(args: argparse.Namespace, filename: str) -> str | None:
     return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, *, parser: argparse.ArgumentParser | None = None
+) -> int:
     """The ``pdtp`` program. Every outcome is an exit code and, for an error, one line on
     stderr in CLI words; no traceback reaches the user (``PDTP_DEBUG=1`` shows one for an
-    internal error)."""
+    internal error). ``parser``: a :func:`build_parser` to reuse (`pdtp serve` runs many
+    commands; building one costs more than a small solve)."""
     command = ""
     try:
-        parser = build_parser()
+        parser = parser or build_parser()
         # Usage errors: one line, SystemExit(2); leftovers are the subcommand's to report.
         args, extras = parser.parse_known_args(argv)
         if not args.command:

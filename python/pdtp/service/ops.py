@@ -328,6 +328,16 @@ def argv_for(op: Op, body: Mapping[str, Any], folder: str) -> list[str]:
 # ---- running a command -----------------------------------------------------------------------
 
 _local = threading.local()
+_parser_lock = threading.Lock()
+_parsers: list[argparse.ArgumentParser] = []
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The CLI's parser, built once: parsing leaves it as it was, so threads share it."""
+    with _parser_lock:
+        if not _parsers:
+            _parsers.append(cli.build_parser())
+        return _parsers[0]
 
 
 class _ThreadStream(io.TextIOBase):
@@ -416,7 +426,7 @@ def run(op: Op, body: Mapping[str, Any], *, max_time_s: float | None = None) -> 
             argv = [*argv, "-o", out_dir]
         with _captured() as (out, err):
             try:
-                code = cli.main(argv)
+                code = cli.main(argv, parser=_parser())
             except SystemExit as e:  # argparse's usage errors exit (after one line on err)
                 code = e.code if isinstance(e.code, int) else cli.EXIT_USAGE
         stdout, stderr = out.getvalue(), err.getvalue()
@@ -603,13 +613,13 @@ def run_custom(op: Op, body: Mapping[str, Any], *, max_time_s: float | None = No
 
 
 def _sub(command: str) -> argparse.ArgumentParser:
-    return cli._subparser(cli.build_parser(), command)
+    return cli._subparser(_parser(), command)
 
 
 def _parsed(op: Op, body: Mapping[str, Any], folder: str) -> argparse.Namespace:
     argv = [a for a in argv_for(op, body, folder) if a != "--json"]  # nothing is printed
     sub = _sub(op.command)
-    args = cli.build_parser().parse_args(argv)
+    args = _parser().parse_args(argv)
     args._parser, args._flags = sub, cli.flag_names(sub)
     return args
 
