@@ -13,6 +13,8 @@ import urllib.request
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient
@@ -490,3 +492,41 @@ def test_load_benchmark_fast_mode(tmp_path: Any) -> None:
         (op, n) for op in ("solve", "replan") for n in (1, 16, 64)
     }
     assert all(r["requests"] > 0 and r["errors"] == 0 and r["mismatches"] == 0 for r in rows)
+
+
+# Not simulate: how long it runs is the client's to choose (--requests), bounded by the time
+# limit, not by a quick answer.
+FUZZ_OPS = ("check", "transfer_map", "solve", "size_for", "replan", "deploy", "deploy_diff",
+            "pairs", "pareto", "solve_fleet")  # fmt: skip
+_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["llama-3.1-8b", "h100", "none", "tp2dp4ep", "-1", "", "a=b,c", "8,x"]),
+    st.text(max_size=12),
+    st.lists(st.integers(-3, 70000), max_size=4),
+    st.dictionaries(st.sampled_from(["h100", "mi300x", "x", ""]), st.integers(-2, 99), max_size=2),
+)
+
+
+@st.composite
+def _requests(draw: Any) -> tuple[str, dict[str, Any]]:
+    name = draw(st.sampled_from(FUZZ_OPS))
+    op = ops.OPS.get(name) or ops.CUSTOM_OPS[name]
+    keys = draw(st.lists(st.sampled_from([*op.fields, "bogus"]), max_size=5, unique=True))
+    return name, {k: draw(_values) for k in keys}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_requests())
+def test_fuzzed_requests_are_answers_or_4xx_never_500(request_: tuple[str, Any]) -> None:
+    name, body = request_
+    r = _FUZZ_CLIENT.post(f"/v1/{name}", content=json.dumps(body).encode())
+    assert r.status_code in (200, 400, 422), (name, body, r.status_code, r.text[:300])
+    assert "Traceback" not in r.text
+    if r.status_code == 400:
+        error_of(r)
+
+
+_FUZZ_CLIENT = TestClient(create_app(max_time_s=20))
