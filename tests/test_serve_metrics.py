@@ -264,3 +264,11 @@ def test_the_keda_schema_refuses_a_broken_scaled_object() -> None:
     assert list(validator.iter_errors(doc))
     del doc["spec"]["scaleTargetRef"]
     assert list(validator.iter_errors(doc))
+
+
+def test_demand_refuses_fields_of_the_other_operation() -> None:
+    c = TestClient(create_app())
+    now = c.post("/v1/solve", json={"model": "llama-3.1-8b", "gpus": 8}).json()
+    r = c.post("/v1/demand", json={"current": now, "demand": 3, "isl": 4096})
+    assert r.status_code == 400
+    assert r.json()["error"]["field"] == "isl" and "current" in r.json()["error"]["allowed"]

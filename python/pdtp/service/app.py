@@ -398,8 +398,8 @@ def build_app(settings: Settings) -> Any:
     async def demand(request: Request, body: Any) -> JSONResponse:
         raw = json.loads(await request.body())
         op = OPS["replan"] if raw.get("current") is not None else OPS["size_for"]
-        fields = {k: v for k, v in raw.items() if k in op.fields}
-        outcome = await compute(lambda: ops_mod.run(op, fields, max_time_s=settings.max_time_s))
+        # Fields of the other operation are refused, not dropped (as run() refuses any).
+        outcome = await compute(lambda: ops_mod.run(op, raw, max_time_s=settings.max_time_s))
         plan = outcome.body.get("plan", outcome.body) if outcome.status == 200 else None
         model = str(raw.get("model") or (raw.get("current") or {}).get("model") or "model")
         if plan is None:

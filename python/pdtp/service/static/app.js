@@ -125,7 +125,8 @@ function renderPlan(p) {
   $("rejected").replaceChildren(...(rejected.length
     ? rejected.map((r) => {
       // "<plan> would serve X req/s (+Y%), but <connector> rejects P/D: <vLLM's error>"
-      const cut = r.indexOf(": ", r.indexOf(" rejects "));
+      const at = r.indexOf(" rejects ");
+      const cut = at < 0 ? -1 : r.indexOf(": ", at);
       const head = cut > 0 ? r.slice(0, cut) : r;
       const vllm = cut > 0 ? r.slice(cut + 2) : "";
       return el("div", { class: "rejected" }, head, vllm ? el("span", { class: "vllm" }, vllm) : "");
