@@ -238,6 +238,8 @@ def test_errors_name_the_field_and_its_values(client: TestClient) -> None:
     assert e["field"] == "model" and "llama-3.1-70b" in e["allowed"]
     e = error_of(client.post("/v1/solve", json={**base, "gpus": -3}))
     assert e["field"] == "gpus", e
+    e = error_of(client.post("/v1/check", content=b""))
+    assert e["code"] == "invalid_json" and "empty" in e["message"]
     e = error_of(client.post("/v1/size_for", json={"model": "llama-3.1-70b"}))
     assert e["code"] == "missing_field" and e["field"] == "demand"
     # The CLI's own words come back in the request's: fields, not flags.

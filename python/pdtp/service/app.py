@@ -280,6 +280,8 @@ def build_app(settings: Settings) -> Any:
             )
         if first.get("type") == "json_invalid":
             return _error(400, "invalid_json", f"the body is not JSON: {first.get('msg')}")
+        if first.get("type") == "missing" and name is None:
+            return _error(400, "invalid_json", "the body is empty: expected a JSON object")
         if first.get("type") == "missing":
             return _error(400, "missing_field", f"{name} is required", name)
         message = (
