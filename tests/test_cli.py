@@ -279,6 +279,7 @@ BAD_INPUT = [
     (["map", "--kv-heads", "0", "-P", "1", "-D", "1"], "--kv-heads"),
     (["map", "--kv-heads", "4", "-P", "4", "-D", "8", "--connector", "zz"], "--connector"),
     (["map", "--model", "llama-3.1-70b", "--mla", "-P", "4", "-D", "8"], "--mla"),
+    (["serve", "--port", "0"], "--port"),
 ]
 
 

@@ -581,6 +581,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--image", help="k8s: vLLM container image (default: vLLM's for the release)")
     _add_host_flags(d)
     _add_simulate_parser(sub)
+    from .service.command import add_serve_parser  # the parser only: no web framework yet
+
+    add_serve_parser(sub)
     return parser
 
 
@@ -1949,6 +1952,12 @@ def _cmd_plot_latency(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .service.command import cmd_serve  # FastAPI and uvicorn load only here
+
+    return cmd_serve(args)
+
+
 COMMANDS = {
     "deploy": _cmd_deploy,
     "simulate": _cmd_simulate,
@@ -1962,6 +1971,7 @@ COMMANDS = {
     "gpus": _cmd_gpus,
     "sweep": _cmd_sweep,
     "plot": _cmd_plot,
+    "serve": _cmd_serve,
 }
 
 
@@ -2014,13 +2024,16 @@ def _path_flag(args: argparse.Namespace, filename: str) -> str | None:
     return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, *, parser: argparse.ArgumentParser | None = None
+) -> int:
     """The ``pdtp`` program. Every outcome is an exit code and, for an error, one line on
     stderr in CLI words; no traceback reaches the user (``PDTP_DEBUG=1`` shows one for an
-    internal error)."""
+    internal error). ``parser``: a :func:`build_parser` to reuse (`pdtp serve` runs many
+    commands; building one costs more than a small solve)."""
     command = ""
     try:
-        parser = build_parser()
+        parser = parser or build_parser()
         # Usage errors: one line, SystemExit(2); leftovers are the subcommand's to report.
         args, extras = parser.parse_known_args(argv)
         if not args.command:
