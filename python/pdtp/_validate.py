@@ -191,12 +191,17 @@ def public_api(fn: Callable[P, R]) -> Callable[P, R]:
     encoder or PyO3): strings are valid Unicode, containers nest at most
     :data:`MAX_ARGUMENT_DEPTH` deep. Each is an :class:`InvalidArgumentError` naming the
     argument. A wrong call (missing or extra arguments) is still Python's ``TypeError``."""
-    signature = inspect.signature(fn)
+    # The signature is read on the first call: ``inspect`` is not imported by ``import pdtp``.
+    @functools.cache
+    def signature() -> inspect.Signature:
+        import inspect
+
+        return inspect.signature(fn)
 
     @functools.wraps(fn)
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            bound = signature.bind(*args, **kwargs)
+            bound = signature().bind(*args, **kwargs)
         except TypeError:
             return fn(*args, **kwargs)  # Python's own error for a wrong call
         for name, value in bound.arguments.items():
