@@ -232,6 +232,10 @@ def test_a_config_file_plan_keeps_its_model(capsys, tmp_path):
                          "h200", "--connector", "nixl", "--json", "--no-commands")  # fmt: skip
     assert code == 0, err
     plan = Plan.from_dict(json.loads(out))
+    # solve prints the reason instead of lines that would serve a folder of other configs
+    code, text, err = run(capsys, "solve", "--config", str(QWEN32), "--gpus", "8", "--gpu",
+                          "h200", "--connector", "nixl")  # fmt: skip
+    assert code == 0 and "launch: none" in text and "not its model folder" in text, err
     config_model = pdtp.Model.from_hf_config(QWEN32)
     assert plan.model_spec == config_model and plan.model == config_model.name
     with pytest.raises(pdtp.InvalidArgumentError, match="not its model folder"):
