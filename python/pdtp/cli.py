@@ -356,6 +356,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-commands", action="store_true", help="omit the vllm serve lines of started instances"
     )
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
+    r.add_argument(
+        "--backend",
+        choices=["rdma", "xgmi"],
+        help="MoRIIO's transport, as `pdtp deploy --backend` set it (default: deploy's choice; "
+        "a one-node deployment on xgmi restarts every instance once the plan spans nodes)",
+    )
     _add_host_flags(r)
 
     f = sub.add_parser(
@@ -1219,7 +1225,11 @@ def _cmd_replan(args: argparse.Namespace) -> int:
     # The instances to stop and start, launch lines for the started ones only; none for a
     # model that vllm serve cannot load (a config file outside its model folder).
     why = r.plan.serve_error or _not_deployable(r.current, r.plan)
-    moves = None if why else replan_diff(r, need_hosts=False, **_host_options(args))
+    moves = (
+        None
+        if why
+        else replan_diff(r, need_hosts=False, backend=args.backend, **_host_options(args))
+    )
     if args.json:
         d = r.to_dict()
         d["deploy"] = moves.to_dict() if moves is not None else {"error": why}
