@@ -232,6 +232,10 @@ def test_a_config_file_plan_keeps_its_model(capsys, tmp_path):
                          "h200", "--connector", "nixl", "--json", "--no-commands")  # fmt: skip
     assert code == 0, err
     plan = Plan.from_dict(json.loads(out))
+    # solve prints the reason instead of lines that would serve a folder of other configs
+    code, text, err = run(capsys, "solve", "--config", str(QWEN32), "--gpus", "8", "--gpu",
+                          "h200", "--connector", "nixl")  # fmt: skip
+    assert code == 0 and "launch: none" in text and "not its model folder" in text, err
     config_model = pdtp.Model.from_hf_config(QWEN32)
     assert plan.model_spec == config_model and plan.model == config_model.name
     with pytest.raises(pdtp.InvalidArgumentError, match="not its model folder"):
@@ -335,7 +339,7 @@ def test_cli_replan_matches_python_on_a_multi_node_dp_plan(capsys, tmp_path):
     )
 
 
-def test_growing_past_one_node_says_why_every_moriio_instance_restarts():
+def test_growing_past_one_node_says_why_every_moriio_instance_restarts(capsys, tmp_path):
     """A one-node MoRIIO deployment moves KV over xGMI; once instances span nodes the
     backend is RDMA, so every instance restarts — the diff says so. Deployed over RDMA from
     the start, the instances replan keeps keep running."""
@@ -348,6 +352,18 @@ def test_growing_past_one_node_says_why_every_moriio_instance_restarts():
     rdma = replan_diff(r, need_hosts=False, backend="rdma")
     assert not rdma.restart_all
     assert (rdma.instances_started, rdma.instances_stopped) == _moves(r)
+    # The CLI says the same, and takes the running backend.
+    f = tmp_path / "now.json"
+    f.write_text(p.to_json())
+    demand = f"{1.5 * p.requests_per_s:.6f}"
+    for extra, kept in (([], 0), (["--backend", "rdma"], rdma.instances_kept)):
+        code, out, err = run(capsys, "replan", "--current", str(f), "--demand", demand,
+                             "--max-gpus", "16", "--json", *extra)  # fmt: skip
+        assert code == 0, err
+        assert json.loads(out)["deploy"]["instances_kept"] == kept
+    code, out, err = run(capsys, "replan", "--current", str(f), "--demand", demand,
+                         "--max-gpus", "16")  # fmt: skip
+    assert "every running instance restarts" in out and "--backend rdma" in out
 
 
 def test_cli_replan_runs_on_an_aggregated_moe_plan(capsys, tmp_path):

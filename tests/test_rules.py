@@ -232,6 +232,7 @@ def test_launch_lines_state_moriio_mode():
     for connector, flag in (("moriio", "true"), ("moriio-write", "false")):
         for version, in_key in (("0.33.0", True), ("0.23.0", True), ("0.22.1", False)):
             plan = {
+                "model": "deepseek-v2-lite",  # a plan file names a model pdtp can check
                 "model_id": "org/Model-7B-Instruct",
                 "gpu": "mi300x",
                 "connector": connector,

@@ -357,6 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-commands", action="store_true", help="omit the vllm serve lines of started instances"
     )
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
+    r.add_argument(
+        "--backend",
+        choices=["rdma", "xgmi"],
+        help="MoRIIO's transport, as `pdtp deploy --backend` set it (default: deploy's choice; "
+        "a one-node deployment on xgmi restarts every instance once the plan spans nodes)",
+    )
     _add_host_flags(r)
 
     f = sub.add_parser(
@@ -1039,7 +1045,9 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
         print(f"\nrejected: {r}")
     for wr in plan.warnings:
         print(f"\n! {wr.code}: {wr.message}")
-    if commands:
+    if commands and plan.serve_error:  # a config file outside its model folder
+        print(f"\nlaunch: none, {plan.serve_error}")
+    elif commands:
         lines, why = _launch_lines(plan)
         front = "router" if plan.serving == "agg" else "proxy"
         if lines is None:
@@ -1085,7 +1093,10 @@ def _hosts_hint(plan: Any) -> str:
 
 def _plan_json(plan: Any, commands: bool) -> dict[str, Any]:
     d: dict[str, Any] = plan.to_dict()
-    if commands:
+    if commands and plan.serve_error:
+        d["vllm_commands"] = None
+        d["launch_note"] = plan.serve_error
+    elif commands:
         lines, why = _launch_lines(plan)
         d["vllm_commands"] = lines
         if lines is None:
@@ -1202,7 +1213,11 @@ def _cmd_replan(args: argparse.Namespace) -> int:
     # The instances to stop and start, launch lines for the started ones only; none for a
     # model that vllm serve cannot load (a config file outside its model folder).
     why = r.plan.serve_error or _not_deployable(r.current, r.plan)
-    moves = None if why else replan_diff(r, need_hosts=False, **_host_options(args))
+    moves = (
+        None
+        if why
+        else replan_diff(r, need_hosts=False, backend=args.backend, **_host_options(args))
+    )
     if args.json:
         d = r.to_dict()
         d["deploy"] = moves.to_dict() if moves is not None else {"error": why}
@@ -1732,16 +1747,19 @@ def _sim_target(args: argparse.Namespace) -> tuple[Any, Any, str]:
     if sum([bool(args.plan), explicit_pd, explicit_agg]) > 1:
         raise UsageError("give one of --plan, --prefill-tp/--decode-tp, or --tp")
     if args.plan:
+        from .planning.plan import Plan
+
         data = _read_json_arg(args.plan, "--plan")
         if not isinstance(data, dict):
             raise UsageError("--plan: expected a JSON object from `pdtp solve --json`")
+        read = Plan.from_dict(data)  # the one reader: every field checked
         cfg = config_from_plan(
-            data,
+            read,
             max_num_seqs=args.max_num_seqs,
             max_num_batched_tokens=args.max_num_batched_tokens,
             router=args.router,
         )
-        return cfg, data.get("workload"), _describe(cfg)
+        return cfg, read.workload, _describe(cfg)
     if explicit_pd or explicit_agg:
         model = _solve_model(args)
         kw: dict[str, Any] = (
@@ -1913,8 +1931,10 @@ def _cmd_plot_latency(args: argparse.Namespace) -> int:
     if not (args.model or args.plan):
         raise UsageError("plot latency: give --model NAME with --gpus N, or --plan FILE")
     if args.plan:
-        target: Any = _read_json_arg(args.plan, "--plan")
-        base = target.get("workload") if isinstance(target, dict) else None
+        from .planning.plan import Plan
+
+        target: Any = Plan.from_dict(_read_json_arg(args.plan, "--plan"))  # the one reader
+        base = target.workload
     else:
         from .planning.solve import solve
 
