@@ -330,11 +330,8 @@ def deploy(
         backend=backend,
         k8s=K8sOptions(name=name, namespace=namespace, image=image),
     )
-    try:
+    if need_hosts or node_hosts is not None or hosts_file is not None or view.nodes == 1:
         return build(view, view.instances, **opts)
-    except HostsNeededError:
-        if need_hosts:
-            raise
     opts["node_hosts"] = [f"node{n}" for n in range(view.nodes)]  # stand-ins, never shown
     return replace(build(view, view.instances, **opts), hosts_known=False, notes=())
 
@@ -362,7 +359,7 @@ def build(
         )
     aggregated = AGGREGATED in roles or view.aggregated
     version = _version(view, vllm_version)
-    bases = PortBases.of(ports)
+    bases = PortBases.of(ports, view.gpus_per_node)
     hosts, notes = _hosts(placed, node_hosts, hosts_file)
     proxy_at = check_host("proxy_host", proxy_host) if proxy_host is not None else hosts[0]
     if aggregated:

@@ -168,6 +168,9 @@ class Plan:
     alternative: Alternative | None = None
     # Aggregated: clients in flight per instance at the operating point.
     concurrency: int | None = None
+    #: vLLM's ``--quantization`` the launch needs (``"fp8"``: FP8 weights planned from a
+    #: 16-bit checkpoint); None when the checkpoint loads as planned.
+    quantization: str | None = None
     # Where the instances run, computed on first use (a pool of a million GPUs has as many
     # instances: listing them is the caller's choice, not part of the solve's time).
     placer: Callable[[], Sequence[Placement]] | None = field(
@@ -259,6 +262,7 @@ class Plan:
             "gpus_per_node": self.gpus_per_node,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "kv_dtype": self.kv_dtype,
+            "quantization": self.quantization,
             "kv_connector": self.kv_connector,
             "prefill_role": self.prefill_role,
             "decode_role": self.decode_role,
@@ -399,6 +403,7 @@ def build(
         gpus_per_node=pool.node_size[p.gpu_type],
         gpu_memory_utilization=sc.gpu_memory_utilization,
         kv_dtype=entry.model.kv_dtype,
+        quantization=entry.model.online_quantization,
         visible_devices_env=gp.visible_devices_env,
         kv_connector=sc.connector.kv_connector,
         prefill_role=sc.connector.prefill_role,
