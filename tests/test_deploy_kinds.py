@@ -165,6 +165,13 @@ def test_every_plan_kind_deploys_in_every_format(kind, plans, tmp_path, lws_vali
     d = json.loads(dep.to_json())
     assert d["serving"] == plan.serving and len(d["instances"]) == len(dep.instances)
     assert view.vllm_version is not None and d["vllm_version"] == str(view.vllm_version)
+    # `pdtp solve --json` output deploys the same (with its placement, or placed anew).
+    as_json = json.loads(plan.to_json())
+    argv = [i.launch.argv for i in dep.instances]
+    assert [i.launch.argv for i in pdtp.deploy(as_json, node_hosts=hosts).instances] == argv
+    as_json.pop("placement")
+    anew = pdtp.deploy(as_json, node_hosts=hosts).instances
+    assert sorted(len(i.devices) for i in anew) == sorted(len(i.devices) for i in dep.instances)
 
 
 def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
