@@ -448,6 +448,11 @@ def _fetch_notes(px: Proxy, version: Version) -> list[str]:
             "vLLM 0.33.0's); it needs the Python packages "
             f"{', '.join(px.pip_packages)}" + (" and vLLM" if px.needs_vllm else "")
         )
+    if px.pip_packages:
+        out.append(
+            f"Kubernetes: the proxy pod pip-installs {', '.join(px.pip_packages)} when the "
+            "image lacks them (a download at start; air-gapped, give --image one that has them)"
+        )
     out.append(
         "each node needs the model's weights: in its Hugging Face cache ($HF_HOME, e.g. "
         "pre-filled with `huggingface-cli download`; HF_HUB_OFFLINE=1 when air-gapped) or "
