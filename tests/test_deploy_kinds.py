@@ -165,6 +165,13 @@ def test_every_plan_kind_deploys_in_every_format(kind, plans, tmp_path, lws_vali
     d = json.loads(dep.to_json())
     assert d["serving"] == plan.serving and len(d["instances"]) == len(dep.instances)
     assert view.vllm_version is not None and d["vllm_version"] == str(view.vllm_version)
+    # `pdtp solve --json` output deploys the same (with its placement, or placed anew).
+    as_json = json.loads(plan.to_json())
+    argv = [i.launch.argv for i in dep.instances]
+    assert [i.launch.argv for i in pdtp.deploy(as_json, node_hosts=hosts).instances] == argv
+    as_json.pop("placement")
+    anew = pdtp.deploy(as_json, node_hosts=hosts).instances
+    assert sorted(len(i.devices) for i in anew) == sorted(len(i.devices) for i in dep.instances)
 
 
 def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -292,3 +299,41 @@ def test_carried_proxy_needs_no_download(plans):
     assert "Apache License" in files["LICENSE-vllm.txt"]
     assert "urlretrieve" not in files["proxy.sh"]
     assert any("HF_TOKEN" in n for n in dep.notes)
+
+
+def test_fp8_weights_from_a_16_bit_checkpoint_launch_quantized():
+    """A plan that sized a bf16 checkpoint's weights as FP8 launches `--quantization fp8`
+    (else vLLM loads the 16-bit weights, twice the memory planned); a checkpoint that is FP8
+    already, or a plan in its own dtype, launches without it."""
+    fp8 = pdtp.solve(pdtp.model("llama-3.1-405b", weight_dtype="fp8"), gpus=16, gpu="h100")
+    assert fp8.quantization == "fp8" and fp8.to_dict()["quantization"] == "fp8"
+    dep = pdtp.deploy(fp8, node_hosts=hosts_of(fp8))
+    for inst in dep.instances:
+        argv = list(inst.launch.argv)
+        assert argv[argv.index("--quantization") + 1] == "fp8"
+    # Through the plan's JSON as well.
+    again = pdtp.deploy(json.loads(fp8.to_json()), node_hosts=hosts_of(fp8))
+    assert [i.launch.argv for i in again.instances] == [i.launch.argv for i in dep.instances]
+    native = pdtp.solve("deepseek-r1", gpus=16, gpu="h200")  # an FP8 checkpoint
+    bf16 = pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100")
+    for plan in (native, bf16):
+        assert plan.quantization is None
+        for line in plan.vllm_commands(node_hosts=hosts_of(plan)):
+            assert "--quantization" not in line
+    bad = {**json.loads(bf16.to_json()), "quantization": "awq; rm -rf /"}
+    with pytest.raises(pdtp.InvalidArgumentError, match="quantization"):
+        pdtp.deploy(bad)
+
+
+@pytest.mark.parametrize("per_node", [128, 256])
+def test_large_nodes_bind_every_port_once(per_node):
+    """On nodes of 128 and 256 GPUs every instance's ports — and every port its ranks derive
+    — are distinct (the default bases spread out on nodes wider than vLLM's 200-port gaps)."""
+    plan = pdtp.solve("llama-3.1-8b", gpus=per_node, gpu="h100", gpus_per_node=per_node,
+                      mode="disagg", layouts="tp")  # fmt: skip
+    dep = pdtp.deploy(plan)
+    bound = [b.port for i in dep.instances for b in i.bound]
+    assert len(bound) == len(set(bound)) >= 3 * len(dep.instances)
+    lines = plan.vllm_commands()
+    ports = [int(x.split("--port ")[1].split()[0]) for x in lines]
+    assert len(set(ports)) == len(lines) == len(dep.instances)

@@ -448,6 +448,10 @@ class Model:
     #: One line saying how the name the user gave became ``serve_ref`` (a catalog alias, a
     #: Hub lookup), for outputs to print; None when ``serve_ref`` is what the user wrote.
     serve_note: str | None = field(default=None, compare=False)
+    #: vLLM's ``--quantization`` a launch needs to serve these weights from the checkpoint
+    #: ``serve_ref`` names: ``"fp8"`` when :meth:`with_dtypes` made a 16-bit checkpoint FP8
+    #: (vLLM's online quantization), None when the checkpoint loads as it is.
+    online_quantization: str | None = field(default=None, compare=False)
     #: The config's ``architectures`` (vLLM picks its model class from the first it knows):
     #: what decides, e.g., whether the class supports pipeline parallel. Not part of
     #: equality (the shape is the model).
@@ -732,6 +736,11 @@ class Model:
             if wd != self.weight_dtype:
                 changes["weight_dtype"] = wd
                 changes["quantized_scope"] = "linear"
+                # A 16-bit checkpoint served as FP8: vLLM quantizes it at load only when told.
+                loads_as = self.weight_dtype if self.online_quantization is None else "fp8"
+                changes["online_quantization"] = (
+                    "fp8" if wd == "fp8" and loads_as in ("bf16", "fp16", "fp32") else None
+                )
         if kv_dtype is not None:
             changes["kv_dtype"] = normalize_kv_dtype(kv_dtype)
         return replace(self, **changes) if changes else self

@@ -13,6 +13,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from .._model import KV_DTYPE_BYTES
@@ -60,7 +61,7 @@ class PlannedInstance:
 
     @property
     def layout(self) -> Layout:
-        return Layout(self.tp, self.pp, self.dp, self.ep)
+        return _layout(self.tp, self.pp, self.dp, self.ep)
 
     @property
     def serves_api(self) -> bool:
@@ -120,6 +121,12 @@ class PlanView:
     def layout_of(self, role: str) -> Layout | None:
         """The layout of ``role``'s instances (None when the plan has none)."""
         return next((i.layout for i in self.instances if i.role == role), None)
+
+
+@lru_cache(maxsize=1024)
+def _layout(tp: int, pp: int, dp: int, ep: bool) -> Layout:
+    """One :class:`Layout` per shape (a plan of a million instances has a handful)."""
+    return Layout(tp, pp, dp, ep)
 
 
 def view_of(plan: Any) -> PlanView:

@@ -332,11 +332,8 @@ def deploy(
         backend=backend,
         k8s=K8sOptions(name=name, namespace=namespace, image=image),
     )
-    try:
+    if need_hosts or node_hosts is not None or hosts_file is not None or view.nodes == 1:
         return build(view, view.instances, **opts)
-    except HostsNeededError:
-        if need_hosts:
-            raise
     opts["node_hosts"] = [f"node{n}" for n in range(view.nodes)]  # stand-ins, never shown
     return replace(build(view, view.instances, **opts), hosts_known=False, notes=())
 
@@ -364,7 +361,7 @@ def build(
         )
     aggregated = AGGREGATED in roles or view.aggregated
     version = _version(view, vllm_version)
-    bases = PortBases.of(ports)
+    bases = PortBases.of(ports, view.gpus_per_node)
     hosts, notes = _hosts(placed, node_hosts, hosts_file)
     proxy_at = check_host("proxy_host", proxy_host) if proxy_host is not None else hosts[0]
     if aggregated:
@@ -452,6 +449,11 @@ def _fetch_notes(px: Proxy, version: Version) -> list[str]:
             f"names a local copy of {px.file_name} (vLLM {version}; pdtp carries only "
             "vLLM 0.33.0's); it needs the Python packages "
             f"{', '.join(px.pip_packages)}" + (" and vLLM" if px.needs_vllm else "")
+        )
+    if px.pip_packages:
+        out.append(
+            f"Kubernetes: the proxy pod pip-installs {', '.join(px.pip_packages)} when the "
+            "image lacks them (a download at start; air-gapped, give --image one that has them)"
         )
     out.append(
         "each node needs the model's weights: in its Hugging Face cache ($HF_HOME, e.g. "

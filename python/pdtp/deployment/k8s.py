@@ -263,10 +263,16 @@ def _proxy_objects(dep: Deployment, name: str, image: str, px: Any) -> list[dict
             f"sys.argv[2])' {shlex.quote(px.source_url)} {path} || "
             f"{{ echo {shlex.quote(fail)} >&2; exit 1; }}"
         ]
-    need = f"the proxy needs the Python packages {' '.join(px.pip_packages)} in the image"
+    # Packages the image lacks are pip-installed (a download, said at generation); offline
+    # that fails in one line naming what the image needs.
+    need = (
+        f"the proxy needs the Python packages {' '.join(px.pip_packages)}: pip could not "
+        "install them (offline?); use an image that has them (--image)"
+    )
     steps.insert(
         0,
-        f"python3 -c {shlex.quote(px.import_check)} || {{ echo {shlex.quote(need)} >&2; exit 1; }}",
+        f"python3 -c {shlex.quote(px.import_check)} 2>/dev/null || pip install -q "
+        f"{shlex.join(px.pip_packages)} || {{ echo {shlex.quote(need)} >&2; exit 1; }}",
     )
     script = " && ".join([*steps, f"exec python3 {path} {shlex.join(px.args)}"])
     ports = [{"name": "http", "containerPort": px.http_port}]

@@ -26,7 +26,8 @@ rank. Ports vLLM picks itself (``get_open_port()``: MoRIIO's ``local_kv_port`` a
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from typing import Any
 
 from .._validate import short_repr
@@ -35,6 +36,8 @@ from .adapter import MORIIO, NIXL, PlannedInstance
 from .versions import Version
 
 EPHEMERAL_START = 32768
+# vLLM's example bases leave 200 ports between families (MoRIIO handshake 6300, notify 6500).
+SPREAD_ABOVE = 200
 # NIXL's side channel became one listener per engine after 0.11.0 (per TP rank before).
 NIXL_ONE_LISTENER_SINCE = Version(0, 11, 1)
 # MoRIIO folds a rank's global data_parallel_rank to its rank on the node
@@ -72,9 +75,27 @@ class PortBases:
             object.__setattr__(self, f.name, int(v))  # a numpy int must still write as JSON
 
     @classmethod
-    def of(cls, value: Any) -> PortBases:
-        if value is None:
+    def for_node(cls, gpus_per_node: int) -> PortBases:
+        """The default bases for nodes of ``gpus_per_node`` GPUs: vLLM's example ports up to
+        200 GPUs a node (each family spans one port per GPU); on larger nodes the families
+        are laid out one node-width apart from 1100, so none overlaps another (and all stay
+        below the ephemeral range, up to the 1,024 GPUs a node pdtp accepts)."""
+        if gpus_per_node <= SPREAD_ABOVE:
             return cls()
+        s = gpus_per_node
+        return cls(
+            nixl_side_channel=1100,
+            moriio_handshake=1100 + s,
+            moriio_notify=1100 + 2 * s,
+            http=1100 + 3 * s,
+        )
+
+    @classmethod
+    def of(cls, value: Any, gpus_per_node: int = 8) -> PortBases:
+        """``value`` (None, a :class:`PortBases` or a dict of some fields) as bases; fields
+        not given take :meth:`for_node`'s defaults."""
+        if value is None:
+            return cls.for_node(gpus_per_node)
         if isinstance(value, PortBases):
             return value
         if isinstance(value, dict):
@@ -84,7 +105,7 @@ class PortBases:
                 raise InvalidArgumentError(
                     f"ports has unknown field(s) {unknown}; allowed: {', '.join(allowed)}"
                 )
-            return cls(**value)
+            return replace(cls.for_node(gpus_per_node), **value)
         raise ArgumentTypeError(
             f"ports must be a pdtp.deployment.PortBases or a dict, got {type(value).__name__}"
         )
@@ -122,6 +143,7 @@ def port_offset(dp_rank: int, tp_rank: int, tp_size: int = 1) -> int:
     return dp_rank * tp_size + tp_rank
 
 
+@lru_cache(maxsize=4096)
 def moriio_offsets(version: Version, dp_rank: int, tp_rank: int, tp: int) -> tuple[int, int]:
     """``(bound, dialed)``: the offset from ``handshake_port`` MoRIIO rank (dp_rank, tp_rank)
     binds, and the one a peer dials to reach it, as release ``version`` derives them (the
@@ -141,21 +163,29 @@ def moriio_offsets(version: Version, dp_rank: int, tp_rank: int, tp: int) -> tup
 
 
 def check_moriio_dials(owner: str, version: Version, tp: int, dp: int) -> None:
+    problem = _dial_problem(version, tp, dp)
+    if problem:
+        raise InvalidArgumentError(f"{owner}: {problem}")
+
+
+@lru_cache(maxsize=256)
+def _dial_problem(version: Version, tp: int, dp: int) -> str:
     """Raise when a peer would dial one of the instance's MoRIIO ranks at a port that rank
     does not bind (``version``'s dial against its bind). Two ranks binding one offset (DP > 1
     with TP > 1 in every release so far) is left to :func:`check_disjoint`, which names both;
     pdtp's planners give MoRIIO data-parallel instances TP 1, where bind and dial agree."""
     offsets = [moriio_offsets(version, d, t, tp) for d in range(dp) for t in range(tp)]
     if len({bound for bound, _ in offsets}) < len(offsets):
-        return
+        return ""
     for i, (bound, dialed) in enumerate(offsets):
         if bound != dialed:
             d, t = divmod(i, tp)
-            raise InvalidArgumentError(
-                f"{owner}: MoRIIO (vLLM {version}) rank (dp {d}, tp {t}) binds "
+            return (
+                f"MoRIIO (vLLM {version}) rank (dp {d}, tp {t}) binds "
                 f"handshake_port + {bound} but a peer dials + {dialed}: give MoRIIO "
                 "data-parallel instances tp=1 (pdtp's planners do)"
             )
+    return ""
 
 
 def instance_bound_ports(

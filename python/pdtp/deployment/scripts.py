@@ -165,7 +165,8 @@ def proxy_script(dep: Deployment) -> str:
     lines += [
         "set -euo pipefail",
         "",
-        'here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"',
+        # Read from stdin (`bash -s < proxy.sh`) there is no script path: the current folder.
+        'here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]:-./proxy.sh}")" && pwd)"',
         f'proxy_py="${{PDTP_PROXY_PY:-$here/{px.file_name}}}"',
     ]
     if px.bundled is None and px.kind != "router":
@@ -260,7 +261,10 @@ def readme(dep: Deployment) -> str:
         "",
         "## Start",
         "",
-        f"1. On {px.host}: `bash proxy.sh` (the {front}; start it first).",
+        f"1. On {px.host}, in a copy of this folder (it holds {px.file_name}): `bash proxy.sh` "
+        f"(the {front}; start it first)."
+        if px.bundled is not None
+        else f"1. On {px.host}: `bash proxy.sh` (the {front}; start it first).",
     ]
     for n, host in enumerate(dep.nodes):
         out.append(

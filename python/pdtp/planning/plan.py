@@ -178,6 +178,9 @@ class Plan:
     #: Why ``vllm serve`` cannot be given ``model_id`` (None: it can): a model read from a
     #: config file outside its model folder. See :attr:`serve_ref`.
     serve_error: str | None = None
+    #: vLLM's ``--quantization`` the launch needs (``"fp8"``: FP8 weights planned from a
+    #: 16-bit checkpoint); None when the checkpoint loads as planned.
+    quantization: str | None = None
     # Where the instances run, computed on first use (a pool of a million GPUs has as many
     # instances: listing them is the caller's choice, not part of the solve's time).
     placer: Callable[[], Sequence[Placement]] | None = field(
@@ -322,6 +325,7 @@ class Plan:
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "kv_dtype": self.kv_dtype,
             "visible_devices_env": self.visible_devices_env,
+            "quantization": self.quantization,
             "kv_connector": self.kv_connector,
             "prefill_role": self.prefill_role,
             "decode_role": self.decode_role,
@@ -465,6 +469,7 @@ def build(
         gpus_per_node=pool.node_size[p.gpu_type],
         gpu_memory_utilization=sc.gpu_memory_utilization,
         kv_dtype=entry.model.kv_dtype,
+        quantization=entry.model.online_quantization,
         visible_devices_env=gp.visible_devices_env,
         kv_connector=sc.connector.kv_connector,
         prefill_role=sc.connector.prefill_role,
