@@ -25,7 +25,7 @@ use crate::plan::order::{cmp_lex, lexicographic, Term};
 use crate::plan::relax;
 use crate::plan::rule_blind::best_refused;
 use crate::plan::scenario::NodeClass;
-use crate::plan::{side_option, Objective, Order, Scenario, Sense, SideOption, Solution, Value};
+use crate::plan::{side_option, Objective, Order, Scenario, Sense, SideOption, Solution};
 use std::cmp::Reverse;
 
 /// One budget's plan: `prefill_instances` × prefill TP + `decode_instances` × decode TP.
@@ -467,6 +467,16 @@ fn restrict(
     }
 }
 
+/// Capacity units a one-model plan serves (the throughput order's first term, as
+/// [`Order`] counts it: the smaller side).
+fn served(c: &Candidates, s: &Solution) -> Option<i128> {
+    let ch = s.first().copied().flatten()?;
+    let (p, d) = (&c.rows[ch.pair.prefill], &c.rows[ch.pair.decode]);
+    Some(i128::from(
+        (ch.prefill.saturating_mul(p.units)).min(ch.decode.saturating_mul(d.units)),
+    ))
+}
+
 /// A bound on the capacity units a pair's plans serve (their first throughput stage): each
 /// side given the whole pool, and for a P/D pair the GPUs both sides share — serving v
 /// takes v/A prefill and v/B decode instances, so v · (g_p/A + g_d/B) ≤ the pool's GPUs.
@@ -506,10 +516,7 @@ fn best_pruned(
     floor: Option<i128>,
     seeds: &[Pair],
 ) -> Option<Solution> {
-    let served_first = order
-        .stages
-        .first()
-        .is_some_and(|st| st.sense == Sense::Max && st.terms == [(Term::Served, 1)]);
+    let served_first = order.lex.first() == Some(&(Term::Served, Sense::Max));
     if !served_first || pairs.len() < 8 {
         return relax::best_over(c, order, pairs, Fit::Exact);
     }
@@ -523,17 +530,12 @@ fn best_pruned(
             let top = (0..pairs.len()).max_by_key(|&i| (reaches[i], Reverse(i)))?;
             let mut tried: Vec<Pair> = vec![pairs[top]];
             tried.extend(seeds.iter().filter(|s| pairs.contains(s)));
-            let mut floor = 0;
-            for p in tried {
-                let found = relax::best_over(c, order, &[p], Fit::Exact);
-                if let Some(v) = found.map(|s| order.values(c, &s)) {
-                    match v.first() {
-                        Some(Value::Int(x)) => floor = floor.max(*x),
-                        _ => return relax::best_over(c, order, pairs, Fit::Exact),
-                    }
-                }
-            }
-            floor
+            tried
+                .into_iter()
+                .filter_map(|p| relax::best_over(c, order, &[p], Fit::Exact))
+                .filter_map(|s| served(c, &s))
+                .max()
+                .unwrap_or(0)
         }
     };
     let kept: Vec<Pair> = pairs
@@ -566,13 +568,7 @@ fn space_point(c: &Candidates, at: impl Fn(usize) -> usize, seeds: &[Pair]) -> S
         })
     };
     let best = best_pruned(c, &order, &c.pairs, None, seeds);
-    let served = best
-        .as_ref()
-        .and_then(|b| match order.values(c, b).first() {
-            Some(Value::Int(v)) => Some(*v),
-            _ => None,
-        });
-    let blind = match served {
+    let blind = match best.as_ref().and_then(|b| served(c, b)) {
         Some(v) => best_pruned(c, &order, &c.rejected, Some(v), &[]),
         None => best_refused(c, &order),
     };
