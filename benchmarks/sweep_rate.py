@@ -4,11 +4,11 @@
                                     [--workers 1,2] [--json PATH]
 
 The grid is every catalog model x GPU budgets 1..512 x three GPU types (default workload,
-MoRIIO): 44 x 512 x 3 = 67,584 scenarios. Each scenario's answer is exact (it equals
-``pdtp.solve(..., method="enumerate")``; tests/test_sweep.py checks a sample against both
-the oracle and CP-SAT). Reported per worker count: the median wall time of ``pdtp.sweep``
-returning a list of dicts and returning a pandas DataFrame, and the Rust core alone
-(``_core.sweep_budgets`` per group, no rows built), for scale.
+MoRIIO, solve's defaults: mode auto, the default layouts): 44 x 512 x 3 = 67,584 scenarios.
+Each row is the plan ``pdtp.solve`` returns for its scenario (tests/test_sweep.py checks a
+sample against both the oracle and CP-SAT). Reported per worker count: the median wall time
+of ``pdtp.sweep`` returning a list of dicts and returning a pandas DataFrame, and the Rust
+core alone (``_core.sweep_space`` per group, no rows built) in wall and CPU time, for scale.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from typing import Any
 
 import pdtp
 from pdtp import _core
-from pdtp.perf import resolve_context
-from pdtp.planning.scenario import sweep_scenario
 from pdtp.sweeps import parse_ints, parse_names
 from pdtp.workload import Workload
 
@@ -39,17 +37,22 @@ def _timed(fn: Any, repeat: int) -> tuple[float, Any]:
     return statistics.median(times), out
 
 
-def core_only(models: list[Any], gpus: list[str], budgets: list[int]) -> float:
-    """Seconds for the Rust calls alone (side options + every budget), one process."""
+def core_only(models: list[Any], gpus: list[str], budgets: list[int]) -> tuple[float, float]:
+    """Wall and CPU seconds for the Rust calls alone (candidate rows + every budget), one
+    process."""
+    from pdtp.sweeps import Group, _Options, _scenario
+
+    opts = _Options(None, 0.9, None)
     scenarios = []
     for m in models:
-        for g in gpus:
-            ctx = resolve_context(m, g)
-            scenarios.append(sweep_scenario(ctx, Workload(), "moriio", ctx.gpu.gpus_per_node, None))
-    start = time.perf_counter()
+        for name in gpus:
+            g = pdtp.gpu(name)
+            group = Group(m, g, Workload(), "moriio", g.gpus_per_node, tuple(budgets))
+            scenarios.append(_scenario(group, opts, max(budgets)).core)
+    start, cpu = time.perf_counter(), time.process_time()
     for scenario in scenarios:
-        _core.sweep_budgets(scenario, budgets)
-    return time.perf_counter() - start
+        _core.sweep_space(scenario, budgets)
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # Warm up once (catalog parsing, caches, the extension) so runs measure the sweep.
     pdtp.sweep(models[:2], gpus=budgets[:8], gpu=gpus, workers=1, as_frame=False)
-    core_s = statistics.median(core_only(models, gpus, budgets) for _ in range(args.repeat))
+    core = [core_only(models, gpus, budgets) for _ in range(args.repeat)]
+    core_s = statistics.median(w for w, _ in core)
+    core_cpu = statistics.median(c for _, c in core)
     results: list[dict[str, Any]] = []
     for w in worker_counts:
         rows_s, rows = _timed(lambda w=w: run(w, False), args.repeat)
@@ -109,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['frame_s']:.2f} s | {r['frame_per_s']:,.0f} |"
         )
     print(
-        f"\nRust core alone (one process, no rows): {core_s:.3f} s = {n / core_s:,.0f} scenarios/s"
+        f"\nRust core alone (one process, no rows): {core_s:.3f} s = {n / core_s:,.0f} "
+        f"scenarios/s ({core_cpu:.3f} s CPU = {n / core_cpu:,.0f} scenarios/s per core)"
     )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -122,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                     "budgets": [budgets[0], budgets[-1]],
                     "cpus": cpus,
                     "core_s": core_s,
+                    "core_cpu_s": core_cpu,
                     "results": results,
                 },
                 f,

@@ -30,8 +30,13 @@ GPUS = ["mi300x", "h100", "a100"]
 
 PLAN_KEYS = (
     "status",
+    "mode",
+    "aggregated_layout",
+    "aggregated_instances",
+    "prefill_layout",
     "prefill_tp",
     "prefill_instances",
+    "decode_layout",
     "decode_tp",
     "decode_instances",
     "gpus_used",
@@ -40,6 +45,7 @@ PLAN_KEYS = (
     "ttft_ms",
     "tpot_ms",
     "decode_batch",
+    "concurrency",
     "prefill_capacity_rps",
     "decode_capacity_rps",
     "bottleneck",
@@ -47,18 +53,26 @@ PLAN_KEYS = (
 
 
 def plan_fields(p: pdtp.Plan) -> dict:
+    """A plan's sweep columns, from the Plan `solve` returns (any mode and layout)."""
+    agg, pre, dec = p.aggregated, p.prefill, p.decode
     return {
         "status": p.status,
-        "prefill_tp": p.prefill.tp,
-        "prefill_instances": p.prefill.instances,
-        "decode_tp": p.decode.tp,
-        "decode_instances": p.decode.instances,
+        "mode": p.serving,
+        "aggregated_layout": str(agg.layout) if agg else None,
+        "aggregated_instances": agg.instances if agg else None,
+        "prefill_layout": str(pre.layout) if pre else None,
+        "prefill_tp": pre.tp if pre else None,
+        "prefill_instances": pre.instances if pre else None,
+        "decode_layout": str(dec.layout) if dec else None,
+        "decode_tp": dec.tp if dec else None,
+        "decode_instances": dec.instances if dec else None,
         "gpus_used": p.gpus_used,
         "requests_per_s": p.requests_per_s,
         "output_tokens_per_s": p.output_tokens_per_s,
         "ttft_ms": p.ttft_ms,
         "tpot_ms": p.tpot_ms,
         "decode_batch": p.decode_batch,
+        "concurrency": p.concurrency,
         "prefill_capacity_rps": p.prefill_capacity_rps,
         "decode_capacity_rps": p.decode_capacity_rps,
         "bottleneck": p.bottleneck,
@@ -85,9 +99,7 @@ def _solve_kwargs(r: dict) -> dict:
             isl=r["isl"], osl=r["osl"], ttft_ms=r["slo_ttft_ms"], tpot_ms=r["slo_tpot_ms"]
         ),
         "max_tp": r["max_tp"],
-        # Sweeps cover TP-only P/D splits.
-        "mode": "disagg",
-        "layouts": "tp",
+        # solve's defaults: mode auto, the default layouts (what the sweep plans too).
     }
 
 
@@ -97,7 +109,7 @@ def _compare(r: dict, method: str) -> None:
     except InfeasibleError as e:
         assert r["status"] == "INFEASIBLE", r
         assert r["reason"] == str(e)
-        assert r["prefill_tp"] is None and r["requests_per_s"] is None
+        assert r["mode"] is None and r["requests_per_s"] is None
         return
     assert r["status"] == "OPTIMAL", (r, plan)
     assert row_fields(r) == plan_fields(plan)
@@ -124,7 +136,7 @@ def test_rows_equal_the_exact_oracle(grid_rows):
     rng = random.Random(5)
     feasible = [r for r in grid_rows if r["status"] == "OPTIMAL"]
     infeasible = [r for r in grid_rows if r["status"] != "OPTIMAL"]
-    for r in rng.sample(feasible, 150) + rng.sample(infeasible, 60):
+    for r in rng.sample(feasible, 80) + rng.sample(infeasible, 30):
         _compare(r, "enumerate")
 
 
@@ -133,6 +145,10 @@ def test_rows_equal_cpsat(grid_rows):
     feasible = [r for r in grid_rows if r["status"] == "OPTIMAL"]
     for r in rng.sample(feasible, 40):
         _compare(r, "cpsat")
+    # Every mode and layout kind the sweep picks is in the sample it checks.
+    kinds = {(r["mode"], r["aggregated_layout"] or r["decode_layout"]) for r in feasible}
+    assert {m for m, _ in kinds} == {"agg", "disagg"}
+    assert any("dp" in layout for _, layout in kinds)
 
 
 def test_infeasible_reasons_match_solve_for_every_distinct_reason(grid_rows):
@@ -184,15 +200,18 @@ def test_max_acks_is_applied():
             gpu="mi300x",
             max_acks=1,
             method="enumerate",
-            mode="disagg",
-            layouts="tp",
         )
         assert row_fields(r) == plan_fields(plan)
-        assert r["decode_tp"] <= r["prefill_tp"]
+        if r["mode"] == "disagg":
+            assert r["decode_tp"] <= r["prefill_tp"]
 
 
 def test_rule_blind_columns(grid_rows):
-    from pdtp.check import check
+    """The rule-blind columns: the plan itself when the connector's pair rules cost
+    nothing, else a better split whose layouts the rules refuse."""
+    from pdtp.catalog import resolve_model
+    from pdtp.layout import Layout
+    from pdtp.planning.plan import layout_rules
 
     checked = 0
     for r in grid_rows:
@@ -202,22 +221,24 @@ def test_rule_blind_columns(grid_rows):
         if r["status"] == "OPTIMAL":
             assert r["rule_blind_requests_per_s"] >= r["requests_per_s"]
         if r["rule_blind_valid"]:
-            assert (r["rule_blind_prefill_tp"], r["rule_blind_decode_tp"]) == (
-                r["prefill_tp"],
-                r["decode_tp"],
-            )
+            own = (r["prefill_layout"], r["decode_layout"])
+            if r["mode"] == "agg":
+                own = (r["aggregated_layout"], None)
+            assert (r["rule_blind_prefill_layout"], r["rule_blind_decode_layout"]) == own
+            assert r["rule_blind_mode"] == r["mode"]
             assert r["rule_blind_requests_per_s"] == r["requests_per_s"]
-        elif checked < 200:
+        elif checked < 100:
             checked += 1
-            res = check(
-                r["model"],
-                r["rule_blind_prefill_tp"],
-                r["rule_blind_decode_tp"],
-                connector=r["connector"],
-                alternatives=0,
+            assert r["rule_blind_mode"] == "disagg"
+            broken, _ = layout_rules(
+                resolve_model(r["model"]),
+                Layout.parse(r["rule_blind_prefill_layout"]),
+                Layout.parse(r["rule_blind_decode_layout"]),
+                r["connector"],
+                None,
             )
-            assert not res.ok
-    assert checked > 0  # MoRIIO's head rule does reject some rule-blind optima
+            assert broken, r
+    assert checked > 0  # the connectors' pair rules do reject some rule-blind optima
 
 
 def test_parallel_equals_serial():
@@ -250,7 +271,9 @@ def test_dataframe_and_dicts():
     assert len(df) == 6
     assert str(df["prefill_tp"].dtype) == "Int64"
     assert df["requests_per_s"].dtype.kind == "f"
-    assert df.loc[0, "status"] == "INFEASIBLE" and pd.isna(df.loc[0, "prefill_tp"])
+    # deepseek-v3 on one H100 (row 3): no plan, empty plan columns.
+    assert df.loc[0, "status"] == "OPTIMAL" and df.loc[0, "mode"] == "agg"
+    assert df.loc[3, "status"] == "INFEASIBLE" and pd.isna(df.loc[3, "prefill_tp"])
 
 
 def test_list_of_dicts_without_pandas(monkeypatch):

@@ -199,6 +199,13 @@ def sweep_budgets(
     scenario: Scenario, budgets: list[int]
 ) -> tuple[list[_SideRow], list[_SideRow], list[tuple[_CandRow | None, _CandRow | None, bool]]]: ...
 
+_SpaceRow = tuple[str, tuple[int, int, int, bool], int, float, float, float, int, int]
+_SpacePlan = tuple[int, int, int, int, int]
+
+def sweep_space(
+    scenario: Scenario, budgets: list[int]
+) -> tuple[list[_SpaceRow], list[tuple[_SpacePlan | None, _SpacePlan | None]]]: ...
+
 # ---- the planning core ---------------------------------------------------------------------
 
 @final

@@ -52,8 +52,16 @@ _SCHEMA: tuple[tuple[str, str], ...] = (
     ("max_tp", "int"),
     ("gpus", "int"),
     ("status", "str"),
+    # The plan, as ``pdtp.solve`` returns it: ``mode`` is its ``serving`` ("agg" or
+    # "disagg"); an aggregated plan fills the aggregated_* columns, a P/D plan prefill_*
+    # and decode_*; layouts in their compact form (``tp2dp4ep``).
+    ("mode", "str"),
+    ("aggregated_layout", "str"),
+    ("aggregated_instances", "int"),
+    ("prefill_layout", "str"),
     ("prefill_tp", "int"),
     ("prefill_instances", "int"),
+    ("decode_layout", "str"),
     ("decode_tp", "int"),
     ("decode_instances", "int"),
     ("gpus_used", "int"),
@@ -62,11 +70,17 @@ _SCHEMA: tuple[tuple[str, str], ...] = (
     ("ttft_ms", "float"),
     ("tpot_ms", "float"),
     ("decode_batch", "int"),
+    ("concurrency", "int"),
     ("prefill_capacity_rps", "float"),
     ("decode_capacity_rps", "float"),
     ("bottleneck", "str"),
+    # The best plan over every pair, the connector's pair rules ignored (the plan itself
+    # when they cost nothing): a P/D split, or the aggregated plan.
+    ("rule_blind_mode", "str"),
+    ("rule_blind_prefill_layout", "str"),
     ("rule_blind_prefill_tp", "int"),
     ("rule_blind_prefill_instances", "int"),
+    ("rule_blind_decode_layout", "str"),
     ("rule_blind_decode_tp", "int"),
     ("rule_blind_decode_instances", "int"),
     ("rule_blind_requests_per_s", "float"),

@@ -1,9 +1,13 @@
 """``pdtp.sweep`` (module ``pdtp.sweeps``): the best valid plan for every scenario of a
 grid (models x GPU types x workloads x connectors x GPU budgets), fast.
 
-For one (model, GPU, workload, connector) the per-side options do not depend on the budget,
-so the Rust core (``src/sweep.rs``) builds them once and answers every budget exactly (each
-row equals ``pdtp.solve(..., method="enumerate")``) in microseconds. Groups are spread over
+Each row is the plan ``pdtp.solve`` returns with the same arguments and its defaults — mode
+auto (P/D splits and aggregated instances), the default layouts (TP; TP+EP and DP+EP for MoE
+models; PP where no layout in one node holds the weights) — with ``mode`` and layout columns.
+For one (model, GPU, workload, connector) the candidate instances' operating points do not
+depend on the budget, so the Rust core (``src/sweep.rs``) builds them once and answers each
+budget with the closed forms ``solve`` starts its search from (exact for one model on one GPU
+type; tests check rows against ``solve``'s oracle and CP-SAT). Groups are spread over
 a process pool (``backend="local"``) or a Ray cluster (``backend="ray"``). With ``output=``
 finished rows are appended to a CSV, Parquet or JSON Lines file chunk by chunk, and a rerun
 with the same file skips them, so a killed sweep loses at most one chunk.
@@ -48,7 +52,7 @@ from ._validate import optional_positive_int, positive_int, positive_number, pub
 from ._validate import short_repr as _short
 from .check import MAX_TP
 from .errors import ArgumentTypeError, InvalidArgumentError, PdtpError
-from .perf import DEFAULT_GPU, DEFAULT_UTILIZATION, SidePoint, bottleneck, resolve_context
+from .perf import DEFAULT_GPU, DEFAULT_UTILIZATION, bottleneck, resolve_context
 from .workload import MAX_TOKENS, Workload, resolve_workload
 
 if TYPE_CHECKING:
@@ -185,91 +189,116 @@ def _connectors(x: Any, vllm_version: Any = None) -> list[str]:
 # ---- one group: Rust call + rows ------------------------------------------------------------
 
 
-def _explainer(
-    g: Group, opts: _Options, ctx: Any, prefill: list[SidePoint], decode: list[SidePoint]
-) -> Callable[[int], str]:
-    """The binding reason of an infeasible budget, exactly as ``pdtp.solve`` raises it,
-    memoised over budgets that ``infeasible.explain`` cannot tell apart: its text depends on
-    the budget only through min(max_tp, budget), budget < 2, the smallest split that fits
-    (reached only below 2·max_tp) and whether twice the smallest weight-fitting TP exceeds
-    the budget."""
-    from .planning.infeasible import _min_tp_for_weights, explain
+def _scenario(g: Group, opts: _Options, gpus: int) -> Any:
+    """The scenario ``pdtp.solve`` builds for this group on ``gpus`` GPUs (its defaults:
+    mode auto, the default layouts)."""
+    from .planning import scenario
 
-    tmin = _min_tp_for_weights(ctx, ctx.model.weight_bytes)
-    memo: dict[Key, str] = {}
+    pool = scenario.resolve_pool(gpus, None, g.gpu, None, None)
+    return scenario.build(
+        [(g.model, g.workload, 0.0, 1.0, None)],
+        pool,
+        connector=g.connector,
+        objective="throughput",
+        max_tp=g.max_tp,
+        max_acks=opts.max_acks,
+        gpu_memory_utilization=opts.gpu_memory_utilization,
+        constants=opts.constants,
+        mode="auto",
+        layouts=None,
+    )
 
-    def reason(budget: int) -> str:
-        if budget < 2 * g.max_tp:
-            key: Key = (budget,)
-        else:
-            key = ("large", tmin is not None and 2 * tmin > budget)
-        hit = memo.get(key)
-        if hit is None:
-            bound = min(g.max_tp, budget)
-            ps = {p.tp: p for p in prefill[:bound]}
-            ds = {d.tp: d for d in decode[:bound]}
-            hit, _ = explain(ctx, g.workload, g.connector, budget, g.max_tp, opts.max_acks, ps, ds)
-            memo[key] = hit
-        return hit
 
-    return reason
+def _reason(g: Group, opts: _Options, budget: int) -> str:
+    """Why ``pdtp.solve`` finds no plan on this budget: its own error, word for word."""
+    from .planning import infeasible
+
+    sc = _scenario(g, opts, budget)
+    return str(infeasible.no_pair(sc, _core.candidates(sc.core)))
+
+
+# A candidate row of `_core.sweep_space`: (role, layout, gpus, requests_per_s, ttft_s,
+# latency_s, batch, concurrency).
+_ROLE, _LAYOUT, _RPS, _TTFT, _LATENCY, _BATCH, _CONC = 0, 1, 3, 4, 5, 6, 7
+
+
+def _layout_name(t: tuple[int, int, int, bool]) -> str:
+    from .layout import Layout
+
+    return str(Layout(*t))
+
+
+def _plan_columns(rows: list[Any], plan: Any, osl: int, names: dict[Any, str]) -> tuple[Any, ...]:
+    """The plan columns of one budget's best plan (``Plan`` fields, as ``plan.build``)."""
+    pi, np_, di, nd, used = plan
+    p, d = rows[pi], rows[di]
+    agg = pi == di
+    pcap, dcap = np_ * p[_RPS], nd * d[_RPS]
+    rps = min(pcap, dcap)
+    pl = names.setdefault(p[_LAYOUT], _layout_name(p[_LAYOUT]))
+    dl = names.setdefault(d[_LAYOUT], _layout_name(d[_LAYOUT]))
+    return (
+        "agg" if agg else "disagg",
+        pl if agg else None,
+        np_ if agg else None,
+        None if agg else pl,
+        None if agg else p[_LAYOUT][0],
+        None if agg else np_,
+        None if agg else dl,
+        None if agg else d[_LAYOUT][0],
+        None if agg else nd,
+        used,
+        rps,
+        rps * osl,
+        p[_TTFT] * 1e3,
+        d[_LATENCY] * 1e3,
+        d[_BATCH],
+        p[_CONC] * np_ if agg else None,
+        pcap,
+        dcap,
+        "aggregated" if agg else bottleneck(pcap, dcap),
+    )
+
+
+def _blind_columns(rows: list[Any], plan: Any, valid: bool, names: dict[Any, str]) -> tuple:
+    pi, np_, di, nd, _ = plan
+    p, d = rows[pi], rows[di]
+    if pi == di:
+        layout = names.setdefault(p[_LAYOUT], _layout_name(p[_LAYOUT]))
+        return ("agg", layout, p[_LAYOUT][0], np_, None, None, None, np_ * p[_RPS], valid)
+    pl = names.setdefault(p[_LAYOUT], _layout_name(p[_LAYOUT]))
+    dl = names.setdefault(d[_LAYOUT], _layout_name(d[_LAYOUT]))
+    rps = min(np_ * p[_RPS], nd * d[_RPS])
+    return ("disagg", pl, p[_LAYOUT][0], np_, dl, d[_LAYOUT][0], nd, rps, valid)
+
+
+_NO_PLAN = (None,) * 19
+_NO_BLIND = (None,) * 9
 
 
 def _run_group(g: Group, opts: _Options) -> list[Row]:
     start = time.perf_counter()
-    from .planning.scenario import sweep_scenario
-
-    ctx = resolve_context(g.model, g.gpu, opts.constants, opts.gpu_memory_utilization)
-    scenario = sweep_scenario(ctx, g.workload, g.connector, g.max_tp, opts.max_acks)
-    prows, drows, points = _core.sweep_budgets(scenario, list(g.budgets))
-    prefill = [SidePoint.from_row(r) for r in prows]
-    decode = [SidePoint.from_row(r) for r in drows]
+    scenario = _scenario(g, opts, max(g.budgets))
+    rows, points = _core.sweep_space(scenario.core, list(g.budgets))
     w = g.workload
     head = (g.model.name, g.gpu.name, g.connector, w.isl, w.osl)
     slo = (_opt_float(w.ttft_ms), _opt_float(w.tpot_ms), g.max_tp)
-    osl = w.osl
-    reason: Callable[[int], str] | None = None
+    names: dict[Any, str] = {}
     body: list[tuple[Any, ...]] = []
-    for budget, (best, blind, blind_valid) in zip(g.budgets, points):
-        if blind is None:
-            tail: tuple[Any, ...] = (None, None, None, None, None, None)
-        else:
-            bp, bnp, bd, bnd, _, _ = blind
-            brps = min(bnp * prefill[bp - 1].requests_per_s, bnd * decode[bd - 1].requests_per_s)
-            tail = (bp, bnp, bd, bnd, brps, blind_valid)
+    for budget, (best, blind) in zip(g.budgets, points):
         if best is None:
-            if reason is None:
-                reason = _explainer(g, opts, ctx, prefill, decode)
-            body.append((budget, "INFEASIBLE", *(None,) * 13, *tail, reason(budget)))
+            tail = _NO_BLIND if blind is None else _blind_columns(rows, blind, False, names)
+            body.append((budget, "INFEASIBLE", *_NO_PLAN, *tail, _reason(g, opts, budget)))
             continue
-        p, np_, d, nd, _, used = best
-        pp, dp = prefill[p - 1], decode[d - 1]
-        pcap, dcap = np_ * pp.requests_per_s, nd * dp.requests_per_s
-        rps = min(pcap, dcap)
-        body.append(
-            (
-                budget,
-                "OPTIMAL",
-                p,
-                np_,
-                d,
-                nd,
-                used,
-                rps,
-                rps * osl,
-                pp.latency_ms,
-                dp.latency_ms,
-                dp.batch,
-                pcap,
-                dcap,
-                bottleneck(pcap, dcap),
-                *tail,
-                None,
-            )
-        )
+        plan = _plan_columns(rows, best, w.osl, names)
+        if blind is None:
+            tail = _blind_columns(rows, best, True, names)
+        else:
+            tail = _blind_columns(rows, blind, False, names)
+        body.append((budget, "OPTIMAL", *plan, *tail, None))
     ms = (time.perf_counter() - start) * 1e3 / max(1, len(body))
-    # Row layout: KEY (9) + plan (14) + rule-blind (6) + solve_ms + reason.
-    return [(*head, *slo, r[0], *r[1:21], ms, r[21]) for r in body]
+    # Row layout: KEY (9) + status + plan (19) + rule-blind (9) + solve_ms + reason.
+    return [(*head, *slo, r[0], *r[1:-1], ms, r[-1]) for r in body]
 
 
 def _run_chunk(chunk: Sequence[Group], opts: _Options) -> list[Row]:
