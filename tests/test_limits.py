@@ -823,3 +823,70 @@ def test_a_fit_refusal_does_not_suggest_the_dtype_the_weights_have():
     assert "use fp8" not in str(info.value) and "raise tp/pp" in str(info.value)
     with pytest.raises(pdtp.InvalidArgumentError, match="use fp8 weights"):
         pdtp.predict_serving("llama-3.1-405b", gpu="h100", tp=1, isl=1024, osl=128, concurrency=1)
+
+
+# ---- every CLI flag with hostile text: an exit code from the documented set -----------------
+
+CLI_BASE = {
+    "solve": ["solve", "llama-3.1-8b", "--gpus", "8", "--gpu", "h100", "--time-limit", "0.3"],
+    "check": ["check", "--model", "llama-3.1-8b", "-P", "2", "-D", "4"],
+    "map": ["map", "--kv-heads", "8", "-P", "2", "-D", "4"],
+    "size-for": [
+        "size-for",
+        "llama-3.1-8b",
+        "--demand",
+        "5",
+        "--max-gpus",
+        "8",
+        "--gpu",
+        "h100",
+        "--time-limit",
+        "0.3",
+    ],
+    "simulate": [
+        "simulate",
+        "llama-3.1-8b",
+        "--gpus",
+        "8",
+        "--gpu",
+        "h100",
+        "--rate",
+        "1",
+        "--requests",
+        "50",
+    ],
+}
+CLI_VALUES = ["", "-1", "0", "1e400", "nan", "9" * 30, "x" * 5000, "\udcff", "[[[[", "a,b,,"]
+
+
+@pytest.mark.parametrize("command", sorted(CLI_BASE))
+def test_every_flag_with_hostile_text_exits_0_1_or_2(command):
+    import argparse
+
+    from pdtp import cli
+
+    parser = cli.build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = [
+        a.option_strings[-1]
+        for a in subs.choices[command]._actions
+        if a.option_strings
+        and a.nargs != 0
+        and "--help" not in a.option_strings
+        and "--output" not in a.option_strings
+    ]
+    assert flags
+    for flag in flags:
+        for value in CLI_VALUES:
+            argv = list(CLI_BASE[command])
+            if flag in argv:
+                argv[argv.index(flag) + 1] = value
+            else:
+                argv += [flag, value]
+            out = run_cli_here(argv, timeout_s=120)
+            shown = f"pdtp {command} {flag} {value[:20]!r}"
+            assert out.how == "exited" and out.returncode in (0, 1, 2), (shown, out.describe())
+            assert "Traceback" not in out.stderr and "internal error" not in out.stderr, shown
+            if out.returncode == 2:
+                assert len(out.stderr.strip().splitlines()) == 1, (shown, out.stderr[:500])
+                assert len(out.stderr) <= MAX_MESSAGE_CHARS + 200, (shown, len(out.stderr))
