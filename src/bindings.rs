@@ -1447,6 +1447,13 @@ impl PyCandidates {
             .is_some_and(|t| std::time::Instant::now() >= t)
     }
 
+    /// Per pair (as `pairs`), a valid bound on stage 0 for plans using it (None: no plan
+    /// can use the pair); None when the relaxation bounds no pair (see `relax::pair_bounds`).
+    fn pair_bounds(&self, py: Python<'_>) -> PyResult<Option<Vec<Option<i128>>>> {
+        let (c, o) = (self.c.clone(), self.order.clone());
+        released(py, move || relax::pair_bounds(&c, &o))
+    }
+
     /// Each stage's value for a plan (ints; a ratio stage as (numerator, denominator)).
     fn values(&self, py: Python<'_>, solution: PySolution<'_>) -> PyResult<Vec<PyObject>> {
         let sol = self.solution(py, solution)?;

@@ -989,7 +989,9 @@ def _print_plan(plan: Any, *, commands: bool, header: str = "") -> None:
         f"isl={w.isl} osl={w.osl} ttft<={_fmt_slo(w.ttft_ms)} tpot<={_fmt_slo(w.tpot_ms)}"
     )
     gap = "" if plan.status == "OPTIMAL" or plan.gap is None else f", gap {plan.gap:.2%}"
-    print(header or f"plan: {plan.status} ({plan.method}{gap}, {plan.solve_ms:.1f} ms)")
+    # Who decided, and who proved it when that is someone else (closed forms, CP-SAT).
+    proof = "" if plan.proof in (None, plan.method) else f", proof {plan.proof}"
+    print(header or f"plan: {plan.status} ({plan.method}{proof}{gap}, {plan.solve_ms:.1f} ms)")
     print()
     tp_only = all(s.layout.is_tp_only for _, s in plan.sides)
     latency = {

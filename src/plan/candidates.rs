@@ -9,6 +9,9 @@
 //! ([`crate::perf::serving`], chunked prompts mixed into decode steps) at the highest
 //! concurrency whose steady-state TTFT and TPOT meet the SLOs.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use crate::check::{load_ok, Shape};
 use crate::connector::ConnectorProfile;
 use crate::layout::Layout;
@@ -146,6 +149,73 @@ pub fn operating_point(
         }
         Role::Aggregated => aggregated_point(m, g, c, w, util, layout, batched_tokens, base),
     }
+}
+
+/// The inputs of operating points besides the layout and role: one model, GPU type,
+/// constants and workload.
+#[derive(Clone, Copy, PartialEq)]
+struct PointContext {
+    m: ModelPerf,
+    g: GpuPerf,
+    c: Constants,
+    w: Workload,
+    util: f64,
+    batched_tokens: f64,
+}
+
+/// Operating points already computed in this process (most recent contexts last). An
+/// autoscaler re-plans the same model every tick, and a MoE model's 120 layouts cost
+/// ~15 ms of performance-model calls per candidate build; the answer is a pure function of
+/// its inputs, so it is computed once. Bounded: the oldest context goes past `MAX_CONTEXTS`.
+static POINTS: Mutex<Vec<(PointContext, PointsOf)>> = Mutex::new(Vec::new());
+
+/// One context's operating points by (layout, role).
+type PointsOf = HashMap<(Layout, Role), SideOption>;
+const MAX_CONTEXTS: usize = 64;
+
+/// [`operating_point`], memoised in [`POINTS`].
+#[allow(clippy::too_many_arguments)]
+fn cached_point(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    w: &Workload,
+    util: f64,
+    layout: &Layout,
+    role: Role,
+    batched_tokens: f64,
+) -> SideOption {
+    let ctx = PointContext {
+        m: *m,
+        g: *g,
+        c: *c,
+        w: *w,
+        util,
+        batched_tokens,
+    };
+    let key = (*layout, role);
+    if let Ok(points) = POINTS.lock() {
+        if let Some((_, map)) = points.iter().rev().find(|(k, _)| *k == ctx) {
+            if let Some(found) = map.get(&key) {
+                return *found;
+            }
+        }
+    }
+    let point = operating_point(m, g, c, w, util, layout, role, batched_tokens);
+    if let Ok(mut points) = POINTS.lock() {
+        match points.iter().position(|(k, _)| *k == ctx) {
+            Some(i) => {
+                points[i].1.insert(key, point);
+            }
+            None => {
+                if points.len() >= MAX_CONTEXTS {
+                    points.remove(0);
+                }
+                points.push((ctx, HashMap::from([(key, point)])));
+            }
+        }
+    }
+    point
 }
 
 /// An aggregated instance at the SLOs: the highest concurrency (clients in flight, a closed
@@ -438,7 +508,7 @@ impl Candidates {
                     for &layout in &space {
                         let loads = layout_rules::loads(&lm, &layout);
                         let mut side = if loads || role != Role::Aggregated {
-                            operating_point(
+                            cached_point(
                                 &m.perf,
                                 g,
                                 &gt.constants,

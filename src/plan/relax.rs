@@ -278,6 +278,43 @@ pub fn bound(c: &Candidates, order: &Order, stage: usize, fixed: &[i128]) -> Opt
     None
 }
 
+/// Per pair, a valid bound on stage 0's value of any plan using that pair (an upper bound
+/// for a Max stage, a lower bound for a Min stage): that pair's relaxed optimum, as
+/// [`bound`] takes the best of them. `Some(None)` for a pair with no relaxed plan at all
+/// (no plan uses it); None when the relaxation bounds no pair here (fleets, ratio and
+/// re-plan stages). A planner gives CP-SAT only the pairs whose bound can still match the
+/// incumbent: the others cannot be part of any optimum.
+pub fn pair_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<i128>>> {
+    if c.scenario.objective.is_fleet() || c.scenario.models.len() != 1 {
+        return None;
+    }
+    let st = order.stages.first()?;
+    let ratio = st.terms.iter().any(|t| t.0 == Term::Ratio);
+    if ratio || matches!(c.scenario.objective, Objective::Moves { .. }) {
+        return None;
+    }
+    let value_of = |ch: Choice| -> i128 {
+        match order.values(c, &vec![Some(ch)])[0] {
+            Value::Int(v) => v,
+            Value::Ratio(..) => 0,
+        }
+    };
+    Some(
+        c.pairs
+            .iter()
+            .map(|&p| {
+                let vals = pair_candidates(c, order, p, Fit::Relaxed)
+                    .into_iter()
+                    .map(value_of);
+                match st.sense {
+                    Sense::Max => vals.max(),
+                    Sense::Min => vals.min(),
+                }
+            })
+            .collect(),
+    )
+}
+
 /// The best plan of one kind only — aggregated (`true`) or P/D pairs — by the closed forms
 /// (exact for the throughput and demand objectives): what a plan of the other kind is
 /// compared with.

@@ -30,6 +30,7 @@ the same input gives the same plan.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Collection
@@ -53,13 +54,23 @@ class Decision:
     """What a planner decided: one ``_core.Choice`` (or None) per model, how sure it is
     (``OPTIMAL``: every stage proven; ``FEASIBLE``: the time limit cut a proof short, ``gap``
     the relative gap of the first unproven stage, None when no bound is known), the pattern
-    usage that places it, and who decided (``cpsat``, ``enumerate`` …)."""
+    usage that places it, who decided (``cpsat`` when CP-SAT's search changed the plan,
+    ``closed-form`` when the plan is the Rust closed forms' starting plan, ``enumerate``)
+    and who proved it optimal (``cpsat``, ``enumerate``; None when nothing did)."""
 
     solution: Solution | None
     status: str
     gap: float | None
     usage: list[tuple[int, int]] | None
     method: str
+    proof: str | None = None
+
+
+def _same(a: Solution | None, b: Solution | None) -> bool:
+    """Whether two solutions choose the same pairs and counts."""
+    if a is None or b is None:
+        return a is b
+    return len(a) == len(b) and all(x == y for x, y in zip(a, b))
 
 
 def _sides(role: str) -> tuple[str, ...]:
@@ -406,10 +417,20 @@ class OneModel:
     def decide(self, hint: Solution | None, deadline: float, bound: Any = None) -> Decision:
         """Optimise every stage in order within ``deadline`` (a ``time.perf_counter``).
         ``bound(stage, fixed)`` gives valid bounds (default: the Rust relaxation's)."""
-        cp, m, cands = self.cp, self.model, self.cands
-        bound_of = bound or cands.bound
+        bound_of = bound or self.cands.bound
         current, usage = hint, None
         fixed: list[int] = []
+        decision = self._stages(current, usage, fixed, deadline, bound_of)
+        # Who decided: the search, or the starting plan it kept (then CP-SAT only proved).
+        kept = hint is not None and _same(decision.solution, hint)
+        method = "closed-form" if kept and decision.method == "cpsat" else decision.method
+        proof = "cpsat" if decision.status == "OPTIMAL" else None
+        return dataclasses.replace(decision, method=method, proof=proof)
+
+    def _stages(
+        self, current: Solution | None, usage: Any, fixed: list[int], deadline: float, bound_of: Any
+    ) -> Decision:
+        cp, m, cands = self.cp, self.model, self.cands
         for k, stage in enumerate(cands.stages):
             if stage.terms == [("ratio", 1)]:
                 result = self._ratio(current, deadline)

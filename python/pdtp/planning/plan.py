@@ -181,6 +181,9 @@ class Plan:
     #: vLLM's ``--quantization`` the launch needs (``"fp8"``: FP8 weights planned from a
     #: 16-bit checkpoint); None when the checkpoint loads as planned.
     quantization: str | None = None
+    # Who proved the plan optimal (``cpsat``, ``enumerate``), None when nothing did;
+    # ``method`` says who decided it (``closed-form``: the Rust closed forms, kept by CP-SAT).
+    proof: str | None = None
     # Where the instances run, computed on first use (a pool of a million GPUs has as many
     # instances: listing them is the caller's choice, not part of the solve's time).
     placer: Callable[[], Sequence[Placement]] | None = field(
@@ -319,6 +322,7 @@ class Plan:
             "status": self.status,
             "gap": self.gap,
             "method": self.method,
+            "proof": self.proof,
             "solve_ms": self.solve_ms,
             # What `pdtp deploy --plan` needs to launch the plan as solved.
             "gpus_per_node": self.gpus_per_node,
@@ -465,6 +469,7 @@ def build(
         decode_capacity_rps=dcap,
         status=status or decision.status,
         method=decision.method,
+        proof=decision.proof,
         solve_ms=(time.perf_counter() - started) * 1e3,
         gpus_per_node=pool.node_size[p.gpu_type],
         gpu_memory_utilization=sc.gpu_memory_utilization,

@@ -541,6 +541,7 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         decode_capacity_rps=predicted("decode_capacity_rps"),
         status=text(d, "status", "GIVEN"),
         method=text(d, "method", "given"),
+        proof=text(d, "proof", None, none=True),
         solve_ms=predicted("solve_ms"),
         gpus_per_node=per_node,
         gpu_memory_utilization=gmu,

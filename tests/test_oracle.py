@@ -1,0 +1,139 @@
+"""An oracle that shares nothing with the hint (issue 27): ``method="enumerate"`` runs the
+full enumeration (every pair x every instance count x, for shared pools, every packing),
+not the reduced search that uses the closed forms' dominance shortcuts; plans say who
+decided (``closed-form`` when CP-SAT kept the Rust starting plan, ``cpsat`` when its search
+changed it) and who proved (``proof``).
+
+The cases where the closed forms' plan is not optimal are fleets on partly free nodes
+(found by sampling: the first-fit sizing packs worse than CP-SAT's node patterns). There
+CP-SAT must equal the full oracle, and a planner that returns the hint instead fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import pdtp
+from pdtp import _core
+from pdtp.planning import scenario
+from pdtp.planning.cpsat import Decision, OneModel
+
+# (demands as (model, demand req/s, weight), free GPUs per node, GPU type, objective).
+HINT_NOT_OPTIMAL = [
+    ([("qwen2.5-72b", 20.0, 1.0), ("mixtral-8x7b", 20.0, 3.0)], [2, 5, 7], "mi300x", "weighted"),
+    (
+        [("qwen2.5-72b", 60.0, 1.0), ("qwen2.5-72b", 60.0, 3.0), ("llama-3.1-70b", 5.0, 1.0)],
+        [5, 1],
+        "h100",
+        "max_min",
+    ),
+    ([("qwen3-30b-a3b", 20.0, 2.0), ("llama-3.1-70b", 200.0, 2.0)], [5, 3, 1], "h100", "weighted"),
+    ([("gemma-2-27b", 5.0, 3.0), ("qwen2.5-72b", 20.0, 3.0)], [1, 5, 6], "mi300x", "max_min"),
+]
+
+
+def connector(gpu: str) -> str:
+    return "nixl" if gpu.startswith("h") else "moriio"
+
+
+def fleet(demands, nodes, gpu, objective):
+    entries = [
+        {"model": m, "demand_rps": d, "weight": w, "name": f"m{i}"}
+        for i, (m, d, w) in enumerate(demands)
+    ]
+    fp = pdtp.solve_fleet(
+        entries, nodes=nodes, gpu=gpu, objective=objective, connector=connector(gpu)
+    )
+    parsed = [(e["model"], None, e["demand_rps"], e["weight"], e["name"]) for e in entries]
+    sc = scenario.build(
+        parsed,
+        scenario.resolve_pool(None, nodes, gpu, None, None),
+        connector=connector(gpu),
+        objective=objective,
+        mode="auto",
+    )
+    return fp, sc, _core.candidates(sc.core)
+
+
+def solution_of(fp, sc, cands):
+    """The fleet plan as the core's solution (one choice or None per model)."""
+    rows, names, sol = cands.rows, sc.pool.names, []
+    for k, entry in enumerate(sc.models):
+        plan = fp.plans.get(entry.name)
+        if plan is None:
+            sol.append(None)
+            continue
+
+        def row(role, side, k=k):
+            t = names.index(side.gpu)
+            return next(
+                i
+                for i, r in enumerate(rows)
+                if r.model == k and r.role == role and r.gpu_type == t
+                and r.layout == side.layout.core
+            )  # fmt: skip
+
+        if plan.serving == "agg":
+            a, n = row("aggregated", plan.aggregated), plan.aggregated.instances
+            sol.append(_core.Choice(a, a, n, n))
+        else:
+            p, d = plan.prefill, plan.decode
+            sol.append(_core.Choice(row("prefill", p), row("decode", d), p.instances, d.instances))
+    return sol
+
+
+def agrees_with_the_full_oracle(case) -> None:
+    fp, sc, cands = fleet(*case)
+    best, complete = cands.oracle(reduced=False)
+    assert complete
+    mine = solution_of(fp, sc, cands)
+    assert cands.feasible(mine)
+    assert cands.values(mine) == cands.values(best), case
+    assert fp.status == "OPTIMAL"
+
+
+@pytest.mark.parametrize("case", HINT_NOT_OPTIMAL)
+def test_cpsat_changes_the_closed_form_plan_to_the_full_oracles(case):
+    agrees_with_the_full_oracle(case)
+    fp, _, _ = fleet(*case)
+    assert fp.method == "cpsat"  # its search, not the starting plan, decided
+
+
+@pytest.mark.parametrize("case", HINT_NOT_OPTIMAL)
+def test_returning_the_real_hint_instead_of_cpsat_fails(case, monkeypatch):
+    # Not a deliberately wrong hint: the planner's own closed-form starting plan.
+    def hint_only(self, hint, deadline, bound=None):
+        return Decision(hint, "OPTIMAL", 0.0, None, "cpsat", "cpsat")
+
+    monkeypatch.setattr(OneModel, "decide", hint_only)
+    with pytest.raises(AssertionError):
+        agrees_with_the_full_oracle(case)
+
+
+def test_single_model_plans_say_who_decided_and_who_proved():
+    plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
+    assert plan.status == "OPTIMAL" and plan.proof == "cpsat"
+    assert plan.method in ("closed-form", "cpsat")
+    assert plan.to_dict()["proof"] == "cpsat"
+    ex = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x", method="enumerate")
+    assert (ex.method, ex.proof) == ("enumerate", "enumerate")
+    assert ex.summary() == plan.summary() and ex.requests_per_s == plan.requests_per_s
+    cut = pdtp.solve("qwen3-30b-a3b", 65536, gpu="h200", connector="nixl", time_limit_s=1e-3)
+    assert cut.proof is None or cut.status == "OPTIMAL"
+
+
+def test_enumerate_is_the_full_search_not_the_reduced_one(monkeypatch):
+    # The full oracle considers every decode count next to each prefill count; a stand-in
+    # that keeps the hint's shortcut would be the reduced search. Spy on what is asked.
+    asked = []
+    import pdtp.planning.decide as decide_module
+
+    original = decide_module.by_oracle
+
+    def spy(cands, deadline, full=False):
+        asked.append(full)
+        return original(cands, deadline, full)
+
+    monkeypatch.setattr(decide_module, "by_oracle", spy)
+    pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", method="enumerate")
+    assert asked == [True]
