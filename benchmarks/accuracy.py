@@ -72,7 +72,7 @@ V1 = Path(__file__).resolve().parent / "accuracy_v1.json"
 #: The stored full run of the model before this one, shown side by side with the live run.
 V2 = Path(__file__).resolve().parent / "accuracy_v2.json"
 #: The model the live run measures.
-MODEL_NAME = "v2"
+MODEL_NAME = "v3"
 DISAGG_LABELS = {
     "aggregated_fit": "fitted on all aggregated rows",
     "model": "leave model out",

@@ -493,6 +493,9 @@ fn gpu_perf(d: &Bound<'_, PyDict>) -> PyResult<GpuPerf> {
         peak_flops: num(d, "peak_flops")?,
         bf16_flops: num(d, "bf16_flops")?,
         link_bandwidth: num(d, "link_bandwidth")?,
+        scaleup_gpus: num(d, "scaleup_gpus")?,
+        scaleout_bandwidth: num(d, "scaleout_bandwidth")?,
+        scaleout_latency: num(d, "scaleout_latency")?,
     })
 }
 

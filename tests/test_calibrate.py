@@ -8,6 +8,7 @@ import csv
 import importlib.util
 import itertools
 import json
+import math
 import pathlib
 import sys
 from collections import Counter
@@ -486,3 +487,50 @@ def test_the_accuracy_benchmark_splits_and_scores_as_described(accuracy_module: 
     conc = run["decode"].concurrency
     e2e_s = (base["ttft_ms"] + run["decode"].osl * base["tpot_ms"]) / 1e3
     assert base["output_tokens_per_s"] * e2e_s / run["decode"].osl == pytest.approx(conc, rel=0.02)
+
+
+@pytest.fixture(scope="module")
+def decision_module() -> Any:
+    path = REPO / "benchmarks" / "decision_accuracy.py"
+    spec = importlib.util.spec_from_file_location("pdtp_benchmark_decision_accuracy", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_decision_accuracy_scores_a_perfect_and_a_wrong_chooser(
+    accuracy_module: Any, decision_module: Any
+) -> None:
+    """Predictions equal to the measurements choose the measured best every time (score 1);
+    a chooser that prefers the slowest configuration scores below 1; the score is the
+    measured tokens/s per GPU of the choice over the best within the limit."""
+    points = [p for p in accuracy_module.load_all() if p.model.name == "llama-3.3-70b"]
+    kinds = ("tpot_ms", "ttft_ms", "output_tokens_per_s")
+    exact = [
+        {k: math.nan if getattr(p, k) is None else float(getattr(p, k)) for k in kinds}
+        for p in points
+    ]
+    ds = decision_module.decisions(points, exact, decision_module.TPOT_LIMITS_MS)
+    assert len(ds) > 50
+    assert all(d["score"] == pytest.approx(1.0) and d["meets_limit"] for d in ds)
+    wrong = [{**e, "output_tokens_per_s": 1.0 / e["output_tokens_per_s"]} for e in exact]
+    worse = decision_module.summary(
+        decision_module.decisions(points, wrong, decision_module.TPOT_LIMITS_MS)
+    )
+    assert worse["all"]["median"] < 0.9
+    # A chooser that thinks everything is fast picks configurations that miss the limit.
+    fast = [{**e, "tpot_ms": 1.0} for e in exact]
+    rash = decision_module.summary(
+        decision_module.decisions(points, fast, decision_module.TPOT_LIMITS_MS)
+    )
+    assert rash["all"]["slo_misses"] > 0 and rash["all"]["worst"] == 0.0
+
+
+def test_decision_accuracy_quick_run(decision_module: Any, tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "decisions.json"
+    assert decision_module.main(["--quick", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    s = result["splits"]["model"]["summary"]["llama-3.3-70b"]
+    assert s["decisions"] > 50 and 0.0 <= s["worst"] <= s["median"] <= 1.0

@@ -309,3 +309,56 @@ def test_step_time_is_exposed_for_the_simulator():
     assert 0 < decode < mixed
     d = pdtp.predict_decode(m, gpu="h100", tp=1, isl=1000, osl=2000, batch=32)
     assert d.tpot_ms == pytest.approx(decode * 1e3)
+
+
+def test_every_catalog_gpu_names_its_scale_out_network_with_a_source():
+    for g in pdtp.gpus():
+        assert g.scaleout_bandwidth and 10e9 <= g.scaleout_bandwidth <= 200e9, g.name
+        assert g.scaleout_latency and 1e-6 <= g.scaleout_latency <= 1e-4, g.name
+        assert g.scaleout_source.strip(), g.name
+        assert g.scaleup_domain >= g.gpus_per_node
+    # GB200 NVL72: one NVLink domain of 72 GPUs over 4-GPU trays.
+    gb200 = pdtp.gpu("gb200")
+    assert (gb200.gpus_per_node, gb200.scaleup_domain) == (4, 72)
+    with pytest.raises(pdtp.InvalidArgumentError, match="scaleup_gpus"):
+        dataclasses.replace(pdtp.gpu("h200"), scaleup_gpus=4)
+    with pytest.raises(pdtp.InvalidArgumentError, match="scaleout_bandwidth"):
+        dataclasses.replace(pdtp.gpu("h200"), scaleout_bandwidth=-1.0)
+
+
+def test_expert_parallel_across_nodes_is_priced_at_the_scale_out_network():
+    """DeepSeek-R1 decoding with DP attention + EP over 32 H200 (4 nodes): the all-to-all
+    crosses the 400 Gb/s NICs. The same layout on a GPU whose NVLink domain held all 32 is
+    faster, and a slower network makes it slower; inside one node nothing changes."""
+    h200 = pdtp.gpu("h200")
+    one_domain = dataclasses.replace(h200, scaleup_gpus=32)
+    slow_nic = dataclasses.replace(h200, scaleout_bandwidth=h200.scaleout_bandwidth / 4)
+    kw = {"tp": 1, "dp": 32, "ep": 32, "isl": 1024, "osl": 1024}
+    kw |= {"concurrency": 1024, "engine": "sglang"}
+
+    def tpot(gpu: pdtp.GPU) -> float:
+        return pdtp.predict_serving("deepseek-r1", gpu=gpu, **kw).tpot_ms
+
+    assert tpot(one_domain) < tpot(h200) < tpot(slow_nic)
+    inside = {**kw, "dp": 8, "ep": 8, "concurrency": 256}
+    a = pdtp.predict_serving("deepseek-r1", gpu=h200, **inside).tpot_ms
+    b = pdtp.predict_serving("deepseek-r1", gpu=slow_nic, **inside).tpot_ms
+    assert a == b
+
+
+def test_dp_attention_without_ep_slices_experts_over_all_ranks():
+    """vLLM's DP attention without EP holds (and streams) a 1/(tp·dp) slice of every expert:
+    at the same GPUs it streams fewer expert bytes per step than TP over fewer ranks would
+    suggest, and the memory model agrees (a slice of each expert per GPU)."""
+    kw = {"isl": 1024, "osl": 1024, "concurrency": 64, "engine": "sglang"}
+    dp8 = pdtp.predict_serving("qwen3-235b-a22b", gpu="h200", tp=1, dp=8, **kw)
+    dp8ep = pdtp.predict_serving("qwen3-235b-a22b", gpu="h200", tp=1, dp=8, ep=8, **kw)
+    for p in (dp8, dp8ep):
+        assert p.gpus == 8 and p.tpot_ms > 0 and p.output_tokens_per_s > 0
+    # Both hold the model; without EP every GPU holds 1/8 of each expert, with EP 1/8 of the
+    # experts — the same bytes, so the KV room (the batch cap) is alike.
+    assert dp8.max_batch == pytest.approx(dp8ep.max_batch, rel=0.05)
+    # Each rank streams an eighth of the experts its step touches, as with EP: the steps cost
+    # alike (a model streaming every touched expert on each rank would be several times
+    # slower).
+    assert dp8.tpot_ms < 1.5 * dp8ep.tpot_ms

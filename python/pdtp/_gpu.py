@@ -49,6 +49,15 @@ class GPU:
     #: Intra-node GPU-to-GPU bandwidth per GPU, one direction, bytes/s (NVLink / xGMI / PCIe).
     link_bandwidth: float
     gpus_per_node: int
+    #: GPUs one NVLink/xGMI domain joins at ``link_bandwidth`` (GB200 NVL72: 72, a rack);
+    #: None: one node (``gpus_per_node``).
+    scaleup_gpus: int | None = None
+    #: The scale-out network (InfiniBand/RoCE) per GPU, one direction, bytes/s, and its
+    #: latency in seconds: what collectives over more GPUs than one domain cross. None:
+    #: one 400 Gb/s NIC per GPU (50e9 B/s, 10 µs), the commonest build.
+    scaleout_bandwidth: float | None = None
+    scaleout_latency: float | None = None
+    scaleout_source: str = ""
     aliases: tuple[str, ...] = field(default=())
     #: Where the numbers come from.
     source: str = ""
@@ -86,9 +95,25 @@ class GPU:
                 f"{who}: field 'gpus_per_node' must be a positive integer, "
                 f"got {self.gpus_per_node!r}"
             )
+        if self.scaleup_gpus is not None and (
+            isinstance(self.scaleup_gpus, bool)
+            or not isinstance(self.scaleup_gpus, int)
+            or self.scaleup_gpus < self.gpus_per_node
+        ):
+            raise InvalidArgumentError(
+                f"{who}: field 'scaleup_gpus' must be None or an integer ≥ gpus_per_node "
+                f"({self.gpus_per_node}), got {self.scaleup_gpus!r}"
+            )
         for fname in ("hbm_bandwidth", "bf16_flops", "link_bandwidth"):
             _check_rate(who, fname, getattr(self, fname), optional=False)
-        for fname in ("fp8_flops", "fp4_flops", "int8_flops", "price_per_hour"):
+        for fname in (
+            "fp8_flops",
+            "fp4_flops",
+            "int8_flops",
+            "price_per_hour",
+            "scaleout_bandwidth",
+            "scaleout_latency",
+        ):
             _check_rate(who, fname, getattr(self, fname), optional=True)
         if isinstance(self.aliases, str) or not all(isinstance(a, str) for a in self.aliases):
             raise InvalidArgumentError(f"{who}: field 'aliases' must be a sequence of strings")
@@ -122,6 +147,11 @@ class GPU:
     def visible_devices_env(self) -> str:
         """The environment variable that selects devices for a vLLM process on this GPU."""
         return _VENDOR_ENV[self.vendor]
+
+    @property
+    def scaleup_domain(self) -> int:
+        """GPUs one NVLink/xGMI domain joins (a node unless ``scaleup_gpus`` says more)."""
+        return self.scaleup_gpus or self.gpus_per_node
 
     @property
     def memory_gib(self) -> float:

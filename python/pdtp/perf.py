@@ -87,6 +87,12 @@ def gemm_peak(gpu: GPU, weight_dtype: str) -> float:
     return float(gpu.peak_flops(weight_dtype))
 
 
+#: A GPU that does not say its scale-out network: one 400 Gb/s NIC per GPU (the HGX/DGX H100
+#: and AMD Instinct reference builds, see gpus.json).
+DEFAULT_SCALEOUT_BANDWIDTH = 50e9
+DEFAULT_SCALEOUT_LATENCY = 10e-6
+
+
 @lru_cache(maxsize=512)
 def gpu_inputs(gpu: GPU, weight_dtype: str) -> dict[str, float]:
     return {
@@ -95,6 +101,9 @@ def gpu_inputs(gpu: GPU, weight_dtype: str) -> dict[str, float]:
         "peak_flops": gemm_peak(gpu, weight_dtype),
         "bf16_flops": float(gpu.bf16_flops),
         "link_bandwidth": float(gpu.link_bandwidth),
+        "scaleup_gpus": float(gpu.scaleup_domain),
+        "scaleout_bandwidth": float(gpu.scaleout_bandwidth or DEFAULT_SCALEOUT_BANDWIDTH),
+        "scaleout_latency": float(gpu.scaleout_latency or DEFAULT_SCALEOUT_LATENCY),
     }
 
 

@@ -137,8 +137,34 @@ pub struct GpuPerf {
     pub peak_flops: f64,
     /// Dense bf16 peak (attention runs in 16-bit).
     pub bf16_flops: f64,
-    /// Intra-node per-GPU unidirectional link bandwidth (all-reduce, all-to-all).
+    /// Per-GPU unidirectional bandwidth inside one NVLink/xGMI domain (all-reduce,
+    /// all-to-all among GPUs of one domain).
     pub link_bandwidth: f64,
+    /// GPUs one NVLink/xGMI domain joins (a node; GB200 NVL72: 72).
+    pub scaleup_gpus: f64,
+    /// Per-GPU unidirectional scale-out network bandwidth (InfiniBand/RoCE NIC), what a
+    /// collective over more GPUs than one domain crosses, and that network's latency (s).
+    pub scaleout_bandwidth: f64,
+    pub scaleout_latency: f64,
+}
+
+/// The link a collective over `ranks` GPUs crosses: NVLink/xGMI inside one domain, the
+/// scale-out network once the group spans domains. Plans name it per collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    ScaleUp,
+    ScaleOut,
+}
+
+impl GpuPerf {
+    /// The link a group of `ranks` GPUs (packed into as few domains as possible) crosses.
+    pub fn link_for(&self, ranks: i64) -> Link {
+        if (ranks as f64) > self.scaleup_gpus.max(1.0) {
+            Link::ScaleOut
+        } else {
+            Link::ScaleUp
+        }
+    }
 }
 
 /// Efficiency constants of one GPU type (and serving engine), overridable per call.
@@ -411,23 +437,63 @@ pub fn max_sequences(
 
 // ---- communication --------------------------------------------------------------------
 
-/// One ring all-reduce of `bytes` over `ranks`: α + 2(n−1)/n · M / BW_link; zero for one rank.
+/// One all-reduce of `bytes` over `ranks`: α + 2(n−1)/n · M / BW. Inside one NVLink/xGMI
+/// domain BW is the link; a group spanning domains runs hierarchically (reduce inside each
+/// domain, all-reduce across them, broadcast back) and its cross-domain step moves
+/// 2(d−1)/d of the buffer over each GPU's NIC share, d = domains; zero for one rank.
 pub fn allreduce_time(g: &GpuPerf, c: &Constants, ranks: i64, bytes: f64) -> f64 {
     if ranks <= 1 {
         return 0.0;
     }
     let n = ranks as f64;
-    c.allreduce_latency + 2.0 * (n - 1.0) / n * bytes / g.link_bandwidth
+    let inside = n.min(g.scaleup_gpus.max(1.0));
+    let intra = 2.0 * (inside - 1.0) / inside * bytes / g.link_bandwidth;
+    match g.link_for(ranks) {
+        Link::ScaleUp => c.allreduce_latency + intra,
+        Link::ScaleOut => {
+            let d = (n / inside).ceil();
+            // Each of the `inside` GPUs of a domain carries 1/inside of the buffer across.
+            let inter = 2.0 * (d - 1.0) / d * bytes / inside / g.scaleout_bandwidth;
+            c.allreduce_latency + g.scaleout_latency + intra + inter
+        }
+    }
 }
 
 /// One all-to-all over `ranks` in which each rank sends `bytes` (expert-parallel dispatch
-/// or combine): the share bound for other ranks crosses the links.
+/// or combine): a 1/n share stays, the shares for ranks of the same domain cross NVLink/xGMI
+/// and the shares for other domains cross the sending GPU's NIC, in parallel with them.
 pub fn alltoall_time(g: &GpuPerf, c: &Constants, ranks: i64, bytes: f64) -> f64 {
     if ranks <= 1 {
         return 0.0;
     }
     let n = ranks as f64;
-    c.alltoall_latency + (n - 1.0) / n * bytes / g.link_bandwidth
+    let inside = n.min(g.scaleup_gpus.max(1.0));
+    let intra = (inside - 1.0) / n * bytes / g.link_bandwidth;
+    match g.link_for(ranks) {
+        Link::ScaleUp => c.alltoall_latency + intra,
+        Link::ScaleOut => {
+            let inter = (n - inside) / n * bytes / g.scaleout_bandwidth;
+            c.alltoall_latency + g.scaleout_latency + intra.max(inter)
+        }
+    }
+}
+
+/// All-gather of every rank's `bytes` to all `ranks` (and its reduce-scatter mirror): each
+/// rank receives (n−1) shares; across domains the off-domain shares cross the NIC.
+pub fn allgather_time(g: &GpuPerf, c: &Constants, ranks: i64, bytes: f64) -> f64 {
+    if ranks <= 1 {
+        return 0.0;
+    }
+    let n = ranks as f64;
+    let inside = n.min(g.scaleup_gpus.max(1.0));
+    let intra = (inside - 1.0) * bytes / g.link_bandwidth;
+    match g.link_for(ranks) {
+        Link::ScaleUp => c.allreduce_latency + intra,
+        Link::ScaleOut => {
+            let inter = (n - inside) * bytes / g.scaleout_bandwidth;
+            c.allreduce_latency + g.scaleout_latency + intra.max(inter)
+        }
+    }
 }
 
 // ---- the step ---------------------------------------------------------------------------
@@ -495,8 +561,10 @@ pub fn expert_bytes_read(m: &ModelPerf, layout: &Layout, tokens: f64) -> f64 {
     let k_over_e = (m.experts_per_token / m.num_experts).clamp(0.0, 1.0);
     let p = 1.0 - (1.0 - k_over_e).powf(tokens.max(1.0));
     let ep = layout.ep_size();
-    if !layout.ep || ep <= 1 {
-        return m.expert_weight_bytes * p / layout.tp.max(1) as f64;
+    if !layout.uses_ep() {
+        // vLLM's MoE without EP slices every expert over the TP group flattened across the
+        // DP ranks (tp × dp), as the memory model holds them.
+        return m.expert_weight_bytes * p / layout.moe_tp_size().max(1) as f64;
     }
     let n = m.num_experts / ep as f64;
     let z = (2.0 * (ep as f64).ln()).sqrt();
@@ -590,12 +658,19 @@ pub fn step_time(
     let activations = tokens * m.hidden_size * 2.0;
     let layers = m.num_layers * stage;
     let moe_layers = m.num_moe_layers * stage;
-    let comm = if layout.ep && layout.dp > 1 {
+    let comm = if layout.uses_ep() && layout.dp > 1 {
         // DP attention + EP: attention all-reduces inside each TP group, dense FFN layers
-        // likewise, MoE layers dispatch and combine tokens across all tp × dp ranks.
+        // likewise, MoE layers dispatch and combine tokens across all tp × dp ranks (over
+        // the scale-out network once they span NVLink/xGMI domains).
         let a2a = alltoall_time(g, c, layout.ep_size(), activations * m.experts_per_token);
         (layers + (layers - moe_layers)) * allreduce_time(g, c, tp_i, activations)
             + 2.0 * moe_layers * a2a
+    } else if layout.dp > 1 && moe_layers > 0.0 {
+        // DP attention without EP: each MoE layer gathers every DP rank's tokens to the
+        // tp × dp ranks that hold expert slices and reduce-scatters their outputs back.
+        let group = layout.moe_tp_size();
+        (layers + (layers - moe_layers)) * allreduce_time(g, c, tp_i, activations)
+            + 2.0 * moe_layers * allgather_time(g, c, group, activations)
     } else {
         2.0 * layers * allreduce_time(g, c, tp_i, activations)
     };
@@ -603,7 +678,17 @@ pub fn step_time(
     let kernels = m.kernels_per_pass() * stage * c.kernel_overhead;
     let stage_time = linear + decode_attention + prefill_attention + comm + kernels;
     let p2p = if pp > 1.0 {
-        (pp - 1.0) * (c.allreduce_latency + activations / g.link_bandwidth)
+        // Stage boundaries between NVLink/xGMI domains cross the scale-out network, each TP
+        // rank sending its share of the activations through its own NIC.
+        let domains = (layout.gpus() as f64 / g.scaleup_gpus.max(1.0))
+            .ceil()
+            .max(1.0);
+        let across = (domains - 1.0).min(pp - 1.0);
+        (pp - 1.0 - across) * (c.allreduce_latency + activations / g.link_bandwidth)
+            + across
+                * (c.allreduce_latency
+                    + g.scaleout_latency
+                    + activations / tp / g.scaleout_bandwidth)
     } else {
         0.0
     };
@@ -840,6 +925,9 @@ pub(crate) mod tests {
             peak_flops: 989e12,
             bf16_flops: 989e12,
             link_bandwidth: 450e9,
+            scaleup_gpus: 8.0,
+            scaleout_bandwidth: 50e9,
+            scaleout_latency: 10e-6,
         }
     }
 
@@ -1035,6 +1123,96 @@ pub(crate) mod tests {
             ..c
         };
         assert!(step_time(&m, &g, &free, &dp8, &b) < step_time(&m, &g, &c, &dp8, &b));
+    }
+
+    #[test]
+    fn collectives_cross_the_scale_out_network_once_they_span_domains() {
+        let (g, c) = (h100(), consts());
+        let bytes = 256.0 * 8.0 * 7168.0 * 2.0; // 256 tokens to 8 experts each
+        assert_eq!(g.link_for(8), Link::ScaleUp);
+        assert_eq!(g.link_for(16), Link::ScaleOut);
+        // Inside one node: the NVLink formula, unchanged.
+        let ar8 = allreduce_time(&g, &c, 8, bytes);
+        assert!((ar8 - (c.allreduce_latency + 1.75 * bytes / g.link_bandwidth)).abs() < 1e-12);
+        // An EP group over 4 nodes sends 3/4 of its tokens through 50 GB/s NICs: far dearer
+        // than one node's all-to-all, and dearer still the more nodes it spans.
+        let (a8, a16, a32) = (
+            alltoall_time(&g, &c, 8, bytes),
+            alltoall_time(&g, &c, 16, bytes),
+            alltoall_time(&g, &c, 32, bytes),
+        );
+        assert!(a16 > 3.0 * a8 && a32 > a16);
+        let nic = 0.75 * bytes / g.scaleout_bandwidth;
+        assert!((a32 - (c.alltoall_latency + g.scaleout_latency + nic)).abs() < 1e-12);
+        // A 72-GPU NVLink domain (GB200 NVL72) keeps the same group on NVLink.
+        let rack = GpuPerf {
+            scaleup_gpus: 72.0,
+            ..g
+        };
+        assert_eq!(rack.link_for(32), Link::ScaleUp);
+        assert!(alltoall_time(&rack, &c, 32, bytes) < a32 / 3.0);
+        assert!(allreduce_time(&g, &c, 16, bytes) > allreduce_time(&rack, &c, 16, bytes));
+    }
+
+    #[test]
+    fn dp_attention_without_ep_streams_experts_over_tp_times_dp_and_gathers_tokens() {
+        let (m, g, c) = (moe_mla(), h100(), consts());
+        let (tp4, dp4) = (
+            Layout::tp(4),
+            Layout {
+                tp: 1,
+                dp: 4,
+                ep: false,
+                pp: 1,
+            },
+        );
+        // Each of the 4 ranks streams a quarter of the experts its 4 × batch tokens touch,
+        // as the memory model holds a quarter of each.
+        let b = 16.0;
+        let quarter = expert_bytes_read(&m, &Layout::tp(1), 4.0 * b) / 4.0;
+        assert!((expert_bytes_read(&m, &dp4, 4.0 * b) - quarter).abs() < 1.0);
+        assert_eq!(
+            weight_bytes_per_gpu(&m, &dp4) - (m.weight_bytes - m.expert_weight_bytes),
+            m.expert_weight_bytes / 4.0
+        );
+        // The gather/scatter across the DP ranks is charged: free links make it cheaper.
+        let step = StepBatch::decode(b, 2000.0);
+        let free = Constants {
+            allreduce_latency: 0.0,
+            ..c
+        };
+        let fast = GpuPerf {
+            link_bandwidth: 1e18,
+            ..g
+        };
+        assert!(step_time(&m, &fast, &free, &dp4, &step) < step_time(&m, &g, &c, &dp4, &step));
+        // tp4's ranks read a quarter of the dense weights; dp4's read all of them.
+        assert!(step_time(&m, &g, &c, &dp4, &step) > 0.0);
+        assert!(step_time(&m, &g, &c, &tp4, &step) > 0.0);
+    }
+
+    #[test]
+    fn pipeline_stages_across_nodes_pay_the_scale_out_hop() {
+        let (m, g, c) = (llama70(), h100(), consts());
+        let one_node = Layout {
+            pp: 2,
+            ..Layout::tp(4)
+        };
+        let two_nodes = Layout {
+            pp: 2,
+            ..Layout::tp(8)
+        };
+        let b = StepBatch::decode(8.0, 1000.0);
+        let rack = GpuPerf {
+            scaleup_gpus: 72.0,
+            ..g
+        };
+        // The same 16-GPU pipeline costs more where its stage boundary leaves the domain.
+        assert!(step_time(&m, &g, &c, &two_nodes, &b) > step_time(&m, &rack, &c, &two_nodes, &b));
+        assert_eq!(
+            step_time(&m, &g, &c, &one_node, &b),
+            step_time(&m, &rack, &c, &one_node, &b)
+        );
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //!
 //! - **tp**: tensor parallel only, tp = 1 ..= the TP bound (`max_tp`, else the node size);
 //! - **ep**: tensor parallel with expert parallel (EP size = tp), tp ≥ 2 — MoE models;
-//! - **dp**: data-parallel attention with expert parallel: tp ≤ the node size GPUs per DP
-//!   rank, dp = 2, 4, 8 … ranks, EP size = tp × dp — MoE models;
+//! - **dp**: data-parallel attention, with expert parallel (EP size = tp × dp) or without it
+//!   (every expert sliced over the tp × dp ranks, vLLM's MoE without EP): tp ≤ the node size
+//!   GPUs per DP rank, dp = 2, 4, 8 … ranks — MoE models;
 //! - **pp**: tp ≤ the node size GPUs per stage, pp = 2 ..= 8 stages.
 //!
 //! The default is tp always, ep and dp for MoE models, and pp only on GPU types where no
@@ -81,12 +82,9 @@ pub fn layouts(sc: &Scenario, model: &ModelSpec, t: usize) -> Vec<Layout> {
             let mut dp = 2;
             while tp.saturating_mul(dp) <= span {
                 if placeable(tp * dp) {
-                    out.push(Layout {
-                        tp,
-                        pp: 1,
-                        dp,
-                        ep: true,
-                    });
+                    for ep in [true, false] {
+                        out.push(Layout { tp, pp: 1, dp, ep });
+                    }
                 }
                 dp *= 2;
             }
@@ -108,4 +106,35 @@ pub fn layouts(sc: &Scenario, model: &ModelSpec, t: usize) -> Vec<Layout> {
     out.sort_unstable();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::tests::{h100, workload};
+    use crate::plan::scenario::{Objective, Vendor};
+    use crate::plan::tests::{gpu_type, model, scenario, small_moe};
+
+    #[test]
+    fn dp_attention_is_offered_with_and_without_expert_parallel_for_moe_models() {
+        let m = model(small_moe(), &[h100()], workload(), 0.0);
+        let sc = scenario(
+            vec![m.clone()],
+            vec![gpu_type("h100", Vendor::Nvidia, 1)],
+            &[(0, 8, 4)],
+            "nixl",
+            Objective::Throughput,
+        );
+        let space = layouts(&sc, &m, 0);
+        for ep in [true, false] {
+            let dp4 = Layout {
+                tp: 1,
+                pp: 1,
+                dp: 4,
+                ep,
+            };
+            assert!(space.contains(&dp4), "{dp4} missing from {space:?}");
+        }
+        assert!(space.iter().any(|l| l.dp > 1 && !l.ep && l.gpus() > 8));
+    }
 }
