@@ -532,3 +532,30 @@ def test_fuzzed_requests_are_answers_or_4xx_never_500(request_: tuple[str, Any])
 
 
 _FUZZ_CLIENT = TestClient(create_app(max_time_s=20))
+
+
+def test_pareto_and_pairs_are_the_python_apis(client: TestClient) -> None:
+    """The two operations with no CLI command of their own: the same answers as the Python
+    API on the same inputs (parsed by solve's and check's flags)."""
+    body = {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "tpot_targets": [10, 20, 50]}
+    r = client.post("/v1/pareto", json=body)
+    live = pdtp.pareto("llama-3.1-8b", gpus=8, gpu="h100", tpot_ms=[10, 20, 50])
+    assert r.status_code == 200 and stable(r.json()) == stable(live.to_dict())
+    e = error_of(client.post("/v1/pareto", json={**body, "tpot_targets": "fast"}))
+    assert e["field"] == "tpot_targets"
+
+    r = client.post(
+        "/v1/pairs", json={"model": "llama-3.1-70b", "connector": "nixl", "sizes": [2, 4, 8]}
+    )
+    assert r.status_code == 200
+    cells = r.json()["cells"]
+    for i, p in enumerate([2, 4, 8]):
+        for j, d in enumerate([2, 4, 8]):
+            want = pdtp.check("llama-3.1-70b", p, d, connector="nixl")
+            assert (cells[i][j]["prefill_tp"], cells[i][j]["decode_tp"]) == (p, d)
+            assert cells[i][j]["ok"] == want.ok
+            if want.violations:
+                assert cells[i][j]["code"] == want.violations[0].code
+                assert cells[i][j]["message"] == want.violations[0].message
+    e = error_of(client.post("/v1/pairs", json={"model": "llama-3.1-70b", "sizes": [0]}))
+    assert e["field"] == "sizes"
