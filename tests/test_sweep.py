@@ -215,6 +215,7 @@ def test_rule_blind_columns(grid_rows):
                 r["rule_blind_decode_tp"],
                 connector=r["connector"],
                 alternatives=0,
+                gpu=r["gpu"],  # MoRIIO refuses NVIDIA GPUs whatever the split
             )
             assert not res.ok
     assert checked > 0  # MoRIIO's head rule does reject some rule-blind optima

@@ -104,8 +104,9 @@ def _layout(text: str) -> Any:
 
 
 CONNECTOR_HELP = (
-    "moriio (MoRIIO READ mode, default), moriio-write (MoRIIO WRITE mode), nixl, nixl-legacy "
-    "(NIXL before vLLM 0.14.0)"
+    "moriio (MoRIIO READ mode; the default on AMD GPUs), moriio-write (MoRIIO WRITE mode), "
+    "nixl (the default on NVIDIA GPUs: MoRIIO needs AMD's MoRI), nixl-legacy (NIXL before "
+    "vLLM 0.14.0)"
 )
 VLLM_VERSION_HELP = (
     "the vLLM release whose rules apply and whose launch settings are written (default: the "
@@ -126,14 +127,7 @@ def _add_pair_flags(p: argparse.ArgumentParser, *, required: bool = True) -> Non
         "--decode-tp", "-D", type=_layout, required=required, metavar="D",
         help="decode TP size or layout (as -P)",
     )  # fmt: skip
-    p.add_argument(
-        "--connector",
-        default="moriio",
-        help=(
-            "KV connector: moriio (MoRIIO READ mode, default), moriio-write (MoRIIO WRITE "
-            "mode), nixl, nixl-legacy (NIXL before vLLM 0.14.0)"
-        ),
-    )
+    p.add_argument("--connector", default=None, help=f"KV connector: {CONNECTOR_HELP}")
     _add_vllm_version_flag(
         p,
         "the vLLM release whose rules apply (default: the newest pdtp knows; a newer one uses "
@@ -152,7 +146,7 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
         "--config", metavar="PATH", help="HF config.json or model folder instead of MODEL"
     )
     _add_pool_flags(p, "--gpus")
-    p.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    p.add_argument("--connector", default=None, help=CONNECTOR_HELP)
     _add_vllm_version_flag(p)
     p.add_argument(
         "--objective", choices=["throughput", "tokens_per_dollar", "cost"], default="throughput",
@@ -292,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
     _add_pool_flags(z, "--max-gpus")
     _add_mode_flags(z)
-    z.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    z.add_argument("--connector", default=None, help=CONNECTOR_HELP)
     _add_vllm_version_flag(z)
     z.add_argument(
         "--objective", choices=["gpus", "cost"], default="gpus",
@@ -375,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--gpu", help="GPU type (default mi300x)")
     f.add_argument("--gpus-per-node", type=int, help="node size (default: the GPU type's)")
     f.add_argument("--objective", choices=["max_min", "weighted"], default="max_min")
-    f.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    f.add_argument("--connector", default=None, help=CONNECTOR_HELP)
     _add_vllm_version_flag(f)
     f.add_argument("--time-limit", type=float, default=10.0, metavar="S")
     f.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -859,7 +853,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return EXIT_OK if r.ok else EXIT_INVALID
     from .connectors import resolve_connector
 
-    label = resolve_connector(r.connector, r.vllm_version).label
+    label = resolve_connector(r.connector, r.vllm_version).labelled(r.connector_default)
     if r.serving == "agg":
         print(f"{r.model}: aggregated {r.prefill_layout}  (no KV connector)")
     elif r.prefill_layout is not None and not (
@@ -869,6 +863,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     else:
         print(f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  connector={label}")
     print("VALID" if r.ok else f"INVALID ({len(r.violations)} violation(s))")
+    if r.verdict.kind != "valid":
+        print(f"verdict: {r.verdict}")
     if r.gpu is not None:
         fit = {True: "fits", False: "does not fit"}
         p_fit, d_fit = fit[bool(r.prefill_fits)], fit[bool(r.decode_fits)]
