@@ -1197,22 +1197,24 @@ mod tests {
                 (8, 1, false),
                 (48, 6, false),
             ] {
-                let s = Shape {
-                    num_attention_heads: a,
-                    num_kv_heads: h,
-                    is_mla: mla,
-                    hybrid: false,
-                };
-                for p in 1..=33 {
-                    for d in 1..=33 {
-                        for acks in [None, Some(1), Some(2)] {
-                            assert_eq!(
-                                pair_ok(&s, p, d, prof, acks),
-                                check_pair(&s, p, d, prof, acks).ok(),
-                                "{} {} {s:?} {p} {d} {acks:?}",
-                                prof.connector,
-                                prof.since
-                            );
+                for hybrid in [false, true] {
+                    let s = Shape {
+                        num_attention_heads: a,
+                        num_kv_heads: h,
+                        is_mla: mla,
+                        hybrid,
+                    };
+                    for p in 1..=33 {
+                        for d in 1..=33 {
+                            for acks in [None, Some(1), Some(2)] {
+                                assert_eq!(
+                                    pair_ok(&s, p, d, prof, acks),
+                                    check_pair(&s, p, d, prof, acks).ok(),
+                                    "{} {} {s:?} {p} {d} {acks:?}",
+                                    prof.connector,
+                                    prof.since
+                                );
+                            }
                         }
                     }
                 }

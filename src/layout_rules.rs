@@ -314,6 +314,12 @@ pub fn pair_report(
     if !report.ok() {
         report.warnings.clear();
     }
+    // MoRIIO's round-robin read needs a one-DP-rank prefill (`remote_dp_size == 1`).
+    if prefill.dp > 1 {
+        report
+            .warnings
+            .retain(|w| w.consequence != consequence::ROUND_ROBIN);
+    }
     report
 }
 

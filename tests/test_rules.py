@@ -556,3 +556,13 @@ def test_verdict_agrees_with_ok_over_a_grid():
                             "round_robin_source",
                             "ranks_idle",
                         }
+
+
+def test_sweep_default_connector_follows_each_gpus_vendor():
+    rows = pdtp.sweep("llama-3.1-8b", gpus=[8], gpu=["h100", "mi300x"], workers=1, as_frame=False)
+    assert {(r["gpu"], r["connector"]) for r in rows} == {("h100", "nixl"), ("mi300x", "moriio")}
+    # Named explicitly, MoRIIO on NVIDIA plans nothing and says why (as solve does).
+    (row,) = pdtp.sweep(
+        "llama-3.1-8b", gpus=[8], gpu="h100", connector="moriio", workers=1, as_frame=False
+    )
+    assert row["status"] == "INFEASIBLE" and "RuntimeError" in row["reason"]

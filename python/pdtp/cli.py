@@ -422,8 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--tpot", metavar="MS", help="TPOT bounds in ms or none (default 50)")
     sw.add_argument(
         "--connector",
-        help="moriio (default), moriio-write, nixl, nixl-legacy, or a list; name@X.Y.Z pins a "
-        "vLLM release per connector",
+        help="moriio (default on AMD GPUs), moriio-write, nixl (default on NVIDIA GPUs), "
+        "nixl-legacy, or a list; name@X.Y.Z pins a vLLM release per connector",
     )
     _add_vllm_version_flag(
         sw, "the vLLM release whose rules apply to every connector (default: the newest)"
