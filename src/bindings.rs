@@ -119,17 +119,48 @@ fn expected_ack_count(
     .map_err(|e| rule_error(py, e))
 }
 
-type ViolationTuple = (&'static str, &'static str, String, String, &'static str);
+/// `(code, side, message, hint, vllm_error, when, user_error, user_message, consequence)`:
+/// what reaches the user is `user_error`/`user_message` (vLLM's raised exception unless the
+/// connector only logs it), at `when` (`Stage::name`).
+type ViolationTuple = (
+    &'static str,
+    &'static str,
+    String,
+    String,
+    &'static str,
+    &'static str,
+    &'static str,
+    String,
+    &'static str,
+);
+/// `(code, message, consequence)`.
+type WarningTuple = (&'static str, String, &'static str);
 
 fn violation_tuple(v: check::Violation) -> ViolationTuple {
-    (v.code, v.side, v.message, v.hint, v.error.name())
+    let (user_error, user_message) = v.user_error();
+    let (user_error, user_message) = (user_error.name(), user_message.to_string());
+    (
+        v.code,
+        v.side,
+        v.message,
+        v.hint,
+        v.error.name(),
+        v.when.name(),
+        user_error,
+        user_message,
+        v.consequence,
+    )
+}
+
+fn warning_tuple(w: check::Warning) -> WarningTuple {
+    (w.code, w.message, w.consequence)
 }
 
 /// `(violations, warnings)` for one pair; violations as
 /// `(code, side, message, hint, vllm_error)`, warnings as `(code, message)`.
 #[pyfunction]
-#[pyo3(signature = (num_attention_heads, num_kv_heads, is_mla, prefill_tp, decode_tp, connector, max_acks=None))]
-#[allow(clippy::type_complexity)]
+#[pyo3(signature = (num_attention_heads, num_kv_heads, is_mla, prefill_tp, decode_tp, connector, max_acks=None, hybrid=false))]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 fn check_pair(
     py: Python<'_>,
     num_attention_heads: i64,
@@ -139,28 +170,40 @@ fn check_pair(
     decode_tp: i64,
     connector: &str,
     max_acks: Option<i64>,
-) -> PyResult<(Vec<ViolationTuple>, Vec<(&'static str, String)>)> {
+    hybrid: bool,
+) -> PyResult<(Vec<ViolationTuple>, Vec<WarningTuple>)> {
     let prof = profile(py, connector)?;
     let shape = Shape {
         num_attention_heads,
         num_kv_heads,
         is_mla,
+        hybrid,
     };
     let report = shielded(py, || {
         check::check_pair(&shape, prefill_tp, decode_tp, prof, max_acks)
     })?;
     Ok((
         report.violations.into_iter().map(violation_tuple).collect(),
-        report
-            .warnings
-            .into_iter()
-            .map(|w| (w.code, w.message))
-            .collect(),
+        report.warnings.into_iter().map(warning_tuple).collect(),
     ))
 }
 
+/// The connector's refusal of a GPU vendor (`AMD`/`NVIDIA`), or `None`.
 #[pyfunction]
-#[pyo3(signature = (num_attention_heads, num_kv_heads, is_mla, prefill_tp, decode_tp, connector, max_acks, prefill_sizes, decode_sizes, limit))]
+fn connector_gpu_violation(
+    py: Python<'_>,
+    connector: &str,
+    vendor: &str,
+) -> PyResult<Option<ViolationTuple>> {
+    let prof = profile(py, connector)?;
+    let conn = crate::connector::connector(prof.connector)
+        .ok_or_else(|| invalid(py, format!("unknown connector {connector:?}")))?;
+    Ok(check::gpu_violation(conn, vendor).map(violation_tuple))
+}
+
+#[pyfunction]
+#[pyo3(signature = (num_attention_heads, num_kv_heads, is_mla, prefill_tp, decode_tp, connector, max_acks, prefill_sizes, decode_sizes, limit, hybrid=false))]
+#[allow(clippy::too_many_arguments)]
 fn alternatives(
     py: Python<'_>,
     num_attention_heads: i64,
@@ -173,12 +216,14 @@ fn alternatives(
     prefill_sizes: Vec<i64>,
     decode_sizes: Vec<i64>,
     limit: usize,
+    hybrid: bool,
 ) -> PyResult<Vec<(i64, i64)>> {
     let prof = profile(py, connector)?;
     let shape = Shape {
         num_attention_heads,
         num_kv_heads,
         is_mla,
+        hybrid,
     };
     released(py, || {
         check::alternatives(
@@ -206,11 +251,12 @@ fn loadable_sizes(
         num_attention_heads,
         num_kv_heads,
         is_mla,
+        hybrid: false,
     };
     shielded(py, || check::loadable_sizes(&shape, bound))
 }
 
-type DecodeRow = (i64, Vec<i64>, Vec<(i64, Vec<i64>)>, Vec<i64>);
+type DecodeRow = (i64, Vec<i64>, Vec<(i64, Vec<i64>)>, Vec<i64>, Vec<i64>);
 type PrefillRow = (i64, Vec<i64>, Vec<i64>, Vec<i64>, i64);
 
 /// `(decode_rows, prefill_rows)`; raises vLLM's error for an invalid pair.
@@ -237,7 +283,7 @@ fn transfer_map(
         Ok(m) => Ok((
             m.decode
                 .into_iter()
-                .map(|r| (r.rank, r.heads, r.sources, r.releases))
+                .map(|r| (r.rank, r.heads, r.sources, r.releases, r.rotates))
                 .collect(),
             m.prefill
                 .into_iter()
@@ -250,7 +296,9 @@ fn transfer_map(
                 VllmError::NotImplementedError => "RuleNotImplementedError",
                 VllmError::AssertionError => "RuleAssertionError",
                 VllmError::ZeroDivisionError => "RuleZeroDivisionError",
-                VllmError::MoRIIOError => "RuleConnectorError",
+                VllmError::MoRIIOError | VllmError::HandshakeError => "RuleConnectorError",
+                VllmError::RuntimeError => "RuleRuntimeError",
+                VllmError::KeyError => "RuleKeyError",
                 VllmError::None => "UnworkablePairError",
             };
             // vLLM's text; where it has none (a bare assert) or names no cause, the hint.
@@ -295,8 +343,8 @@ fn stage_layers(py: Python<'_>, pp: i64, num_layers: i64) -> PyResult<Vec<(i64, 
 }
 
 /// A model as the layout rules see it: `(heads, kv_heads, is_mla, layers, experts,
-/// supports_pp)`.
-type LayoutModelTuple = (i64, i64, bool, i64, i64, bool);
+/// supports_pp, hybrid)`.
+type LayoutModelTuple = (i64, i64, bool, i64, i64, bool, bool);
 
 fn layout_model(t: LayoutModelTuple) -> LayoutModel {
     LayoutModel {
@@ -304,6 +352,7 @@ fn layout_model(t: LayoutModelTuple) -> LayoutModel {
             num_attention_heads: t.0,
             num_kv_heads: t.1,
             is_mla: t.2,
+            hybrid: t.6,
         },
         num_layers: t.3,
         num_experts: t.4,
@@ -322,17 +371,13 @@ fn check_layouts(
     decode: LayoutTuple,
     connector: &str,
     max_acks: Option<i64>,
-) -> PyResult<(Vec<ViolationTuple>, Vec<(&'static str, String)>)> {
+) -> PyResult<(Vec<ViolationTuple>, Vec<WarningTuple>)> {
     let prof = profile(py, connector)?;
     let (m, p, d) = (layout_model(model), layout(prefill), layout(decode));
     let report = shielded(py, || layout_rules::pair_report(&m, &p, &d, prof, max_acks))?;
     Ok((
         report.violations.into_iter().map(violation_tuple).collect(),
-        report
-            .warnings
-            .into_iter()
-            .map(|w| (w.code, w.message))
-            .collect(),
+        report.warnings.into_iter().map(warning_tuple).collect(),
     ))
 }
 
@@ -2900,6 +2945,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remote_tp_rank, m)?)?;
     m.add_function(wrap_pyfunction!(validate_kv_heads, m)?)?;
     m.add_function(wrap_pyfunction!(expected_ack_count, m)?)?;
+    m.add_function(wrap_pyfunction!(connector_gpu_violation, m)?)?;
     m.add_function(wrap_pyfunction!(check_pair, m)?)?;
     m.add_function(wrap_pyfunction!(alternatives, m)?)?;
     m.add_function(wrap_pyfunction!(loadable_sizes, m)?)?;

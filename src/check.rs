@@ -9,8 +9,9 @@
 //! heads, in releases before heterogeneous TP), pdtp reports its own violation.
 
 use crate::connector::{
-    BlockLen, ConnectorProfile, Dial, FanInReplicated, LayerCheck, MoriioReadRules,
+    BlockLen, Connector, ConnectorProfile, Dial, FanInReplicated, LayerCheck, MoriioReadRules,
     MoriioWriteRules, NixlRatio, NixlRules, Release, Replicated, Rules, WriteMapping,
+    MORIIO_EAGER_HANDSHAKE_FAILED, MORIIO_UNAVAILABLE,
 };
 use crate::rules::{self, RuleError};
 
@@ -20,6 +21,10 @@ pub struct Shape {
     pub num_attention_heads: i64,
     pub num_kv_heads: i64,
     pub is_mla: bool,
+    /// The model has Mamba-type layers (Mamba, Mamba-2, Gated DeltaNet, …: recurrent state
+    /// beside the KV cache). vLLM's NIXL worker reads it as `_has_mamba` (a `MambaSpec` KV
+    /// cache group) and skips its replicated-fan-in assert for it.
+    pub hybrid: bool,
 }
 
 /// Which exception vLLM raises for a violation (`None`: vLLM raises nothing).
@@ -31,7 +36,61 @@ pub enum VllmError {
     ZeroDivisionError,
     /// MoRIIO's own exception class.
     MoRIIOError,
+    /// `RuntimeError` (MoRIIO's worker without AMD's MoRI).
+    RuntimeError,
+    /// `KeyError` (a MoRIIO read of a session the failed handshake never registered).
+    KeyError,
+    /// MoRIIO's `HandshakeError`.
+    HandshakeError,
     None,
+}
+
+/// When what vLLM does with a pair reaches the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Loading the model weights (the QKV split, config checks).
+    ModelLoad,
+    /// Starting the engine and its workers (before any request).
+    EngineStart,
+    /// The connector's handshake with the peer instance (at the first request routed to it).
+    Handshake,
+    /// The first KV transfer of a request.
+    FirstTransfer,
+    /// While serving, with no exception: a consequence (a leak, a hang, wrong bytes).
+    Serving,
+    /// pdtp's own limit (`max_acks`, memory): nothing in vLLM.
+    Planning,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::ModelLoad => "model_load",
+            Stage::EngineStart => "engine_start",
+            Stage::Handshake => "handshake",
+            Stage::FirstTransfer => "first_transfer",
+            Stage::Serving => "serving",
+            Stage::Planning => "planning",
+        }
+    }
+}
+
+/// What a pair vLLM raises nothing for does while serving (a violation's or a warning's
+/// `consequence`). Violations: `hang`, `leak`, `wrong_bytes`; warnings:
+/// `blocks_held_until_timeout`, `round_robin_source`, `ranks_idle`.
+pub mod consequence {
+    /// A transfer never completes: the request waits forever.
+    pub const HANG: &str = "hang";
+    /// Blocks never freed: the prefill instance's KV cache fills and it stops admitting.
+    pub const LEAK: &str = "leak";
+    /// A rank copies KV that is not its own: the decode produces wrong tokens.
+    pub const WRONG_BYTES: &str = "wrong_bytes";
+    /// Valid: some prefill ranks keep a request's blocks until vLLM's deferred-send timeout.
+    pub const HELD_UNTIL_TIMEOUT: &str = "blocks_held_until_timeout";
+    /// Valid: the prefill rank a decode rank reads changes per request (round-robin).
+    pub const ROUND_ROBIN: &str = "round_robin_source";
+    /// Valid: some ranks move no KV (their transfer tasks expire and are marked done).
+    pub const RANKS_IDLE: &str = "ranks_idle";
 }
 
 impl VllmError {
@@ -42,6 +101,9 @@ impl VllmError {
             VllmError::AssertionError => "AssertionError",
             VllmError::ZeroDivisionError => "ZeroDivisionError",
             VllmError::MoRIIOError => "MoRIIOError",
+            VllmError::RuntimeError => "RuntimeError",
+            VllmError::KeyError => "KeyError",
+            VllmError::HandshakeError => "HandshakeError",
             VllmError::None => "",
         }
     }
@@ -66,12 +128,52 @@ pub struct Violation {
     /// What failed and what to change, in words a user acts on.
     pub hint: String,
     pub error: VllmError,
+    /// When it reaches the user.
+    pub when: Stage,
+    /// The exception that reaches the user when it is not `error` (vLLM raises `error` in
+    /// a handshake thread and only logs it): class and text.
+    pub surfaced: Option<Box<(VllmError, String)>>,
+    /// With `error` `None` and `when` `Serving`: what happens ([`consequence`]).
+    pub consequence: &'static str,
+}
+
+impl Violation {
+    /// A violation reaching the user at `when`, with nothing else to say.
+    pub fn new(
+        code: &'static str,
+        side: &'static str,
+        message: String,
+        hint: String,
+        error: VllmError,
+        when: Stage,
+    ) -> Violation {
+        Violation {
+            code,
+            side,
+            message,
+            hint,
+            error,
+            when,
+            surfaced: None,
+            consequence: "",
+        }
+    }
+
+    /// The class and text of what reaches the user (`surfaced`, else `error`).
+    pub fn user_error(&self) -> (VllmError, &str) {
+        match self.surfaced.as_deref() {
+            Some((e, m)) => (*e, m.as_str()),
+            None => (self.error, self.message.as_str()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {
     pub code: &'static str,
     pub message: String,
+    /// What happens ([`consequence`]).
+    pub consequence: &'static str,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -112,6 +214,9 @@ pub fn load_violations(shape: &Shape, tp: i64, side: &'static str) -> Vec<Violat
                 list(&ok)
             ),
             error: VllmError::ValueError,
+            when: Stage::ModelLoad,
+            surfaced: None,
+            consequence: "",
         });
     }
     if let Err(message) = rules::check_kv_heads(shape.num_kv_heads, tp, shape.is_mla) {
@@ -125,6 +230,9 @@ pub fn load_violations(shape: &Shape, tp: i64, side: &'static str) -> Vec<Violat
                  multiple of {h} (each rank holds one replicated head)"
             ),
             error: VllmError::AssertionError,
+            when: Stage::ModelLoad,
+            surfaced: None,
+            consequence: "",
         });
     }
     out
@@ -153,6 +261,10 @@ pub struct DecodeFlow {
     pub sources: Vec<(i64, Vec<i64>)>,
     /// Prefill ranks this decode rank releases (they free the request's blocks on it).
     pub releases: Vec<i64>,
+    /// Where vLLM varies the source per request: the prefill ranks it rotates over
+    /// (round-robin, starting at the decode DP rank); `sources` and `releases` are then the
+    /// first request's. Empty: every request takes `sources`.
+    pub rotates: Vec<i64>,
 }
 
 /// What vLLM does for a pair it accepts.
@@ -163,32 +275,51 @@ pub struct Flow {
     pub expected_acks: i64,
     /// The decode scheduler releases every prefill rank itself (MoRIIO WRITE mode).
     pub scheduler_releases_all: bool,
+    /// Prefill ranks that move no KV: vLLM notifies only another rank, and their transfer
+    /// tasks expire after the deferred timeout and are marked done (MoRIIO WRITE).
+    pub idle_prefill: Vec<i64>,
+    /// Blocks a prefill rank holds past the read are reaped by vLLM's deferred-send timeout
+    /// (MoRIIO 0.23.0 on); without it they are never freed.
+    pub defer_timeout: bool,
 }
 
-/// A connector violation with vLLM's class and text.
+/// A connector violation with vLLM's class and text, raised in the handshake (`at` moves it).
 fn vllm(
     code: &'static str,
     error: VllmError,
     message: impl Into<String>,
     hint: String,
 ) -> Violation {
+    Violation::new(code, "pair", message.into(), hint, error, Stage::Handshake)
+}
+
+/// A violation vLLM does not raise: pdtp's own text and what happens (`consequence`).
+fn silent(
+    code: &'static str,
+    consequence: &'static str,
+    message: String,
+    hint: String,
+) -> Violation {
     Violation {
-        code,
-        side: "pair",
-        message: message.into(),
-        hint,
-        error,
+        consequence,
+        ..Violation::new(code, "pair", message, hint, VllmError::None, Stage::Serving)
     }
 }
 
-/// A violation vLLM does not raise (it hangs, or copies the wrong bytes): pdtp's own text.
-fn silent(code: &'static str, message: String, hint: String) -> Violation {
-    Violation {
-        code,
-        side: "pair",
-        message,
-        hint,
-        error: VllmError::None,
+impl Violation {
+    /// The same violation reaching the user at `when`.
+    fn at(self, when: Stage) -> Violation {
+        Violation { when, ..self }
+    }
+
+    /// The same violation, whose exception is only logged: `error`/`message` reach the user
+    /// at `when` instead.
+    fn surfacing(self, error: VllmError, message: String, when: Stage) -> Violation {
+        Violation {
+            surfaced: Some(Box::new((error, message))),
+            when,
+            ..self
+        }
     }
 }
 
@@ -214,6 +345,15 @@ pub fn connector_flow(
         Rules::Nixl(r) => nixl_flow(shape, p, d, &r),
         Rules::MoriioRead(r) => moriio_read_flow(shape, p, d, &r),
         Rules::MoriioWrite(r) => moriio_write_flow(shape, p, d, &r),
+    }
+}
+
+/// Whether `_validate_remote_agent_handshake`'s replicated-fan-in assert runs for the model.
+fn fan_in_checked(rule: FanInReplicated, shape: &Shape) -> bool {
+    match rule {
+        FanInReplicated::AllModels => true,
+        FanInReplicated::NonHybrid => !shape.hybrid,
+        FanInReplicated::NonMlaNonHybrid => !shape.is_mla && !shape.hybrid,
     }
 }
 
@@ -300,10 +440,7 @@ fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<Flow, Viola
         Replicated::AtLeastHeads => p >= h,
         Replicated::MoreThanHeads => p > h,
     };
-    let fan_in_checked = match r.fan_in_replicated {
-        FanInReplicated::AllModels => true,
-        FanInReplicated::NonMla => !shape.is_mla,
-    };
+    let fan_in_checked = fan_in_checked(r.fan_in_replicated, shape);
     if p > d && replicated && fan_in_checked {
         let who = if shape.is_mla {
             "this vLLM's NIXL"
@@ -378,6 +515,7 @@ fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<Flow, Viola
             DecodeFlow {
                 sources,
                 releases: group,
+                rotates: Vec::new(),
             }
         })
         .collect();
@@ -385,6 +523,8 @@ fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<Flow, Viola
         decode,
         expected_acks: rules::expected_ack_count(p, d).unwrap_or(1),
         scheduler_releases_all: false,
+        idle_prefill: Vec::new(),
+        defer_timeout: true,
     })
 }
 
@@ -396,6 +536,7 @@ fn moriio_read_flow(shape: &Shape, p: i64, d: i64, r: &MoriioReadRules) -> Resul
             if d > p {
                 return Err(silent(
                     "unreachable_rank",
+                    consequence::HANG,
                     format!(
                         "decode rank {p} dials prefill rank {p}, which does not exist \
                          (prefill_tp={p}): MoRIIO before vLLM 0.25.0 pairs each rank with the \
@@ -410,12 +551,29 @@ fn moriio_read_flow(shape: &Shape, p: i64, d: i64, r: &MoriioReadRules) -> Resul
         }
         Dial::RemoteTpRank => match rules::remote_tp_rank(0, d, p) {
             Err(e) => {
-                return Err(vllm(
+                // `_moriio_handshake` raises it in a handshake future, which only logs it.
+                let raised = vllm(
                     "tp_not_divisible",
                     VllmError::of(&e),
                     e.message(),
                     divisible_hint(p, d),
-                ))
+                );
+                return Err(if r.eager_handshake {
+                    // 0.27.0 `moriio_connector.py:1883`: the TP ranks vote, and all raise.
+                    raised.surfacing(
+                        VllmError::HandshakeError,
+                        MORIIO_EAGER_HANDSHAKE_FAILED.into(),
+                        Stage::Handshake,
+                    )
+                } else {
+                    // 0.25.0 `moriio_connector.py:1089`: the read looks up the layer
+                    // metadata the failed handshake never stored.
+                    raised.surfacing(
+                        VllmError::KeyError,
+                        "'{remote_engine_id}_dp0'".into(),
+                        Stage::FirstTransfer,
+                    )
+                });
             }
             Ok(_) => (0..d)
                 .map(|rank| rules::remote_tp_rank(rank, d, p).unwrap_or(0))
@@ -433,7 +591,8 @@ fn moriio_read_flow(shape: &Shape, p: i64, d: i64, r: &MoriioReadRules) -> Resul
                  {remote} on the peer"
             ),
             replicated_hint(h, p, d, "MoRIIO READ"),
-        ));
+        )
+        .at(Stage::FirstTransfer));
     }
     if matches!(
         r.layer_check,
@@ -445,7 +604,8 @@ fn moriio_read_flow(shape: &Shape, p: i64, d: i64, r: &MoriioReadRules) -> Resul
                 VllmError::of(&e),
                 e.message(),
                 replicated_hint(h, p, d, "MoRIIO READ"),
-            ));
+            )
+            .at(Stage::FirstTransfer));
         }
     }
     // 3. What runs: whole blocks from one rank; releases per the release rule.
@@ -460,9 +620,17 @@ fn moriio_read_flow(shape: &Shape, p: i64, d: i64, r: &MoriioReadRules) -> Resul
             Release::ReadRank => vec![src],
             Release::AllHolders => rules::read_holder_tp_ranks(rank, d, p).unwrap_or_default(),
         };
+        // 0.27.0 on, `_resolve_read_source`: a one-rank MLA decode reading a TP > 1 prefill
+        // round-robins the prefill rank per request (the latent is replicated on every one).
+        let rotates = if r.round_robin_mla && d == 1 && shape.is_mla && p > 1 {
+            (0..p).collect()
+        } else {
+            Vec::new()
+        };
         decode.push(DecodeFlow {
             sources: vec![(src, theirs)],
             releases,
+            rotates,
         });
     }
     let expected_acks = if r.counted_acks {
@@ -470,11 +638,34 @@ fn moriio_read_flow(shape: &Shape, p: i64, d: i64, r: &MoriioReadRules) -> Resul
     } else {
         1
     };
-    Ok(Flow {
+    let flow = Flow {
         decode,
         expected_acks,
         scheduler_releases_all: false,
-    })
+        idle_prefill: Vec::new(),
+        defer_timeout: r.defer_timeout,
+    };
+    // Before 0.23.0 nothing reaps a deferred send: a prefill rank no decode rank releases
+    // keeps every request's blocks for good (the producer's scheduler frees a request only
+    // once every worker reports it sent).
+    let unreleased = unreleased_prefill(&flow, p);
+    if !r.defer_timeout && !unreleased.is_empty() {
+        return Err(silent(
+            "unreleased_prefill_blocks",
+            consequence::LEAK,
+            format!(
+                "prefill_tp={p} > decode_tp={d}: prefill ranks {} are never read or released \
+                 by a decode rank, and MoRIIO before vLLM 0.23.0 has no deferred-send timeout: \
+                 their KV blocks are never freed, so the prefill instance's KV cache fills and \
+                 it stops admitting requests (vLLM raises nothing)",
+                shown(&unreleased)
+            ),
+            "use prefill_tp <= decode_tp with this vLLM's MoRIIO READ, or vLLM 0.23.0 or \
+             newer (a 60 s deferred-send timeout frees them)"
+                .into(),
+        ));
+    }
+    Ok(flow)
 }
 
 fn replicated_hint(h: i64, p: i64, d: i64, what: &str) -> String {
@@ -490,6 +681,7 @@ fn replicated_hint(h: i64, p: i64, d: i64, what: &str) -> String {
 fn misrouted(shape: &Shape, p: i64, d: i64, drank: i64, prank: i64) -> Violation {
     silent(
         "kv_heads_misrouted",
+        consequence::WRONG_BYTES,
         format!(
             "decode rank {drank} copies prefill rank {prank}'s KV block whole, but holds KV heads \
              [{}] and prefill rank {prank} holds [{}] (prefill_tp={p}, decode_tp={d}, {} KV \
@@ -530,6 +722,7 @@ fn moriio_write_flow(
             .map(|_| DecodeFlow {
                 sources: Vec::new(),
                 releases: Vec::new(),
+                rotates: Vec::new(),
             })
             .collect();
         for prank in 0..p {
@@ -549,6 +742,8 @@ fn moriio_write_flow(
             decode,
             expected_acks: 1,
             scheduler_releases_all: true,
+            idle_prefill: Vec::new(),
+            defer_timeout: true,
         });
     }
     // Before 0.33.0: producer rank q dials one decode rank (its own index, or
@@ -563,6 +758,23 @@ fn moriio_write_flow(
                 divisible_hint(p, d),
             ));
         }
+    }
+    // 0.25.0-0.32.0, one decode rank and replicated KV (one KV head, or MLA): every
+    // producer dials decode rank 0, but the decode side notifies only prefill rank 0
+    // (`get_moriio_remote_tp_rank`), which writes the whole (replicated) KV; the other
+    // producers' write tasks expire after the deferred timeout and are marked done.
+    if r.dial == Dial::RemoteTpRank && d == 1 && p > 1 && (h == 1 || shape.is_mla) {
+        return Ok(Flow {
+            decode: vec![DecodeFlow {
+                sources: vec![(0, heads(shape, p, 0))],
+                releases: Vec::new(),
+                rotates: Vec::new(),
+            }],
+            expected_acks: 1,
+            scheduler_releases_all: true,
+            idle_prefill: (1..p).collect(),
+            defer_timeout: true,
+        });
     }
     if p != d {
         let (who, what) = if p > d {
@@ -590,6 +802,7 @@ fn moriio_write_flow(
         };
         return Err(silent(
             "unreachable_rank",
+            consequence::HANG,
             format!(
                 "{who} {verb} {what}: MoRIIO WRITE before vLLM 0.33.0 pairs each rank with \
                  the rank of the same index, so the transfer never completes (vLLM raises \
@@ -604,13 +817,39 @@ fn moriio_write_flow(
         .map(|rank| DecodeFlow {
             sources: vec![(rank, heads(shape, p, rank))],
             releases: Vec::new(),
+            rotates: Vec::new(),
         })
         .collect();
     Ok(Flow {
         decode,
         expected_acks: 1,
         scheduler_releases_all: true,
+        idle_prefill: Vec::new(),
+        defer_timeout: true,
     })
+}
+
+/// The connector's refusal of a GPU vendor its worker cannot start on (`vendor`: `AMD` or
+/// `NVIDIA`): MoRIIO on anything but AMD raises vLLM's `RuntimeError` when the engine starts
+/// its workers (`mori` is ROCm only).
+pub fn gpu_violation(connector: &Connector, vendor: &str) -> Option<Violation> {
+    let needs = connector.gpu_vendor?;
+    if needs.eq_ignore_ascii_case(vendor) {
+        return None;
+    }
+    Some(Violation::new(
+        "connector_needs_amd_gpu",
+        "pair",
+        MORIIO_UNAVAILABLE.into(),
+        format!(
+            "{} runs only on {needs} GPUs: vLLM's MoRIIO worker imports AMD's MoRI (ROCm), \
+             which a {vendor} GPU has no build of, and fails when the engine starts its \
+             workers. On {vendor} GPUs use connector=\"nixl\"",
+            connector.name
+        ),
+        VllmError::RuntimeError,
+        Stage::EngineStart,
+    ))
 }
 
 /// Every violation and warning for the pair (P = prefill TP, D = decode TP).
@@ -653,51 +892,114 @@ pub fn connector_report(
             return;
         }
     };
-    if let (Some(limit), true) = (max_acks, d > p) {
-        let acks = d / p;
+    // The release acks a prefill rank waits for, as this connector and mode count them
+    // (MoRIIO WRITE: one, from the decode scheduler).
+    let acks = flow.expected_acks;
+    if let Some(limit) = max_acks {
         if acks > limit {
-            report.violations.push(Violation {
-                code: "too_many_acks",
-                side: "pair",
-                message: format!(
+            report.violations.push(Violation::new(
+                "too_many_acks",
+                "pair",
+                format!(
                     "decode_tp={d} reading prefill_tp={p} makes each prefill rank wait for \
                      {acks} release acks, more than max_acks={limit}"
                 ),
-                hint: format!(
+                format!(
                     "keep decode_tp / prefill_tp <= {limit}: raise prefill_tp or lower decode_tp"
                 ),
-                error: VllmError::None,
-            });
+                VllmError::None,
+                Stage::Planning,
+            ));
         }
     }
     // Warnings describe how a valid pair behaves; an invalid pair never runs.
-    if report.ok() && !flow.scheduler_releases_all {
-        let mut released = vec![false; p as usize];
-        for rank in &flow.decode {
-            for &q in &rank.releases {
-                released[q as usize] = true;
+    if report.ok() {
+        report.warnings.extend(flow_warnings(&flow, p, d));
+    }
+}
+
+/// Prefill ranks no decode rank releases (a rotating source releases each in turn).
+fn unreleased_prefill(flow: &Flow, p: i64) -> Vec<i64> {
+    if flow.scheduler_releases_all {
+        return Vec::new();
+    }
+    let mut released = vec![false; p.max(0) as usize];
+    for rank in &flow.decode {
+        for &q in rank.releases.iter().chain(&rank.rotates) {
+            if let Some(slot) = released.get_mut(q as usize) {
+                *slot = true;
             }
         }
-        let unread: Vec<i64> = (0..p).filter(|&q| !released[q as usize]).collect();
-        if !unread.is_empty() {
-            let shown: Vec<i64> = unread.iter().copied().take(8).collect();
-            let more = if unread.len() > shown.len() {
-                ", …"
-            } else {
-                ""
-            };
-            report.warnings.push(Warning {
-                code: "unread_prefill_ranks",
-                message: format!(
-                    "prefill_tp={p} > decode_tp={d}: {} of {p} prefill ranks ({}{more}) are \
-                     never read or released by a decode rank and hold their KV blocks until \
-                     vLLM's deferred-send timeout",
-                    unread.len(),
-                    list(&shown)
-                ),
-            });
-        }
     }
+    (0..p).filter(|&q| !released[q as usize]).collect()
+}
+
+/// `a, b, c` (the first eight, then `…`).
+fn shown(ranks: &[i64]) -> String {
+    let first: Vec<i64> = ranks.iter().copied().take(8).collect();
+    let more = if ranks.len() > first.len() {
+        ", …"
+    } else {
+        ""
+    };
+    format!("{}{more}", list(&first))
+}
+
+const DEFER_TIMEOUT: &str = "vLLM's deferred-send timeout (kv_connector_extra_config.\
+     defer_timeout, 60 s by default)";
+
+/// The consequences of a pair vLLM runs: ranks holding blocks until a timeout, a source that
+/// changes per request, ranks that move nothing.
+fn flow_warnings(flow: &Flow, p: i64, d: i64) -> Vec<Warning> {
+    let mut out = Vec::new();
+    let unread = unreleased_prefill(flow, p);
+    if !unread.is_empty() {
+        out.push(Warning {
+            code: "unread_prefill_ranks",
+            message: format!(
+                "prefill_tp={p} > decode_tp={d}: {} of {p} prefill ranks ({}) are never read \
+                 or released by a decode rank and hold their KV blocks until {DEFER_TIMEOUT}",
+                unread.len(),
+                shown(&unread)
+            ),
+            consequence: consequence::HELD_UNTIL_TIMEOUT,
+        });
+    }
+    if let Some(rank) = flow.decode.iter().find(|r| !r.rotates.is_empty()) {
+        let held = rank.rotates.len() as i64 - rank.releases.len() as i64;
+        let also = if held > 0 && !flow.scheduler_releases_all {
+            format!(
+                "; it releases only the rank it read, so the other {held} hold the request's \
+                 blocks until {DEFER_TIMEOUT}"
+            )
+        } else {
+            String::new()
+        };
+        out.push(Warning {
+            code: "round_robin_source",
+            message: format!(
+                "decode_tp={d} reading an MLA model from prefill_tp={p}: vLLM reads each \
+                 request from the next prefill rank in turn (round-robin over ranks {}, \
+                 starting at the decode DP rank){also}",
+                shown(&rank.rotates)
+            ),
+            consequence: consequence::ROUND_ROBIN,
+        });
+    }
+    if !flow.idle_prefill.is_empty() {
+        out.push(Warning {
+            code: "idle_prefill_ranks",
+            message: format!(
+                "prefill_tp={p} > decode_tp={d}: only prefill rank 0 is notified and writes the \
+                 (replicated) KV; prefill ranks {} write nothing, and their write tasks expire \
+                 after the deferred timeout (kv_connector_extra_config.defer_timeout, 60 s by \
+                 default) and are marked done, holding the request's blocks until then",
+                shown(&flow.idle_prefill)
+            ),
+            consequence: consequence::RANKS_IDLE,
+        });
+    }
+    out
 }
 
 /// Fast validity test used by enumeration: the same verdict as `check_pair(..).ok()`.
@@ -711,10 +1013,15 @@ pub fn pair_ok(
     if p <= 0 || d <= 0 || !load_ok(shape, p) || !load_ok(shape, d) {
         return false;
     }
-    if let Some(limit) = max_acks {
-        if d > p && d / p > limit {
-            return false;
-        }
+    // Release acks per connector and mode, as the flows count them.
+    let acks = match profile.rules {
+        Rules::MoriioWrite(_) => 1,
+        Rules::MoriioRead(r) if !r.counted_acks => 1,
+        _ if d > p => d / p,
+        _ => 1,
+    };
+    if max_acks.is_some_and(|limit| acks > limit) {
+        return false;
     }
     let (lo, hi) = (p.min(d), p.max(d));
     let h = shape.num_kv_heads;
@@ -729,10 +1036,7 @@ pub fn pair_ok(
                 Replicated::AtLeastHeads => p >= h,
                 Replicated::MoreThanHeads => p > h,
             };
-            let fan_in = match r.fan_in_replicated {
-                FanInReplicated::AllModels => true,
-                FanInReplicated::NonMla => !shape.is_mla,
-            };
+            let fan_in = fan_in_checked(r.fan_in_replicated, shape);
             let block_len = match r.block_len {
                 BlockLen::TpRatio(_) => {
                     shape.is_mla || replicated || d <= p || remote == local * (d / p)
@@ -754,13 +1058,17 @@ pub fn pair_ok(
             };
             let same_rank_heads = r.dial != Dial::SameRank
                 || (0..d).all(|rank| heads(shape, p, rank) == heads(shape, d, rank));
-            sizes && guard && same_rank_heads
+            // Before 0.23.0 a prefill rank nobody releases leaks (P > D: ranks D.. unread).
+            let freed = r.defer_timeout || p <= d;
+            sizes && guard && same_rank_heads && freed
         }
         Rules::MoriioWrite(r) => match r.mapping {
             WriteMapping::TpMapping => {
                 rules::validate_write_tp_topology(p, d, h, shape.is_mla).is_ok()
             }
-            WriteMapping::SameRank => p == d,
+            WriteMapping::SameRank => {
+                p == d || (r.dial == Dial::RemoteTpRank && d == 1 && (h == 1 || shape.is_mla))
+            }
         },
     }
 }
@@ -818,6 +1126,7 @@ mod tests {
         num_attention_heads: 64,
         num_kv_heads: 8,
         is_mla: false,
+        hybrid: false,
     };
 
     #[test]
@@ -857,6 +1166,7 @@ mod tests {
             num_attention_heads: 64,
             num_kv_heads: 4,
             is_mla: false,
+            hybrid: false,
         };
         let r = check_pair(&s, 8, 4, profile("moriio@0.32.0").unwrap(), None);
         assert!(r.ok());
@@ -887,21 +1197,24 @@ mod tests {
                 (8, 1, false),
                 (48, 6, false),
             ] {
-                let s = Shape {
-                    num_attention_heads: a,
-                    num_kv_heads: h,
-                    is_mla: mla,
-                };
-                for p in 1..=33 {
-                    for d in 1..=33 {
-                        for acks in [None, Some(1), Some(2)] {
-                            assert_eq!(
-                                pair_ok(&s, p, d, prof, acks),
-                                check_pair(&s, p, d, prof, acks).ok(),
-                                "{} {} {s:?} {p} {d} {acks:?}",
-                                prof.connector,
-                                prof.since
-                            );
+                for hybrid in [false, true] {
+                    let s = Shape {
+                        num_attention_heads: a,
+                        num_kv_heads: h,
+                        is_mla: mla,
+                        hybrid,
+                    };
+                    for p in 1..=33 {
+                        for d in 1..=33 {
+                            for acks in [None, Some(1), Some(2)] {
+                                assert_eq!(
+                                    pair_ok(&s, p, d, prof, acks),
+                                    check_pair(&s, p, d, prof, acks).ok(),
+                                    "{} {} {s:?} {p} {d} {acks:?}",
+                                    prof.connector,
+                                    prof.since
+                                );
+                            }
                         }
                     }
                 }

@@ -28,8 +28,10 @@
 //!   one-stage peer; pdtp refuses stages on both sides at once (not established).
 
 use crate::check::{check_pair, load_violations as tp_load_violations, PairReport, Shape};
-use crate::check::{Violation, VllmError};
-use crate::connector::{self, moriio_dp_ports_match, nixl_pp_check, ConnectorProfile, NixlPp};
+use crate::check::{consequence, Stage, Violation, VllmError};
+use crate::connector::{
+    self, moriio_dp_ports_match, nixl_pp_check, ConnectorProfile, DpRead, NixlPp, Rules,
+};
 use crate::layout::Layout;
 
 /// What the layout rules need to know about a model.
@@ -63,6 +65,9 @@ pub fn load_violations(
             message: format!("{side} layout {l}: tp, pp and dp must be at least 1"),
             hint: "use sizes of 1 or more".into(),
             error: VllmError::ValueError,
+            when: Stage::Planning,
+            surfaced: None,
+            consequence: "",
         });
         return out;
     }
@@ -81,6 +86,9 @@ pub fn load_violations(
                 .into(),
             hint: format!("{side}: drop ep (this model has no routed experts)"),
             error: VllmError::ValueError,
+            when: Stage::ModelLoad,
+            surfaced: None,
+            consequence: "",
         });
     }
     if l.pp > 1 && !m.supports_pp {
@@ -92,6 +100,9 @@ pub fn load_violations(
                 .into(),
             hint: format!("{side}: use pp=1 for this model (more tensor or data parallel)"),
             error: VllmError::NotImplementedError,
+            when: Stage::ModelLoad,
+            surfaced: None,
+            consequence: "",
         });
     }
     out.extend(kv);
@@ -106,6 +117,9 @@ pub fn load_violations(
             ),
             hint: format!("{side}: use pp <= {}", m.num_layers),
             error: VllmError::None,
+            when: Stage::Planning,
+            surfaced: None,
+            consequence: "",
         });
     }
     out
@@ -135,6 +149,9 @@ fn connector_violation(
                     "{side}: use pp=1 with {name} (more tensor or data parallel), or nixl"
                 ),
                 error: VllmError::None,
+                when: Stage::Serving,
+                surfaced: None,
+                consequence: consequence::WRONG_BYTES,
             });
         }
         if !moriio_dp_ports_match(dp_dial, l.dp, l.tp) {
@@ -156,7 +173,13 @@ fn connector_violation(
                     }
                 ),
                 error: VllmError::None,
+                when: Stage::Serving,
+                surfaced: None,
+                consequence: consequence::HANG,
             });
+        }
+        if let Some(v) = moriio_dp_read_violation(l, side, profile) {
+            return Some(v);
         }
         return None;
     }
@@ -174,7 +197,24 @@ fn connector_violation(
             message: e.message().to_string(),
             hint: format!("{side}: use pp=1 with {name}"),
             error: VllmError::NotImplementedError,
+            when: Stage::EngineStart,
+            surfaced: None,
+            consequence: "",
         });
+    }
+    if pp == NixlPp::EngineStartRefuses && l.pp > 1 {
+        return Some(Violation::new(
+            "connector_pipeline_unsupported",
+            side,
+            connector::NIXL_PP_ENGINE_START.into(),
+            format!(
+                "{side}: use pp=1 with {name} on this vLLM (the engine core hands NIXL \
+                 handshake metadata of every pipeline stage, which NIXL takes from vLLM \
+                 0.26.0), or vLLM 0.26.0 or newer"
+            ),
+            VllmError::ValueError,
+            Stage::EngineStart,
+        ));
     }
     let (no_stages, both) = (pp == NixlPp::TpRanksOnly, other.pp > 1);
     if l.pp > 1 && (no_stages || both) {
@@ -193,9 +233,49 @@ fn connector_violation(
             message: format!("{side} instance with pp={}: {why}", l.pp),
             hint: format!("{side}: use pp=1 (pipeline stages on one side of the pair at most)"),
             error: VllmError::None,
+            when: Stage::Serving,
+            surfaced: None,
+            consequence: consequence::WRONG_BYTES,
         });
     }
     None
+}
+
+/// MoRIIO READ before 0.27.0 reads every request from prefill DP rank 0's memory
+/// registration (`DpRead::RankZero`) and releases only the rank it read: a prefill instance
+/// with DP > 1 serves its DP ranks > 0's requests with DP rank 0's bytes and never frees their
+/// blocks. vLLM raises nothing.
+fn moriio_dp_read_violation(
+    l: &Layout,
+    side: &'static str,
+    profile: &ConnectorProfile,
+) -> Option<Violation> {
+    let Rules::MoriioRead(r) = profile.rules else {
+        return None;
+    };
+    if side != "prefill" || l.dp <= 1 || r.dp_read != DpRead::RankZero {
+        return None;
+    }
+    Some(Violation {
+        consequence: consequence::WRONG_BYTES,
+        ..Violation::new(
+            "moriio_reads_dp_rank_zero",
+            side,
+            format!(
+                "prefill instance with dp={}: MoRIIO READ before vLLM 0.27.0 reads every \
+                 request from prefill DP rank 0's memory registration, so a request prefilled \
+                 on DP ranks 1..{} is decoded from DP rank 0's blocks (wrong KV) and its own \
+                 blocks are never released (vLLM raises nothing)",
+                l.dp,
+                l.dp - 1
+            ),
+            "prefill: use dp=1 with moriio on this vLLM (more instances instead of DP ranks), \
+             moriio-write, or vLLM 0.27.0 or newer"
+                .into(),
+            VllmError::None,
+            Stage::Serving,
+        )
+    })
 }
 
 /// Every violation and warning of a (prefill layout, decode layout) pair.
@@ -233,6 +313,12 @@ pub fn pair_report(
     report.violations.extend(pair);
     if !report.ok() {
         report.warnings.clear();
+    }
+    // MoRIIO's round-robin read needs a one-DP-rank prefill (`remote_dp_size == 1`).
+    if prefill.dp > 1 {
+        report
+            .warnings
+            .retain(|w| w.consequence != consequence::ROUND_ROBIN);
     }
     report
 }
@@ -273,6 +359,7 @@ mod tests {
                 num_attention_heads: 128,
                 num_kv_heads: 128,
                 is_mla: true,
+                hybrid: false,
             },
             num_layers: 61,
             num_experts: 256,
@@ -286,6 +373,7 @@ mod tests {
                 num_attention_heads: 64,
                 num_kv_heads: 8,
                 is_mla: false,
+                hybrid: false,
             },
             num_layers: 80,
             num_experts: 0,
@@ -544,6 +632,7 @@ mod golden {
                                             num_attention_heads: a,
                                             num_kv_heads: a,
                                             is_mla: false,
+                                            hybrid: false,
                                         },
                                         num_layers: 64,
                                         num_experts: e,

@@ -160,12 +160,14 @@ pub fn sweep_budgets(sc: &Scenario, budgets: &[i64]) -> Sweep {
     let decode: Vec<SideOption> = (1..=bound).map(|tp| side(tp, false)).collect();
     let ps: Vec<&SideOption> = prefill.iter().filter(|o| o.usable()).collect();
     let ds: Vec<&SideOption> = decode.iter().filter(|o| o.usable()).collect();
-    // Pair validity, once: ok[i][j] for usable prefill i and usable decode j.
+    // Pair validity, once: ok[i][j] for usable prefill i and usable decode j (none where the
+    // connector's worker cannot start on this GPU type: MoRIIO off AMD).
+    let runs = crate::plan::candidates::runs_on(sc.connector, gt.vendor);
     let ok: Vec<Vec<bool>> = ps
         .iter()
         .map(|p| {
             ds.iter()
-                .map(|d| pair_ok(&shape, p.tp, d.tp, sc.connector, sc.max_acks))
+                .map(|d| runs && pair_ok(&shape, p.tp, d.tp, sc.connector, sc.max_acks))
                 .collect()
         })
         .collect();

@@ -17,6 +17,9 @@ pub struct DecodeRankMap {
     pub sources: Vec<(i64, Vec<i64>)>,
     /// Prefill ranks this decode rank releases once it has the KV.
     pub releases: Vec<i64>,
+    /// Where vLLM varies the source per request: the prefill ranks it rotates over
+    /// (round-robin); `sources`/`releases` are then the first request's.
+    pub rotates: Vec<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +59,7 @@ pub fn transfer_map(
         num_attention_heads: p.saturating_mul(d),
         num_kv_heads: kv_heads,
         is_mla,
+        hybrid: false,
     };
     let report = check_pair(&shape, p, d, profile, None);
     if let Some(first) = report.violations.into_iter().next() {
@@ -81,6 +85,7 @@ pub fn transfer_map(
                 heads: rules::kv_heads_of_rank(kv_heads, d, r, is_mla),
                 sources: f.sources,
                 releases: f.releases,
+                rotates: f.rotates,
             }
         })
         .collect();

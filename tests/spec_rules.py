@@ -106,4 +106,7 @@ def pair_valid(
         for tp in (p, d):
             if (tp <= kv_heads and kv_heads % tp) or (tp > kv_heads and tp % kv_heads):
                 return False
-    return not (max_acks is not None and d > p and d // p > max_acks)
+    # Release acks a prefill rank waits for: D/P under NIXL and MoRIIO READ; one under MoRIIO
+    # WRITE (the decode scheduler releases every prefill rank itself).
+    acks = 1 if connector == "moriio-write" or d <= p else d // p
+    return not (max_acks is not None and acks > max_acks)

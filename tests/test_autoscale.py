@@ -30,7 +30,7 @@ def replan(*args, **kw):
 CASES = [
     ("llama-3.1-70b", "mi300x", "moriio"),
     ("llama-3.1-70b", "h100", "nixl"),
-    ("llama-3.1-8b", "h200", "moriio"),
+    ("llama-3.1-8b", "mi325x", "moriio"),
     ("qwen3-30b-a3b", "h100", "nixl"),
     ("deepseek-v3", "mi300x", "moriio"),
 ]
@@ -320,9 +320,10 @@ def test_replan_forced_tp_change_restarts_the_side():
 
 
 def test_replan_gpu_or_connector_change_restarts_everything():
-    now = size_for("llama-3.1-8b", 20.0, max_gpus=32, gpu="h100")
-    r = replan(now, 20.0, max_gpus=32, gpu="h200")
-    assert r.plan.gpu == "h200"
+    # AMD GPUs: the default connector there is MoRIIO, so connector="nixl" is a change.
+    now = size_for("llama-3.1-8b", 20.0, max_gpus=32, gpu="mi300x")
+    r = replan(now, 20.0, max_gpus=32, gpu="mi325x")
+    assert r.plan.gpu == "mi325x"
     assert {(m.role, m.tp, m.instances) for m in r.stop} == {
         ("prefill", now.prefill.tp, now.prefill.instances),
         ("decode", now.decode.tp, now.decode.instances),

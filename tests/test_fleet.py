@@ -203,14 +203,15 @@ def assert_valid(fp: pdtp.FleetPlan, demands, pool: int, gpn: int) -> None:
 
 SMALL = [
     # (demands as (model, demand, weight), pool, gpus_per_node, gpu, connector)
-    ([("llama-3.1-8b", 30.0, 1.0), ("qwen3-8b", 25.0, 1.0)], 6, 8, "h100", "moriio"),
-    ([("llama-3.1-8b", 60.0, 1.0), ("qwen3-8b", 80.0, 2.0)], 10, 4, "h100", "moriio"),
+    # MoRIIO runs only on AMD GPUs: NVIDIA pools use NIXL.
+    ([("llama-3.1-8b", 30.0, 1.0), ("qwen3-8b", 25.0, 1.0)], 6, 8, "h100", "nixl"),
+    ([("llama-3.1-8b", 60.0, 1.0), ("qwen3-8b", 80.0, 2.0)], 10, 4, "mi325x", "moriio"),
     ([("phi-4", 40.0, 1.0), ("gemma-2-9b", 20.0, 1.0)], 12, 8, "mi300x", "moriio"),
     ([("phi-4", 90.0, 2.0), ("llama-3.1-8b", 10.0, 1.0)], 10, 5, "mi300x", "nixl"),
     ([("llama-3.1-70b", 69.75, 1.0)], 8, 5, "mi300x", "moriio"),
     ([("llama-3.1-70b", 20.0, 1.0), ("llama-3.1-8b", 35.0, 0.5)], 10, 4, "mi300x", "moriio"),
     ([("qwen3-30b-a3b", 120.0, 1.0), ("llama-3.1-8b", 0.0, 1.0)], 9, 4, "h200", "nixl"),
-    ([("qwen3-30b-a3b", 50.0, 1.0), ("mistral-7b-v0.3", 30.0, 0.0)], 7, 8, "h200", "moriio"),
+    ([("qwen3-30b-a3b", 50.0, 1.0), ("mistral-7b-v0.3", 30.0, 0.0)], 7, 8, "mi355x", "moriio"),
 ]
 
 

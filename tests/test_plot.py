@@ -35,7 +35,8 @@ def test_throughput_chart_png_and_svg(rows, tmp_path):
     fig = plot.throughput_chart(rows, png)
     assert png.read_bytes().startswith(PNG)
     axes = fig.get_axes()
-    assert [a.get_title() for a in axes] == ["h100", "mi300x"]
+    # Each GPU type's default connector (NIXL on NVIDIA, MoRIIO on AMD) sets the panels apart.
+    assert [a.get_title() for a in axes] == ["h100\nconnector: nixl", "mi300x\nconnector: moriio"]
     assert "GPU budget" in axes[0].get_xlabel() and "requests/s per GPU" in axes[0].get_ylabel()
     # One line per model in each panel; deepseek-v3 does not fit on h100 below 16 GPUs.
     assert len(axes[0].get_lines()) == 3

@@ -348,3 +348,222 @@ def test_replan_keeps_the_running_release_unless_told():
     up = pdtp.replan(old.to_dict(), old.requests_per_s * 0.5, max_gpus=64, vllm_version="0.33.0")
     assert up.plan.vllm_version == "0.33.0"
     assert up.instances_stopped == old.prefill.instances + old.decode.instances
+
+
+# --- what vLLM does with a pair, per release (issue 21) ---------------------------------
+# Each test names the releases it covers and the vLLM code (wheel path:line) it follows.
+
+HYBRID = "tests/data/hf-configs/Qwen--Qwen3-Next-80B-A3B-Thinking"
+
+
+def test_moriio_only_on_amd_and_default_follows_vendor():
+    # 0.14.0-0.33.0 moriio/moriio_connector.py (0.33.0:1739): MoRIIOConnectorWorker raises
+    # RuntimeError when `mori` (ROCm only) does not import, as the engine starts its workers.
+    r = pdtp.check("llama-3.1-70b", 4, 4, gpu="h100", connector="moriio")
+    v = r.violations[0]
+    assert (v.code, v.vllm_error, v.when) == (
+        "connector_needs_amd_gpu",
+        "RuntimeError",
+        "engine_start",
+    )
+    assert v.message.startswith("MoRIIO is not available.") and 'connector="nixl"' in v.hint
+    assert r.verdict.kind == "invalid" and r.verdict.error == "RuntimeError"
+    with pytest.raises(RuntimeError):
+        r.raise_for_violations()
+    assert pdtp.check("llama-3.1-70b", 4, 4, gpu="mi300x", connector="moriio").ok
+    assert pdtp.check("llama-3.1-70b", 4, 4, gpu="h100", connector="nixl").ok
+    # No connector named: the GPU's vendor decides, and the result says so.
+    nv = pdtp.check("llama-3.1-70b", 4, 4, gpu="h100")
+    assert (nv.connector, nv.connector_default) == ("nixl", "the default on NVIDIA GPUs")
+    assert nv.to_dict()["connector_default"] == "the default on NVIDIA GPUs"
+    amd = pdtp.check("llama-3.1-70b", 4, 4, gpu="mi300x")
+    assert (amd.connector, amd.connector_default) == ("moriio", "the default on AMD GPUs")
+    plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100")
+    assert plan.connector == "nixl" and plan.kv_connector == "NixlConnector"
+    assert "the default on NVIDIA GPUs" in plan.connector_label
+    with pytest.raises(pdtp.InfeasibleError, match="RuntimeError"):
+        pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", connector="moriio", mode="disagg")
+
+
+@pytest.mark.parametrize("version", ["0.14.0", "0.22.1", "0.25.0", "0.26.0"])
+def test_moriio_read_prefill_dp_reads_dp_rank_zero_before_027(version):
+    # 0.14.0-0.26.0: `_read_blocks` reads `get_engine_name_with_dp(dst_engine_id, 0)` whatever
+    # DP rank prefilled the request (0.26.0 moriio/moriio_connector.py:1983); 0.27.0 reads the
+    # request's `remote_dp_rank` (0.27.0 moriio_connector.py:2221).
+    r = pdtp.check(
+        "qwen3-235b-a22b", "tp1dp2ep", "tp1dp2ep", connector="moriio", vllm_version=version
+    )
+    assert r.violations[0].code == "moriio_reads_dp_rank_zero"
+    assert (r.verdict.kind, r.verdict.consequences) == ("broken", ("wrong_bytes",))
+    ok = pdtp.check(
+        "qwen3-235b-a22b", "tp1dp2ep", "tp1dp2ep", connector="moriio", vllm_version="0.27.0"
+    )
+    assert ok.ok
+    # A one-DP-rank prefill is unaffected.
+    assert pdtp.check(
+        "qwen3-235b-a22b", "tp1ep", "tp1dp4ep", connector="moriio", vllm_version=version
+    ).ok
+
+
+@pytest.mark.parametrize("version", ["0.14.0", "0.20.0", "0.22.1"])
+def test_moriio_read_prefill_larger_leaks_before_deferred_send_timeout(version):
+    # The producer scheduler's deferred-send reaping (defer_timeout, 60 s) exists from 0.23.0
+    # (0.23.0 moriio/moriio_connector.py:640-670, moriio_common.py:274); before, a prefill rank
+    # no decode rank releases never reports finished_sending and its blocks are never freed.
+    r = pdtp.check(pdtp.ModelShape(8, 1), 2, 1, connector="moriio", vllm_version=version)
+    assert [v.code for v in r.violations] == ["unreleased_prefill_blocks"]
+    assert r.violations[0].consequence == "leak" and r.verdict.kind == "broken"
+    later = pdtp.check(pdtp.ModelShape(8, 1), 2, 1, connector="moriio", vllm_version="0.23.0")
+    assert later.ok and later.verdict.consequences == ("blocks_held_until_timeout",)
+    assert "60 s" in later.warnings[0].message
+    assert pdtp.check(pdtp.ModelShape(8, 1), 2, 2, connector="moriio", vllm_version=version).ok
+
+
+@pytest.mark.parametrize("version", ["0.25.0", "0.27.0", "0.32.0"])
+def test_moriio_write_one_decode_rank_replicated_kv_only_rank0_writes(version):
+    # 0.25.0-0.32.0: every producer dials decode rank 0 (`get_moriio_remote_tp_rank`), the
+    # decode side notifies only prefill rank 0, the others' write tasks expire after
+    # defer_timeout and are marked done (0.25.0 moriio/moriio_engine.py:220-229).
+    for shape in (pdtp.ModelShape(8, 1), pdtp.ModelShape(128, 128, True)):
+        r = pdtp.check(shape, 4, 1, connector="moriio-write", vllm_version=version)
+        assert r.ok and r.verdict.consequences == ("ranks_idle",), r.violations
+        m = pdtp.transfer_map(
+            4,
+            1,
+            kv_heads=shape.num_kv_heads,
+            is_mla=shape.is_mla,
+            connector="moriio-write",
+            vllm_version=version,
+        )
+        assert m.decode[0].prefill_ranks == (0,)
+    # More than one head: rank 0's block does not hold them all.
+    assert not pdtp.check(
+        pdtp.ModelShape(8, 8), 4, 1, connector="moriio-write", vllm_version=version
+    ).ok
+    # Before 0.25.0 producer q dials decode rank q: ranks 1.. dial a rank that does not exist.
+    old = pdtp.check(pdtp.ModelShape(8, 1), 4, 1, connector="moriio-write", vllm_version="0.24.0")
+    assert old.verdict.consequences == ("hang",)
+
+
+@pytest.mark.parametrize("version", ["0.27.0", "0.32.0", "0.33.0"])
+def test_moriio_read_one_rank_mla_decode_round_robins(version):
+    # 0.27.0-0.33.0 `_resolve_read_source` (0.27.0 moriio/moriio_connector.py:1998-2022):
+    # world_size 1, MLA, prefill DP 1 and TP > 1 read `_next_flex_tp_rank` per request.
+    m = pdtp.transfer_map(4, 1, kv_heads=1, is_mla=True, connector="moriio", vllm_version=version)
+    assert m.decode[0].round_robin == (0, 1, 2, 3)
+    assert "round_robin_source" in [w.consequence for w in m.warnings]
+    before = pdtp.transfer_map(
+        4, 1, kv_heads=1, is_mla=True, connector="moriio", vllm_version="0.26.0"
+    )
+    assert before.decode[0].round_robin == () and before.decode[0].prefill_ranks == (0,)
+    assert (
+        pdtp.transfer_map(4, 1, kv_heads=1, is_mla=False, connector="moriio", vllm_version=version)
+        .decode[0]
+        .round_robin
+        == ()
+    )
+
+
+@pytest.mark.parametrize(
+    "version, error, when",
+    [
+        ("0.25.0", "KeyError", "first_transfer"),
+        ("0.26.0", "KeyError", "first_transfer"),
+        ("0.27.0", "HandshakeError", "handshake"),
+        ("0.33.0", "HandshakeError", "handshake"),
+    ],
+)
+def test_moriio_read_sizes_not_dividing_what_reaches_the_user(version, error, when):
+    # `get_moriio_remote_tp_rank` raises ValueError inside the handshake future, which only
+    # logs it: 0.25.0-0.26.0 the first read then looks up missing layer metadata (KeyError,
+    # 0.25.0 moriio_connector.py:1089); 0.27.0 on the eager handshake's TP vote raises
+    # HandshakeError (0.27.0 moriio_connector.py:1883).
+    r = pdtp.check(pdtp.ModelShape(48, 48), 4, 6, connector="moriio", vllm_version=version)
+    v = r.violations[0]
+    assert v.vllm_error == "ValueError" and "must be a multiple" in v.message
+    assert (v.user_error, v.when) == (error, when)
+    assert (r.verdict.kind, r.verdict.error, r.verdict.when) == ("invalid", error, when)
+    if error == "HandshakeError":
+        assert r.verdict.message.startswith("Eager MoRIIO handshake failed for")
+
+
+@pytest.mark.parametrize("version", ["0.23.0", "0.24.0", "0.25.0"])
+def test_nixl_pipeline_refused_at_engine_start_023_to_025(version):
+    # v1/engine/core.py:186 hands (pp_rank, tp_rank)-keyed metadata to the base connector's
+    # set_xfer_handshake_metadata_pp_aware (0.23.0 kv_connector/v1/base.py:655), which NIXL
+    # overrides only from 0.26.0 (0.26.0 nixl/connector.py:210).
+    r = pdtp.check("llama-3.1-70b", "tp4pp2", 4, connector="nixl", vllm_version=version)
+    v = r.violations[0]
+    assert (v.vllm_error, v.when) == ("ValueError", "engine_start")
+    assert v.message == (
+        "NixlConnector received pp_rank > 0 handshake metadata but does not support "
+        "PP-disaggregated KV transfer."
+    )
+    before = pdtp.check("llama-3.1-70b", "tp4pp2", 4, connector="nixl", vllm_version="0.22.1")
+    assert before.verdict.kind == "broken"
+    assert pdtp.check("llama-3.1-70b", "tp4pp2", 4, connector="nixl", vllm_version="0.26.0").ok
+
+
+def test_nixl_hybrid_models_skip_the_replicated_fan_in_assert():
+    # 0.20.0 nixl/worker.py:1408 `if not self._has_mamba:`; 0.21.0-0.33.0 `if not
+    # self.use_mla and not self._has_mamba:` (0.33.0 nixl/base_worker.py:2727).
+    shape = pdtp.ModelShape(64, 8)
+    hybrid = pdtp.ModelShape(64, 8, hybrid=True)
+    for version in ("0.20.0", "0.24.0", "0.33.0"):
+        assert (
+            pdtp.check(shape, 16, 8, connector="nixl", vllm_version=version).violations[0].code
+            == "replicated_kv_prefill_larger"
+        )
+        assert pdtp.check(hybrid, 16, 8, connector="nixl", vllm_version=version).ok
+    assert not pdtp.check(hybrid, 16, 8, connector="nixl", vllm_version="0.19.1").ok
+    # A real hybrid (Gated DeltaNet) model is read as one.
+    from pdtp.check import model_shape
+
+    m = model_shape(HYBRID)
+    assert m.hybrid
+    p, d = 4 * m.num_kv_heads, 2 * m.num_kv_heads
+    assert pdtp.check(HYBRID, p, d, connector="nixl").ok
+
+
+def test_max_acks_counts_per_mode():
+    # WRITE: the decode scheduler releases every prefill rank, which waits for one ack; READ
+    # (0.25.0 on) waits for get_moriio_expected_ack_count = D/P.
+    shape = pdtp.ModelShape(64, 8)
+    assert pdtp.check(shape, 1, 8, connector="moriio-write", max_acks=2).ok
+    r = pdtp.check(shape, 2, 8, connector="nixl", max_acks=2)
+    assert [v.code for v in r.violations] == ["too_many_acks"] and r.verdict.kind == "over_limit"
+
+
+def test_verdict_agrees_with_ok_over_a_grid():
+    kinds = {"valid", "valid_with_consequence", "invalid", "broken", "over_limit"}
+    stages = {"model_load", "engine_start", "handshake", "first_transfer", "serving", "planning"}
+    for conn in ("moriio", "moriio-write", "nixl"):
+        for version in ("0.14.0", "0.23.0", "0.27.0", "0.33.0"):
+            for p, d in itertools.product([1, 2, 3, 4, 8], repeat=2):
+                for shape in (pdtp.ModelShape(24, 8), pdtp.ModelShape(24, 1, True)):
+                    r = pdtp.check(
+                        shape, p, d, connector=conn, vllm_version=version, alternatives=0
+                    )
+                    v = r.verdict
+                    assert v.kind in kinds and v.ok == r.ok
+                    assert (v.kind == "valid") == (r.ok and not r.warnings)
+                    if v.kind == "invalid":
+                        assert v.error and v.when in stages - {"serving", "planning"}
+                    if v.kind == "broken":
+                        assert set(v.consequences) <= {"hang", "leak", "wrong_bytes"}
+                    for w in r.warnings:
+                        assert w.consequence in {
+                            "blocks_held_until_timeout",
+                            "round_robin_source",
+                            "ranks_idle",
+                        }
+
+
+def test_sweep_default_connector_follows_each_gpus_vendor():
+    rows = pdtp.sweep("llama-3.1-8b", gpus=[8], gpu=["h100", "mi300x"], workers=1, as_frame=False)
+    assert {(r["gpu"], r["connector"]) for r in rows} == {("h100", "nixl"), ("mi300x", "moriio")}
+    # Named explicitly, MoRIIO on NVIDIA plans nothing and says why (as solve does).
+    (row,) = pdtp.sweep(
+        "llama-3.1-8b", gpus=[8], gpu="h100", connector="moriio", workers=1, as_frame=False
+    )
+    assert row["status"] == "INFEASIBLE" and "RuntimeError" in row["reason"]

@@ -95,7 +95,8 @@ def test_cpsat_agrees_with_oracle(connector):
             assert cp.status == "OPTIMAL" and cp.proof == "cpsat" and cp.gap == 0.0
             assert cp.requests_per_s == ex.requests_per_s
             agreed += 1
-    assert agreed > 40
+    # MoRIIO plans no P/D pair on NVIDIA GPUs (its worker needs AMD's MoRI).
+    assert agreed > (20 if connector == "moriio" else 40)
 
 
 @pytest.mark.parametrize("gpu", [g.name for g in pdtp.gpus()])

@@ -71,7 +71,9 @@ def test_map_properties_for_every_valid_pair(connector):
                 assert len(pr.readers) == acks == len(pr.released_by)
         # 0.33.0 MoRIIO READ releases every holder; NIXL notifies its whole group; WRITE
         # mode's decode scheduler releases every prefill rank.
-        assert not m.warnings
+        # A one-rank MLA decode under MoRIIO READ round-robins its source (0.27.0 on).
+        rotates = connector == "moriio" and mla and d == 1 and p > 1
+        assert [w.consequence for w in m.warnings] == (["round_robin_source"] if rotates else [])
         if connector == "moriio":
             assert all(pr.released_by for pr in m.prefill)
     assert checked > 300

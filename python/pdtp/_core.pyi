@@ -42,6 +42,7 @@ __all__ = [
     "candidates",
     "check_layouts",
     "check_pair",
+    "connector_gpu_violation",
     "connector_names",
     "expected_ack_count",
     "layout_load_violations",
@@ -86,6 +87,12 @@ def validate_kv_heads(
 def expected_ack_count(producer_tp_size: int, consumer_tp_size: int) -> int:
     """vLLM's ``get_moriio_expected_ack_count``."""
 
+# (code, side, message, hint, vllm_error, when, user_error, user_message, consequence)
+_Violation = tuple[str, str, str, str, str, str, str, str, str]
+# (code, message, consequence)
+_Warning = tuple[str, str, str]
+
+def connector_gpu_violation(connector: str, vendor: str) -> _Violation | None: ...
 def check_pair(
     num_attention_heads: int,
     num_kv_heads: int,
@@ -94,7 +101,8 @@ def check_pair(
     decode_tp: int,
     connector: str,
     max_acks: int | None = None,
-) -> tuple[list[tuple[str, str, str, str, str]], list[tuple[str, str]]]: ...
+    hybrid: bool = False,
+) -> tuple[list[_Violation], list[_Warning]]: ...
 def alternatives(
     num_attention_heads: int,
     num_kv_heads: int,
@@ -106,6 +114,7 @@ def alternatives(
     prefill_sizes: list[int],
     decode_sizes: list[int],
     limit: int,
+    hybrid: bool = False,
 ) -> list[tuple[int, int]]: ...
 def loadable_sizes(
     num_attention_heads: int, num_kv_heads: int, is_mla: bool, bound: int
@@ -113,12 +122,12 @@ def loadable_sizes(
 def transfer_map(
     prefill_tp: int, decode_tp: int, kv_heads: int, is_mla: bool, connector: str
 ) -> tuple[
-    list[tuple[int, list[int], list[tuple[int, list[int]]], list[int]]],
+    list[tuple[int, list[int], list[tuple[int, list[int]]], list[int], list[int]]],
     list[tuple[int, list[int], list[int], list[int], int]],
 ]: ...
 
 # ---- layouts -------------------------------------------------------------------------------
-_LayoutModel = tuple[int, int, bool, int, int, bool]
+_LayoutModel = tuple[int, int, bool, int, int, bool, bool]
 
 def parse_layout(text: str) -> tuple[int, int, int, bool]: ...
 def stage_layers(pp: int, num_layers: int) -> list[tuple[int, int]]: ...
@@ -128,13 +137,13 @@ def check_layouts(
     decode: tuple[int, int, int, bool],
     connector: str,
     max_acks: int | None = None,
-) -> tuple[list[tuple[str, str, str, str, str]], list[tuple[str, str]]]: ...
+) -> tuple[list[_Violation], list[_Warning]]: ...
 def moriio_port_offsets(
     connector: str, dp_rank: int, tp_rank: int, tp: int
 ) -> tuple[int, int] | None: ...
 def layout_load_violations(
     model: _LayoutModel, layout_: tuple[int, int, int, bool], side: str, connector: str
-) -> list[tuple[str, str, str, str, str]]: ...
+) -> list[_Violation]: ...
 
 @final
 class ConnectorInfo:

@@ -12,12 +12,12 @@ from typing import Any
 
 from . import _core
 from ._validate import MAX_TP, flag, optional_positive_int, positive_int, public_api
-from .connectors import Connector, resolve_connector
+from .connectors import Connector, default_connector, gpu_violation, resolve_connector
 from .errors import (
     ArgumentTypeError,
     InvalidArgumentError,
 )
-from .layout import Layout
+from .layout import Layout, is_hybrid
 from .violations import CheckWarning, Violation, layout_rules, load_rules, pair_rules
 
 # Largest KV/attention head count accepted (far above any real model; keeps arithmetic small).
@@ -37,11 +37,14 @@ class ModelShape:
     num_kv_heads: int
     is_mla: bool = False
     name: str = "model"
+    #: The model has Mamba-type layers (Mamba, Mamba-2, Gated DeltaNet, …) beside attention.
+    hybrid: bool = False
 
     def __post_init__(self) -> None:
         positive_int("num_attention_heads", self.num_attention_heads, maximum=MAX_HEADS)
         positive_int("num_kv_heads", self.num_kv_heads, maximum=MAX_HEADS)
         flag("is_mla", self.is_mla)
+        flag("hybrid", self.hybrid)
         if not isinstance(self.name, str):
             raise ArgumentTypeError(f"name must be a string, got {type(self.name).__name__}")
 
@@ -61,11 +64,73 @@ def model_shape(model: Any) -> ModelShape:
             model.num_kv_heads,
             model.is_mla,
             str(getattr(model, "name", "model")),
+            is_hybrid(model),
         )
     from .catalog import resolve_model  # lazy: the catalog loads data files
 
     m = resolve_model(model)
-    return ModelShape(m.num_attention_heads, m.num_kv_heads, m.is_mla, m.name)
+    return ModelShape(m.num_attention_heads, m.num_kv_heads, m.is_mla, m.name, is_hybrid(m))
+
+
+#: What :attr:`CheckResult.verdict` says happens, most benign first.
+VERDICTS = ("valid", "valid_with_consequence", "invalid", "broken", "over_limit")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What happens when vLLM runs the pair. ``kind``:
+
+    - ``valid``: it runs, nothing left over;
+    - ``valid_with_consequence``: it runs; ``consequences`` name what to expect
+      (``blocks_held_until_timeout``, ``round_robin_source``, ``ranks_idle``) and the
+      result's warnings say it in words;
+    - ``invalid``: vLLM raises ``error`` with ``message``, reaching the user at ``when``
+      (``model_load``, ``engine_start``, ``handshake``, ``first_transfer``);
+    - ``broken``: vLLM raises nothing but it cannot work (``consequences``: ``hang``,
+      ``leak``, ``wrong_bytes``); pdtp refuses it;
+    - ``over_limit``: outside a limit pdtp was given (``max_acks``, memory).
+
+    Taken from the first violation (the one vLLM meets first), else the warnings."""
+
+    kind: str
+    error: str | None = None
+    message: str = ""
+    when: str | None = None
+    consequences: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """vLLM runs it (``valid`` or ``valid_with_consequence``)."""
+        return self.kind in ("valid", "valid_with_consequence")
+
+    def __str__(self) -> str:
+        if self.kind == "invalid":
+            return f"invalid: vLLM raises {self.error} at {self.when}: {self.message}"
+        if self.consequences:
+            return f"{self.kind}: {', '.join(self.consequences)}"
+        return self.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["consequences"] = list(self.consequences)
+        return out
+
+
+def verdict_of(violations: Any, warnings: Any) -> Verdict:
+    """The :class:`Verdict` of a rule report (violations in vLLM's order, warnings)."""
+    if not violations:
+        found = tuple(dict.fromkeys(w.consequence for w in warnings if w.consequence))
+        return Verdict("valid_with_consequence" if found else "valid", consequences=found)
+    v = violations[0]
+    if v.when == "planning" or (v.vllm_error is None and not v.consequence):
+        return Verdict("over_limit", message=v.message or v.hint, when="planning")
+    if v.vllm_error is None and not v.user_error:
+        return Verdict(
+            "broken", message=v.message or v.hint, when=v.when, consequences=(v.consequence,)
+        )
+    if v.user_error:
+        return Verdict("invalid", v.user_error, v.user_message, v.when)
+    return Verdict("invalid", v.vllm_error, v.message or v.hint, v.when)
 
 
 @dataclass(frozen=True)
@@ -94,10 +159,17 @@ class CheckResult:
     #: The vLLM version the rules are of, and MoRIIO's mode ("read"/"write"; None for NIXL).
     vllm_version: str | None = None
     mode: str | None = None
+    #: Why pdtp picked the connector when none was named (``"the default on NVIDIA GPUs"``).
+    connector_default: str | None = None
 
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    @property
+    def verdict(self) -> Verdict:
+        """What happens when vLLM runs it (:class:`Verdict`)."""
+        return verdict_of(self.violations, self.warnings)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -119,6 +191,8 @@ class CheckResult:
             "connector": self.connector,
             "vllm_version": self.vllm_version,
             "mode": self.mode,
+            "connector_default": self.connector_default,
+            "verdict": self.verdict.to_dict(),
             "violations": [v.to_dict() for v in self.violations],
             "warnings": [w.to_dict() for w in self.warnings],
             "alternatives": [list(a) for a in self.alternatives],
@@ -134,7 +208,7 @@ def check(
     prefill_tp: Any = None,
     decode_tp: Any = None,
     *,
-    connector: str | Connector = "moriio",
+    connector: str | Connector | None = None,
     max_acks: int | None = None,
     max_tp: int | None = None,
     alternatives: int = DEFAULT_ALTERNATIVES,
@@ -153,7 +227,14 @@ def check(
     ``aggregated=`` checks one aggregated instance's layout instead (no KV connector: the
     load rules alone).
 
-    ``max_acks`` caps the release acks a prefill rank may wait for (D/P when D > P);
+    ``connector=None`` picks the GPU vendor's default (``moriio`` on AMD GPUs and without
+    ``gpu=``, ``nixl`` on NVIDIA; the result's ``connector_default`` says so). With ``gpu=``
+    a connector that cannot start there (MoRIIO off AMD) is a violation naming vLLM's error.
+    ``verdict`` on the result says what happens (valid, with a consequence, invalid with
+    vLLM's exception and when it reaches the user, or broken).
+
+    ``max_acks`` caps the release acks a prefill rank may wait for (as the connector and mode
+    count them: D/P for NIXL and MoRIIO READ when D > P, one for MoRIIO WRITE);
     ``max_tp`` bounds the TP sizes proposed as alternatives (default: 16 or twice the larger
     given size). With ``gpu=`` (a GPU name), also checks that each side's weights and the
     KV cache of one sequence of ``workload`` fit in ``gpu_memory_utilization`` of a GPU, and
@@ -178,6 +259,10 @@ def check(
         model = ctx.model
     rules_model = model if ctx is not None or not _is_name(model) else _resolved(model)
     shape = model_shape(rules_model)
+    note = None
+    if connector is None:
+        connector, note = default_connector(ctx.gpu.vendor if ctx is not None else "AMD")
+        note = note if ctx is not None else None
     conn = resolve_connector(connector, vllm_version)
     acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
     n_alt = (
@@ -206,6 +291,12 @@ def check(
         violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
     else:
         violations, raw_warnings = layout_rules(rules_model, pl, dl, conn.key, acks)
+    refused = gpu_violation(conn, ctx.gpu.vendor) if ctx is not None else None
+    if refused is not None:
+        # vLLM creates the connector's worker before it loads the model: this comes first,
+        # and no other TP pair would help (the hint names the connector that would).
+        violations = [refused, *violations]
+        n_alt = 0
     sizes = None
     fits: dict[str, bool] = {}
     w = None
@@ -253,6 +344,7 @@ def check(
                     sizes["prefill"],
                     sizes["decode"],
                     n_alt,
+                    hybrid=shape.hybrid,
                 )
             )
         else:
@@ -274,6 +366,7 @@ def check(
         decode_layout=dl,
         vllm_version=conn.vllm_version,
         mode=conn.mode,
+        connector_default=note,
     )
 
 

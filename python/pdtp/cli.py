@@ -105,8 +105,9 @@ def _layout(text: str) -> Any:
 
 
 CONNECTOR_HELP = (
-    "moriio (MoRIIO READ mode, default), moriio-write (MoRIIO WRITE mode), nixl, nixl-legacy "
-    "(NIXL before vLLM 0.14.0)"
+    "moriio (MoRIIO READ mode; the default on AMD GPUs), moriio-write (MoRIIO WRITE mode), "
+    "nixl (the default on NVIDIA GPUs: MoRIIO needs AMD's MoRI), nixl-legacy (NIXL before "
+    "vLLM 0.14.0)"
 )
 VLLM_VERSION_HELP = (
     "the vLLM release whose rules apply and whose launch settings are written (default: the "
@@ -127,14 +128,7 @@ def _add_pair_flags(p: argparse.ArgumentParser, *, required: bool = True) -> Non
         "--decode-tp", "-D", type=_layout, required=required, metavar="D",
         help="decode TP size or layout (as -P)",
     )  # fmt: skip
-    p.add_argument(
-        "--connector",
-        default="moriio",
-        help=(
-            "KV connector: moriio (MoRIIO READ mode, default), moriio-write (MoRIIO WRITE "
-            "mode), nixl, nixl-legacy (NIXL before vLLM 0.14.0)"
-        ),
-    )
+    p.add_argument("--connector", default=None, help=f"KV connector: {CONNECTOR_HELP}")
     _add_vllm_version_flag(
         p,
         "the vLLM release whose rules apply (default: the newest pdtp knows; a newer one uses "
@@ -153,7 +147,7 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
         "--config", metavar="PATH", help="HF config.json or model folder instead of MODEL"
     )
     _add_pool_flags(p, "--gpus")
-    p.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    p.add_argument("--connector", default=None, help=CONNECTOR_HELP)
     _add_vllm_version_flag(p)
     p.add_argument(
         "--objective", choices=["throughput", "tokens_per_dollar", "cost"], default="throughput",
@@ -293,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
     _add_pool_flags(z, "--max-gpus")
     _add_mode_flags(z)
-    z.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    z.add_argument("--connector", default=None, help=CONNECTOR_HELP)
     _add_vllm_version_flag(z)
     z.add_argument(
         "--objective", choices=["gpus", "cost"], default="gpus",
@@ -382,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--gpu", help="GPU type (default mi300x)")
     f.add_argument("--gpus-per-node", type=int, help="node size (default: the GPU type's)")
     f.add_argument("--objective", choices=["max_min", "weighted"], default="max_min")
-    f.add_argument("--connector", default="moriio", help=CONNECTOR_HELP)
+    f.add_argument("--connector", default=None, help=CONNECTOR_HELP)
     _add_vllm_version_flag(f)
     f.add_argument("--time-limit", type=float, default=10.0, metavar="S")
     f.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -435,8 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--tpot", metavar="MS", help="TPOT bounds in ms or none (default 50)")
     sw.add_argument(
         "--connector",
-        help="moriio (default), moriio-write, nixl, nixl-legacy, or a list; name@X.Y.Z pins a "
-        "vLLM release per connector",
+        help="moriio (default on AMD GPUs), moriio-write, nixl (default on NVIDIA GPUs), "
+        "nixl-legacy, or a list; name@X.Y.Z pins a vLLM release per connector",
     )
     _add_vllm_version_flag(
         sw, "the vLLM release whose rules apply to every connector (default: the newest)"
@@ -857,7 +851,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return EXIT_OK if r.ok else EXIT_INVALID
     from .connectors import resolve_connector
 
-    label = resolve_connector(r.connector, r.vllm_version).label
+    label = resolve_connector(r.connector, r.vllm_version).labelled(r.connector_default)
     if r.serving == "agg":
         print(f"{r.model}: aggregated {r.prefill_layout}  (no KV connector)")
     elif r.prefill_layout is not None and not (
@@ -867,6 +861,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     else:
         print(f"{r.model}: prefill_tp={r.prefill_tp}  decode_tp={r.decode_tp}  connector={label}")
     print("VALID" if r.ok else f"INVALID ({len(r.violations)} violation(s))")
+    if r.verdict.kind != "valid":
+        print(f"verdict: {r.verdict}")
     if r.gpu is not None:
         fit = {True: "fits", False: "does not fit"}
         p_fit, d_fit = fit[bool(r.prefill_fits)], fit[bool(r.decode_fits)]

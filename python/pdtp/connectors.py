@@ -62,6 +62,10 @@ class Connector:
         )
         return f"{self.name}{mode}, vLLM {self.vllm_version}{newer}"
 
+    def labelled(self, note: str | None) -> str:
+        """:attr:`label` with why pdtp picked it (``"the default on NVIDIA GPUs"``)."""
+        return f"{self.label} ({note})" if note else self.label
+
 
 @cache
 def _resolve(key: str) -> Connector:
@@ -141,3 +145,33 @@ def resolve_connector(name: Any, vllm_version: str | None = None) -> Connector:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UnknownNameError(f"connector must be one of {', '.join(names)}, got {base!r}{hint}")
     return _resolve(norm if version is None else f"{norm}@{version.strip()}")
+
+
+#: The connector pdtp picks when none is named, per GPU vendor: MoRIIO needs AMD's MoRI
+#: (ROCm only), so NVIDIA GPUs get NIXL.
+DEFAULT_CONNECTOR: dict[str, str] = {"AMD": "moriio", "NVIDIA": "nixl"}
+
+
+def default_connector(vendors: Any) -> tuple[str, str]:
+    """The connector for GPUs of ``vendors`` (``"AMD"``/``"NVIDIA"``, one or several) when
+    none is named, and the note the output prints: ``moriio`` when every GPU is AMD, else
+    ``nixl`` (it runs on both; MoRIIO fails on NVIDIA GPUs when the engine starts).
+
+    >>> default_connector(["NVIDIA"])
+    ('nixl', 'the default on NVIDIA GPUs')
+    """
+    found = sorted({vendors} if isinstance(vendors, str) else set(vendors))
+    if found == ["AMD"]:
+        return DEFAULT_CONNECTOR["AMD"], "the default on AMD GPUs"
+    if found == ["NVIDIA"]:
+        return DEFAULT_CONNECTOR["NVIDIA"], "the default on NVIDIA GPUs"
+    return DEFAULT_CONNECTOR["NVIDIA"], "the default for a pool with NVIDIA GPUs"
+
+
+def gpu_violation(connector: Connector, vendor: str) -> Any:
+    """The connector's refusal of GPUs of ``vendor`` (a :class:`~pdtp.violations.Violation`:
+    MoRIIO off AMD raises vLLM's ``RuntimeError`` at engine start), or ``None``."""
+    from .violations import core_violation
+
+    raw = _core.connector_gpu_violation(connector.key, vendor)
+    return None if raw is None else core_violation(raw)

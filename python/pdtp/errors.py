@@ -113,6 +113,19 @@ class RuleZeroDivisionError(PdtpError, ZeroDivisionError):
     0.11.1 computes ``decode_tp // prefill_tp`` and divides by it); the message explains."""
 
 
+class RuleRuntimeError(PdtpError, RuntimeError):
+    """vLLM raised ``RuntimeError`` (MoRIIO's worker without AMD's MoRI, as on NVIDIA GPUs);
+    vLLM's text verbatim."""
+
+
+class RuleKeyError(PdtpError, KeyError):
+    """vLLM raised ``KeyError`` (a MoRIIO read of a peer whose failed handshake stored no
+    metadata); the message names the key."""
+
+    def __str__(self) -> str:  # KeyError's repr-quoting would hide the text
+        return str(self.args[0]) if self.args else ""
+
+
 class RuleConnectorError(PdtpError):
     """vLLM raised an exception class of its own connector (``MoRIIOError``), which pdtp
     cannot subclass without importing vLLM; the message is vLLM's text verbatim."""

@@ -135,10 +135,11 @@ def supports_pp(model: Any) -> bool:
     return False
 
 
-def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool]:
+def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool]:
     """What the layout rules read of a model: ``(attention heads, KV heads, MLA, layers,
-    routed experts, supports pipeline parallel)``. ``model``: a ``pdtp.Model`` or anything
-    with the attention numbers (a ``ModelShape`` has no layer or expert counts: 1 and 0)."""
+    routed experts, supports pipeline parallel, hybrid)``. ``model``: a ``pdtp.Model`` or
+    anything with the attention numbers (a ``ModelShape`` has no layer or expert counts: 1
+    and 0)."""
     return (
         model.num_attention_heads,
         model.num_kv_heads,
@@ -146,4 +147,16 @@ def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool]:
         int(getattr(model, "num_layers", 1) or 1),
         int(getattr(model, "num_experts", 0) or 0),
         supports_pp(model),
+        is_hybrid(model),
     )
+
+
+def is_hybrid(model: Any) -> bool:
+    """The model has Mamba-type layers (layers without a KV cache: Mamba, Mamba-2, Gated
+    DeltaNet, …), as vLLM's NIXL worker reads it (``_has_mamba``). A ``ModelShape`` says so
+    with ``hybrid=True``."""
+    if getattr(model, "hybrid", False):
+        return True
+    layers = getattr(model, "num_layers", None)
+    attention = getattr(model, "num_attention_layers", None)
+    return isinstance(layers, int) and isinstance(attention, int) and attention < layers

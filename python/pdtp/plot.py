@@ -647,7 +647,8 @@ def cli_main(args: Any) -> int:
         chosen = names(args.models, ()) if args.models and not everything else None
         # A file is plotted whole unless filtered; a new sweep needs its GPU types and connector.
         gpus = names(args.gpu, ["mi300x"]) if args.gpu or not args.input else None
-        connectors = names(args.connector, ["moriio"]) if args.connector or not args.input else None
+        # No connector named: the sweep takes each GPU's vendor default (moriio/nixl).
+        connectors = names(args.connector, ()) if args.connector else None
         top = args.top if args.top is not None else (0 if everything else TOP_MODELS)
         if args.input:
             data: Any = args.input

@@ -460,7 +460,7 @@ def sweep(
     gpus: Any,
     gpu: Any = DEFAULT_GPU,
     workloads: Any = None,
-    connector: Any = "moriio",
+    connector: Any = None,
     vllm_version: str | None = None,
     workers: int | None = None,
     backend: str = "local",
@@ -521,23 +521,32 @@ def sweep(
         _models(models),
         _gpus(gpu),
         _workloads(workloads),
-        _connectors(connector, vllm_version),
+        None if connector is None else _connectors(connector, vllm_version),
     )
+    # No connector named: each GPU type's vendor default (MoRIIO needs AMD's MoRI).
+    from .connectors import default_connector
+
+    per_gpu = {
+        g.name: cs if cs is not None else _connectors(default_connector(g.vendor)[0], vllm_version)
+        for g in gs
+    }
     budgets = tuple(_budgets(gpus))
     # Fail fast (here, not in a worker) on a bad utilization or constants override.
     for g in gs:
         resolve_context(ms[0], g, constants, gpu_memory_utilization)
 
-    total = len(ms) * len(gs) * len(ws) * len(cs) * len(budgets)
+    n_cs = len(cs) if cs is not None else 1
+    total = len(ms) * len(gs) * len(ws) * n_cs * len(budgets)
     if total > MAX_ROWS:
         raise InvalidArgumentError(
             f"the grid has {total:,} scenarios ({len(ms)} models x {len(gs)} GPU types x "
-            f"{len(ws)} workloads x {len(cs)} connectors x {len(budgets)} budgets); a sweep "
+            f"{len(ws)} workloads x {n_cs} connectors x {len(budgets)} budgets); a sweep "
             f"holds at most {MAX_ROWS:,}: split it into several sweeps"
         )
     groups = [
         Group(m, g, w, c, tp_override or g.gpus_per_node, budgets)
-        for m, g, w, c in itertools.product(ms, gs, ws, cs)
+        for m, g, w in itertools.product(ms, gs, ws)
+        for c in per_gpu[g.name]
     ]
     grid = groups
     found: dict[Key, Row] = {}
@@ -872,7 +881,7 @@ def grid_arguments(spec: dict[str, Any]) -> dict[str, Any]:
         "gpus": parse_ints(spec["gpus"], "gpus", maximum=MAX_GPUS),
         "gpu": parse_names(given("gpu", DEFAULT_GPU)),
         "workloads": workloads,
-        "connector": parse_names(given("connector", "moriio")),
+        "connector": None if spec.get("connector") is None else parse_names(spec["connector"]),
     }
     for k in ("vllm_version", "max_tp", "max_acks", "workers", "backend", "output", "chunk_size"):
         if spec.get(k) is not None:

@@ -38,6 +38,10 @@ class DecodeRank:
     #: Prefill ranks this rank releases once it has its KV (empty in MoRIIO WRITE mode,
     #: where the decode scheduler releases every prefill rank).
     releases: tuple[int, ...] = ()
+    #: Where vLLM varies the source per request (MoRIIO READ 0.27.0 on, a one-rank MLA
+    #: decode): the prefill ranks it reads in turn, round-robin from its DP rank; ``reads``
+    #: and ``releases`` are then the first request's. Empty: every request reads ``reads``.
+    round_robin: tuple[int, ...] = ()
 
     @property
     def prefill_ranks(self) -> tuple[int, ...]:
@@ -49,6 +53,7 @@ class DecodeRank:
             "heads": list(self.heads),
             "reads": [r.to_dict() for r in self.reads],
             "releases": list(self.releases),
+            "round_robin": list(self.round_robin),
         }
 
 
@@ -152,7 +157,7 @@ def transfer_map(
     *,
     kv_heads: int,
     is_mla: bool = False,
-    connector: str = "moriio",
+    connector: str | None = "moriio",
     num_layers: int | None = None,
     vllm_version: str | None = None,
 ) -> TransferMap:
@@ -181,7 +186,8 @@ def transfer_map(
     d = positive_int("decode_tp", dl.tp, maximum=MAX_MAP_TP)
     h = positive_int("kv_heads", kv_heads, maximum=MAX_HEADS)
     mla = flag("is_mla", is_mla)
-    conn = resolve_connector(connector, vllm_version)
+    # None: the default without a GPU to go by (as ``check``): MoRIIO READ.
+    conn = resolve_connector("moriio" if connector is None else connector, vllm_version)
     layers = None if num_layers is None else positive_int("num_layers", num_layers, maximum=1 << 20)
     if not (pl.is_tp_only and dl.is_tp_only):
         from .violations import layout_rules
@@ -209,8 +215,9 @@ def transfer_map(
                 tuple(heads),
                 tuple(Read(src, tuple(hs)) for src, hs in sources),
                 tuple(releases),
+                tuple(rotates),
             )
-            for rank, heads, sources, releases in decode_rows
+            for rank, heads, sources, releases, rotates in decode_rows
         ),
         prefill=tuple(
             PrefillRank(rank, tuple(heads), tuple(readers), acks, tuple(released_by))

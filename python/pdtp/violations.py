@@ -14,7 +14,9 @@ from .errors import (
     PdtpError,
     RuleAssertionError,
     RuleConnectorError,
+    RuleKeyError,
     RuleNotImplementedError,
+    RuleRuntimeError,
     RuleValueError,
     RuleZeroDivisionError,
     UnworkablePairError,
@@ -26,6 +28,9 @@ _ERROR_CLASSES: dict[str, type[PdtpError]] = {
     "AssertionError": RuleAssertionError,
     "ZeroDivisionError": RuleZeroDivisionError,
     "MoRIIOError": RuleConnectorError,
+    "HandshakeError": RuleConnectorError,
+    "RuntimeError": RuleRuntimeError,
+    "KeyError": RuleKeyError,
 }
 
 
@@ -43,10 +48,24 @@ class Violation:
     message: str
     hint: str
     vllm_error: str | None = None
+    #: When it reaches the user: ``model_load``, ``engine_start``, ``handshake``,
+    #: ``first_transfer``, ``serving`` (no exception: ``consequence`` says what happens) or
+    #: ``planning`` (pdtp's own limit).
+    when: str = "planning"
+    #: The exception class and text that reach the user, where vLLM raises ``vllm_error`` in
+    #: a thread that only logs it (a MoRIIO handshake future): else ``vllm_error``/``message``.
+    user_error: str | None = None
+    user_message: str = ""
+    #: For a pair vLLM raises nothing for: ``hang``, ``leak`` or ``wrong_bytes``.
+    consequence: str | None = None
 
     def exception(self) -> PdtpError:
         """The exception vLLM would raise, as a pdtp error (also an instance of vLLM's
         built-in class), carrying vLLM's message; where that message is empty, the hint."""
+        if self.user_error:  # raised in a thread that only logs it: what the user sees
+            return _ERROR_CLASSES.get(self.user_error, UnworkablePairError)(
+                f"{self.user_message} ({self.hint})"
+            )
         cls = _ERROR_CLASSES.get(self.vllm_error or "", UnworkablePairError)
         if not self.message:  # a bare `assert`: vLLM says nothing, the hint says what failed
             return cls(self.hint)
@@ -60,10 +79,12 @@ class Violation:
 
 @dataclass(frozen=True)
 class CheckWarning:
-    """Valid, but worth knowing (e.g. prefill ranks that are never read)."""
+    """Valid, but worth knowing (e.g. prefill ranks that are never read). ``consequence``:
+    ``blocks_held_until_timeout``, ``round_robin_source`` or ``ranks_idle``."""
 
     code: str
     message: str
+    consequence: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,11 +99,19 @@ def _check_pair(
     decode_tp: int,
     connector: str,
     max_acks: int | None,
+    hybrid: bool = False,
 ) -> Any:
     """``_core.check_pair``, an integer beyond 64 bits named (``max_acks=2**70``), not
     PyO3's bare ``OverflowError``."""
     return _core.check_pair(
-        num_attention_heads, num_kv_heads, is_mla, prefill_tp, decode_tp, connector, max_acks
+        num_attention_heads,
+        num_kv_heads,
+        is_mla,
+        prefill_tp,
+        decode_tp,
+        connector,
+        max_acks,
+        hybrid=hybrid,
     )
 
 
@@ -92,6 +121,8 @@ def pair_rules(
     """The connector's rule violations and warnings for one pair (``shape``: anything with
     ``num_attention_heads``, ``num_kv_heads``, ``is_mla``), in vLLM's order. ``connector``
     is a ``_core`` key: ``"name"`` or ``"name@X.Y.Z"``."""
+    from .layout import is_hybrid
+
     raw_violations, raw_warnings = _check_pair(
         shape.num_attention_heads,
         shape.num_kv_heads,
@@ -100,12 +131,9 @@ def pair_rules(
         decode_tp,
         connector,
         max_acks,
+        hybrid=is_hybrid(shape),
     )
-    violations = [
-        Violation(code, side, message, hint, err or None)
-        for code, side, message, hint, err in raw_violations
-    ]
-    return violations, tuple(CheckWarning(c, m) for c, m in raw_warnings)
+    return [core_violation(v) for v in raw_violations], core_warnings(raw_warnings)
 
 
 def layout_rules(
@@ -119,11 +147,7 @@ def layout_rules(
     raw_violations, raw_warnings = _core.check_layouts(
         layout_model(model), prefill.core, decode.core, connector, max_acks
     )
-    violations = [
-        Violation(code, side, message, hint, err or None)
-        for code, side, message, hint, err in raw_violations
-    ]
-    return violations, tuple(CheckWarning(c, m) for c, m in raw_warnings)
+    return [core_violation(v) for v in raw_violations], core_warnings(raw_warnings)
 
 
 def load_rules(model: Any, layout: Any, side: str, connector: str) -> list[Violation]:
@@ -132,8 +156,26 @@ def load_rules(model: Any, layout: Any, side: str, connector: str) -> list[Viola
     from .layout import layout_model
 
     return [
-        Violation(code, s, message, hint, err or None)
-        for code, s, message, hint, err in _core.layout_load_violations(
-            layout_model(model), layout.core, side, connector
-        )
+        core_violation(v)
+        for v in _core.layout_load_violations(layout_model(model), layout.core, side, connector)
     ]
+
+
+def core_violation(raw: tuple[str, str, str, str, str, str, str, str, str]) -> Violation:
+    """A :class:`Violation` from the core's tuple."""
+    code, side, message, hint, err, when, user_err, user_message, consequence = raw
+    return Violation(
+        code,
+        side,
+        message,
+        hint,
+        err or None,
+        when,
+        user_err or None,
+        user_message,
+        consequence or None,
+    )
+
+
+def core_warnings(raw: list[tuple[str, str, str]]) -> tuple[CheckWarning, ...]:
+    return tuple(CheckWarning(c, m, q or None) for c, m, q in raw)

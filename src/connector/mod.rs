@@ -49,7 +49,16 @@ pub struct Connector {
     pub before: Option<Version>,
     /// One line for listings and `--help`.
     pub summary: &'static str,
+    /// The only GPU vendor the connector's worker starts on (`None`: any). MoRIIO imports
+    /// AMD's MoRI (ROCm only); without it `MoRIIOConnectorWorker.__init__` raises
+    /// [`MORIIO_UNAVAILABLE`] when the engine starts its workers.
+    pub gpu_vendor: Option<&'static str>,
 }
+
+/// `MoRIIOConnectorWorker.__init__`'s `RuntimeError` when `mori` cannot be imported (every
+/// release 0.14.0-0.33.0: `moriio/moriio_connector.py`, `if not is_moriio_available()`).
+pub const MORIIO_UNAVAILABLE: &str = "MoRIIO is not available. Please ensure the 'mori' \
+     package is installed and properly configured.";
 
 pub const CONNECTORS: &[Connector] = &[
     Connector {
@@ -61,6 +70,7 @@ pub const CONNECTORS: &[Connector] = &[
         rows_of: "moriio",
         before: None,
         summary: "AMD MoRIIO, READ mode (decode ranks read prefill blocks whole)",
+        gpu_vendor: Some("AMD"),
     },
     Connector {
         name: "moriio-write",
@@ -71,6 +81,7 @@ pub const CONNECTORS: &[Connector] = &[
         rows_of: "moriio-write",
         before: None,
         summary: "AMD MoRIIO, WRITE mode (prefill ranks write into decode ranks; vLLM's default)",
+        gpu_vendor: Some("AMD"),
     },
     Connector {
         name: "nixl",
@@ -81,6 +92,7 @@ pub const CONNECTORS: &[Connector] = &[
         rows_of: "nixl",
         before: None,
         summary: "NVIDIA NIXL (pull): one TP divides the other; heads are re-sliced",
+        gpu_vendor: None,
     },
     Connector {
         name: "nixl-legacy",
@@ -91,6 +103,7 @@ pub const CONNECTORS: &[Connector] = &[
         rows_of: "nixl",
         before: Some(Version::new(0, 14, 0)),
         summary: "NIXL before vLLM 0.14.0: decode TP must be a multiple of prefill TP",
+        gpu_vendor: None,
     },
 ];
 
@@ -120,8 +133,12 @@ pub enum Replicated {
 pub enum FanInReplicated {
     /// Applies to every model.
     AllModels,
-    /// MLA models are exempt.
-    NonMla,
+    /// 0.20.0: models with Mamba-type layers are exempt (`if not self._has_mamba:`,
+    /// `nixl/worker.py:1408`).
+    NonHybrid,
+    /// 0.21.0 on: MLA models and models with Mamba-type layers are exempt (`if not
+    /// self.use_mla and not self._has_mamba:`; 0.33.0 `nixl/base_worker.py:2727`).
+    NonMlaNonHybrid,
 }
 
 /// The block-length assert for a decode side larger than a head-split prefill side.
@@ -141,12 +158,23 @@ pub enum NixlPp {
     /// the stages of a PP instance overwrite each other's, and a PP decode stage's layer
     /// window is never matched to the prefill's layers. vLLM raises nothing.
     TpRanksOnly,
+    /// 0.23.0-0.25.0: as `TpRanksOnly`, and the engine core hands the workers' handshake
+    /// metadata, keyed `(pp_rank, tp_rank)`, to the base connector's
+    /// `set_xfer_handshake_metadata_pp_aware` (`v1/engine/core.py:186`), which NIXL does not
+    /// override until 0.26.0: PP > 1 raises [`NIXL_PP_ENGINE_START`] when the engine starts
+    /// (`kv_connector/v1/base.py:655`).
+    EngineStartRefuses,
     /// 0.26.0 on: the worker refuses PP > 1 for `kv_role` `kv_consumer` (vLLM's
     /// `NotImplementedError`, the push connector's decode); the pull connector pdtp launches
     /// (`kv_both`) passes, and a decode rank's handshake queries every prefill stage
     /// `(pp_rank, tp_rank)` (`remote_pp_size` from `kv_transfer_params`).
     PushOnly,
 }
+
+/// The base connector's `ValueError` for PP > 1 handshake metadata (0.23.0-0.25.0), with
+/// NIXL's class name as `type(self).__name__` gives it.
+pub const NIXL_PP_ENGINE_START: &str = "NixlConnector received pp_rank > 0 handshake metadata \
+     but does not support PP-disaggregated KV transfer.";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NixlRules {
@@ -200,6 +228,16 @@ pub enum Release {
     AllHolders,
 }
 
+/// Which prefill DP rank's memory a MoRIIO READ rank reads for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DpRead {
+    /// Before 0.27.0: DP rank 0's, whatever rank prefilled it (`_read_blocks` opens
+    /// `get_engine_name_with_dp(dst_engine_id, 0)`; 0.26.0 `moriio_connector.py:1983`).
+    RankZero,
+    /// 0.27.0 on: the request's `remote_dp_rank` (`moriio_connector.py:2221`).
+    Routed,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MoriioReadRules {
     pub dial: Dial,
@@ -208,7 +246,27 @@ pub struct MoriioReadRules {
     pub release: Release,
     /// Prefill ranks wait for `get_moriio_expected_ack_count` releases (else one).
     pub counted_acks: bool,
+    pub dp_read: DpRead,
+    /// 0.23.0 on: the producer's scheduler reaps a deferred send with no
+    /// `finished_sending` after `kv_connector_extra_config.defer_timeout` (60 s by default,
+    /// `MoRIIOConstants.DEFAULT_DEFER_TIMEOUT`) and frees its blocks; before, never.
+    pub defer_timeout: bool,
+    /// 0.27.0 on: the handshake runs eagerly in the worker's step, and a rank whose handshake
+    /// future failed makes every TP rank raise `HandshakeError` (before: the future's
+    /// exception is only logged, and the first read raises `KeyError`).
+    pub eager_handshake: bool,
+    /// 0.27.0 on: a one-rank decode of an MLA model reading a TP > 1, DP 1 prefill
+    /// round-robins the prefill rank per request (`_resolve_read_source`, `flexible`).
+    pub round_robin_mla: bool,
 }
+
+/// `MoRIIOConstants.DEFAULT_DEFER_TIMEOUT` (0.23.0-0.33.0), in seconds.
+pub const MORIIO_DEFER_TIMEOUT_S: i64 = 60;
+
+/// What reaches the user at 0.27.0 on when a MoRIIO handshake future failed.
+pub const MORIIO_EAGER_HANDSHAKE_FAILED: &str = "Eager MoRIIO handshake failed for \
+     {remote_engine_id} on at least one TP rank; failing this step fast to avoid a TP \
+     collective hang";
 
 /// How a MoRIIO WRITE producer maps onto decode ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,7 +351,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         rules: Rules::Nixl(NixlRules {
             ratio: NixlRatio::BothWays,
             replicated: Replicated::MoreThanHeads,
-            fan_in_replicated: FanInReplicated::AllModels,
+            fan_in_replicated: FanInReplicated::NonHybrid,
             block_len: BlockLen::TpRatio(BLOCK_LEN_014),
             pp: NixlPp::TpRanksOnly,
         }),
@@ -304,9 +362,20 @@ pub static PROFILES: &[ConnectorProfile] = &[
         rules: Rules::Nixl(NixlRules {
             ratio: NixlRatio::BothWays,
             replicated: Replicated::MoreThanHeads,
-            fan_in_replicated: FanInReplicated::NonMla,
+            fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
             block_len: BlockLen::TpRatio(BLOCK_LEN_014),
             pp: NixlPp::TpRanksOnly,
+        }),
+    },
+    ConnectorProfile {
+        connector: "nixl",
+        since: v(0, 23, 0),
+        rules: Rules::Nixl(NixlRules {
+            ratio: NixlRatio::BothWays,
+            replicated: Replicated::MoreThanHeads,
+            fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
+            block_len: BlockLen::TpRatio(BLOCK_LEN_014),
+            pp: NixlPp::EngineStartRefuses,
         }),
     },
     ConnectorProfile {
@@ -315,9 +384,9 @@ pub static PROFILES: &[ConnectorProfile] = &[
         rules: Rules::Nixl(NixlRules {
             ratio: NixlRatio::BothWays,
             replicated: Replicated::MoreThanHeads,
-            fan_in_replicated: FanInReplicated::NonMla,
+            fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
             block_len: BlockLen::PerRankHeads,
-            pp: NixlPp::TpRanksOnly,
+            pp: NixlPp::EngineStartRefuses,
         }),
     },
     ConnectorProfile {
@@ -326,7 +395,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         rules: Rules::Nixl(NixlRules {
             ratio: NixlRatio::BothWays,
             replicated: Replicated::MoreThanHeads,
-            fan_in_replicated: FanInReplicated::NonMla,
+            fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
             block_len: BlockLen::PerRankHeads,
             pp: NixlPp::PushOnly,
         }),
@@ -340,6 +409,25 @@ pub static PROFILES: &[ConnectorProfile] = &[
             layer_check: LayerCheck::Nothing,
             release: Release::ReadRank,
             counted_acks: false,
+            dp_read: DpRead::RankZero,
+            defer_timeout: false,
+            eager_handshake: false,
+            round_robin_mla: false,
+        }),
+    },
+    ConnectorProfile {
+        connector: "moriio",
+        since: v(0, 23, 0),
+        rules: Rules::MoriioRead(MoriioReadRules {
+            dial: Dial::SameRank,
+            dp_dial: DpDial::AddsRanks,
+            layer_check: LayerCheck::Nothing,
+            release: Release::ReadRank,
+            counted_acks: false,
+            dp_read: DpRead::RankZero,
+            defer_timeout: true,
+            eager_handshake: false,
+            round_robin_mla: false,
         }),
     },
     ConnectorProfile {
@@ -351,6 +439,10 @@ pub static PROFILES: &[ConnectorProfile] = &[
             layer_check: LayerCheck::ReplicatedHeads,
             release: Release::ReadRank,
             counted_acks: true,
+            dp_read: DpRead::RankZero,
+            defer_timeout: true,
+            eager_handshake: false,
+            round_robin_mla: false,
         }),
     },
     ConnectorProfile {
@@ -362,6 +454,10 @@ pub static PROFILES: &[ConnectorProfile] = &[
             layer_check: LayerCheck::ReplicatedHeads,
             release: Release::ReadRank,
             counted_acks: true,
+            dp_read: DpRead::Routed,
+            defer_timeout: true,
+            eager_handshake: true,
+            round_robin_mla: true,
         }),
     },
     ConnectorProfile {
@@ -373,6 +469,10 @@ pub static PROFILES: &[ConnectorProfile] = &[
             layer_check: LayerCheck::HeadsPerRank,
             release: Release::AllHolders,
             counted_acks: true,
+            dp_read: DpRead::Routed,
+            defer_timeout: true,
+            eager_handshake: true,
+            round_robin_mla: true,
         }),
     },
     ConnectorProfile {

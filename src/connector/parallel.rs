@@ -80,8 +80,8 @@ pub fn nixl_pp_check(pp: NixlPp, kv_role: &str, pp_size: i64) -> Result<(), Rule
 /// (before 0.26.0, `remote_pp` > 1): it queries TP ranks only and the stages' metadata collide.
 pub fn nixl_handshake_peers(pp: NixlPp, tp_rank: i64, remote_pp: i64) -> Option<Vec<(i64, i64)>> {
     match pp {
-        NixlPp::TpRanksOnly if remote_pp > 1 => None,
-        NixlPp::TpRanksOnly => Some(vec![(0, tp_rank)]),
+        NixlPp::TpRanksOnly | NixlPp::EngineStartRefuses if remote_pp > 1 => None,
+        NixlPp::TpRanksOnly | NixlPp::EngineStartRefuses => Some(vec![(0, tp_rank)]),
         NixlPp::PushOnly => Some((0..remote_pp.max(1)).map(|s| (s, tp_rank)).collect()),
     }
 }

@@ -100,6 +100,8 @@ impl ModelPerf {
             num_attention_heads: self.num_attention_heads as i64,
             num_kv_heads: self.num_kv_heads,
             is_mla: self.is_mla,
+            // Layers without a KV cache are Mamba-type (recurrent) layers.
+            hybrid: self.num_attention_layers < self.num_layers,
         }
     }
 

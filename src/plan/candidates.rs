@@ -403,6 +403,12 @@ pub fn mixing_vendor(profile: &ConnectorProfile) -> Option<Vendor> {
     }
 }
 
+/// Whether the connector's worker starts on GPUs of `vendor` (`check::gpu_violation`).
+pub fn runs_on(profile: &ConnectorProfile, vendor: Vendor) -> bool {
+    crate::connector::connector(profile.connector)
+        .is_none_or(|c| crate::check::gpu_violation(c, vendor.name()).is_none())
+}
+
 /// The fewest instances of capacity `rps` whose sum reaches `demand` (floating point, as a
 /// plan reports capacity); None when that is more than `limit`.
 pub fn instances_for(demand: f64, rps: f64, limit: i64) -> Option<i64> {
@@ -585,6 +591,10 @@ impl Candidates {
                         sc.gpu_types[d.gpu_type].vendor,
                     );
                     if p.gpu_type != d.gpu_type && !(vp == vd && mixing == Some(vp)) {
+                        continue;
+                    }
+                    // A connector whose worker cannot start on a side's GPUs (MoRIIO off AMD).
+                    if [vp, vd].iter().any(|v| !runs_on(sc.connector, *v)) {
                         continue;
                     }
                     let (a, b) = (p.item.unwrap(), d.item.unwrap());

@@ -454,7 +454,7 @@ def solve_fleet(
     gpus_per_node: int | None = None,
     objective: str = "max_min",
     time_limit_s: float = 10.0,
-    connector: Any = "moriio",
+    connector: Any = None,
     vllm_version: str | None = None,
     workload: Any = None,
     max_tp: int | None = None,

@@ -61,6 +61,15 @@ def explain(
     decode: Mapping[int, SidePoint | _Point],
 ) -> tuple[str, list[str]]:
     """``(binding reason, reasons rule by rule)``."""
+    from ..connectors import gpu_violation, resolve_connector
+
+    refused = gpu_violation(resolve_connector(connector), ctx.gpu.vendor)
+    if refused is not None:  # no P/D pair: the connector's worker cannot start here
+        binding = (
+            f"{refused.hint} (vLLM raises RuntimeError({refused.message!r}) when the engine "
+            f"starts on {ctx.gpu.name})"
+        )
+        return binding, [binding]
     m, g = ctx.model, ctx.gpu
     bound = min(max_tp, budget)
     reasons: list[str] = []

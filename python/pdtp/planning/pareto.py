@@ -126,7 +126,7 @@ def pareto(
     gpus_per_node: int | None = None,
     workload: Any = None,
     tpot_ms: Sequence[float] | None = None,
-    connector: Any = "moriio",
+    connector: Any = None,
     vllm_version: str | None = None,
     mode: str = "auto",
     layouts: Any = None,

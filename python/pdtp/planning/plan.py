@@ -160,6 +160,8 @@ class Plan:
     #: what runs.
     vllm_version: str | None = None
     mode: str | None = None
+    #: Why pdtp picked the connector when none was named ("the default on NVIDIA GPUs").
+    connector_default: str | None = None
     pool: str = ""
     notes: tuple[str, ...] = ()
     slo_basis: str = "mean"
@@ -278,7 +280,7 @@ class Plan:
         """``"moriio (READ mode), vLLM 0.33.0"``: the connector, its mode and release."""
         from ..connectors import resolve_connector
 
-        return resolve_connector(self.connector, self.vllm_version).label
+        return resolve_connector(self.connector, self.vllm_version).labelled(self.connector_default)
 
     @property
     def output_tokens_per_dollar(self) -> float | None:
@@ -298,6 +300,7 @@ class Plan:
             "connector": self.connector,
             "vllm_version": self.vllm_version,
             "mode": self.mode,
+            "connector_default": self.connector_default,
             "workload": self.workload.to_dict(),
             "gpus": self.gpus,
             "pool": self.pool,
@@ -486,6 +489,7 @@ def build(
         cost_per_hour=cost,
         vllm_version=sc.connector.vllm_version,
         mode=sc.connector.mode,
+        connector_default=sc.connector_default,
         pool=pool.describe(),
         notes=notes,
         placer=placer,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _core
 from .._validate import optional_positive_int, positive_int, positive_number
 from ..check import MAX_TP
-from ..connectors import Connector, resolve_connector
+from ..connectors import Connector, default_connector, resolve_connector
 from ..errors import ArgumentTypeError, InvalidArgumentError
 from ..perf import DEFAULT_GPU, Context, constant_inputs, gpu_inputs, model_inputs
 from ..workload import Workload, resolve_workload
@@ -325,6 +325,8 @@ class Scenario:
     gpu_specs: tuple[_core.GpuType, ...] = ()
     mode: str = "disagg"
     layouts: Any = None
+    #: Why pdtp picked the connector when none was named ("the default on NVIDIA GPUs").
+    connector_default: str | None = None
 
     def context(self, model: int, gpu_type: int) -> Context:
         """The performance-model inputs of one model on one GPU type."""
@@ -390,6 +392,9 @@ def build(
         raise InvalidArgumentError(f"gpu_memory_utilization must be in (0, 1], got {util}")
     tp_bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP)
     acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)
+    note = None
+    if connector is None:  # the pool's vendor decides (MoRIIO needs AMD's MoRI)
+        connector, note = default_connector(g.vendor for g in pool.types)
     conn, key = resolve_connector_key(connector, vllm_version)
     consts = tuple(constants_for(g.name, constants) for g in pool.types)
     entries = []
@@ -451,6 +456,7 @@ def build(
         gpu_specs=tuple(gpu_types),
         mode=core_mode,
         layouts=space,
+        connector_default=note,
     )
 
 

@@ -26,7 +26,7 @@ def size_for(
     gpu: Any = None,
     gpus_per_node: int | None = None,
     workload: Any = None,
-    connector: Any = "moriio",
+    connector: Any = None,
     vllm_version: str | None = None,
     objective: str = "gpus",
     prices: Any = None,

@@ -26,7 +26,7 @@ def solve(
     gpu: Any = None,
     gpus_per_node: int | None = None,
     workload: Any = None,
-    connector: Any = "moriio",
+    connector: Any = None,
     vllm_version: str | None = None,
     objective: str = "throughput",
     demand_rps: float | None = None,
