@@ -156,9 +156,9 @@ def view_of(plan: Any) -> PlanView:
             "prefill": (plan.prefill.layout, plan.prefill.instances),
             "decode": (plan.decode.layout, plan.decode.instances),
         }
-    placement = getattr(plan, "assignment", None) or getattr(plan, "placement", None)
-    if callable(placement):  # today a method; the planner may carry it as data
-        placement = placement()
+    # The planner's placement; a plan read without one is placed here by first fit (which
+    # lays instances spanning nodes on whole nodes, unlike Plan.placement's TP-only fill).
+    placement = getattr(plan, "assignment", None) or None
     return _view(
         model_ref=getattr(plan, "serve_ref", plan.model_id),
         served_model_name=getattr(plan, "served_model_name", None),
