@@ -413,3 +413,18 @@ def test_any_edit_of_a_plan_reads_or_is_a_pdtp_error(pd70, data):
     except pdtp.PdtpError:
         return
     assert back.to_dict()["prefill"]["instances"] >= 0
+
+
+def test_fp8_weights_of_a_16_bit_checkpoint_launch_with_quantization():
+    """The plan says what the weights need: FP8 sized for a bf16 checkpoint is vLLM's online
+    `--quantization fp8` (else vLLM loads 16-bit weights the plan never sized); a
+    checkpoint stored in FP8, or served as stored, needs none."""
+    p = pdtp.solve(pdtp.model("llama-3.1-405b", weight_dtype="fp8"), gpus=64, gpu="h100",
+                   connector="nixl")  # fmt: skip
+    assert p.quantization == "fp8" and Plan.from_json(p.to_json()).quantization == "fp8"
+    assert all("--quantization fp8" in i.launch.command
+               for i in pdtp.deploy(p, need_hosts=False).instances)  # fmt: skip
+    assert pdtp.solve("llama-3.1-70b", gpus=16, gpu="mi300x").quantization is None
+    native = next(m for m in pdtp.models() if m.weight_dtype == "fp8")
+    assert Plan.from_dict({"model": native.name, "gpu": "mi355x",
+                           "aggregated": {"tp": 8, "instances": 1}}, rules=False).quantization is None  # fmt: skip

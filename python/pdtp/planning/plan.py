@@ -210,6 +210,21 @@ class Plan:
         return self.model_id
 
     @property
+    def quantization(self) -> str | None:
+        """vLLM's ``--quantization`` the weights need: ``"fp8"`` when the plan sized FP8
+        weights for a 16-bit checkpoint of a catalog model (vLLM quantizes it on load);
+        None when the checkpoint loads as it is (a config's own dtype is its checkpoint's)."""
+        m = self.model_spec
+        if m is None or m.weight_dtype != "fp8":
+            return None
+        from .plan_read import catalog_model
+
+        native = catalog_model(self.model_id) or catalog_model(m.name)
+        if native is None or native.weight_bytes_per_param < 2:
+            return None
+        return "fp8"
+
+    @property
     def resolved_model(self) -> Model:
         """:attr:`model_spec`, or the catalog model the plan names."""
         if self.model_spec is not None:
