@@ -472,7 +472,8 @@ def sweep(
     chunk_size: int = DEFAULT_CHUNK,
     as_frame: bool | None = None,
 ) -> Any:
-    """The best valid P/D plan for every scenario of a grid.
+    """The plan ``pdtp.solve`` picks for every scenario of a grid (its defaults: mode auto,
+    the default layouts).
 
     ``models`` (a model, name, ``"all"`` or a list), ``gpus`` (a budget or a list/range),
     ``gpu`` (a GPU type, ``"all"`` or a list), ``workloads`` (``None`` = defaults, a
@@ -480,7 +481,8 @@ def sweep(
     product. ``vllm_version`` (default: the newest release pdtp knows) applies every connector's
     rules of that vLLM release; the rows then name the connector as ``name@X.Y.Z`` (a name like
     ``"nixl@0.13.0"`` pins one connector's release). One row per scenario: its inputs, the plan
-    (the same numbers as ``pdtp.solve(..., method="enumerate")``), ``status`` (``OPTIMAL`` /
+    (the same numbers as ``pdtp.solve``: ``mode`` ``agg`` or ``disagg``, the
+    ``aggregated_*`` or ``prefill_*``/``decode_*`` layouts and counts), ``status`` (``OPTIMAL`` /
     ``INFEASIBLE``), ``solve_ms`` (amortised over a group), ``reason`` (why it is infeasible:
     the text of ``pdtp.InfeasibleError``) and the ``rule_blind_*`` plan a planner ignoring the
     connector's pair rules would pick (``rule_blind_valid``: whether vLLM accepts it).
@@ -493,10 +495,10 @@ def sweep(
     when pandas is installed (``as_frame=False``: a list of dicts).
 
     >>> import pdtp
-    >>> rows = pdtp.sweep("llama-3.1-70b", gpus=[1, 24], gpu="mi300x", workers=1,
+    >>> rows = pdtp.sweep("llama-3.1-70b", gpus=[1, 24], gpu="h100", workers=1,
     ...                   as_frame=False)
-    >>> [r["status"] for r in rows]
-    ['INFEASIBLE', 'OPTIMAL']
+    >>> [(r["status"], r["mode"]) for r in rows]
+    [('INFEASIBLE', None), ('OPTIMAL', 'disagg')]
     """
     if backend not in BACKENDS:
         raise InvalidArgumentError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
