@@ -28,13 +28,16 @@ from pdtp.sweeps import parse_ints, parse_names
 from pdtp.workload import Workload
 
 
-def _timed(fn: Any, repeat: int) -> tuple[float, Any]:
-    times, out = [], None
+def _timed(fn: Any, repeat: int) -> tuple[float, float, Any]:
+    """Median wall seconds, median CPU seconds of this process (all of it with one worker:
+    a shared machine's load shows in the wall time, not here) and the last result."""
+    times, cpus, out = [], [], None
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times), out
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(times), statistics.median(cpus), out
 
 
 def core_only(models: list[Any], gpus: list[str], budgets: list[int]) -> tuple[float, float]:
@@ -85,14 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     core_cpu = statistics.median(c for _, c in core)
     results: list[dict[str, Any]] = []
     for w in worker_counts:
-        rows_s, rows = _timed(lambda w=w: run(w, False), args.repeat)
-        frame_s, _ = _timed(lambda w=w: run(w, True), args.repeat)
+        rows_s, rows_cpu, rows = _timed(lambda w=w: run(w, False), args.repeat)
+        frame_s, _, _ = _timed(lambda w=w: run(w, True), args.repeat)
         assert len(rows) == n
         results.append(
             {
                 "workers": w,
                 "rows_s": rows_s,
                 "rows_per_s": n / rows_s,
+                "rows_cpu_s": rows_cpu if w == 1 else None,
                 "frame_s": frame_s,
                 "frame_per_s": n / frame_s,
             }
@@ -106,11 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"machine: {cpus} CPU(s), Python {platform.python_version()}, {platform.machine()}")
     print(f"median of {args.repeat} runs\n")
-    print("| workers | list of dicts | scenarios/s | DataFrame | scenarios/s |")
-    print("|--:|--:|--:|--:|--:|")
+    print("| workers | list of dicts | scenarios/s | CPU (1 worker) | DataFrame | scenarios/s |")
+    print("|--:|--:|--:|--:|--:|--:|")
     for r in results:
+        cpu = r["rows_cpu_s"]
+        cpu_text = f"{cpu:.2f} s = {n / cpu:,.0f}/s" if cpu else "-"
         print(
-            f"| {r['workers']} | {r['rows_s']:.2f} s | {r['rows_per_s']:,.0f} | "
+            f"| {r['workers']} | {r['rows_s']:.2f} s | {r['rows_per_s']:,.0f} | {cpu_text} | "
             f"{r['frame_s']:.2f} s | {r['frame_per_s']:,.0f} |"
         )
     print(

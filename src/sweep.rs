@@ -584,3 +584,70 @@ fn space_point(c: &Candidates, at: impl Fn(usize) -> usize, seeds: &[Pair]) -> S
         rule_blind: plan(blind),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::tests::{h100, llama70, moe_mla, workload};
+    use crate::plan::oracle::search;
+    use crate::plan::scenario::{Mode, Vendor};
+    use crate::plan::tests::{gpu_type, model, scenario, small_moe};
+
+    /// Every budget's answer of `sweep_space` is the plan of that budget's own candidates:
+    /// the closed forms' best on a fresh build (identical, ties included) and, by the
+    /// order, the exhaustive oracle's — over mode auto and the default layouts, so a sweep
+    /// that kept rows the budget does not allow, paired them differently or pruned a pair
+    /// that could win fails here.
+    #[test]
+    fn space_sweep_equals_each_budgets_own_plan() {
+        let budgets: Vec<i64> = (0..=34).chain([40, 48, 63, 64, 65, 100]).collect();
+        for perf in [llama70(), moe_mla(), small_moe()] {
+            for connector in ["moriio", "nixl"] {
+                let mut template = scenario(
+                    vec![model(perf, &[h100()], workload(), 0.0)],
+                    vec![gpu_type("h100", Vendor::Nvidia, 0)],
+                    &[],
+                    connector,
+                    Objective::Throughput,
+                );
+                template.mode = Mode::Auto;
+                let sweep = sweep_space(&template, &budgets);
+                for (&gpus, point) in budgets.iter().zip(&sweep.points) {
+                    let c = Candidates::build(on_budget(&template, gpus));
+                    let order = Order::new(&c);
+                    let name = |r: &Row| (r.role, r.layout);
+                    let got = point.best.map(|p| {
+                        (
+                            name(&sweep.rows[p.prefill]),
+                            p.prefill_instances,
+                            name(&sweep.rows[p.decode]),
+                            p.decode_instances,
+                        )
+                    });
+                    let hint = relax::hint(&c, &order);
+                    let want = hint.as_ref().and_then(|s| s[0]).map(|ch| {
+                        (
+                            name(&c.rows[ch.pair.prefill]),
+                            ch.prefill,
+                            name(&c.rows[ch.pair.decode]),
+                            ch.decode,
+                        )
+                    });
+                    let at = format!("gpus={gpus} {connector} {}", perf.weight_bytes);
+                    assert_eq!(got, want, "{at}");
+                    if gpus <= 40 {
+                        let (exact, done) = search(&c, &order, None, true);
+                        assert!(done, "{at}");
+                        match (&hint, &exact) {
+                            (Some(h), Some(e)) => {
+                                assert_eq!(order.cmp(&c, h, e), Ordering::Equal, "{at}")
+                            }
+                            (h, e) => assert_eq!(h.is_some(), e.is_some(), "{at}"),
+                        }
+                    }
+                }
+                assert!(sweep.points.iter().any(|p| p.best.is_some()));
+            }
+        }
+    }
+}

@@ -57,6 +57,7 @@ __all__ = [
     "side_option",
     "stage_layers",
     "sweep_budgets",
+    "sweep_space",
     "transfer_map",
     "vllm_releases",
     "validate_kv_heads",

@@ -52,6 +52,7 @@ from ._validate import optional_positive_int, positive_int, positive_number, pub
 from ._validate import short_repr as _short
 from .check import MAX_TP
 from .errors import ArgumentTypeError, InvalidArgumentError, PdtpError
+from .layout import Layout
 from .perf import DEFAULT_GPU, DEFAULT_UTILIZATION, bottleneck, resolve_context
 from .workload import MAX_TOKENS, Workload, resolve_workload
 
@@ -222,21 +223,14 @@ def _reason(g: Group, opts: _Options, budget: int) -> str:
 _ROLE, _LAYOUT, _RPS, _TTFT, _LATENCY, _BATCH, _CONC = 0, 1, 3, 4, 5, 6, 7
 
 
-def _layout_name(t: tuple[int, int, int, bool]) -> str:
-    from .layout import Layout
-
-    return str(Layout(*t))
-
-
-def _plan_columns(rows: list[Any], plan: Any, osl: int, names: dict[Any, str]) -> tuple[Any, ...]:
+def _plan_columns(rows: list[Any], plan: Any, osl: int, names: list[str]) -> tuple[Any, ...]:
     """The plan columns of one budget's best plan (``Plan`` fields, as ``plan.build``)."""
     pi, np_, di, nd, used = plan
     p, d = rows[pi], rows[di]
     agg = pi == di
     pcap, dcap = np_ * p[_RPS], nd * d[_RPS]
     rps = min(pcap, dcap)
-    pl = names.setdefault(p[_LAYOUT], _layout_name(p[_LAYOUT]))
-    dl = names.setdefault(d[_LAYOUT], _layout_name(d[_LAYOUT]))
+    pl, dl = names[pi], names[di]
     return (
         "agg" if agg else "disagg",
         pl if agg else None,
@@ -260,16 +254,13 @@ def _plan_columns(rows: list[Any], plan: Any, osl: int, names: dict[Any, str]) -
     )
 
 
-def _blind_columns(rows: list[Any], plan: Any, valid: bool, names: dict[Any, str]) -> tuple:
+def _blind_columns(rows: list[Any], plan: Any, valid: bool, names: list[str]) -> tuple:
     pi, np_, di, nd, _ = plan
     p, d = rows[pi], rows[di]
     if pi == di:
-        layout = names.setdefault(p[_LAYOUT], _layout_name(p[_LAYOUT]))
-        return ("agg", layout, p[_LAYOUT][0], np_, None, None, None, np_ * p[_RPS], valid)
-    pl = names.setdefault(p[_LAYOUT], _layout_name(p[_LAYOUT]))
-    dl = names.setdefault(d[_LAYOUT], _layout_name(d[_LAYOUT]))
+        return ("agg", names[pi], p[_LAYOUT][0], np_, None, None, None, np_ * p[_RPS], valid)
     rps = min(np_ * p[_RPS], nd * d[_RPS])
-    return ("disagg", pl, p[_LAYOUT][0], np_, dl, d[_LAYOUT][0], nd, rps, valid)
+    return ("disagg", names[pi], p[_LAYOUT][0], np_, names[di], d[_LAYOUT][0], nd, rps, valid)
 
 
 _NO_PLAN = (None,) * 19
@@ -283,7 +274,8 @@ def _run_group(g: Group, opts: _Options) -> list[Row]:
     w = g.workload
     head = (g.model.name, g.gpu.name, g.connector, w.isl, w.osl)
     slo = (_opt_float(w.ttft_ms), _opt_float(w.tpot_ms), g.max_tp)
-    names: dict[Any, str] = {}
+    # Each candidate row's layout name, once per group (rows repeat over the budgets).
+    names = [str(Layout(*r[1])) for r in rows]  # r[1]: the layout
     body: list[tuple[Any, ...]] = []
     for budget, (best, blind) in zip(g.budgets, points):
         if best is None:
@@ -473,7 +465,8 @@ def sweep(
     chunk_size: int = DEFAULT_CHUNK,
     as_frame: bool | None = None,
 ) -> Any:
-    """The best valid P/D plan for every scenario of a grid.
+    """The plan ``pdtp.solve`` picks for every scenario of a grid (its defaults: mode auto,
+    the default layouts).
 
     ``models`` (a model, name, ``"all"`` or a list), ``gpus`` (a budget or a list/range),
     ``gpu`` (a GPU type, ``"all"`` or a list), ``workloads`` (``None`` = defaults, a
@@ -481,7 +474,8 @@ def sweep(
     product. ``vllm_version`` (default: the newest release pdtp knows) applies every connector's
     rules of that vLLM release; the rows then name the connector as ``name@X.Y.Z`` (a name like
     ``"nixl@0.13.0"`` pins one connector's release). One row per scenario: its inputs, the plan
-    (the same numbers as ``pdtp.solve(..., method="enumerate")``), ``status`` (``OPTIMAL`` /
+    (the same numbers as ``pdtp.solve``: ``mode`` ``agg`` or ``disagg``, the
+    ``aggregated_*`` or ``prefill_*``/``decode_*`` layouts and counts), ``status`` (``OPTIMAL`` /
     ``INFEASIBLE``), ``solve_ms`` (amortised over a group), ``reason`` (why it is infeasible:
     the text of ``pdtp.InfeasibleError``) and the ``rule_blind_*`` plan a planner ignoring the
     connector's pair rules would pick (``rule_blind_valid``: whether vLLM accepts it).
@@ -494,10 +488,10 @@ def sweep(
     when pandas is installed (``as_frame=False``: a list of dicts).
 
     >>> import pdtp
-    >>> rows = pdtp.sweep("llama-3.1-70b", gpus=[1, 24], gpu="mi300x", workers=1,
+    >>> rows = pdtp.sweep("llama-3.1-70b", gpus=[1, 24], gpu="h100", workers=1,
     ...                   as_frame=False)
-    >>> [r["status"] for r in rows]
-    ['INFEASIBLE', 'OPTIMAL']
+    >>> [(r["status"], r["mode"]) for r in rows]
+    [('INFEASIBLE', None), ('OPTIMAL', 'disagg')]
     """
     if backend not in BACKENDS:
         raise InvalidArgumentError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
