@@ -137,3 +137,19 @@ def test_enumerate_is_the_full_search_not_the_reduced_one(monkeypatch):
     monkeypatch.setattr(decide_module, "by_oracle", spy)
     pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", method="enumerate")
     assert asked == [True]
+
+
+@pytest.mark.parametrize("demand", [60.0, 150.0, 300.0])
+@pytest.mark.parametrize(
+    "cost",
+    [None, {"start": 5.0, "stop": 0.5, "restart": 2.0, "gpu": 0.1}, {"start": 1.0, "stop": 3.0}],
+)
+def test_replan_with_move_costs_equals_the_full_oracle(demand, cost):
+    # Re-plans prune pairs by their own lower bound on moves + GPUs held (decide.py):
+    # a bound too high would cut the optimum and part from the oracle here.
+    now = pdtp.size_for("qwen3-30b-a3b", 100.0, max_gpus=512, gpu="h200", connector="nixl")
+    move_cost = None if cost is None else pdtp.MoveCost(**cost)
+    cp = pdtp.replan(now.to_dict(), demand, max_gpus=512, move_cost=move_cost)
+    ex = pdtp.replan(now.to_dict(), demand, max_gpus=512, move_cost=move_cost, method="enumerate")
+    assert cp.plan.summary() == ex.plan.summary() and cp.cost == ex.cost
+    assert (cp.plan.status, cp.plan.proof, ex.plan.proof) == ("OPTIMAL", "cpsat", "enumerate")
