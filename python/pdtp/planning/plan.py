@@ -180,9 +180,6 @@ class Plan:
     #: Why ``vllm serve`` cannot be given ``model_id`` (None: it can): a model read from a
     #: config file outside its model folder. See :attr:`serve_ref`.
     serve_error: str | None = None
-    #: vLLM's ``--quantization`` the launch needs (``"fp8"``: FP8 weights planned from a
-    #: 16-bit checkpoint); None when the checkpoint loads as planned.
-    quantization: str | None = None
     # Who proved the plan optimal (``cpsat``, ``enumerate``), None when nothing did;
     # ``method`` says who decided it (``closed-form``: the Rust closed forms, kept by CP-SAT).
     proof: str | None = None
@@ -492,7 +489,6 @@ def build(
         gpus_per_node=pool.node_size[p.gpu_type],
         gpu_memory_utilization=sc.gpu_memory_utilization,
         kv_dtype=entry.model.kv_dtype,
-        quantization=entry.model.online_quantization,
         visible_devices_env=gp.visible_devices_env,
         kv_connector=sc.connector.kv_connector,
         prefill_role=sc.connector.prefill_role,

@@ -33,6 +33,7 @@ DERIVED = (
     "output_tokens_per_dollar",
     "vllm_commands",
     "launch_note",
+    "quantization",  # follows from model_spec (Plan.quantization)
 )
 ROLES = ("prefill", "decode", "aggregated")
 # Bounds shared with the planners: instance counts, node sizes, GPU counts.
@@ -374,10 +375,6 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         raise bad("kv_dtype", f"one of {sorted(KV_DTYPE_BYTES)}", kv_dtype)
     if kv_dtype != m.kv_dtype:
         m = m.with_dtypes(kv_dtype=kv_dtype)
-    # vLLM's --quantization the launch needs: what the model's own loading says, or "fp8".
-    quantization = text(d, "quantization", m.online_quantization, none=True)
-    if quantization not in (None, "fp8"):
-        raise bad("quantization", "null or 'fp8'", quantization)
     name = text(d, "model", m.name)
     if model is None and name != m.name and catalog_model(name) != m:
         raise InvalidArgumentError(
@@ -525,6 +522,7 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         model_id=model_id,
         gpu=gpu,
         connector=conn.name,
+        connector_default=text(d, "connector_default", None, none=True),
         workload=workload,
         gpus=gpus,
         prefill=sides["prefill"],
@@ -547,7 +545,6 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         gpu_memory_utilization=gmu,
         kv_dtype=kv_dtype,
         visible_devices_env=env,
-        quantization=quantization,
         kv_connector=conn.kv_connector,
         prefill_role=conn.prefill_role,
         decode_role=conn.decode_role,
