@@ -46,8 +46,10 @@ ROLES = ("prefill", "decode", "aggregated")
 # Kubernetes REST paths of the kinds `pdtp deploy --format k8s` writes.
 RESOURCES = {
     "Service": ("/api/v1", "services"),
+    "ConfigMap": ("/api/v1", "configmaps"),
     "StatefulSet": ("/apis/apps/v1", "statefulsets"),
     "Deployment": ("/apis/apps/v1", "deployments"),
+    "LeaderWorkerSet": ("/apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
 }
 
 

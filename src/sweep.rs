@@ -403,8 +403,10 @@ fn restrict(
     let mut rejected = Vec::new();
     // Whether one instance of each fits the nodes together depends on the two items only.
     let mut together_of: HashMap<(Item, Item), bool> = HashMap::new();
+    // A connector whose worker cannot start on this GPU type (MoRIIO off AMD) pairs nothing.
+    let runs = crate::plan::candidates::runs_on(sb.connector, sb.gpu_types[0].vendor);
     for (pi, p) in rows.iter().enumerate() {
-        if p.role != Role::Prefill || !p.usable() {
+        if !runs || p.role != Role::Prefill || !p.usable() {
             continue;
         }
         for (di, d) in rows.iter().enumerate() {
@@ -413,8 +415,8 @@ fn restrict(
             }
             let (a, b) = (p.item.unwrap(), d.item.unwrap());
             let together = *together_of.entry((a, b)).or_insert_with(|| {
-                match cluster.most_beside(a, 1, b, true) {
-                    Ok(room) => room.is_some_and(|n| n >= 1),
+                match cluster.fits(&[(a, 1), (b, 1)]) {
+                    Ok(ok) => ok,
                     Err(TooLarge) => cluster
                         .most_beside(a, 1, b, false)
                         .ok()

@@ -344,7 +344,7 @@ def test_time_limit_holds_on_many_points(monkeypatch: Any):
     many = rows * (4000 // len(rows) + 1)
     clock = _Clock()
     monkeypatch.setattr(cal, "time", clock)
-    # The limit passes while reading: a clear error at the next check (every 256 rows).
+    # The limit passes while reading: a clear error at the next check (every 16 rows).
     reads = cal.load_points
 
     def slow_reads(points: Any, **kw: Any) -> Any:
@@ -352,7 +352,7 @@ def test_time_limit_holds_on_many_points(monkeypatch: Any):
         return reads(points, **kw)
 
     monkeypatch.setattr(cal, "load_points", slow_reads)
-    with pytest.raises(InvalidArgumentError, match="time limit while reading row 256"):
+    with pytest.raises(InvalidArgumentError, match="time limit while reading row 16;"):
         calibrate(many, time_limit_s=1.0)
 
     # The limit passes after reading: the fit gets no time, stops and says so.

@@ -28,10 +28,15 @@ K8S_VERSION = kubernetes_validate.latest_version()
 # (label, solve arguments): every kind of plan, each kind picked by the planner itself.
 KINDS = {
     "agg-tp": ("llama-3.1-8b", {"gpus": 8, "gpu": "h100"}),
-    "agg-dp-ep-2-nodes": ("qwen3-30b-a3b", {"gpus": 16, "gpu": "h100"}),
+    # perf v3 prices collectives across nodes: solve keeps DP within a node unless the layouts
+    # allowed leave a 16-rank one as the best (here, and pd-dp-ep-moriio's decode).
+    "agg-dp-ep-2-nodes": ("qwen3-30b-a3b", {"gpus": 16, "gpu": "h100", "layouts": "tp1dp16ep"}),
     "agg-pp-2-nodes": ("llama-3.1-405b", {"gpus": 16, "gpu": "h100", "layouts": "pp"}),
     "agg-pp-1-node": ("llama-3.1-70b", {"gpus": 16, "gpu": "h100", "layouts": "pp", "mode": "agg"}),
-    "pd-dp-ep-moriio": ("qwen3-235b-a22b", {"gpus": 32, "gpu": "mi355x"}),
+    "pd-dp-ep-moriio": (
+        "qwen3-235b-a22b",
+        {"gpus": 32, "gpu": "mi355x", "layouts": "tp1dp2,tp1dp16"},
+    ),
     "pd-dp-ep-moriio-write": (
         "qwen3-235b-a22b",
         {"gpus": 32, "gpu": "mi355x", "connector": "moriio-write"},
@@ -228,7 +233,7 @@ def test_cli_deploy_plans_what_solve_picks(capsys, plans):
     """`pdtp deploy MODEL --gpus N` deploys solve's plan for the same flags (any mode)."""
     plan = plans["agg-dp-ep-2-nodes"]
     hosts = ",".join(hosts_of(plan))
-    flags = ["qwen3-30b-a3b", "--gpus", "16", "--gpu", "h100"]
+    flags = ["qwen3-30b-a3b", "--gpus", "16", "--gpu", "h100", "--layouts", "tp1dp16ep"]
     assert main(["deploy", *flags, "--format", "json", "--node-hosts", hosts]) == 0
     got = json.loads(capsys.readouterr().out)
     want = json.loads(pdtp.deploy(plan, node_hosts=hosts).to_json())
@@ -328,9 +333,12 @@ def test_fp8_weights_from_a_16_bit_checkpoint_launch_quantized():
 @pytest.mark.parametrize("per_node", [128, 256])
 def test_large_nodes_bind_every_port_once(per_node):
     """On nodes of 128 and 256 GPUs every instance's ports — and every port its ranks derive
-    — are distinct (the default bases spread out on nodes wider than vLLM's 200-port gaps)."""
-    plan = pdtp.solve("llama-3.1-8b", gpus=per_node, gpu="h100", gpus_per_node=per_node,
-                      mode="disagg", layouts="tp")  # fmt: skip
+    — are distinct (the default bases spread out on nodes wider than vLLM's 200-port gaps).
+    MoRIIO (AMD only) derives handshake and notify ports per rank; max_tp=8 keeps a 256-GPU
+    node's fill patterns under the planner's bound."""
+    plan = pdtp.solve("llama-3.1-8b", gpus=per_node, gpu="mi355x", gpus_per_node=per_node,
+                      mode="disagg", layouts="tp", max_tp=8)  # fmt: skip
+    assert plan.connector == "moriio"
     dep = pdtp.deploy(plan)
     bound = [b.port for i in dep.instances for b in i.bound]
     assert len(bound) == len(set(bound)) >= 3 * len(dep.instances)

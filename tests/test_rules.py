@@ -562,8 +562,27 @@ def test_verdict_agrees_with_ok_over_a_grid():
 def test_sweep_default_connector_follows_each_gpus_vendor():
     rows = pdtp.sweep("llama-3.1-8b", gpus=[8], gpu=["h100", "mi300x"], workers=1, as_frame=False)
     assert {(r["gpu"], r["connector"]) for r in rows} == {("h100", "nixl"), ("mi300x", "moriio")}
-    # Named explicitly, MoRIIO on NVIDIA plans nothing and says why (as solve does).
-    (row,) = pdtp.sweep(
-        "llama-3.1-8b", gpus=[8], gpu="h100", connector="moriio", workers=1, as_frame=False
+    # Named explicitly, MoRIIO on NVIDIA pairs nothing: the sweep plans mode auto as solve
+    # does, so where NIXL disaggregates it plans aggregated serving (no KV moves), equal to
+    # solve's plan; solve's disaggregated mode says why (test_moriio_only_on_amd_...).
+    rows = pdtp.sweep(
+        "llama-3.1-70b",
+        gpus=[8, 127],
+        gpu="h100",
+        connector=["moriio", "nixl"],
+        workers=1,
+        as_frame=False,
     )
-    assert row["status"] == "INFEASIBLE" and "RuntimeError" in row["reason"]
+    by = {(r["connector"], r["gpus"]): r for r in rows}
+    for gpus in (8, 127):
+        assert by["nixl", gpus]["mode"] == "disagg"
+        row = by["moriio", gpus]
+        assert row["status"] == "OPTIMAL" and row["mode"] == "agg"
+        assert row["rule_blind_mode"] == "agg" and row["prefill_layout"] is None
+        plan = pdtp.solve("llama-3.1-70b", gpus=gpus, gpu="h100", connector="moriio")
+        assert plan.serving == "agg"
+        assert (row["aggregated_layout"], row["aggregated_instances"]) == (
+            str(plan.aggregated.layout),
+            plan.aggregated.instances,
+        )
+        assert row["requests_per_s"] == plan.requests_per_s

@@ -24,10 +24,16 @@ from pdtp.service.server import BackgroundServer
 
 SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "examples" / "layout_controller.py"
 PATH = re.compile(
-    r"^/(?:api/v1|apis/apps/v1)/namespaces/(?P<ns>[^/]+)/(?P<plural>services|statefulsets|deployments)"
+    r"^/(?:api/v1|apis/apps/v1)/namespaces/(?P<ns>[^/]+)"
+    r"/(?P<plural>services|configmaps|statefulsets|deployments)"
     r"(?:/(?P<name>[^/]+))?$"
 )
-KINDS = {"services": "Service", "statefulsets": "StatefulSet", "deployments": "Deployment"}
+KINDS = {
+    "services": "Service",
+    "configmaps": "ConfigMap",
+    "statefulsets": "StatefulSet",
+    "deployments": "Deployment",
+}
 
 
 class FakeKubernetes:

@@ -408,7 +408,8 @@ PLAN_KINDS = {
     "agg-tp": ("llama-3.1-8b", 8, "h100", "nixl", "agg", "tp"),
     "agg-dp-ep": ("qwen3-30b-a3b", 16, "h100", "nixl", "agg", "dp"),
     "agg-pp": ("llama-3.1-70b", 16, "h100", "nixl", "agg", "pp"),
-    "pd-dp-ep": ("qwen3-30b-a3b", 16, "h100", "moriio", "disagg", "dp"),
+    # NIXL: MoRIIO is AMD-only (refused on NVIDIA GPUs since the rules branch).
+    "pd-dp-ep": ("qwen3-30b-a3b", 16, "h100", "nixl", "disagg", "dp"),
     "pd-tp-ep": ("qwen3-30b-a3b", 16, "h100", "nixl", "disagg", "ep"),
     "pd-pp": ("llama-3.1-70b", 16, "h100", "nixl", "disagg", "pp,tp"),
 }
@@ -502,7 +503,8 @@ def test_sim_config_takes_layouts_and_refuses_bad_ones():
         pdtp.sim_config(MODEL, gpu="h100", prefill_tp=4, decode_layout="tp4zz2")
     with pytest.raises(pdtp.InvalidArgumentError, match="instances × dp × pp"):
         pdtp.sim_config("qwen3-30b-a3b", gpu="h100", layout="tp1dp16ep", instances=5000)
-    with pytest.raises(pdtp.InvalidArgumentError, match="'aggregated' side, or a 'prefill'"):
+    # A dict is read by Plan.from_dict (strict): a prefill side without its decode is refused.
+    with pytest.raises(pdtp.InvalidArgumentError, match="give 'prefill' and 'decode'"):
         config = {"model": MODEL, "gpu": "h100", "prefill": {"tp": 8, "instances": 1}}
         pdtp.simulate(config, rate_rps=1)
     bad = {"model": MODEL, "gpu": "h100", "aggregated": {"tp": 8, "instances": 1, "dp": 0}}

@@ -243,7 +243,7 @@ def _diff(
     target = build(new_view, placed, **_for(new_view, opts))
     same = _launched_alike(before, target, placed)
     why = ""
-    if same != _units_of(placed) & _units_of(i.planned for i in before.instances):
+    if same != _kept_units(placed, before):
         # A kept position launches differently (e.g. the backend changed): keep nothing.
         why = _why_all_restart(before, target)
         placed = _sticky(old_view, new_view, before, types, keep_none=True)
@@ -299,6 +299,19 @@ def _unit(i: Any) -> tuple[str, int]:
 
 def _units_of(instances: Any) -> set[tuple[str, int]]:
     return {_unit(i) for i in instances}
+
+
+def _kept_units(placed: tuple[PlannedInstance, ...], before: Deployment) -> set[tuple[str, int]]:
+    """The instances ``_sticky`` kept: every part where it runs now (a new instance that
+    only reuses an old one's name, e.g. in another layout, is not kept)."""
+    olds = {i.planned for i in before.instances}
+    parts: dict[tuple[str, int], list[bool]] = {}
+    for p in placed:
+        parts.setdefault(_unit(p), []).append(p in olds)
+    counts: dict[tuple[str, int], int] = {}
+    for o in before.instances:
+        counts[_unit(o)] = counts.get(_unit(o), 0) + 1
+    return {u for u, ok in parts.items() if all(ok) and counts.get(u) == len(ok)}
 
 
 def _launched_alike(

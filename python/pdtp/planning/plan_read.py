@@ -501,9 +501,12 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         )
     warnings = d.get("warnings") or []
     if not isinstance(warnings, list) or not all(
-        isinstance(w, Mapping) and set(w) == {"code", "message"} for w in warnings
+        isinstance(w, Mapping)
+        and {"code", "message"} <= set(w) <= {"code", "message", "consequence"}
+        and (w.get("consequence") is None or isinstance(w.get("consequence"), str))
+        for w in warnings
     ):
-        raise bad("warnings", "a list of {code, message}", warnings)
+        raise bad("warnings", "a list of {code, message, consequence}", warnings)
     percentile = number("'slo_percentile'", d.get("slo_percentile"), none=True)
     if percentile is not None and not 0 < percentile < 1:
         raise bad("slo_percentile", "null or in (0, 1)", percentile)
@@ -549,7 +552,10 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         prefill_role=conn.prefill_role,
         decode_role=conn.decode_role,
         rejected=strings("rejected", d.get("rejected")),
-        warnings=tuple(CheckWarning(str(w["code"]), str(w["message"])) for w in warnings),
+        warnings=tuple(
+            CheckWarning(str(w["code"]), str(w["message"]), w.get("consequence") or None)
+            for w in warnings
+        ),
         gap=number("'gap'", d.get("gap", 0.0), none=True),
         objective=text(d, "objective", "throughput"),
         cost_per_hour=number("'cost_per_hour'", d.get("cost_per_hour"), none=True),
@@ -570,6 +576,10 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         serve_error=serve_error,
         placer=(lambda: rows_t) if rows_t else None,
     )
+    # Derived, so checked like gpus_used: the --quantization its model implies, nothing else.
+    if "quantization" in d and d["quantization"] != plan.quantization:
+        want = "null" if plan.quantization is None else repr(plan.quantization)
+        raise bad("quantization", f"{want} (what its model_spec implies)", d["quantization"])
     return plan
 
 
