@@ -191,6 +191,7 @@ def public_api(fn: Callable[P, R]) -> Callable[P, R]:
     encoder or PyO3): strings are valid Unicode, containers nest at most
     :data:`MAX_ARGUMENT_DEPTH` deep. Each is an :class:`InvalidArgumentError` naming the
     argument. A wrong call (missing or extra arguments) is still Python's ``TypeError``."""
+
     # The signature is read on the first call: ``inspect`` is not imported by ``import pdtp``.
     @functools.cache
     def signature() -> inspect.Signature:
