@@ -1,6 +1,6 @@
 """Decision accuracy: does the configuration pdtp would pick match the measured best?
 
-    python benchmarks/decision_accuracy.py [--quick] [--json PATH]
+    python benchmarks/decision_accuracy.py [--quick | --fast] [--json PATH]
 
 Wherever the measured aggregated runs (``benchmarks/accuracy.py``'s rows: InferenceMAX,
 InferenceX, perf-points) hold several configurations — layout (tp, ep, DP attention) and
@@ -182,7 +182,9 @@ def render_markdown(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="the test suite's small run")
+    parser.add_argument(
+        "--quick", "--fast", action="store_true", help="the small run (the suite's and CI's)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     result = run(quick=args.quick)

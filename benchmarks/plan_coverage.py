@@ -146,6 +146,8 @@ def _lws_schema() -> Any:
                             return schema
                 elif "properties" in doc:
                     return doc
+                elif isinstance(doc.get("schema"), dict):  # tools/lws_schema.py's file
+                    return doc["schema"]
     return None
 
 
