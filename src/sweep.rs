@@ -414,16 +414,9 @@ fn restrict(
                 continue;
             }
             let (a, b) = (p.item.unwrap(), d.item.unwrap());
-            let together = *together_of.entry((a, b)).or_insert_with(|| {
-                match cluster.fits(&[(a, 1), (b, 1)]) {
-                    Ok(ok) => ok,
-                    Err(TooLarge) => cluster
-                        .most_beside(a, 1, b, false)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|n| n >= 1),
-                }
-            });
+            let together = *together_of
+                .entry((a, b))
+                .or_insert_with(|| cluster.one_of_each_fits(a, b));
             if !together {
                 continue;
             }

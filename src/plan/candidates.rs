@@ -598,16 +598,7 @@ impl Candidates {
                         continue;
                     }
                     let (a, b) = (p.item.unwrap(), d.item.unwrap());
-                    // One instance of each fits (an exact check of two counts, not the
-                    // search for the most decode instances beside one prefill instance).
-                    let together = match cluster.fits(&[(a, 1), (b, 1)]) {
-                        Ok(ok) => ok,
-                        Err(TooLarge) => cluster
-                            .most_beside(a, 1, b, false)
-                            .ok()
-                            .flatten()
-                            .is_some_and(|n| n >= 1),
-                    };
+                    let together = cluster.one_of_each_fits(a, b);
                     if !together {
                         continue;
                     }

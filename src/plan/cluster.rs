@@ -578,6 +578,20 @@ impl Cluster {
         Some(room)
     }
 
+    /// Whether one instance of `a` and one of `b` fit the pool together: an exact check of
+    /// two counts, falling back to the search for decode instances beside one prefill
+    /// instance where the exact check is too large (what every pairing of rows asks).
+    pub fn one_of_each_fits(&self, a: Item, b: Item) -> bool {
+        match self.fits(&[(a, 1), (b, 1)]) {
+            Ok(ok) => ok,
+            Err(TooLarge) => self
+                .most_beside(a, 1, b, false)
+                .ok()
+                .flatten()
+                .is_some_and(|n| n >= 1),
+        }
+    }
+
     /// Whether several instance kinds fit together: `need[i] = (item, instances)`. Exact
     /// per GPU type for divisibility chains and for two sizes; `Err(TooLarge)` otherwise.
     pub fn fits(&self, need: &[(Item, i64)]) -> Result<bool, TooLarge> {
