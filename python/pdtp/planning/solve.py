@@ -62,11 +62,11 @@ def solve(
     ``mode``: ``"auto"`` (default) considers P/D splits and aggregated instances (one layout
     doing both phases, vLLM's chunked prefill, at the highest concurrency meeting both SLOs)
     and returns the better, with the other as ``plan.alternative``; ``"disagg"`` or ``"agg"``
-    only one kind. ``layouts`` restricts each instance's layout: families ``"tp"``, ``"ep"``
-    (TP + expert parallel), ``"dp"`` (data-parallel attention, with or without expert
-    parallel), ``"pp"``, ``"all"``, and/or explicit layouts (``"tp2dp4ep"``,
-    :class:`pdtp.Layout`), as a list or a comma-separated string. The default: TP sizes; TP+EP and DP+EP for MoE models; PP only
-    where no layout inside one node holds the weights.
+    only one kind. ``layouts`` restricts each instance's layout: families ``"tp"``, ``"ep"`` (TP +
+    expert parallel), ``"dp"`` (data-parallel attention, with or without expert parallel), ``"pp"``,
+    ``"all"``, and/or explicit layouts (``"tp2dp4ep"``, :class:`pdtp.Layout`), as a list or a
+    comma-separated string. The default: TP sizes; TP+EP and DP+EP for MoE models; PP only where no
+    layout inside one node holds the weights.
 
     ``slo_percentile=0.9`` plans on goodput: the SLOs must hold at p90 under Poisson
     arrivals, not on means. CP-SAT still searches on the analytic model; the best split of
