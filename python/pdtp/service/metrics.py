@@ -57,46 +57,42 @@ class ReplicaMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
-        self.desired = Gauge(
+
+        def gauge(name: str, doc: str, *labels: str) -> Gauge:
+            return Gauge(name, doc, list(labels), registry=self.registry)
+
+        self.desired = gauge(
             "pdtp_desired_replicas",
             "Instances of each role the plan for the current demand runs",
-            ["model", "role", "layout", "gpu"],
-            registry=r,
+            *("model", "role", "layout", "gpu"),
         )
-        self.capacity = Gauge(
+        self.capacity = gauge(
             "pdtp_predicted_capacity_rps",
             "Requests/s the plan is predicted to serve, per role and in all (role=total)",
-            ["model", "role"],
-            registry=r,
+            *("model", "role"),
         )
-        self.margin = Gauge(
+        self.margin = gauge(
             "pdtp_slo_margin_ms",
             "The SLO bound less the plan's predicted latency (ms; negative: missed)",
-            ["model", "slo"],
-            registry=r,
+            *("model", "slo"),
         )
-        self.headroom = Gauge(
+        self.headroom = gauge(
             "pdtp_capacity_headroom_ratio",
             "Predicted capacity / demand - 1 (0: exactly enough)",
-            ["model"],
-            registry=r,
+            "model",
         )
-        self.demand = Gauge(
-            "pdtp_demand_rps", "The demand the plan was sized for (req/s)", ["model"], registry=r
-        )
-        self.gpus = Gauge("pdtp_plan_gpus", "GPUs the plan uses", ["model"], registry=r)
-        self.updated = Gauge(
+        self.demand = gauge("pdtp_demand_rps", "The demand the plan was sized for (req/s)", "model")
+        self.gpus = gauge("pdtp_plan_gpus", "GPUs the plan uses", "model")
+        self.updated = gauge(
             "pdtp_plan_updated_timestamp_seconds",
             "When the plan was last computed (Unix time)",
-            ["model"],
-            registry=r,
+            "model",
         )
         self.errors = Counter(
             "pdtp_planning_errors",
             "Demand updates that produced no plan (bad demand query, infeasible demand)",
             ["model", "reason"],
-            registry=r,
+            registry=self.registry,
         )
         self._lock = threading.Lock()
         self._series: dict[str, list[tuple[str, str, str]]] = {}
