@@ -855,12 +855,28 @@ CLI_BASE = {
         "--requests",
         "50",
     ],
+    # Commands reading files: {plan} and {demands} are written by the cli_inputs fixture.
+    "deploy": ["deploy", "--plan", "{plan}"],
+    "replan": ["replan", "--current", "{plan}", "--demand", "5", "--time-limit", "0.3"],
+    "fleet": [
+        *("fleet", "--demands", "{demands}", "--gpus", "16", "--gpu", "h100"),
+        *("--time-limit", "0.3"),
+    ],
 }
 CLI_VALUES = ["", "-1", "0", "1e400", "nan", "9" * 30, "x" * 5000, "\udcff", "[[[[", "a,b,,"]
 
 
+@pytest.fixture(scope="module")
+def cli_inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli-inputs")
+    plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", mode="disagg")
+    (folder / "plan.json").write_text(plan.to_json())
+    (folder / "demands.csv").write_text("model,demand_rps\nllama-3.1-8b,5\nqwen3-8b,3\n")
+    return {"plan": str(folder / "plan.json"), "demands": str(folder / "demands.csv")}
+
+
 @pytest.mark.parametrize("command", sorted(CLI_BASE))
-def test_every_flag_with_hostile_text_exits_0_1_or_2(command):
+def test_every_flag_with_hostile_text_exits_0_1_or_2(command, cli_inputs):
     import argparse
 
     from pdtp import cli
@@ -878,7 +894,7 @@ def test_every_flag_with_hostile_text_exits_0_1_or_2(command):
     assert flags
     for flag in flags:
         for value in CLI_VALUES:
-            argv = list(CLI_BASE[command])
+            argv = [a.format(**cli_inputs) if "{" in a else a for a in CLI_BASE[command]]
             if flag in argv:
                 argv[argv.index(flag) + 1] = value
             else:
