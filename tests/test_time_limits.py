@@ -144,3 +144,76 @@ def test_calibrate_stops_reading_rows_at_its_limit():
         with pytest.raises(pdtp.InvalidArgumentError, match="time limit"):
             pdtp.calibrate(rows(), time_limit_s=0.05)
     assert taken < 150_000
+
+
+# ---- the node list is read inside the time limit: C-speed paths, bounds stated up front ----
+
+
+def test_a_node_list_past_the_bound_is_refused_naming_it():
+    over = [1] * (scenario.MAX_NODES + 1)
+    with pytest.raises(pdtp.InvalidArgumentError, match=f"{scenario.MAX_NODES:,} nodes"):
+        pdtp.solve("llama-3.1-8b", nodes=over, gpu="h100", time_limit_s=0.05)
+    # Two GPU types share the bound.
+    half = [1] * (scenario.MAX_NODES // 2 + 1)
+    with pytest.raises(pdtp.InvalidArgumentError, match="nodes in all"):
+        pdtp.solve("llama-3.1-8b", nodes={"h100": half, "h200": half}, time_limit_s=0.05)
+    ids = [[0]] * (scenario.MAX_ID_NODES + 1)
+    with pytest.raises(pdtp.InvalidArgumentError, match="free GPU count, not its device ids"):
+        pdtp.solve("llama-3.1-8b", nodes=ids, gpu="h100", time_limit_s=0.05)
+    # At the bounds: planned.
+    plan = pdtp.solve("llama-3.1-8b", nodes=[1] * scenario.MAX_NODES, gpu="h100")
+    assert plan.gpus_used <= scenario.MAX_NODES
+    plan = pdtp.solve("llama-3.1-8b", nodes=[[0, 3]] * scenario.MAX_ID_NODES, gpu="h100")
+    assert {d for p in plan.assignment for d in p.devices} <= {0, 3}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_fast_node_readers_equal_the_checked_one(seed):
+    """Counts and device-id lists read at C speed give the pool the per-entry loop gives
+    (a numpy integer sends a list down the loop): runs, devices, totals."""
+    import numpy as np
+
+    rng = random.Random(seed)
+    counts = [rng.randint(0, 8) for _ in range(rng.randint(1, 300))]
+    counts[rng.randrange(len(counts))] = 8  # at least one free GPU
+    ids = [sorted(rng.sample(range(8), k)) for k in counts]
+    for spec in (counts, ids):
+        fast = scenario.resolve_pool(None, spec, "mi300x", None, None)
+        slow_spec = list(spec)
+        last = slow_spec[-1]
+        slow_spec[-1] = [np.int64(x) for x in last] if isinstance(last, list) else np.int64(last)
+        slow = scenario.resolve_pool(None, slow_spec, "mi300x", None, None)
+        assert fast.node_runs == slow.node_runs and fast.devices == slow.devices
+        assert fast.gpus == sum(counts) and fast.node_count == len(counts)
+    two = scenario.resolve_pool(None, {"mi300x": counts, "mi355x": counts[::-1]}, None, None, None)
+    assert two.gpus_of(0) == two.gpus_of(1) == sum(counts) and two.gpus == 2 * sum(counts)
+
+
+@pytest.mark.parametrize(
+    "nodes, names",
+    [
+        ([[0, 0]], ["nodes[0]", "distinct"]),
+        ([[8]], ["nodes[0]", "[0, 7]"]),
+        ([[True]], ["nodes[0]", "integer"]),
+        ([1, 9], ["nodes[1]", "[0, 8]"]),
+        ([1, True], ["nodes[1]", "integer"]),
+        ([1, [0, 0]], ["nodes[1]", "distinct"]),
+    ],
+)
+def test_a_bad_node_entry_is_still_named(nodes, names):
+    with pytest.raises(pdtp.PdtpError) as info:
+        pdtp.solve("llama-3.1-8b", nodes=nodes, gpu="h100", time_limit_s=0.05)
+    for n in names:
+        assert n in str(info.value)
+
+
+def test_the_argument_scan_still_finds_text_and_depth_in_lists_of_lists():
+    from pdtp._validate import argument_problem
+
+    assert argument_problem("nodes", [[1, 2]] * 100_000) is None
+    found = argument_problem("nodes", [[1, 2]] * 1000 + [[1, "\ud800"]])
+    assert found is not None and "nodes[1000][1]" in str(found)
+    deep: list = [1]
+    for _ in range(100):
+        deep = [deep]
+    assert "nested" in str(argument_problem("nodes", deep))

@@ -8,6 +8,7 @@ Wrong types raise :class:`~pdtp.errors.ArgumentTypeError` (a ``PdtpError`` that 
 from __future__ import annotations
 
 import functools
+import itertools
 import numbers
 import reprlib
 from collections.abc import Callable
@@ -145,31 +146,55 @@ MAX_ARGUMENT_DEPTH = 64
 _SCAN_BUDGET = 20_000
 
 
-def _bad_text(value: str) -> int | None:
-    """Where ``value`` holds a surrogate no file name can carry (not one of
-    ``surrogateescape``'s, which stand for undecodable bytes in a path); None if none."""
+# Arguments that may be file paths: a path may hold ``surrogateescape``'s surrogates (they
+# stand for undecodable bytes in a file name). Every other string reaches the Rust core,
+# a launch line or a UTF-8 file, none of which can carry any surrogate.
+PATH_ARGUMENTS = frozenset(
+    {"model", "config", "source", "path", "hosts_file", "trace", "points", "grid", "demands"}
+    | {"output", "directory", "model_path", "models", "plan_or_config", "workloads"}
+    | {"plan", "current", "old", "new"}  # a plan's own strings: checked where it is read
+)
+
+
+def _bad_text(value: str, strict: bool = True) -> int | None:
+    """Where ``value`` holds a lone surrogate (``strict``), or one no file name can carry
+    (not ``surrogateescape``'s); None if none."""
     if value.isascii():
         return None
     try:
-        value.encode("utf-8", "surrogateescape")
+        value.encode("utf-8", "strict" if strict else "surrogateescape")
     except UnicodeEncodeError as e:
         return e.start
     return None
 
 
-def _argument_problem(name: str, value: Any) -> InvalidArgumentError | None:
-    """A lone surrogate in a string, or nesting past :data:`MAX_ARGUMENT_DEPTH`, anywhere in
-    ``value`` (scanned iteratively, within a budget)."""
-    stack: list[tuple[Any, int, str]] = [(value, 0, name)]
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _place(where: Any) -> str:
+    """A place in an argument, kept as ``(parent, key)`` links until a message needs it."""
+    keys: list[str] = []
+    while isinstance(where, tuple):
+        where, key = where
+        keys.append(f"[{key}]" if isinstance(key, int) else f"[{short_repr(key, 40)}]")
+    return str(where) + "".join(reversed(keys))
+
+
+def argument_problem(name: str, value: Any, *, strict: bool = True) -> InvalidArgumentError | None:
+    """A lone surrogate in a string (``strict=False``: but ``surrogateescape``'s, as a path
+    may hold), or nesting past :data:`MAX_ARGUMENT_DEPTH`, anywhere in ``value`` (scanned
+    iteratively, within a budget; a list of numbers, such as a million nodes' free GPUs,
+    at C speed)."""
+    stack: list[tuple[Any, int, Any]] = [(value, 0, name)]
     budget = _SCAN_BUDGET
     while stack and budget > 0:
         v, depth, where = stack.pop()
         budget -= 1
         if isinstance(v, str):
-            at = _bad_text(v)
+            at = _bad_text(v, strict)
             if at is not None:
                 return InvalidArgumentError(
-                    f"{where} is not valid Unicode text: a lone surrogate "
+                    f"{_place(where)} is not valid Unicode text: a lone surrogate "
                     f"({v[at]!a}) at position {at}"
                 )
         elif isinstance(v, list | tuple | dict | set | frozenset):
@@ -177,11 +202,23 @@ def _argument_problem(name: str, value: Any) -> InvalidArgumentError | None:
                 return InvalidArgumentError(
                     f"{name} is nested more than {MAX_ARGUMENT_DEPTH} levels deep"
                 )
+            # Each value by its place (``plan['prefill']['layout']``), so the message says
+            # which field; a key by its mapping's.
             if isinstance(v, dict):
-                items = [x for kv in list(v.items())[:budget] for x in kv]
+                for k, x in list(v.items())[:budget]:
+                    stack.append((k, depth + 1, where))
+                    stack.append((x, depth + 1, (where, k)))
+            elif isinstance(v, list | tuple):
+                kinds = set(map(type, v))
+                if _SCALARS.issuperset(kinds):
+                    continue  # numbers only: no text, no nesting
+                if kinds <= {list, tuple} and depth + 1 < MAX_ARGUMENT_DEPTH:
+                    inner = set(map(type, itertools.chain.from_iterable(v)))
+                    if _SCALARS.issuperset(inner):
+                        continue  # lists of numbers (nodes' device ids)
+                stack.extend((x, depth + 1, (where, i)) for i, x in enumerate(v[:budget]))
             else:
-                items = list(v)[:budget]
-            stack.extend((x, depth + 1, name) for x in items)
+                stack.extend((x, depth + 1, where) for x in list(v)[:budget])
     return None
 
 
@@ -207,7 +244,7 @@ def public_api(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)  # Python's own error for a wrong call
         for name, value in bound.arguments.items():
             if isinstance(value, str | list | tuple | dict | set | frozenset):
-                problem = _argument_problem(name, value)
+                problem = argument_problem(name, value, strict=name not in PATH_ARGUMENTS)
                 if problem is not None:
                     raise problem
         return fn(*args, **kwargs)

@@ -10,7 +10,6 @@ may leave out what it does not know (the predicted numbers read as 0, ``status``
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import os
@@ -360,6 +359,13 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         raise ArgumentTypeError(
             f"a plan must be a dict (`pdtp solve --json`'s output), got {type(data).__name__}"
         )
+    from .._validate import argument_problem
+
+    # Every string valid Unicode (the core and the launch lines take them), at most
+    # MAX_ARGUMENT_DEPTH deep: one message, before any field is read.
+    problem = argument_problem("plan", data)
+    if problem is not None:
+        raise problem
     fields = set(Plan.__dataclass_fields__) - {"placer"}
     allowed = fields | {"placement", *DERIVED}
     unknown = sorted(short_repr(k, 40) for k in data if k not in allowed)
@@ -594,22 +600,17 @@ def plan_from_json(source: Any, model: Any = None) -> Plan:
             f"Plan.from_json takes JSON text or a file path, got {type(source).__name__}"
         )
     if not source.lstrip().startswith("{"):
+        from .._io import read_capped
         from .._model import MAX_CONFIG_BYTES
 
-        try:
-            with open(source, "rb") as f:
-                raw = f.read(MAX_CONFIG_BYTES + 1)
-        except OSError as e:
+        if len(source) > 4096 or "\0" in source:  # no path is this long (PATH_MAX)
             raise InvalidArgumentError(
-                f"plan file {short_repr(source)}: cannot read ({e.strerror})"
-            ) from None
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise InvalidArgumentError(f"plan file {short_repr(source)} is too large for a plan")
+                f"Plan.from_json: {short_repr(source)} is neither a JSON object nor a file path"
+            )
+        # The capped reader: a device or folder is refused, a FIFO never waited on past
+        # its writer, a file read to the cap whatever size it reports.
+        raw = read_capped(source, limit=MAX_CONFIG_BYTES, what="plan file")
         source = raw.decode("utf-8", errors="replace")
-    try:
-        data = json.loads(source)
-    except json.JSONDecodeError as e:
-        raise InvalidArgumentError(f"plan: not JSON ({e.msg} at line {e.lineno})") from None
-    except RecursionError:
-        raise InvalidArgumentError("plan: JSON nested too deep for a plan") from None
-    return plan_from_dict(data, model)
+    from .._io import loads_json
+
+    return plan_from_dict(loads_json(source, "plan"), model)

@@ -13,11 +13,14 @@ The pool can be given as
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .. import _core
@@ -46,6 +49,11 @@ LAYOUT_FAMILIES = ("tp", "ep", "dp", "pp")
 
 # Pools beyond this are not one deployment; they would only slow the search.
 MAX_GPUS = 1 << 20
+# Nodes one pool lists (nodes=): MAX_GPUS on 8-GPU nodes. Reading and run-length coding the
+# list is inside the time limit (about 40 ms of CPU at this bound on the loaded CI machine).
+MAX_NODES = MAX_GPUS // 8
+# Nodes listed by their free device ids (each id checked, distinct per node): fewer.
+MAX_ID_NODES = 1 << 14
 # Prices are integers in hundredths of a cent per GPU-hour in the core.
 PRICE_SCALE = 1e4
 # Largest price accepted (USD per GPU-hour).
@@ -67,14 +75,16 @@ class Pool:
 
     @cached_property
     def gpus(self) -> int:
-        return sum(free * n for _, free, n in self.node_runs)
+        return _gpus_in(self.node_runs)
 
     @cached_property
     def node_count(self) -> int:
         return sum(n for _, _, n in self.node_runs)
 
     def gpus_of(self, t: int) -> int:
-        return sum(free * n for k, free, n in self.node_runs if k == t)
+        if len(self.types) == 1:
+            return self.gpus if t == 0 else 0
+        return _gpus_in([r for r in self.node_runs if r[0] == t])
 
     def largest_free(self, t: int) -> int:
         return max((free for k, free, _ in self.node_runs if k == t), default=0)
@@ -92,6 +102,11 @@ class Pool:
         return " + ".join(f"{self.gpus_of(t)} x {g.name}" for t, g in enumerate(self.types))
 
 
+def _gpus_in(runs: Sequence[tuple[int, int, int]]) -> int:
+    """The GPUs of node runs (a pool may hold a million: summed at C speed)."""
+    return sum(map(operator.mul, map(itemgetter(1), runs), map(itemgetter(2), runs)))
+
+
 def _add_run(runs: list[tuple[int, int, int]], t: int, free: int, count: int) -> None:
     if count <= 0:
         return
@@ -99,6 +114,41 @@ def _add_run(runs: list[tuple[int, int, int]], t: int, free: int, count: int) ->
         runs[-1] = (t, free, runs[-1][2] + count)
     else:
         runs.append((t, free, count))
+
+
+def _plain_counts(spec: Sequence[Any], size: int) -> bool:
+    """Whether ``spec`` lists only plain ints from 0 to ``size`` (bools and other integer
+    types take the checked path, which names the entry)."""
+    return (
+        isinstance(spec, list | tuple)
+        and set(map(type, spec)) == {int}
+        and min(spec) >= 0
+        and max(spec) <= size
+    )
+
+
+def _device_lists(spec: Sequence[Any], size: int) -> list[tuple[int, ...]] | None:
+    """``spec`` as tuples of device ids when it lists only lists (or tuples) of distinct
+    plain ints from 0 to ``size - 1``, at most ``size`` each; None otherwise."""
+    if not isinstance(spec, list | tuple) or not {list, tuple}.issuperset(map(type, spec)):
+        return None
+    flat = list(itertools.chain.from_iterable(spec))
+    if flat and (set(map(type, flat)) != {int} or min(flat) < 0 or max(flat) >= size):
+        return None
+    ids = list(map(tuple, spec))
+    if list(map(len, map(frozenset, ids))) != list(map(len, ids)):
+        return None  # a device given twice
+    return ids
+
+
+def _runs_of(spec: Sequence[int], t: int) -> list[tuple[int, int, int]]:
+    """``(t, free, nodes)`` runs of equal neighbours of ``spec``, in order."""
+    import numpy as np  # loaded by OR-Tools already; not by `import pdtp`
+
+    a = np.asarray(spec, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
+    counts = np.diff(np.append(starts, a.size))
+    return list(zip(itertools.repeat(t), a[starts].tolist(), counts.tolist()))
 
 
 def _count(field: str, value: Any, *, minimum: int, maximum: int) -> int:
@@ -173,8 +223,33 @@ def resolve_pool(
                 f"{where} must be a list of free GPUs per node (ints) or of free device id "
                 f"lists, got {type(spec).__name__}"
             )
-        if not spec or len(spec) > MAX_GPUS:
-            raise InvalidArgumentError(f"{where} must list between 1 and {MAX_GPUS} nodes")
+        if not spec or nodes_seen + len(spec) > MAX_NODES:
+            raise InvalidArgumentError(
+                f"{where} must list between 1 and {MAX_NODES:,} nodes in all (a million GPUs "
+                f"on 8-GPU nodes; reading more would overrun time_limit_s), got {len(spec):,}"
+            )
+        plain = _plain_counts(spec, size)
+        if len(spec) > MAX_ID_NODES and not plain:
+            raise InvalidArgumentError(
+                f"{where} lists {len(spec):,} nodes: past {MAX_ID_NODES:,} nodes give each "
+                "node's free GPU count, not its device ids (reading that many id lists would "
+                "overrun time_limit_s)"
+            )
+        ids_of = None if plain else _device_lists(spec, size)
+        if ids_of is not None or plain:
+            # Free-GPU counts or device-id lists only (the common cases): checked and
+            # run-length coded at C speed, inside the planners' time limit. Anything else
+            # takes the loop below, which names the entry at fault.
+            counts = spec if ids_of is None else list(map(len, ids_of))
+            if sum(counts) + _gpus_in(runs) > MAX_GPUS:
+                break  # refused below, by the total
+            if ids_of is not None:
+                devices.update(zip(range(nodes_seen, nodes_seen + len(spec)), ids_of))
+            coded = _runs_of(counts, t)
+            _add_run(runs, *coded[0])  # may continue the previous run
+            runs.extend(coded[1:])
+            nodes_seen += len(spec)
+            continue
         for i, entry in enumerate(spec):
             at = f"{where}[{i}]"
             if isinstance(entry, Sequence) and not isinstance(entry, (str, bytes)):
@@ -191,7 +266,7 @@ def resolve_pool(
                 free = _count(at, entry, minimum=0, maximum=size)
             _add_run(runs, t, free, 1)
             nodes_seen += 1
-    total = sum(f * n for _, f, n in runs)
+    total = _gpus_in(runs)
     if total < 1:
         raise InvalidArgumentError(f"{field} has no free GPU")
     if total > MAX_GPUS:
