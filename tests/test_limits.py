@@ -1056,3 +1056,29 @@ def test_a_test_run_removes_its_hub_cache(tmp_path):
     # The run did make one (the check above is not vacuous): this run's own still exists.
     assert pathlib.Path(os.environ["HF_HOME"]).name.startswith("pdtp-test-hf-")
     assert pathlib.Path(os.environ["HF_HOME"]).is_dir()
+
+
+def test_deploy_files_are_linear_in_the_instances(monkeypatch):
+    """Issue 23 class 5, the files half: every launch line and node script asked the view
+    whether the plan is aggregated, a scan of all instances (2 x 16,000 instances: 40 s of
+    CPU per format). Counted, not timed: the instance reads grow with the instances."""
+    from pdtp.deployment import adapter
+
+    reads = 0
+    original = adapter.PlannedInstance.aggregated
+
+    def counting(self):
+        nonlocal reads
+        reads += 1
+        return original.fget(self)
+
+    monkeypatch.setattr(adapter.PlannedInstance, "aggregated", property(counting))
+    seen = []
+    for n in (200, 800):
+        d = {**PLAN_DICT, "prefill": {"tp": 1, "instances": n}, "decode": {"tp": 1, "instances": n}}
+        dep = pdtp.deploy(d, node_hosts=[f"10.0.{i // 200}.{i % 200 + 1}" for i in range(n // 4)])
+        reads = 0
+        for fmt in ("scripts", "json", "k8s"):
+            dep.files(fmt)
+        seen.append(reads)
+    assert seen[1] <= 4 * seen[0] * 1.1, seen  # 4x the instances, about 4x the reads

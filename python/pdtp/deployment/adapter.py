@@ -14,7 +14,7 @@ import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from .._model import KV_DTYPE_BYTES
@@ -107,9 +107,10 @@ class PlanView:
     #: with FP8 weights is quantized on load), None when the checkpoint loads as it is.
     quantization: str | None = None
 
-    @property
+    @cached_property
     def aggregated(self) -> bool:
-        """An aggregated plan: every instance serves both phases behind a router."""
+        """An aggregated plan: every instance serves both phases behind a router. Cached:
+        every instance's launch line and script asks (a scan each made deploy quadratic)."""
         return any(i.aggregated for i in self.instances)
 
     @property
