@@ -278,7 +278,7 @@ def test_without_the_dp_bounds(demands, pool, gpn, gpu, connector, monkeypatch):
     # Pools too large for the DP fall back to looser bounds and the CP-SAT search.
     kwargs = dict(gpus=pool, gpus_per_node=gpn, gpu=gpu, connector=connector, **TP_PD)
     fast = pdtp.solve_fleet(as_entries(demands), **kwargs)
-    monkeypatch.setattr(fleet_module, "MAX_LEVELS", 0)
+    monkeypatch.setattr(fleet_module, "MAX_DP_CELLS", 0)
     slow = pdtp.solve_fleet(as_entries(demands), **kwargs, time_limit_s=20)
     assert slow.status == "OPTIMAL"
     assert_valid(slow, as_entries(demands), pool, gpn)
