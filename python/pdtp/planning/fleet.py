@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -323,13 +324,20 @@ class _Bounds:
             self.t_ub = self.t_hint = SCALE if self.max_min else 0
         # The starting plan: the relaxed optimum above t_hint when it packs, else every
         # counted model at its fewest GPUs for t_hint (which packs).
-        start = self._at(self.t_hint)
-        rel = self.relaxed(self.t_hint)
-        if rel.feasible and self._packs(rel.best):
-            start = rel.best
-        self.start = start
-        self.hint = fr.configs(start)
-        self.levels = self._levels(start)
+        self.start = self._at(self.t_hint)
+        self.hint = fr.configs(self.start)
+        try:
+            rel = self.relaxed(self.t_hint)
+            if rel.feasible and self._packs(rel.best):
+                self.start = rel.best
+                self.hint = fr.configs(self.start)
+            self.levels = self._levels(self.start)
+        except OutOfTime:  # no time for the relaxation: t's bound is all that is known
+            values = self.values(self.start)
+            self.levels = [
+                (name, sense, values[name], self.t_ub if name == "min_fraction" else None)
+                for name, sense in LEVELS[self.objective]
+            ]
 
     def _check_time(self) -> None:
         if time.perf_counter() > self.deadline - MARGIN_S:
@@ -543,12 +551,14 @@ def solve_fleet(
     weights, _, demand_units, _ = cands.fleet_terms
     # Each row's (GPUs, capacity units, most instances) read once: the core's getters cost
     # about a microsecond each, and 1,000 models have 75,000 rows and 66,000 pairs.
-    info = [(r.gpus, r.units, r.most) for r in rows]
+    # Past the limit already (the fixed start-up: demands and candidate rows): the plan
+    # that serves nothing stands, without reading the rows.
+    late = time.perf_counter() > deadline - MARGIN_S
+    info = [] if late else [(r.gpus, r.units, r.most) for r in rows]
     by_model: dict[int, list[tuple[Any, int, int]]] = {}
-    for pair in cands.pairs:
+    for pair in () if late else cands.pairs:
         by_model.setdefault(pair.model, []).append((pair, pair.prefill, pair.decode))
     entries: list[_Entry] = []
-    late = False
     for k, (_, _, d, wt, label) in enumerate(parsed):
         options: list[_Option] = []
         if k % 32 == 0 and not late:
@@ -729,6 +739,33 @@ def _nth(placed: Callable[[], list[list[plan.Placement]]], k: int) -> list[plan.
     return placed()[k]
 
 
+class _Plans(Mapping[str, Plan]):
+    """A fleet's plans by model name, each built on first access (read-only)."""
+
+    def __init__(self, chosen: dict[str, int], build: Callable[[int], Plan]) -> None:
+        self._chosen, self._build = chosen, build
+        self._built: dict[str, Plan] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, name: str) -> Plan:
+        with self._lock:
+            if name not in self._built:
+                self._built[name] = self._build(self._chosen[name])
+            return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._chosen)
+
+    def __len__(self) -> int:
+        return len(self._chosen)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._chosen
+
+    def __repr__(self) -> str:
+        return f"{{{', '.join(f'{k!r}: {self[k]!r}' for k in self)}}}"
+
+
 def _result(
     sc: scenario.Scenario,
     cands: Any,
@@ -746,9 +783,9 @@ def _result(
         usage = decision.usage if decision.usage is not None else _usage_of(cands, sol)
         return plan.placements(sc, cands, sol, usage)
 
-    plans: dict[str, Plan] = {}
     served: dict[str, float] = {}
     demand: dict[str, float] = {}
+    chosen: dict[str, int] = {}
     used = 0
     rows = cands.rows
     for k, (e, ch) in enumerate(zip(entries, sol)):
@@ -756,13 +793,24 @@ def _result(
         if ch is None:
             served[e.name] = 1.0 if e.demand == 0 else 0.0
             continue
+        # What plan.build computes, from the two rows: the plans themselves are built on
+        # first use (1,000 of them take about 0.1 s, past the call's time limit).
+        p, d = rows[ch.prefill], rows[ch.decode]
+        np_, nd = ch.prefill_instances, ch.decode_instances
+        rps = min(np_ * p.requests_per_s, nd * d.requests_per_s)
+        served[e.name] = 1.0 if e.demand == 0 else min(1.0, rps / e.demand)
+        used += p.gpus * np_ + (0 if ch.prefill == ch.decode else d.gpus * nd)
+        chosen[e.name] = k
+    solve_ms = (time.perf_counter() - started) * 1e3
+
+    def build(k: int) -> Plan:
         p = plan.build(
             sc, cands, full, k, started=started, placer=functools.partial(_nth, placed, k),
             status=status, rows=rows,
         )  # fmt: skip
-        plans[e.name] = p
-        served[e.name] = 1.0 if e.demand == 0 else min(1.0, p.requests_per_s / e.demand)
-        used += p.gpus_used
+        return dataclasses.replace(p, solve_ms=solve_ms)
+
+    plans = _Plans(chosen, build)
 
     def by_node() -> tuple[tuple[tuple[str, str, int], ...], ...]:
         nodes: dict[int, list[tuple[str, str, int]]] = {}
@@ -780,7 +828,7 @@ def _result(
         return tuple(tuple(nodes.get(n, ())) for n in range(sc.pool.node_count))
 
     return FleetPlan(
-        plans=MappingProxyType(plans),
+        plans=plans,
         served_fraction=MappingProxyType(served),
         demand_rps=MappingProxyType(demand),
         gpus=sc.pool.gpus,
@@ -789,7 +837,7 @@ def _result(
         objective=objective,
         status=status,
         gap=decision.gap,
-        solve_ms=(time.perf_counter() - started) * 1e3,
+        solve_ms=solve_ms,
         method=decision.method,
         pool=sc.pool.describe(),
         proof=decision.proof if status == "OPTIMAL" else None,

@@ -97,6 +97,7 @@ class Frontiers:
         import numpy as np  # OR-Tools' own dependency; loaded only by fleets
 
         self.np, self.scale, self.pool = np, scale, pool
+        self.check = check or (lambda: None)
         self.models = len(units)
         flat = [
             (k, j, *o) for k, opts in enumerate(options) if units[k] for j, o in enumerate(opts)
@@ -117,8 +118,7 @@ class Frontiers:
         while lo < len(arr):
             done = int(cum[lo - 1]) if lo else 0
             hi = max(lo + 1, int(np.searchsorted(cum, done + CHUNK, "right")))
-            if check is not None:
-                check()
+            self.check()
             cols.append(_frontier(_levels(np, arr[lo:hi], u_all, pool, scale), scale))
             lo = hi
         merged = tuple(np.concatenate(c) for c in zip(*cols))
@@ -204,6 +204,8 @@ class Relaxed:
         cols = np.arange(pool + 1)
         args: list[Any] = []
         for k in range(fr.models):
+            if k % 16 == 0:
+                fr.check()
             pts = np.arange(self.lo[k], fr.end[k])
             if len(pts) == 1:
                 j = pts[0]
@@ -243,6 +245,8 @@ class Relaxed:
         segs: list[tuple[float, int, int, int, int]] = []  # (-slope, model, to, dg, dv)
         gs, vs = fr.g.tolist(), self.value.tolist()
         for k in range(fr.models):
+            if k % 64 == 0:
+                fr.check()
             a, b = int(self.lo[k]), int(fr.end[k])
             hull = [a]
             for j in range(a + 1, b):
@@ -296,6 +300,7 @@ class Relaxed:
             return idx
         cur_g = fr.g[idx]
         for _ in range(64):
+            fr.check()
             room = cur_g[fr.model] + left
             gain = np.where(
                 (fr.g <= room) & (fr.g > cur_g[fr.model]),
