@@ -262,12 +262,20 @@ def _largest_t(ok: Any, lo: int, hi: int) -> int:
     return lo
 
 
-# The objective levels of each objective, in the order's lexicographic order, with their
-# sense (the Rust order's terms; ``_Bounds`` checks the stages name exactly these).
-LEVELS = {
-    "max_min": (("min_fraction", "max"), ("weighted_fraction", "max"), ("gpus", "min")),
-    "weighted": (("weighted_fraction", "max"), ("gpus", "min")),
-}
+# The lexicographic levels the closed forms bound, in this order (any prefix of it that
+# starts at one of them); an order of other terms is left to CP-SAT alone.
+BOUNDED = ("min_fraction", "weighted_fraction", "gpus")
+
+
+def _levels_of(stages: Any) -> list[tuple[str, str]]:
+    """The Rust order's terms (``src/plan/order.rs``, the one definition of "best"), best
+    first, as (name, sense): stages in order, a merged stage's terms by weight, each term's
+    sense its coefficient's sign against the stage's."""
+    out: list[tuple[str, str]] = []
+    for st in stages:
+        for name, coef in sorted(st.terms, key=lambda t: -abs(t[1])):
+            out.append((name, "max" if (coef < 0) == (st.sense == "min") else "min"))
+    return out
 
 
 class _Bounds:
@@ -302,11 +310,12 @@ class _Bounds:
         )
         self.counted_set = set(self.counted.tolist())
         self.weights = [e.w for e in entries]
-        terms = [name for st in stages for name, _ in st.terms]
-        self.max_min = "min_fraction" in terms
-        objective = "max_min" if self.max_min else "weighted"
-        self.known = terms == [name for name, _ in LEVELS[objective]]
-        self.objective = objective
+        self.order = _levels_of(stages)
+        names = [name for name, _ in self.order]
+        self.max_min = "min_fraction" in names
+        first = BOUNDED.index(names[0]) if names and names[0] in BOUNDED else -1
+        expected = [(n, "min" if n == "gpus" else "max") for n in BOUNDED[first:]]
+        self.known = first >= 0 and self.order == expected and (first == 0) == self.max_min
         self.dp_cells = MAX_DP_CELLS
         self._relaxed: dict[int, Any] = {}
 
@@ -335,8 +344,8 @@ class _Bounds:
         except OutOfTime:  # no time for the relaxation: t's bound is all that is known
             values = self.values(self.start)
             self.levels = [
-                (name, sense, values[name], self.t_ub if name == "min_fraction" else None)
-                for name, sense in LEVELS[self.objective]
+                (name, sense, values.get(name, 0), self.t_ub if name == "min_fraction" else None)
+                for name, sense in self.order
             ]
 
     def _check_time(self) -> None:
@@ -377,12 +386,12 @@ class _Bounds:
         not met are not needed (and not computed)."""
         values = self.values(idx)
         out: list[tuple[str, str, int, int | None]] = []
-        met = True
-        for name, sense in LEVELS[self.objective]:
+        met = self.known  # an order of other terms: no bounds here
+        for name, sense in self.order:
             bound: int | None = None
             if met:
                 bound = self._level_bound(name, values)
-            out.append((name, sense, values[name], bound))
+            out.append((name, sense, values.get(name, 0), bound))
             met = met and bound == values[name]
         return out
 
@@ -405,7 +414,9 @@ class _Bounds:
     def gap_of(self, values: Mapping[str, int]) -> float | None:
         """The relative gap of the first level whose value misses its bound (0.0 when
         every level meets it; None when that level has no bound)."""
-        for name, _ in LEVELS[self.objective]:
+        if not self.known:
+            return None
+        for name, _ in self.order:
             b = self._level_bound(name, values)
             if b is None:
                 return None
@@ -652,7 +663,7 @@ def _decide(
         presolve=False,
         workers=workers,
     )
-    if bounds is None or found.solution is None or found.status == "OPTIMAL":
+    if bounds is None or not bounds.known or found.solution is None or found.status == "OPTIMAL":
         return found
     # CP-SAT's gap is of a merged stage (levels folded into one integer): report the
     # first level's instead, against the closed-form bounds, for the better of the two.
