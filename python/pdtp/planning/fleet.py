@@ -50,8 +50,9 @@ OBJECTIVES = ("max_min", "weighted")
 SCALE = 10_000
 WEIGHT_SCALE = 1_000
 # Work budget of the exact DP over the frontiers (frontier points x GPUs); above it the
-# weighted total is bounded by its linear relaxation instead (``fleet_relax``).
-MAX_DP_CELLS = 30_000_000
+# weighted total is bounded by its linear relaxation instead (``fleet_relax``). It also
+# bounds the DP's memory: one model's table is at most this many int64 (64 MB).
+MAX_DP_CELLS = 8_000_000
 # Above this many pairs CP-SAT is not run after the closed forms (see ``_decide``).
 MAX_SEARCH_PAIRS = 20_000
 
@@ -679,10 +680,9 @@ def _decide(
     try:
         gap = bounds.gap_of(values)
     except OutOfTime:
-        gap = found.gap
-    if gap is None or (found.gap is not None and found.gap < gap):
-        gap = found.gap if gap is None else gap
-    return dataclasses.replace(found, gap=gap)
+        gap = None
+    # Without a level's bound, CP-SAT's own gap (of its merged stage) is what is known.
+    return dataclasses.replace(found, gap=found.gap if gap is None else gap)
 
 
 def _values_of(
