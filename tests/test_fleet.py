@@ -278,7 +278,7 @@ def test_without_the_dp_bounds(demands, pool, gpn, gpu, connector, monkeypatch):
     # Pools too large for the DP fall back to looser bounds and the CP-SAT search.
     kwargs = dict(gpus=pool, gpus_per_node=gpn, gpu=gpu, connector=connector, **TP_PD)
     fast = pdtp.solve_fleet(as_entries(demands), **kwargs)
-    monkeypatch.setattr(fleet_module, "MAX_LEVELS", 0)
+    monkeypatch.setattr(fleet_module, "MAX_DP_CELLS", 0)
     slow = pdtp.solve_fleet(as_entries(demands), **kwargs, time_limit_s=20)
     assert slow.status == "OPTIMAL"
     assert_valid(slow, as_entries(demands), pool, gpn)
@@ -468,3 +468,62 @@ def test_cpsat_decides_and_public_names_stay_functions():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     method, *rest = out.stdout.split()
     assert method in ("cpsat", "closed-form") and rest == ["True", "function"]
+
+
+# ---- the time limit, on the code's own clock ------------------------------------------------
+
+
+class _Clock:
+    """The fleet planner's clock, driven by the test: each reading moves it 10 µs, and a
+    stage the test makes "slow" jumps it past the deadline. The planner must notice at
+    its next check, keep what it has and end within 50 ms of its own clock."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def perf_counter(self) -> float:
+        self.now += 1e-5
+        return self.now
+
+
+FLEET_20 = [
+    {"model": m, "name": f"{m}-{i}", "demand_rps": 20.0 + 9 * i, "weight": 1.0 + i % 3}
+    for i, m in enumerate(["llama-3.1-8b", "qwen3-8b", "llama-3.1-70b", "qwen2.5-72b"] * 5)
+]
+
+
+@pytest.mark.parametrize("stage", ["candidates", "frontiers", "dp", "linear"])
+@pytest.mark.parametrize("objective", ["max_min", "weighted"])
+def test_time_limit_holds_at_every_stage(stage, objective, monkeypatch):
+    import pdtp.planning.fleet_relax as relax
+
+    clock = _Clock()
+    monkeypatch.setattr(fleet_module, "time", clock)
+    limit = 0.5
+
+    def slow(fn):
+        def run(*args, **kwargs):
+            clock.now += limit  # this stage took the whole limit
+            return fn(*args, **kwargs)
+
+        return run
+
+    if stage == "candidates":
+        monkeypatch.setattr(fleet_module, "candidates", slow(fleet_module.candidates))
+    elif stage == "frontiers":
+        monkeypatch.setattr(relax, "_levels", slow(relax._levels))
+    elif stage == "dp":
+        monkeypatch.setattr(relax.Relaxed, "_dp", slow(relax.Relaxed._dp))
+    else:
+        monkeypatch.setattr(fleet_module, "MAX_DP_CELLS", 0)
+        monkeypatch.setattr(relax.Relaxed, "_linear", slow(relax.Relaxed._linear))
+    fp = pdtp.solve_fleet(FLEET_20, gpus=64, gpu="h100", objective=objective, time_limit_s=limit)
+    assert fp.solve_ms <= limit * 1e3 + 50
+    assert fp.status == "FEASIBLE" and fp.proof is None
+    assert_valid(fp, FLEET_20, 64, 8)
+    if stage in ("dp", "linear") and objective == "max_min":
+        # Cut in the relaxation: the closed-form t plan stands (it serves every model).
+        assert fp.min_served_fraction > 0
+    # Without the cut the same fleet is proven (what the cut took away).
+    monkeypatch.undo()
+    assert pdtp.solve_fleet(FLEET_20, gpus=64, gpu="h100", objective=objective).status == "OPTIMAL"

@@ -110,6 +110,41 @@ def test_returning_the_real_hint_instead_of_cpsat_fails(case, monkeypatch):
         agrees_with_the_full_oracle(case)
 
 
+# Fleets the closed forms prove (a relaxed optimum that packs meets every level's bound),
+# found by sampling against the full oracle: full and partly free nodes, both objectives.
+CLOSED_FORM_PROVEN = [
+    ([("phi-4", 150.0, 1.0), ("mixtral-8x7b", 60.0, 1.0)], [3, 8], "h100", "weighted"),
+    ([("qwen3-8b", 20.0, 3.0), ("phi-4", 60.0, 2.0), ("llama-3.1-8b", 150.0, 1.0)], [3, 3], "mi300x", "max_min"),
+    ([("qwen2.5-72b", 150.0, 3.0), ("qwen2.5-72b", 150.0, 1.0)], [6, 4, 3], "mi300x", "max_min"),
+    ([("llama-3.1-8b", 20.0, 2.0), ("qwen3-8b", 150.0, 2.0)], [4, 3, 6], "mi300x", "max_min"),
+    ([("qwen3-8b", 60.0, 1.0), ("qwen2.5-72b", 60.0, 2.0)], [4, 3, 4], "h100", "weighted"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CLOSED_FORM_PROVEN)
+def test_closed_form_proofs_equal_the_full_oracle(case):
+    agrees_with_the_full_oracle(case)
+    fp, _, _ = fleet(*case)
+    assert (fp.method, fp.proof) == ("closed-form", "closed-form")
+
+
+def test_a_greedy_in_place_of_the_exact_dp_fails():
+    # The weighted total's bound comes from an exact DP over GPU counts; a greedy that
+    # claims its own plan as the bound would prove a plan that is not optimal here.
+    import pdtp.planning.fleet_relax as relax
+
+    def greedy(self):
+        self._linear()
+        self.total_ub = int(self.value[self.best].sum())
+
+    case = CLOSED_FORM_PROVEN[0]
+    agrees_with_the_full_oracle(case)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(relax.Relaxed, "_dp", greedy)
+        with pytest.raises(AssertionError):
+            agrees_with_the_full_oracle(case)
+
+
 def test_single_model_plans_say_who_decided_and_who_proved():
     plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
     assert plan.status == "OPTIMAL" and plan.proof == "cpsat"

@@ -173,49 +173,34 @@ static POINTS: Mutex<Vec<(PointContext, PointsOf)>> = Mutex::new(Vec::new());
 type PointsOf = HashMap<(Layout, Role), SideOption>;
 const MAX_CONTEXTS: usize = 64;
 
-/// [`operating_point`], memoised in [`POINTS`].
-#[allow(clippy::too_many_arguments)]
-fn cached_point(
-    m: &ModelPerf,
-    g: &GpuPerf,
-    c: &Constants,
-    w: &Workload,
-    util: f64,
-    layout: &Layout,
-    role: Role,
-    batched_tokens: f64,
-) -> SideOption {
-    let ctx = PointContext {
-        m: *m,
-        g: *g,
-        c: *c,
-        w: *w,
-        util,
-        batched_tokens,
-    };
-    let key = (*layout, role);
-    if let Ok(points) = POINTS.lock() {
-        if let Some((_, map)) = points.iter().rev().find(|(k, _)| *k == ctx) {
-            if let Some(found) = map.get(&key) {
-                return *found;
-            }
-        }
-    }
-    let point = operating_point(m, g, c, w, util, layout, role, batched_tokens);
-    if let Ok(mut points) = POINTS.lock() {
-        match points.iter().position(|(k, _)| *k == ctx) {
-            Some(i) => {
-                points[i].1.insert(key, point);
-            }
-            None => {
-                if points.len() >= MAX_CONTEXTS {
-                    points.remove(0);
+impl PointContext {
+    /// [`operating_point`] of one layout and role in this context, memoised in [`POINTS`].
+    fn cached_point(&self, layout: &Layout, role: Role) -> SideOption {
+        let key = (*layout, role);
+        if let Ok(points) = POINTS.lock() {
+            if let Some((_, map)) = points.iter().rev().find(|(k, _)| k == self) {
+                if let Some(found) = map.get(&key) {
+                    return *found;
                 }
-                points.push((ctx, HashMap::from([(key, point)])));
             }
         }
+        let (m, g, c, w) = (&self.m, &self.g, &self.c, &self.w);
+        let point = operating_point(m, g, c, w, self.util, layout, role, self.batched_tokens);
+        if let Ok(mut points) = POINTS.lock() {
+            match points.iter().position(|(k, _)| k == self) {
+                Some(i) => {
+                    points[i].1.insert(key, point);
+                }
+                None => {
+                    if points.len() >= MAX_CONTEXTS {
+                        points.remove(0);
+                    }
+                    points.push((*self, HashMap::from([(key, point)])));
+                }
+            }
+        }
+        point
     }
-    point
 }
 
 /// An aggregated instance at the SLOs: the highest concurrency (clients in flight, a closed
@@ -508,22 +493,20 @@ impl Candidates {
             distinct.push(mi);
             let lm = m.layout_model();
             for (t, gt) in sc.gpu_types.iter().enumerate() {
-                let g = &m.gpu_perf[t];
+                let ctx = PointContext {
+                    m: m.perf,
+                    g: m.gpu_perf[t],
+                    c: gt.constants,
+                    w: m.workload,
+                    util: sc.gpu_memory_utilization,
+                    batched_tokens: gt.max_num_batched_tokens,
+                };
                 let space = super::layouts::layouts(&sc, m, t);
                 for &role in &roles {
                     for &layout in &space {
                         let loads = layout_rules::loads(&lm, &layout);
                         let mut side = if loads || role != Role::Aggregated {
-                            cached_point(
-                                &m.perf,
-                                g,
-                                &gt.constants,
-                                &m.workload,
-                                sc.gpu_memory_utilization,
-                                &layout,
-                                role,
-                                gt.max_num_batched_tokens,
-                            )
+                            ctx.cached_point(&layout, role)
                         } else {
                             unloadable(layout)
                         };

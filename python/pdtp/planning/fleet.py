@@ -3,17 +3,19 @@ inside one node, maximising the minimum served fraction of demand (or a weighted
 
 The objective is lexicographic (the Rust order's stages): ``max_min`` first raises the
 smallest served fraction ``t`` among models with weight > 0; then the weighted total
-Σ weight·fraction (fractions capped at 1); then the fewest GPUs. The same one CP-SAT model
-as ``solve`` decides (``cpsat.py``: node fill patterns, one pair per model at most), from
-a starting plan and with valid bounds computed here in closed form:
+Σ weight·fraction (fractions capped at 1); then the fewest GPUs.
 
-- the smallest fraction: the fewest GPUs each model needs for a fraction t (closed form
-  per pair), summed, must fit the pool, which bounds t; the largest t whose sizing also
-  packs into the nodes first-fit is the starting plan;
-- the weighted total and the GPUs without placement are a multiple-choice knapsack over
-  each model's frontier ("best fraction for g GPUs"), solved exactly by a dynamic
-  programme over GPU counts: its optimum bounds the total, its fewest GPUs for that total
-  bound the last stage.
+The closed forms come first (``fleet_relax.py``): every model's frontier (fewest GPUs per
+served fraction over its pairs and counts), and on it the relaxation without node packing
+solved level by level — the largest t whose fewest-GPU points fit the pool, then the best
+weighted total above it (an exact DP over GPU counts, or its linear relaxation on large
+pools), then the fewest GPUs for that total. Those optima are valid bounds on every plan;
+the relaxed optimum, when it packs into the nodes, meets them all and is the answer
+(``method="closed-form", proof="closed-form"``). Otherwise it is the starting plan of the
+same one CP-SAT model as ``solve`` (``cpsat.py``: node fill patterns, one pair per model
+at most), which gets the bounds; the gap reported is that of the first level not proven.
+Measured (``benchmarks/fleet_scale.py``): 200 models on 512 GPUs and 1,000 models on
+25,600 GPUs are proven by the closed forms or end within a gap of 1e-5.
 
 Fractions are decided in steps of 1/10000 and weights in steps of 1/1000 of the largest (a
 positive weight counts at least one step). A demand beyond 10000 times what the whole pool
@@ -23,9 +25,11 @@ such a model still gets the pool.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -45,9 +49,12 @@ OBJECTIVES = ("max_min", "weighted")
 # Served fractions are decided in steps of 1/SCALE (0.01 %), weights in 1/WEIGHT_SCALE.
 SCALE = 10_000
 WEIGHT_SCALE = 1_000
-# Work budgets of the frontiers (served levels) and of the DP over them (levels x GPUs).
-MAX_LEVELS = 200_000
-MAX_DP_CELLS = 30_000_000
+# Work budget of the exact DP over the frontiers (frontier points x GPUs); above it the
+# weighted total is bounded by its linear relaxation instead (``fleet_relax``). It also
+# bounds the DP's memory: one model's table is at most this many int64 (64 MB).
+MAX_DP_CELLS = 8_000_000
+# Above this many pairs CP-SAT is not run after the closed forms (see ``_decide``).
+MAX_SEARCH_PAIRS = 20_000
 
 
 @dataclass(frozen=True)
@@ -59,10 +66,12 @@ class FleetPlan:
     ``"prefill"``, ``"decode"`` or ``"aggregated"``, GPUs the instance uses on that node
     (its TP size for a TP-only layout).
     ``status`` is ``OPTIMAL`` when proven, else ``FEASIBLE`` with ``gap`` the relative gap
-    of the first objective level not proven (0.0 when optimal; None when no bound is
-    known); ``method`` says who decided: ``cpsat``, or ``closed-form`` when the closed-form
-    plan was taken without a search (OR-Tools not loaded in time, or a model too large
-    for the time left) — OPTIMAL then only when it meets every valid bound."""
+    of the first objective level not proven — the smallest fraction, then the weighted
+    total, then the GPUs (0.0 when optimal; None when no bound is known); ``method`` says
+    who decided: ``cpsat`` when CP-SAT's search changed the starting plan, else
+    ``closed-form`` (the relaxed optimum, or the plan kept when no search ran: OR-Tools
+    not loaded in time, a model too large to search); ``proof`` who proved it optimal:
+    ``closed-form`` (it meets every level's bound), ``cpsat``, or None."""
 
     plans: Mapping[str, Plan]
     served_fraction: Mapping[str, float]
@@ -76,6 +85,7 @@ class FleetPlan:
     solve_ms: float
     method: str = "cpsat"
     pool: str = ""
+    proof: str | None = None
     # The per-node placement, computed on first use (see ``placement``).
     placer: Callable[[], tuple[tuple[tuple[str, str, int], ...], ...]] | None = field(
         default=None, compare=False, repr=False
@@ -101,6 +111,7 @@ class FleetPlan:
             "status": self.status,
             "gap": self.gap,
             "method": self.method,
+            "proof": self.proof,
             "pool": self.pool,
             "gpus": self.gpus,
             "gpus_per_node": self.gpus_per_node,
@@ -135,8 +146,10 @@ class _Option(NamedTuple):
     d: int
     a: int  # prefill capacity units per instance
     b: int  # decode capacity units per instance
-    ubp: int
+    ubp: int  # instance counts worth trying (up to serving the demand)
     ubd: int
+    most_p: int  # instance counts the pool allows
+    most_d: int
 
 
 @dataclass
@@ -236,46 +249,7 @@ def _packs(counts: Mapping[int, int], caps: Sequence[tuple[int, int]]) -> bool:
     return True
 
 
-# ---- closed-form sizing (bound and hint) ----------------------------------------------------
-
-
-def _config_for(e: _Entry, t: int) -> tuple[_Config, int]:
-    """Fewest-GPU configuration serving fraction t/SCALE of e's demand, and its GPUs."""
-    if t <= 0 or e.units == 0:
-        return None, 0
-    need = t * e.units
-    best: tuple[Any, ...] | None = None
-    for i, o in enumerate(e.options):
-        np_, nd = _ceil_div(need, SCALE * o.a), _ceil_div(need, SCALE * o.b)
-        g = o.p * np_ + o.d * nd
-        key = (g, -min(np_ * o.a, nd * o.b), o.p + o.d, o.p, np_ + nd, i, np_, nd)
-        if best is None or key < best:
-            best = key
-    assert best is not None
-    return (best[5], best[6], best[7]), best[0]
-
-
-def _fraction(e: _Entry, cfg: _Config) -> int:
-    if e.units == 0:
-        return SCALE
-    if cfg is None:
-        return 0
-    i, np_, nd = cfg
-    o = e.options[i]
-    return min(SCALE, SCALE * min(np_ * o.a, nd * o.b) // e.units)
-
-
-def _size_counts(entries: Sequence[_Entry], cfgs: Sequence[_Config]) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for e, cfg in zip(entries, cfgs):
-        if cfg is None:
-            continue
-        i, np_, nd = cfg
-        o = e.options[i]
-        counts[o.p] = counts.get(o.p, 0) + np_
-        if o.d:  # an aggregated option's instances are counted once, above
-            counts[o.d] = counts.get(o.d, 0) + nd
-    return counts
+# ---- closed-form sizing (bounds and the starting plan) --------------------------------------
 
 
 def _largest_t(ok: Any, lo: int, hi: int) -> int:
@@ -289,77 +263,29 @@ def _largest_t(ok: Any, lo: int, hi: int) -> int:
     return lo
 
 
-def _frontier(e: _Entry, gpus: int) -> list[tuple[int, int, _Config]]:
-    """``(GPUs, fraction, configuration)`` breakpoints of model e: every served level of
-    every pair, sized in closed form, kept when it beats every cheaper point (ties: smaller
-    TP sizes, then fewer instances). Starts at (0, 0, None); cached on the entry."""
-    if e.front is not None:
-        return e.front
-    if e.units == 0:
-        e.front = [(0, SCALE, None)]
-        return e.front
-    pts: list[tuple[int, int, int, int, int, int, int, int]] = [(0, 0, 0, 0, 0, -1, 0, 0)]
-    for i, o in enumerate(e.options):
-        levels = {min(k * o.a, e.units) for k in range(1, o.ubp + 1)}
-        levels |= {min(k * o.b, e.units) for k in range(1, o.ubd + 1)}
-        for v in levels:
-            np_, nd = _ceil_div(v, o.a), _ceil_div(v, o.b)
-            g = o.p * np_ + o.d * nd
-            if g <= gpus:
-                f = min(SCALE, SCALE * min(np_ * o.a, nd * o.b) // e.units)
-                pts.append((g, -f, o.p + o.d, o.p, np_ + nd, i, np_, nd))
-    pts.sort()
-    out: list[tuple[int, int, _Config]] = []
-    for g, nf, _, _, _, i, np_, nd in pts:
-        if not out or -nf > out[-1][1]:
-            out.append((g, -nf, None if i < 0 else (i, np_, nd)))
-    e.front = out
+# The lexicographic levels the closed forms bound, in this order (any prefix of it that
+# starts at one of them); an order of other terms is left to CP-SAT alone.
+BOUNDED = ("min_fraction", "weighted_fraction", "gpus")
+
+
+def _levels_of(stages: Any) -> list[tuple[str, str]]:
+    """The Rust order's terms (``src/plan/order.rs``, the one definition of "best"), best
+    first, as (name, sense): stages in order, a merged stage's terms by weight, each term's
+    sense its coefficient's sign against the stage's."""
+    out: list[tuple[str, str]] = []
+    for st in stages:
+        for name, coef in sorted(st.terms, key=lambda t: -abs(t[1])):
+            out.append((name, "max" if (coef < 0) == (st.sense == "min") else "min"))
     return out
 
 
-def _best_totals(
-    entries: Sequence[_Entry], lower: Mapping[int, int], pool: int
-) -> tuple[Any, list[tuple[list[tuple[int, int, _Config]], Any]]]:
-    """Exact dynamic programme over GPUs for the placement-free relaxation: ``best[g]`` is
-    the largest Σ weight·fraction with at most g GPUs (every model at fraction ≥ its
-    ``lower``), with per-model choices to rebuild the configurations."""
-    import numpy as np  # OR-Tools' own dependency; loaded only here
-
-    neg = -(1 << 62)
-    best = np.zeros(pool + 1, dtype=np.int64)
-    steps = []
-    for k, e in enumerate(entries):
-        pts = [pt for pt in _frontier(e, pool) if pt[1] >= lower.get(k, 0)]
-        new = np.full(pool + 1, neg, dtype=np.int64)
-        arg = np.full(pool + 1, -1, dtype=np.int32)
-        for j, (g, f, _) in enumerate(pts):
-            cand = np.full(pool + 1, neg, dtype=np.int64)
-            cand[g:] = best[: pool + 1 - g] + e.w * f
-            better = cand > new
-            new[better] = cand[better]
-            arg[better] = j
-        new[new < neg // 2] = neg
-        best = new
-        steps.append((pts, arg))
-    return best, steps
-
-
-def _rebuild(steps: list[tuple[list[tuple[int, int, _Config]], Any]], g: int) -> list[_Config]:
-    cfgs: list[_Config] = []
-    for pts, arg in reversed(steps):
-        j = int(arg[g])
-        pg, _, cfg = pts[j]
-        cfgs.append(cfg)
-        g -= pg
-    cfgs.reverse()
-    return cfgs
-
-
-# ---- the solve ------------------------------------------------------------------------------
-
-
 class _Bounds:
-    """Valid bounds on the order's stages from the closed forms, and the starting plan."""
+    """Valid bounds on every objective level from the closed forms (``fleet_relax``: the
+    relaxation without node packing, exact per model), the starting plan, and whether it
+    is proven: a relaxed optimum that packs meets every bound.
+
+    ``levels`` holds, per level of the objective, (name, sense, the starting plan's value,
+    the bound); the first level whose value misses its bound is where the gap is."""
 
     def __init__(
         self,
@@ -368,79 +294,169 @@ class _Bounds:
         pool: int,
         stages: Any,
         deadline: float,
+        counted: Sequence[bool],
     ) -> None:
-        self.entries, self.caps, self.pool, self.stages = entries, caps, pool, stages
+        import numpy as np
+
+        from .fleet_relax import Frontiers
+
+        self.np, self.entries, self.caps, self.pool, self.stages = np, entries, caps, pool, stages
         self.deadline = deadline
-        weighted = [e for e in entries if e.weight > 0 and e.units]
+        self._check_time()
+        opts = [[o[1:] for o in e.options] for e in entries]  # the fields after ``pair``
+        self.fr = fr = Frontiers(opts, [e.units for e in entries], pool, SCALE, self._check_time)
+        self._check_time()
+        self.counted = np.array(
+            [k for k, e in enumerate(entries) if counted[k] and e.units], dtype=np.int64
+        )
+        self.counted_set = set(self.counted.tolist())
+        self.weights = [e.w for e in entries]
+        self.order = _levels_of(stages)
+        names = [name for name, _ in self.order]
+        self.max_min = "min_fraction" in names
+        first = BOUNDED.index(names[0]) if names and names[0] in BOUNDED else -1
+        expected = [(n, "min" if n == "gpus" else "max") for n in BOUNDED[first:]]
+        self.known = first >= 0 and self.order == expected and (first == 0) == self.max_min
+        self.dp_cells = MAX_DP_CELLS
+        self._relaxed: dict[int, Any] = {}
 
         def fits(t: int) -> bool:
-            if time.perf_counter() > deadline - MARGIN_S:
-                raise OutOfTime
-            return sum(_config_for(e, t)[1] for e in weighted) <= pool
+            self._check_time()
+            return fr.fits(t, self.counted)
 
         def packs(t: int) -> bool:
-            cfgs = [_config_for(e, t)[0] if e.weight > 0 else None for e in entries]
-            return fits(t) and _packs(_size_counts(entries, cfgs), caps)
+            return fits(t) and self._packs(self._at(t))
 
-        self.t_ub = _largest_t(fits, 0, SCALE)
-        self.t_hint = self.t_ub if packs(self.t_ub) else _largest_t(packs, 0, self.t_ub)
-        self.hint = [_config_for(e, self.t_hint)[0] if e.weight > 0 else None for e in entries]
-        levels = sum(o.ubp + o.ubd for e in entries for o in e.options)
-        self.dp = levels <= MAX_LEVELS and levels * pool <= MAX_DP_CELLS
-        self._dp: tuple[int, Any, Any] | None = None
+        if self.max_min and len(self.counted):
+            self.t_ub = _largest_t(fits, 0, SCALE)
+            self.t_hint = self.t_ub if packs(self.t_ub) else _largest_t(packs, 0, self.t_ub)
+        else:
+            self.t_ub = self.t_hint = SCALE if self.max_min else 0
+        # The starting plan: the relaxed optimum above t_hint when it packs, else every
+        # counted model at its fewest GPUs for t_hint (which packs).
+        self.start = self._at(self.t_hint)
+        self.hint = fr.configs(self.start)
+        try:
+            rel = self.relaxed(self.t_hint)
+            if rel.feasible and self._packs(rel.best):
+                self.start = rel.best
+                self.hint = fr.configs(self.start)
+            self.levels = self._levels(self.start)
+        except OutOfTime:  # no time for the relaxation: t's bound is all that is known
+            values = self.values(self.start)
+            self.levels = [
+                (name, sense, values.get(name, 0), self.t_ub if name == "min_fraction" else None)
+                for name, sense in self.order
+            ]
 
-    def _totals(self, lower_t: int) -> tuple[Any, Any]:
+    def _check_time(self) -> None:
         if time.perf_counter() > self.deadline - MARGIN_S:
             raise OutOfTime
-        if self._dp is None or self._dp[0] != lower_t:
-            lower = {k: lower_t if e.weight > 0 else 0 for k, e in enumerate(self.entries)}
-            best, steps = _best_totals(self.entries, lower, self.pool)
-            self._dp = (lower_t, best, steps)
-        return self._dp[1], self._dp[2]
 
-    def relaxed_best(self, lower_t: int) -> list[_Config] | None:
-        """The DP's best configurations (weighted total, then fewest GPUs) when they pack."""
-        if not self.dp:
+    def _at(self, t: int) -> Any:
+        """One point per model: the counted models' fewest GPUs for fraction t, the others
+        nothing (or, with no demand, all of it)."""
+        np, fr = self.np, self.fr
+        lower = np.zeros(fr.models, dtype=np.int64)
+        lower[self.counted] = t
+        return fr.first_at(lower, np.arange(fr.models))
+
+    def _packs(self, idx: Any) -> bool:
+        return _packs(self.fr.sizes(idx), self.caps)
+
+    def relaxed(self, lower_t: int) -> Any:
+        """The relaxation with every counted model at fraction ≥ lower_t (cached)."""
+        if lower_t not in self._relaxed:
+            self._check_time()
+            lower = [0] * self.fr.models
+            for k in self.counted.tolist():
+                lower[k] = lower_t
+            self._relaxed[lower_t] = self.fr.relaxed(lower, self.weights, self.dp_cells)
+        return self._relaxed[lower_t]
+
+    def values(self, idx: Any) -> dict[str, int]:
+        """The objective's terms of one point per model."""
+        fr = self.fr
+        f = fr.f[idx]
+        t = int(f[self.counted].min()) if len(self.counted) else SCALE
+        total = sum(w * int(x) for w, x in zip(self.weights, f.tolist()))
+        return {"min_fraction": t, "weighted_fraction": total, "gpus": int(fr.g[idx].sum())}
+
+    def _levels(self, idx: Any) -> list[tuple[str, str, int, int | None]]:
+        """(name, sense, value, bound) per level; bounds after the first level that is
+        not met are not needed (and not computed)."""
+        values = self.values(idx)
+        out: list[tuple[str, str, int, int | None]] = []
+        met = self.known  # an order of other terms: no bounds here
+        for name, sense in self.order:
+            bound: int | None = None
+            if met:
+                bound = self._level_bound(name, values)
+            out.append((name, sense, values.get(name, 0), bound))
+            met = met and bound == values[name]
+        return out
+
+    def _level_bound(self, name: str, proven: Mapping[str, int]) -> int | None:
+        """A level's bound given that the levels before it hold their values in
+        ``proven``."""
+        if name == "min_fraction":
+            return self.t_ub
+        rel = self.relaxed(proven["min_fraction"] if self.max_min else 0)
+        if not rel.feasible:
             return None
-        try:
-            best, steps = self._totals(lower_t)
-        except OutOfTime:
+        if name == "weighted_fraction":
+            return int(rel.total_ub)
+        return rel.gpus_lb(proven["weighted_fraction"])
+
+    @property
+    def proven(self) -> bool:
+        return self.known and all(v == b for _, _, v, b in self.levels)
+
+    def gap_of(self, values: Mapping[str, int]) -> float | None:
+        """The relative gap of the first level whose value misses its bound (0.0 when
+        every level meets it; None when that level has no bound)."""
+        if not self.known:
             return None
-        top = int(best[self.pool])
-        cfgs = _rebuild(steps, int((best >= top).argmax()))
-        return cfgs if _packs(_size_counts(self.entries, cfgs), self.caps) else None
+        for name, _ in self.order:
+            b = self._level_bound(name, values)
+            if b is None:
+                return None
+            if b != values[name]:
+                return abs(b - values[name]) / max(1, abs(b))
+        return 0.0
 
     def __call__(self, stage: int, fixed: list[int]) -> int | None:
+        """A valid bound on one CP-SAT stage (a merged mix of levels), ``fixed`` the
+        values of the stages before it."""
         try:
             return self._bound(stage, fixed)
-        except OutOfTime:  # no time left for the DP: CP-SAT goes on without this bound
+        except OutOfTime:  # no time left for the bound: CP-SAT goes on without it
             return None
 
     def _bound(self, stage: int, fixed: list[int]) -> int | None:
         terms = dict(self.stages[stage].terms)
         if terms == {"min_fraction": 1}:
             return self.t_ub
-        if not self.dp or not set(terms) <= {"min_fraction", "weighted_fraction", "gpus"}:
+        if not self.known or not set(terms) <= {"min_fraction", "weighted_fraction", "gpus"}:
             return None
-        # The relaxation's lexicographic optimum: the largest t whose fewest GPUs fit, then
-        # the DP's best total with every weighted model at t or more, then its fewest GPUs.
-        # A merged stage's value there bounds every plan's.
+        # The relaxation's lexicographic optimum: t_ub, then its best total with every
+        # counted model at t_ub or more, then the fewest GPUs for that total. A merged
+        # stage's value there bounds every plan's.
         if "min_fraction" in terms:
             lower_t = self.t_ub
         else:
-            lower_t = fixed[0] if "min_fraction" in dict(self.stages[0].terms) and fixed else 0
-        best, _ = self._totals(lower_t)
-        top = int(best[self.pool])  # the DP's totals include models with no demand
-        if top < 0:
+            lower_t = fixed[0] if self.max_min and fixed else 0
+        rel = self.relaxed(lower_t)
+        if not rel.feasible:
             return None
         if terms == {"gpus": 1}:
-            # The total is held at fixed[-1]: the fewest GPUs reaching it.
-            return int((best >= fixed[-1]).argmax()) if fixed and fixed[-1] <= top else None
-        value = {
-            "min_fraction": lower_t,
-            "weighted_fraction": top,
-            "gpus": int((best >= top).argmax()),
-        }
+            return rel.gpus_lb(fixed[-1]) if fixed else None  # the total held at fixed[-1]
+        top = int(rel.total_ub)
+        # Fewest GPUs: exact at the relaxed optimum; else at least the fewest for lower_t.
+        gpus = rel.gpus_lb(top) if rel.exact else int(self.fr.g[rel.lo].sum())
+        value = {"min_fraction": lower_t, "weighted_fraction": top, "gpus": gpus}
+        if gpus is None:
+            return None
         return sum(coef * value[name] for name, coef in terms.items())
 
 
@@ -545,11 +561,16 @@ def solve_fleet(
     cands = candidates(sc, started, limit)
     rows = cands.rows
     weights, _, demand_units, _ = cands.fleet_terms
-    by_model: dict[int, list[Any]] = {}
-    for pair in cands.pairs:
-        by_model.setdefault(pair.model, []).append(pair)
+    # Each row's (GPUs, capacity units, most instances) read once: the core's getters cost
+    # about a microsecond each, and 1,000 models have 75,000 rows and 66,000 pairs.
+    # Past the limit already (the fixed start-up: demands and candidate rows): the plan
+    # that serves nothing stands, without reading the rows.
+    late = time.perf_counter() > deadline - MARGIN_S
+    info = [] if late else [(r.gpus, r.units, r.most) for r in rows]
+    by_model: dict[int, list[tuple[Any, int, int]]] = {}
+    for pair in () if late else cands.pairs:
+        by_model.setdefault(pair.model, []).append((pair, pair.prefill, pair.decode))
     entries: list[_Entry] = []
-    late = False
     for k, (_, _, d, wt, label) in enumerate(parsed):
         options: list[_Option] = []
         if k % 32 == 0 and not late:
@@ -557,18 +578,20 @@ def solve_fleet(
         if late:  # out of time before the search: the plan that serves nothing stands
             entries.append(_Entry(label, d, demand_units[k], wt, weights[k], options))
             continue
-        for pair in by_model.get(k, ()):
-            a, b = rows[pair.prefill], rows[pair.decode]
-            units = demand_units[k]
+        units = demand_units[k]
+        for pair, pr, dr in by_model.get(k, ()):
+            (pg, pu, pm), (dg, du, dm) = info[pr], info[dr]
             options.append(
                 _Option(
                     pair,
-                    a.gpus,
-                    0 if pair.prefill == pair.decode else b.gpus,
-                    a.units,
-                    b.units,
-                    max(1, min(_ceil_div(units, a.units) if units else 1, a.most)),
-                    max(1, min(_ceil_div(units, b.units) if units else 1, b.most)),
+                    pg,
+                    0 if pr == dr else dg,
+                    pu,
+                    du,
+                    max(1, min(_ceil_div(units, pu) if units else 1, pm)),
+                    max(1, min(_ceil_div(units, du) if units else 1, dm)),
+                    pm,
+                    dm,
                 )
             )
         if demand_units[k] and not options:
@@ -610,19 +633,27 @@ def _decide(
     if single:
         caps = [(free, count) for _, free, count in sc.pool.runs()]
         try:
-            bounds = _Bounds(entries, caps, sc.pool.gpus, cands.stages, deadline)
+            bounds = _Bounds(
+                entries, caps, sc.pool.gpus, cands.stages, deadline, cands.fleet_terms[1]
+            )
         except OutOfTime:
             return _nothing(len(entries))
-        # The closed-form t, then the DP's best total above it (when it packs).
-        max_min = "min_fraction" in dict(cands.stages[0].terms)
-        start = bounds.relaxed_best(bounds.t_hint if max_min else 0) or bounds.hint
-        hint = _to_solution(entries, start)
+        hint = _to_solution(entries, bounds.hint)
+        if bounds.proven:
+            # The relaxed optimum packs: it meets every level's bound, so no search can
+            # beat it (what proved it: the closed-form bounds, not CP-SAT).
+            return Decision(hint, "OPTIMAL", 0.0, None, "closed-form", "closed-form")
     # Without OR-Tools in time, or with a model too large to build in the time left, the
-    # closed-form plan stands: OPTIMAL only when it meets every bound.
-    fallback = _closed_form(cands, hint, bounds) or _nothing(len(entries))
+    # closed-form plan stands with its gap.
+    fallback = _closed_form(hint, bounds) or _nothing(len(entries))
     if time.perf_counter() > deadline - MARGIN_S:
         return fallback
-    return decide(
+    if bounds is not None and len(cands.pairs) > MAX_SEARCH_PAIRS:
+        # Measured: at 66,050 pairs (1,000 models) CP-SAT spends 10 s building and
+        # searching without improving the closed-form plan (gap 2e-6); it would only
+        # use up the limit. The closed-form plan stands with its gap.
+        return fallback
+    found = decide(
         cands,
         started=started,
         limit=limit,
@@ -633,6 +664,55 @@ def _decide(
         presolve=False,
         workers=workers,
     )
+    if bounds is None or not bounds.known or found.solution is None or found.status == "OPTIMAL":
+        return found
+    # CP-SAT's gap is of a merged stage (levels folded into one integer): report the
+    # first level's instead, against the closed-form bounds, for the better of the two.
+    values = _values_of(bounds, entries, found.solution)
+    if values is None:
+        return found
+    start = bounds.values(bounds.start)
+    key = [(v if sense == "max" else -v) for (n, sense, _, _), v in
+           zip(bounds.levels, (values[n] for n, _, _, _ in bounds.levels))]  # fmt: skip
+    start_key = [(start[n] if sense == "max" else -start[n]) for n, sense, _, _ in bounds.levels]
+    if start_key > key:
+        return fallback
+    try:
+        gap = bounds.gap_of(values)
+    except OutOfTime:
+        gap = None
+    # Without a level's bound, CP-SAT's own gap (of its merged stage) is what is known.
+    return dataclasses.replace(found, gap=found.gap if gap is None else gap)
+
+
+def _values_of(
+    bounds: _Bounds, entries: list[_Entry], solution: list[Any]
+) -> dict[str, int] | None:
+    """The objective's terms of a CP-SAT solution (its choices as frontier values)."""
+    t, total, gpus = SCALE, 0, 0
+    for k, (e, ch) in enumerate(zip(entries, solution)):
+        if e.units == 0:
+            f = SCALE
+        elif ch is None:
+            f = 0
+        else:
+            o = next(
+                (
+                    o
+                    for o in e.options
+                    if (o.pair.prefill, o.pair.decode) == (ch.prefill, ch.decode)
+                ),
+                None,
+            )
+            if o is None:
+                return None
+            served = min(ch.prefill_instances * o.a, ch.decode_instances * o.b)
+            f = min(SCALE, SCALE * served // e.units)
+            gpus += o.p * ch.prefill_instances + o.d * ch.decode_instances
+        if k in bounds.counted_set:
+            t = min(t, f)
+        total += e.w * f
+    return {"min_fraction": t, "weighted_fraction": total, "gpus": gpus}
 
 
 def _nothing(models: int) -> Decision:
@@ -641,21 +721,21 @@ def _nothing(models: int) -> Decision:
     return Decision([None] * models, "FEASIBLE", None, None, "closed-form")
 
 
-def _closed_form(cands: Any, hint: list[Any] | None, bounds: _Bounds | None) -> Decision | None:
+def _closed_form(hint: list[Any] | None, bounds: _Bounds | None) -> Decision | None:
+    """The closed-form plan as a decision: OPTIMAL only when it meets every bound."""
     if hint is None or bounds is None:
         return None
-    values = cands.values(hint)
-    fixed: list[int] = []
     gap: float | None = 0.0
-    for k in range(len(cands.stages)):
-        b = bounds(k, fixed)
-        v = values[k]
+    for _, _, v, b in bounds.levels:
         if b is None or b != v:
             gap = None if b is None else abs(b - v) / max(1, abs(b))
             break
-        fixed.append(v)
-    status = "OPTIMAL" if gap == 0.0 else "FEASIBLE"
-    return Decision(hint, status, gap, None, "closed-form")
+    status = "OPTIMAL" if gap == 0.0 and bounds.known else "FEASIBLE"
+    if status != "OPTIMAL" and gap == 0.0:
+        gap = None
+    return Decision(
+        hint, status, gap, None, "closed-form", "closed-form" if status == "OPTIMAL" else None
+    )
 
 
 def _usage_of(cands: Any, solution: list[Any]) -> list[tuple[int, int]] | None:
@@ -668,6 +748,33 @@ def _usage_of(cands: Any, solution: list[Any]) -> list[tuple[int, int]] | None:
 
 def _nth(placed: Callable[[], list[list[plan.Placement]]], k: int) -> list[plan.Placement]:
     return placed()[k]
+
+
+class _Plans(Mapping[str, Plan]):
+    """A fleet's plans by model name, each built on first access (read-only)."""
+
+    def __init__(self, chosen: dict[str, int], build: Callable[[int], Plan]) -> None:
+        self._chosen, self._build = chosen, build
+        self._built: dict[str, Plan] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, name: str) -> Plan:
+        with self._lock:
+            if name not in self._built:
+                self._built[name] = self._build(self._chosen[name])
+            return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._chosen)
+
+    def __len__(self) -> int:
+        return len(self._chosen)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._chosen
+
+    def __repr__(self) -> str:
+        return f"{{{', '.join(f'{k!r}: {self[k]!r}' for k in self)}}}"
 
 
 def _result(
@@ -687,9 +794,9 @@ def _result(
         usage = decision.usage if decision.usage is not None else _usage_of(cands, sol)
         return plan.placements(sc, cands, sol, usage)
 
-    plans: dict[str, Plan] = {}
     served: dict[str, float] = {}
     demand: dict[str, float] = {}
+    chosen: dict[str, int] = {}
     used = 0
     rows = cands.rows
     for k, (e, ch) in enumerate(zip(entries, sol)):
@@ -697,13 +804,24 @@ def _result(
         if ch is None:
             served[e.name] = 1.0 if e.demand == 0 else 0.0
             continue
+        # What plan.build computes, from the two rows: the plans themselves are built on
+        # first use (1,000 of them take about 0.1 s, past the call's time limit).
+        p, d = rows[ch.prefill], rows[ch.decode]
+        np_, nd = ch.prefill_instances, ch.decode_instances
+        rps = min(np_ * p.requests_per_s, nd * d.requests_per_s)
+        served[e.name] = 1.0 if e.demand == 0 else min(1.0, rps / e.demand)
+        used += p.gpus * np_ + (0 if ch.prefill == ch.decode else d.gpus * nd)
+        chosen[e.name] = k
+    solve_ms = (time.perf_counter() - started) * 1e3
+
+    def build(k: int) -> Plan:
         p = plan.build(
             sc, cands, full, k, started=started, placer=functools.partial(_nth, placed, k),
             status=status, rows=rows,
         )  # fmt: skip
-        plans[e.name] = p
-        served[e.name] = 1.0 if e.demand == 0 else min(1.0, p.requests_per_s / e.demand)
-        used += p.gpus_used
+        return dataclasses.replace(p, solve_ms=solve_ms)
+
+    plans = _Plans(chosen, build)
 
     def by_node() -> tuple[tuple[tuple[str, str, int], ...], ...]:
         nodes: dict[int, list[tuple[str, str, int]]] = {}
@@ -721,7 +839,7 @@ def _result(
         return tuple(tuple(nodes.get(n, ())) for n in range(sc.pool.node_count))
 
     return FleetPlan(
-        plans=MappingProxyType(plans),
+        plans=plans,
         served_fraction=MappingProxyType(served),
         demand_rps=MappingProxyType(demand),
         gpus=sc.pool.gpus,
@@ -730,8 +848,9 @@ def _result(
         objective=objective,
         status=status,
         gap=decision.gap,
-        solve_ms=(time.perf_counter() - started) * 1e3,
+        solve_ms=solve_ms,
         method=decision.method,
         pool=sc.pool.describe(),
+        proof=decision.proof if status == "OPTIMAL" else None,
         placer=by_node,
     )
