@@ -457,3 +457,7 @@ def test_an_engine_release_chooses_its_measured_range_and_says_when_it_has_none(
     assert constants_for("mi355x", engine="sglang", release="0.1.0") == base
     assert "no measured data" in release_note("sglang", "0.1.0")
     assert "no measured data" in release_note("vllm", "vllm/vllm-openai:v0.11.0")
+    with pytest.raises(pdtp.PdtpError, match="release"):
+        constants_for("mi355x", engine="sglang", release=59)  # type: ignore[arg-type]
+    with pytest.raises(pdtp.PdtpError, match="release"):
+        release_note("sglang", 0.59)  # type: ignore[arg-type]

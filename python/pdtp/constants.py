@@ -186,6 +186,8 @@ def release_note(engine: str, release: str = "") -> str:
     True
     """
     engine = check_engine(engine)
+    if not isinstance(release, str):
+        raise ArgumentTypeError(f"release must be a string, got {type(release).__name__}")
     release = engine_release(release)
     measured = measured_releases(engine)
     chosen = release_range(release, measured)
@@ -225,6 +227,11 @@ def constants_for(
     engine image or version, ``"lmsysorg/sglang:v0.5.9-cu130"``, ``"0.5.9"``) applies its
     measured release range's factors; :func:`release_note` says which range, or that the
     release has no measured data."""
+    if not isinstance(release, str):
+        raise ArgumentTypeError(
+            f"release must be an engine image or version string such as '0.5.9', got "
+            f"{type(release).__name__}"
+        )
     if isinstance(override, Constants):
         return override
     base = _defaults(gpu_name, check_engine(engine), engine_release(release))
