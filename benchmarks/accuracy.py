@@ -6,10 +6,12 @@ Data (``tests/data/reference``): ``measured-serving.csv`` (619 InferenceMAX runs
 ``perf-points.csv`` (101 aiconfigurator / vendor points) and the InferenceX runs
 (``measured-serving-inferencex-agg.csv``, ``-disagg.csv``) pdtp can express — vLLM/SGLang,
 no speculative decoding, a GPU type in the catalog; the rest are counted by reason. Each
-aggregated row's TPOT, mean TTFT and output throughput are compared with
+aggregated row's TPOT, mean TTFT, median TTFT (scored, never fitted: ``predict_serving``'s
+steady-state ``ttft_median_ms``) and output throughput are compared with
 :func:`pdtp.predict_serving`'s (through :func:`pdtp.calibration.predict_points`), as
 absolute relative errors, median and p90, AMD and NVIDIA apart. Every setting but the last
-predicts a row with constants fitted (:func:`pdtp.calibration.fit_table`) on other rows only:
+predicts a row with constants fitted (:func:`pdtp.calibration.fit_table`) on other rows only,
+at the row's engine release (``engine_image``; its measured release range's factors):
 
 - **leave one model out**: fit on every other model's rows, predict this model's;
 - **leave one GPU type out**: fit on every other GPU type's rows; the held-out type takes its

@@ -5,8 +5,10 @@ The defaults live in ``pdtp/data/perf_constants.json`` with their provenance: wh
 rows each GPU type's constants were fitted on, when, and by which command
 (``python benchmarks/fit_defaults.py``). GPU types without measurements take the constants of
 their generation (GB200 those of B200) or, failing that, the geometric mean of their vendor's
-measured types, and say so in the file. :data:`GENERIC` (the field defaults below) serves a
-GPU that is not in the catalog.
+measured types, and say so in the file. An engine release (:func:`engine_release` reads it
+from an image name) applies the factors of its measured release range to
+:data:`RELEASE_CONSTANTS`; :func:`release_note` says which range, or that it has none.
+:data:`GENERIC` (the field defaults below) serves a GPU that is not in the catalog.
 
 What each constant means (the step model is in ``src/perf/mod.rs``):
 
