@@ -4,10 +4,12 @@
 
 Fits one table over all measured rows in ``tests/data/reference`` (``measured-serving.csv``:
 InferenceMAX aggregated-serving runs on MI300X/MI325X/MI355X/H100/H200/B200;
-``perf-points.csv``: aiconfigurator silicon samples, vendor posts) with
+``perf-points.csv``: aiconfigurator silicon samples, vendor posts; the InferenceX aggregated
+runs pdtp can express, as ``benchmarks/accuracy.py`` loads them) with
 :func:`pdtp.calibration.fit_table` and writes, for every catalog GPU type, its vLLM constants,
-its SGLang differences and where they come from. GPU types without rows take their
-generation's constants (GB200 from B200) or their vendor's shared values.
+its SGLang differences and where they come from, and per engine release range (from the
+rows' ``engine_image``) the factors on the constants a release moves. GPU types without rows
+take their generation's constants (GB200 from B200) or their vendor's shared values.
 
 ``--check`` fits and compares with the file instead of writing (exit 1 when they differ by
 more than 1%): the file is reproducible from the data and this script.
@@ -24,14 +26,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pdtp.calibration import TABLE_LEVELS, fit_table, load_points
+from pdtp.calibration import MIN_RELEASE_ROWS, TABLE_LEVELS, fit_table
 from pdtp.catalog import gpus
-from pdtp.constants import GENERIC
+from pdtp.constants import ENGINES, GENERIC, RELEASE_CONSTANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "tests" / "data" / "reference"
 OUT = ROOT / "python" / "pdtp" / "data" / "perf_constants.json"
-FILES = ("measured-serving.csv", "perf-points.csv")
+FILES = ("measured-serving.csv", "perf-points.csv", "measured-serving-inferencex-agg.csv")
 
 
 def _round(v: float) -> float:
@@ -39,20 +41,24 @@ def _round(v: float) -> float:
 
 
 def build() -> dict[str, Any]:
-    points = []
-    for name in FILES:
-        points += load_points(REFERENCE / name)
+    # Every aggregated row the accuracy benchmark scores (its loader's filter: what pdtp can
+    # express), so the InferenceX runs' engine releases get their factors.
+    from accuracy import load_all
+
+    points = load_all()
     table = fit_table(points)
     rows = Counter((p.gpu.name, p.engine) for p in points)
-    by_file: dict[str, Counter[str]] = {}
-    for name in FILES:
-        by_file[name] = Counter(p.gpu.name for p in load_points(REFERENCE / name))
+    by_file: dict[str, Counter[str]] = {
+        name: Counter(p.gpu.name for p in points if p.label("file") == name) for name in FILES
+    }
+    release_rows = Counter((p.engine, p.engine_release) for p in points if p.engine_release)
     out: dict[str, Any] = {
         "about": (
             "pdtp's default efficiency constants of the performance model (src/perf), per GPU "
             "type and serving engine. Written by `python benchmarks/fit_defaults.py` (do not "
             "edit by hand): one robust fit over all rows of tests/data/reference/"
-            "measured-serving.csv and perf-points.csv, per-GPU constants shrunk towards their "
+            "measured-serving.csv, perf-points.csv and the expressible InferenceX aggregated "
+            "runs, per-GPU constants shrunk towards their "
             "vendor's shared value. 'vllm' holds every fitted constant; 'sglang' the ones that "
             "differ for SGLang (its separate prefill batches run on the same step model)."
         ),
@@ -64,7 +70,30 @@ def build() -> dict[str, Any]:
             "complete": table.complete,
         },
         "gpus": {},
+        "releases": {
+            "about": (
+                "Per engine release range (from a row's engine_image), factors on "
+                "RELEASE_CONSTANTS: a range runs from one release with at least "
+                f"{MIN_RELEASE_ROWS} measured rows to the next; older or unrecorded releases "
+                "take the baseline (the InferenceMAX runs of Oct-Nov 2025 record none)."
+            ),
+        },
     }
+    for engine in ENGINES:
+        measured = table.releases(engine)
+        if not measured:
+            continue
+        out["releases"][engine] = {
+            r: {
+                "rows": release_rows[(engine, r)],
+                **{
+                    name: _round(table.values[(name, f"@{engine}/{r}")])
+                    for name in RELEASE_CONSTANTS
+                    if (name, f"@{engine}/{r}") in table.values
+                },
+            }
+            for r in measured
+        }
     for g in gpus():
         vllm = table.constants(g, "vllm").to_dict()
         sglang = table.constants(g, "sglang").to_dict()
@@ -99,6 +128,14 @@ def main(argv: list[str] | None = None) -> int:
                     was = old["gpus"].get(gpu, {}).get(engine, {}).get(k)
                     if was is None or not math.isclose(v, was, rel_tol=0.01):
                         bad.append(f"{gpu}/{engine}/{k}: file {was}, fit {v}")
+        for engine, ranges in data["releases"].items():
+            if engine == "about":
+                continue
+            for r, factors in ranges.items():
+                for k, v in factors.items():
+                    was = old.get("releases", {}).get(engine, {}).get(r, {}).get(k)
+                    if was is None or not math.isclose(v, was, rel_tol=0.01):
+                        bad.append(f"releases/{engine}/{r}/{k}: file {was}, fit {v}")
         print("\n".join(bad) or "perf_constants.json matches the fit")
         return 1 if bad else 0
     OUT.write_text(json.dumps(data, indent=1) + "\n")

@@ -534,3 +534,79 @@ def test_decision_accuracy_quick_run(decision_module: Any, tmp_path: pathlib.Pat
     result = json.loads(out.read_text())
     s = result["splits"]["model"]["summary"]["llama-3.3-70b"]
     assert s["decisions"] > 50 and 0.0 <= s["worst"] <= s["median"] <= 1.0
+
+
+# ---- physically scaled fixed costs and engine releases (issue 22) ------------------------------
+
+
+def test_a_model_of_another_depth_is_predicted_out_of_sample(reference_dir: pathlib.Path):
+    """Qwen3-32B (64 layers, bf16, vLLM on H100) predicted by constants fitted on every other
+    model's rows: its fixed costs must follow its own layers and kernels, not a per-step cost
+    that stood in for the fitted models' 61 and 80 layers."""
+    from pdtp.calibration import fit_table, predict_points
+
+    points = load_points(reference_dir / "measured-serving.csv")
+    points += load_points(reference_dir / "perf-points.csv")
+    held = [p for p in points if p.model.name == "qwen3-32b" and p.model.weight_dtype == "bf16"]
+    train = [p for p in points if p.model.name != "qwen3-32b"]
+    assert len(held) > 50 and train
+    table = fit_table(train, max_iterations=30)
+    preds = predict_points(held, lambda p: table.constants(p.gpu, p.engine))
+    errors = [abs(pr["tpot_ms"] / p.tpot_ms - 1) for p, pr in zip(held, preds) if p.tpot_ms]
+    assert summarize(errors)["median"] <= 0.10
+    # The per-step cost stays host work: at most its bound, whatever the fit would prefer.
+    from pdtp.calibration import BOUNDS
+
+    for gpu in {p.gpu for p in train}:
+        assert table.constants(gpu, "vllm").step_overhead_s <= BOUNDS["step_overhead_s"][1] * 1.001
+
+
+def test_rows_carry_their_engine_release_and_median_ttft():
+    rows = [
+        {
+            "model": "llama-3.1-8b",
+            "gpu": "h100",
+            "engine": "sglang",
+            "tp": 1,
+            "isl": 1024,
+            "osl": 128,
+            "concurrency": 4,
+            "tpot_ms": 8.0,
+            "ttft_ms": 90.0,
+            "ttft_median_ms": 60.0,
+            "engine_image": "lmsysorg/sglang:v0.5.9-cu130",
+        }
+    ]
+    (p,) = load_points(rows)
+    assert p.engine_release == "0.5.9" and p.ttft_median_ms == 60.0
+    (q,) = load_points([{k: v for k, v in rows[0].items() if k != "engine_image"}])
+    assert q.engine_release == "" and "ttft_median_ms" not in q.kinds  # scored, never fitted
+
+
+def test_a_table_fits_factors_per_engine_release_range():
+    """Rows of two releases of one engine, generated with the second release's kernels
+    twice as fast: the fit finds a factor below 1 for that release, applies it to releases
+    after it, and not to older or unrecorded ones."""
+    from pdtp.calibration import MIN_RELEASE_ROWS, fit_table
+
+    old = TRUE
+    new = TRUE.replace(kernel_overhead_s=TRUE.kernel_overhead_s / 2)
+    rows = []
+    for c, release in ((old, ""), (new, "0.5.9")):
+        for r in _synthetic_rows(c):
+            rows.append({**r, "engine": "sglang", "engine_release": release})
+    points = load_points(rows)
+    assert sum(p.engine_release == "0.5.9" for p in points) >= MIN_RELEASE_ROWS
+    table = fit_table(points, max_iterations=40)
+    assert table.releases("sglang") == ["0.5.9"]
+    gpu = points[0].gpu
+    base = table.constants(gpu, "sglang").kernel_overhead_s
+    assert table.constants(gpu, "sglang", "0.5.9").kernel_overhead_s < 0.8 * base
+    assert table.constants(gpu, "sglang", "0.5.11").kernel_overhead_s == pytest.approx(
+        table.constants(gpu, "sglang", "0.5.9").kernel_overhead_s
+    )
+    assert table.constants(gpu, "sglang", "0.5.4").kernel_overhead_s == base
+    assert "no measured data" in table.release_note("sglang", "0.5.4")
+    # A release with too few rows starts no range of its own.
+    few = load_points([{**rows[0], "engine_release": "0.6.0"}])
+    assert fit_table(points + few, max_iterations=5).releases("sglang") == ["0.5.9"]

@@ -362,3 +362,102 @@ def test_dp_attention_without_ep_slices_experts_over_all_ranks():
     # alike (a model streaming every touched expert on each rank would be several times
     # slower).
     assert dp8.tpot_ms < 1.5 * dp8ep.tpot_ms
+
+
+# ---- the constants: one field list (Rust owns it) and engine releases ----------------------
+
+
+def test_constants_have_one_field_list_owned_by_rust():
+    """The Rust struct declares its fields once (`constants!` in src/perf/mod.rs) and exports
+    their Python names; Python's dataclass, the fit's bounds and levels and the shipped table
+    use those names and no other."""
+    import json
+    from importlib import resources
+
+    from pdtp import _core
+    from pdtp.calibration import BOUNDS, TABLE_LEVELS
+    from pdtp.constants import RELEASE_CONSTANTS, Constants
+
+    rust = list(_core.CONSTANT_FIELDS)
+    assert [f.name for f in dataclasses.fields(Constants)] == rust
+    assert len(set(rust)) == len(rust)
+    assert set(BOUNDS) <= set(rust) and set(TABLE_LEVELS) <= set(BOUNDS)
+    assert set(RELEASE_CONSTANTS) <= set(TABLE_LEVELS)
+    table = json.loads(resources.files("pdtp").joinpath("data/perf_constants.json").read_text())
+    for entry in table["gpus"].values():
+        for engine in ("vllm", "sglang"):
+            assert set(entry[engine]) <= set(rust)
+    for engine, ranges in table["releases"].items():
+        if engine == "about":
+            continue
+        for factors in ranges.values():
+            assert set(factors) - {"rows"} <= set(RELEASE_CONSTANTS)
+    # Every field crosses the binding: a dict lacking one is refused naming it.
+    from pdtp.perf import constant_inputs, gpu_inputs, model_inputs
+
+    m = pdtp.model("llama-3.1-8b")
+    inputs = constant_inputs(Constants())
+    args = (model_inputs(m), gpu_inputs(pdtp.gpu("h100"), m.weight_dtype))
+    assert _core.step_time(*args, inputs, (1, 1, 1, False), 1.0, 100.0, 0.0, 0.0) > 0
+    for name in rust:
+        with pytest.raises(Exception, match=name):
+            _core.step_time(
+                *args,
+                {k: v for k, v in inputs.items() if k != name},
+                (1, 1, 1, False),
+                1.0,
+                100.0,
+                0.0,
+                0.0,
+            )
+
+
+@pytest.mark.parametrize(
+    ("image", "release"),
+    [
+        ("lmsysorg/sglang:v0.5.9-cu130", "0.5.9"),
+        ("lmsysorg/sglang:v0.5.12.post1", "0.5.12"),
+        ("rocm/sgl-dev:sglang-0.5.9-rocm720-mi35x-mori-0227-3", "0.5.9"),
+        ("lmsysorg/sglang-rocm:v0.5.12-rocm720-mi35x-20260519", "0.5.12"),
+        ("vllm/vllm-openai:v0.11.0", "0.11.0"),
+        ("vllm/vllm-openai:nightly", ""),
+        ("0.5.10", "0.5.10"),
+        ("", ""),
+        (None, ""),
+    ],
+)
+def test_engine_release_is_read_from_the_image(image, release):
+    from pdtp.constants import engine_release
+
+    assert engine_release(image) == release
+
+
+def test_an_engine_release_chooses_its_measured_range_and_says_when_it_has_none():
+    import json
+    from importlib import resources
+
+    from pdtp.constants import RELEASE_CONSTANTS, constants_for, measured_releases, release_note
+
+    table = json.loads(resources.files("pdtp").joinpath("data/perf_constants.json").read_text())
+    measured = measured_releases("sglang")
+    assert measured, "the InferenceX rows hold SGLang releases"
+    first, newest = measured[0], measured[-1]
+    base = constants_for("mi355x", engine="sglang")
+    for release, chosen in ((first, first), (newest, newest), ("99.0.0", newest)):
+        c = constants_for("mi355x", engine="sglang", release=release)
+        for name in RELEASE_CONSTANTS:
+            factor = table["releases"]["sglang"][chosen].get(name, 1.0)
+            assert getattr(c, name) == pytest.approx(getattr(base, name) * factor)
+        # Only the constants a release moves change.
+        others = {k: v for k, v in c.to_dict().items() if k not in RELEASE_CONSTANTS}
+        assert others == {k: v for k, v in base.to_dict().items() if k not in RELEASE_CONSTANTS}
+    assert "own measured runs" in release_note("sglang", first)
+    assert f"range from {newest}" in release_note("sglang", "99.0.0")
+    # Older than every measured release, or an engine without release data: said plainly.
+    assert constants_for("mi355x", engine="sglang", release="0.1.0") == base
+    assert "no measured data" in release_note("sglang", "0.1.0")
+    assert "no measured data" in release_note("vllm", "vllm/vllm-openai:v0.11.0")
+    with pytest.raises(pdtp.PdtpError, match="release"):
+        constants_for("mi355x", engine="sglang", release=59)  # type: ignore[arg-type]
+    with pytest.raises(pdtp.PdtpError, match="release"):
+        release_note("sglang", 0.59)  # type: ignore[arg-type]

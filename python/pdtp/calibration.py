@@ -40,6 +40,7 @@ import re
 import statistics
 import time
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -47,7 +48,16 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._validate import public_api, short_repr
-from .constants import GENERIC, Constants, check_engine, constants_for
+from .constants import (
+    GENERIC,
+    RELEASE_CONSTANTS,
+    Constants,
+    check_engine,
+    constants_for,
+    engine_release,
+    release_key,
+    release_range,
+)
 from .errors import ArgumentTypeError, ConfigError, InvalidArgumentError, PdtpError
 from .perf import constant_inputs, gpu_inputs, model_inputs
 
@@ -87,7 +97,12 @@ MAX_POINTS = 200_000
 DEFAULT_TIME_LIMIT_S = 30.0
 
 #: Fittable constants and their physical ranges: a GPU reaches at most its peak; fixed costs
-#: stay below tens of milliseconds per step and a second per request.
+#: stay below tens of microseconds per kernel and a second per request. The per-step cost is
+#: the engine's host work that does not grow with the model (scheduling, input preparation,
+#: sampling): at most 1 ms. Unbounded, a fit on models of 61 and 80 layers cannot tell a
+#: per-step cost from a per-layer one and put 3-5 ms per step there, which a model of other
+#: depth then pays in full; with the bound the per-layer kernels carry it, and Qwen3-32B (64
+#: layers, fitted without it) is predicted at TPOT 6.9% median instead of 11.1%.
 BOUNDS: dict[str, tuple[float, float]] = {
     "mfu_prefill": (0.1, 1.0),
     "mfu_decode": (0.02, 1.0),
@@ -103,7 +118,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "alltoall_latency_s": (1e-6, 1e-3),
     "kernel_overhead_s": (1e-8, 50e-6),
     "seq_overhead_s": (1e-8, 500e-6),
-    "step_overhead_s": (1e-6, 20e-3),
+    "step_overhead_s": (1e-6, 1e-3),
     "api_overhead_s": (1e-3, 1.0),
     "schedule_wait_steps": (0.05, 30.0),
     "ttft_queue_factor": (1.0, 10.0),
@@ -164,6 +179,12 @@ class PerfPoint:
     num_prompts: int | None = None
     source: str = ""
     note: str = ""
+    #: The engine release the run used (``"0.5.9"``, from ``engine_image`` or
+    #: ``engine_release``); ``""`` when the row does not record it.
+    engine_release: str = ""
+    #: The measured median TTFT, where the row has it (scored, not fitted: the fit takes the
+    #: mean, whose first-wave burst the median does not see).
+    ttft_median_ms: float | None = None
     #: Free-form labels for grouping (the accuracy benchmark's folds).
     labels: tuple[tuple[str, str], ...] = field(default=())
 
@@ -568,6 +589,16 @@ def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
         raise InvalidArgumentError(
             f"{where}: no measurement: give at least one of {', '.join(col[k] for k in KINDS)}"
         )
+    median_ttft = (
+        None
+        if _missing(raw.get("ttft_median_ms"))
+        else _number(where, "ttft_median_ms", raw["ttft_median_ms"])
+    )
+    release = ""
+    for key in ("engine_release", "engine_image"):
+        if not _missing(raw.get(key)):
+            release = engine_release(str(raw[key]))
+            break
     if values["tpot_ms"] is not None and concurrency is None:
         raise InvalidArgumentError(
             f"{where}: field 'concurrency' is required with {col['tpot_ms']} (the decode batch)"
@@ -599,6 +630,8 @@ def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
         num_prompts=num_prompts,
         source="" if _missing(raw.get("source")) else str(raw.get("source")),
         note=note,
+        engine_release=release,
+        ttft_median_ms=median_ttft,
         labels=(("model", model.name), ("gpu", gpu.name), ("engine", engine)),
     )
     if not _weights_fit(point):
@@ -838,7 +871,7 @@ def _run_fit(
     x0, lo, hi = [], [], []
     for name, group in space.keys:
         low, high = BOUNDS[name]
-        if group.startswith("×"):  # a multiplier on another group's value
+        if group.startswith(("×", "@")):  # a multiplier on another group's value
             low, high = 0.2, 5.0
         x0.append(min(max(start.get((name, group), 1.0), low), high))
         lo.append(low)
@@ -1007,15 +1040,46 @@ class Table:
     measured_gpus: tuple[str, ...]
     complete: bool
 
-    def constants(self, gpu: GPU, engine: str) -> Constants:
+    def constants(self, gpu: GPU, engine: str, release: str = "") -> Constants:
         """The constants of a GPU type and engine: its own fitted values, else its
-        generation's, else its vendor's (geometric means), else the generic ones."""
+        generation's, else its vendor's (geometric means), else the generic ones; an engine
+        ``release`` (``"0.5.9"``) applies its measured release range's factors
+        (:data:`pdtp.constants.RELEASE_CONSTANTS`), none when it has no measured data
+        (:meth:`release_note` says which)."""
         out: dict[str, float] = {}
         for name, level in TABLE_LEVELS.items():
             value = self._value(name, level, gpu, engine)
             if value is not None:
+                if name in RELEASE_CONSTANTS:
+                    value *= self._release_factor(name, engine, release)
                 out[name] = value
         return GENERIC.replace(**out)
+
+    def releases(self, engine: str) -> list[str]:
+        """The engine releases this table has measured rows of, oldest first."""
+        prefix = f"@{engine}/"
+        found = {g[len(prefix) :] for (_, g) in self.values if g.startswith(prefix)}
+        return sorted(found, key=release_key)
+
+    def release_note(self, engine: str, release: str) -> str:
+        """Which measured release range ``release`` takes its constants from, or that it has
+        none."""
+        measured = self.releases(engine)
+        chosen = release_range(release, measured)
+        if not release:
+            return f"{engine}: release not given: the unrecorded releases of the baseline rows"
+        if not chosen:
+            return (
+                f"{engine} {release}: no measured data for this release or an older measured "
+                f"one (measured: {', '.join(measured) or 'none'}): the baseline rows' constants"
+            )
+        if chosen == release:
+            return f"{engine} {release}: fitted on its own rows"
+        return f"{engine} {release}: no rows of its own: the range from {chosen} (measured)"
+
+    def _release_factor(self, name: str, engine: str, release: str) -> float:
+        chosen = release_range(release, self.releases(engine))
+        return self.values.get((name, _release_group(engine, chosen)), 1.0) if chosen else 1.0
 
     def source(self, gpu: GPU) -> str:
         if gpu.name in self.measured_gpus:
@@ -1056,7 +1120,26 @@ class Table:
         return v
 
 
-def _table_assignments(p: PerfPoint, levels: Mapping[str, str]) -> list[tuple[str, str]]:
+#: Rows an engine release needs to start a release range of its own; a release with fewer
+#: takes the range of the newest better-measured release before it (a factor fitted on two
+#: rows fits their noise).
+MIN_RELEASE_ROWS = 10
+
+
+def _release_ranges(points: Sequence[PerfPoint]) -> dict[str, list[str]]:
+    """Per engine, the releases with at least :data:`MIN_RELEASE_ROWS` rows."""
+    counts = Counter((p.engine, p.engine_release) for p in points if p.engine_release)
+    out: dict[str, list[str]] = {}
+    for (engine, release), n in counts.items():
+        if n >= MIN_RELEASE_ROWS:
+            out.setdefault(engine, []).append(release)
+    return out
+
+
+def _table_assignments(
+    p: PerfPoint, levels: Mapping[str, str], ranges: Mapping[str, Sequence[str]] | None = None
+) -> list[tuple[str, str]]:
+    release = release_range(p.engine_release, (ranges or {}).get(p.engine, ()))
     out: list[tuple[str, str]] = []
     for name, level in levels.items():
         if not _informed(name, [p]):
@@ -1069,7 +1152,14 @@ def _table_assignments(p: PerfPoint, levels: Mapping[str, str]) -> list[tuple[st
             out.append((name, p.gpu.name))
             if level == "gpu+engine" and p.engine != "vllm":
                 out.append((name, "×" + p.engine))
+            if name in RELEASE_CONSTANTS and release:
+                out.append((name, _release_group(p.engine, release)))
     return out
+
+
+def _release_group(engine: str, release: str) -> str:
+    """The group of a per-release multiplier: ``@sglang/0.5.9``."""
+    return f"@{engine}/{release}"
 
 
 def fit_table(
@@ -1086,13 +1176,14 @@ def fit_table(
     and a type with none takes its vendor's."""
     lv = dict(TABLE_LEVELS if levels is None else levels)
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
-    assignments = [_table_assignments(p, lv) for p in points]
+    ranges = _release_ranges(points)
+    assignments = [_table_assignments(p, lv, ranges) for p in points]
     used = {key for assigned in assignments for key in assigned}
     priors: list[tuple[_Key, _Key | None, float]] = []
     start: dict[_Key, float] = {}
     vendors = {p.gpu.name: _VENDOR_GROUP[p.gpu.vendor] for p in points}
     for name, group in sorted(used):
-        if group.startswith("×"):
+        if group.startswith(("×", "@")):
             priors.append(((name, group), None, PRIOR_ENGINE))
             start[(name, group)] = 1.0
             continue

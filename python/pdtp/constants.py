@@ -5,8 +5,10 @@ The defaults live in ``pdtp/data/perf_constants.json`` with their provenance: wh
 rows each GPU type's constants were fitted on, when, and by which command
 (``python benchmarks/fit_defaults.py``). GPU types without measurements take the constants of
 their generation (GB200 those of B200) or, failing that, the geometric mean of their vendor's
-measured types, and say so in the file. :data:`GENERIC` (the field defaults below) serves a
-GPU that is not in the catalog.
+measured types, and say so in the file. An engine release (:func:`engine_release` reads it
+from an image name) applies the factors of its measured release range to
+:data:`RELEASE_CONSTANTS`; :func:`release_note` says which range, or that it has none.
+:data:`GENERIC` (the field defaults below) serves a GPU that is not in the catalog.
 
 What each constant means (the step model is in ``src/perf/mod.rs``):
 
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -107,6 +111,45 @@ _RELATIVE = {
 GENERIC = Constants()
 
 
+#: A release in an engine's container image: ``lmsysorg/sglang:v0.5.9-cu130``,
+#: ``rocm/sgl-dev:sglang-0.5.9-rocm720-…``, ``vllm/vllm-openai:v0.11.0``.
+_RELEASE = re.compile(r"(?:sglang|vllm)[\w./-]*?[:\s-]v?(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE)
+
+#: Constants an engine release moves: its kernels (fusion, graphs, attention backends) and its
+#: per-sequence host work. A release changes neither the GPU nor the model, so weight
+#: streaming and GEMM efficiencies stay per GPU type.
+RELEASE_CONSTANTS: tuple[str, ...] = ("kernel_overhead_s", "seq_overhead_s")
+
+
+def engine_release(image: Any) -> str:
+    """The release (``"0.5.9"``) an engine image or version string names; ``""`` when it names
+    none (``vllm/vllm-openai:nightly``, an empty field)."""
+    if not isinstance(image, str):
+        return ""
+    m = _RELEASE.search(image)
+    if m is None:
+        m = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?[\w.+-]*\s*", image)
+    if m is None:
+        return ""
+    return ".".join(str(int(x)) for x in (m.group(1), m.group(2), m.group(3) or "0"))
+
+
+def release_key(release: str) -> tuple[int, ...]:
+    """A release as a comparable tuple (``""`` sorts first)."""
+    return tuple(int(x) for x in release.split(".")) if release else ()
+
+
+def release_range(release: str, measured: Iterable[str]) -> str:
+    """The measured release range ``release`` falls in: the newest measured release not after
+    it (ranges run from one measured release to the next); ``""`` (the unrecorded releases of
+    the InferenceMAX runs, Oct–Nov 2025) when it is older than all or not given."""
+    if not release:
+        return ""
+    mine = release_key(release)
+    older = [r for r in measured if r and release_key(r) <= mine]
+    return max(older, key=release_key) if older else ""
+
+
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
     text = resources.files("pdtp").joinpath("data/perf_constants.json").read_text("utf-8")
@@ -115,14 +158,53 @@ def _table() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=64)
-def _defaults(gpu_name: str, engine: str) -> Constants:
+def _defaults(gpu_name: str, engine: str, release: str = "") -> Constants:
     entry = _table()["gpus"].get(gpu_name)
     if entry is None:
         return GENERIC
     values = dict(entry["vllm"])
     if engine != "vllm":
         values.update(entry.get(engine, {}))
+    chosen = release_range(release, measured_releases(engine))
+    if chosen:
+        factors = _table()["releases"][engine][chosen]
+        for name in RELEASE_CONSTANTS:
+            if name in factors and name in values:
+                values[name] *= factors[name]
     return GENERIC.replace(**values)
+
+
+def measured_releases(engine: str) -> list[str]:
+    """The releases of ``engine`` the defaults have a release range of (oldest first)."""
+    ranges = _table().get("releases", {}).get(engine, {})
+    return sorted(ranges, key=release_key)
+
+
+def release_note(engine: str, release: str = "") -> str:
+    """Which measured release range an engine release takes its default constants from, or
+    that it has no measured data.
+
+    >>> release_note("vllm", "0.11.0").startswith("vllm 0.11.0: no measured data")
+    True
+    """
+    engine = check_engine(engine)
+    if not isinstance(release, str):
+        raise ArgumentTypeError(f"release must be a string, got {type(release).__name__}")
+    release = engine_release(release)
+    measured = measured_releases(engine)
+    chosen = release_range(release, measured)
+    listed = ", ".join(measured) or "none recorded"
+    if not release:
+        return f"{engine}: no release given: the baseline constants (measured releases: {listed})"
+    if not chosen:
+        return (
+            f"{engine} {release}: no measured data for this release or an older measured one "
+            f"(measured releases: {listed}): the baseline constants, fitted on runs that do "
+            f"not record their release"
+        )
+    if chosen == release:
+        return f"{engine} {release}: constants fitted on its own measured runs"
+    return f"{engine} {release}: no runs of its own: the measured range from {chosen}"
 
 
 def provenance(gpu_name: str) -> str:
@@ -139,12 +221,22 @@ def check_engine(engine: Any) -> str:
     return engine.strip().lower()
 
 
-def constants_for(gpu_name: str, override: Any = None, engine: str = "vllm") -> Constants:
+def constants_for(
+    gpu_name: str, override: Any = None, engine: str = "vllm", release: str = ""
+) -> Constants:
     """The constants for a GPU type and serving engine, with ``override`` applied: ``None``,
-    a :class:`Constants` (used as is), or a dict of the fields to change."""
+    a :class:`Constants` (used as is), or a dict of the fields to change. ``release`` (an
+    engine image or version, ``"lmsysorg/sglang:v0.5.9-cu130"``, ``"0.5.9"``) applies its
+    measured release range's factors; :func:`release_note` says which range, or that the
+    release has no measured data."""
+    if not isinstance(release, str):
+        raise ArgumentTypeError(
+            f"release must be an engine image or version string such as '0.5.9', got "
+            f"{type(release).__name__}"
+        )
     if isinstance(override, Constants):
         return override
-    base = _defaults(gpu_name, check_engine(engine))
+    base = _defaults(gpu_name, check_engine(engine), engine_release(release))
     if override is None:
         return base
     if isinstance(override, dict):

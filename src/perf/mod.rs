@@ -169,114 +169,93 @@ impl GpuPerf {
     }
 }
 
-/// Efficiency constants of one GPU type (and serving engine), overridable per call.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Constants {
+/// Declares [`Constants`] from one list of its fields: the struct, [`Constants::FIELDS`] (the
+/// Python names, which carry a unit suffix where the value is a time) and the by-index
+/// accessors are generated from it, so the Rust field, its Python name and its slot cannot
+/// drift apart. Python's `pdtp.Constants`, its bindings and `perf_constants.json` are checked
+/// against `FIELDS` (`pdtp._core.CONSTANT_FIELDS`) by `tests/test_perf.py`.
+macro_rules! constants {
+    ($($(#[doc = $doc:literal])* $field:ident => $name:literal,)*) => {
+        /// Efficiency constants of one GPU type (and serving engine), overridable per call.
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub struct Constants {
+            $($(#[doc = $doc])* pub $field: f64,)*
+        }
+
+        impl Constants {
+            /// Field names, in the order of [`Constants::get`] / [`Constants::set`].
+            pub const FIELDS: [&'static str; [$($name),*].len()] = [$($name),*];
+
+            /// Constants with every field taken from `value(python name)`, in `FIELDS` order;
+            /// the first error stops it.
+            pub fn try_from_fn<E>(
+                mut value: impl FnMut(&str) -> Result<f64, E>,
+            ) -> Result<Self, E> {
+                Ok(Constants { $($field: value($name)?,)* })
+            }
+
+            fn slot(&mut self, i: usize) -> Option<&mut f64> {
+                let name = *Self::FIELDS.get(i)?;
+                $(if name == $name {
+                    return Some(&mut self.$field);
+                })*
+                None
+            }
+        }
+    };
+}
+
+constants! {
     /// Linear-layer GEMM efficiency on prompt tokens (large M): share of the weight dtype's
     /// dense peak.
-    pub mfu_prefill: f64,
+    mfu_prefill => "mfu_prefill",
     /// Linear-layer GEMM efficiency on decode tokens (M = the batch, tens of rows): small-M
     /// GEMMs reach a much smaller share of the peak, and their compute adds to streaming the
     /// weights rather than hiding under it.
-    pub mfu_decode: f64,
+    mfu_decode => "mfu_decode",
     /// Attention FLOP efficiency: share of the bf16 peak (prefill attention, MLA decode).
-    pub mfu_attention: f64,
+    mfu_attention => "mfu_attention",
     /// Weight streaming: share of the HBM peak the linear layers read weights at.
-    pub mbu: f64,
+    mbu => "mbu",
     /// KV-cache reads of decode attention: share of the HBM peak.
-    pub kv_read_efficiency: f64,
+    kv_read_efficiency => "kv_read_efficiency",
     /// Routed-expert weights stream at this share of the dense weights' rate (grouped
     /// GEMMs over many small matrices).
-    pub moe_weight_efficiency: f64,
+    moe_weight_efficiency => "moe_weight_efficiency",
     /// Expert-parallel ranks stream whole experts (GEMMs tp× wider than a tensor-parallel
     /// slice): their rate relative to `moe_weight_efficiency`'s.
-    pub ep_weight_efficiency: f64,
+    ep_weight_efficiency => "ep_weight_efficiency",
     /// Weight-format kernel efficiency relative to 16-bit weights, per format.
-    pub fp8_weight_efficiency: f64,
-    pub fp4_weight_efficiency: f64,
-    pub int4_weight_efficiency: f64,
+    fp8_weight_efficiency => "fp8_weight_efficiency",
+    fp4_weight_efficiency => "fp4_weight_efficiency",
+    int4_weight_efficiency => "int4_weight_efficiency",
     /// All-reduce latency α (s).
-    pub allreduce_latency: f64,
+    allreduce_latency => "allreduce_latency_s",
     /// All-to-all (expert-parallel dispatch or combine) latency (s).
-    pub alltoall_latency: f64,
+    alltoall_latency => "alltoall_latency_s",
     /// Per kernel launched per step (s): launch gaps and small-kernel tails.
-    pub kernel_overhead: f64,
+    kernel_overhead => "kernel_overhead_s",
     /// Per running sequence per step (s): sampling, scheduling, attention metadata.
-    pub seq_overhead: f64,
+    seq_overhead => "seq_overhead_s",
     /// Per step (s).
-    pub step_overhead: f64,
+    step_overhead => "step_overhead_s",
     /// Per request: HTTP, tokenization, scheduling and streaming the first token (s).
-    pub api_overhead: f64,
+    api_overhead => "api_overhead_s",
     /// Engine steps a new prompt waits before its prefill is scheduled.
-    pub schedule_wait_steps: f64,
+    schedule_wait_steps => "schedule_wait_steps",
     /// Memory held back per GPU for the runtime, activations and CUDA/HIP graphs (bytes).
-    pub reserve_bytes: f64,
+    reserve_bytes => "reserve_bytes",
     /// Disaggregated TTFT = api + q · t_p + transfer: q covers queueing at the prefill
     /// instance, whose load the planner sets near its capacity.
-    pub ttft_queue_factor: f64,
+    ttft_queue_factor => "ttft_queue_factor",
     /// KV transfer bandwidth per rank between instances (bytes/s) and its latency (s).
-    pub kv_transfer_bandwidth: f64,
-    pub kv_transfer_latency: f64,
+    kv_transfer_bandwidth => "kv_transfer_bandwidth",
+    kv_transfer_latency => "kv_transfer_latency_s",
     /// vLLM's `max_num_seqs`: the largest decode batch one instance runs.
-    pub max_num_seqs: f64,
+    max_num_seqs => "max_num_seqs",
 }
 
 impl Constants {
-    /// Field names, in the order of [`Constants::get`] / [`Constants::set`] (the Python
-    /// names, which carry a unit suffix where the value is a time).
-    pub const FIELDS: [&'static str; 22] = [
-        "mfu_prefill",
-        "mfu_decode",
-        "mfu_attention",
-        "mbu",
-        "kv_read_efficiency",
-        "moe_weight_efficiency",
-        "ep_weight_efficiency",
-        "fp8_weight_efficiency",
-        "fp4_weight_efficiency",
-        "int4_weight_efficiency",
-        "allreduce_latency_s",
-        "alltoall_latency_s",
-        "kernel_overhead_s",
-        "seq_overhead_s",
-        "step_overhead_s",
-        "api_overhead_s",
-        "schedule_wait_steps",
-        "reserve_bytes",
-        "ttft_queue_factor",
-        "kv_transfer_bandwidth",
-        "kv_transfer_latency_s",
-        "max_num_seqs",
-    ];
-
-    fn slot(&mut self, i: usize) -> Option<&mut f64> {
-        Some(match i {
-            0 => &mut self.mfu_prefill,
-            1 => &mut self.mfu_decode,
-            2 => &mut self.mfu_attention,
-            3 => &mut self.mbu,
-            4 => &mut self.kv_read_efficiency,
-            5 => &mut self.moe_weight_efficiency,
-            6 => &mut self.ep_weight_efficiency,
-            7 => &mut self.fp8_weight_efficiency,
-            8 => &mut self.fp4_weight_efficiency,
-            9 => &mut self.int4_weight_efficiency,
-            10 => &mut self.allreduce_latency,
-            11 => &mut self.alltoall_latency,
-            12 => &mut self.kernel_overhead,
-            13 => &mut self.seq_overhead,
-            14 => &mut self.step_overhead,
-            15 => &mut self.api_overhead,
-            16 => &mut self.schedule_wait_steps,
-            17 => &mut self.reserve_bytes,
-            18 => &mut self.ttft_queue_factor,
-            19 => &mut self.kv_transfer_bandwidth,
-            20 => &mut self.kv_transfer_latency,
-            21 => &mut self.max_num_seqs,
-            _ => return None,
-        })
-    }
-
     /// The value of field `i` of [`Constants::FIELDS`].
     pub fn get(&self, i: usize) -> Option<f64> {
         let mut copy = *self;
@@ -1227,5 +1206,23 @@ pub(crate) mod tests {
         }
         assert!(!c.set(Constants::FIELDS.len(), 1.0));
         assert_eq!(c.get(Constants::FIELDS.len()), None);
+        // One list: building from names fills each field from its own name, and a missing
+        // name stops it.
+        let built = Constants::try_from_fn(|name| {
+            Constants::field_index(name)
+                .map(|i| 0.5 + i as f64)
+                .ok_or(())
+        })
+        .unwrap();
+        assert_eq!(built, c);
+        assert_eq!(built.allreduce_latency, 0.5 + 10.0);
+        let short = Constants::try_from_fn(|name| {
+            if name == "mbu" {
+                Err(name.len())
+            } else {
+                Ok(1.0)
+            }
+        });
+        assert_eq!(short, Err(3));
     }
 }

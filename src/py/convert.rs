@@ -91,34 +91,8 @@ pub(super) fn gpu_perf(d: &Bound<'_, PyDict>) -> PyResult<GpuPerf> {
 
 /// Constants from a dict keyed by `Constants::FIELDS` (every field required).
 pub(super) fn constants(d: &Bound<'_, PyDict>) -> PyResult<Constants> {
-    let mut c = Constants {
-        mfu_prefill: 0.0,
-        mfu_decode: 0.0,
-        mfu_attention: 0.0,
-        mbu: 0.0,
-        kv_read_efficiency: 0.0,
-        moe_weight_efficiency: 0.0,
-        ep_weight_efficiency: 0.0,
-        fp8_weight_efficiency: 0.0,
-        fp4_weight_efficiency: 0.0,
-        int4_weight_efficiency: 0.0,
-        allreduce_latency: 0.0,
-        alltoall_latency: 0.0,
-        kernel_overhead: 0.0,
-        seq_overhead: 0.0,
-        step_overhead: 0.0,
-        api_overhead: 0.0,
-        schedule_wait_steps: 0.0,
-        reserve_bytes: 0.0,
-        ttft_queue_factor: 0.0,
-        kv_transfer_bandwidth: 0.0,
-        kv_transfer_latency: 0.0,
-        max_num_seqs: 0.0,
-    };
-    for (i, name) in Constants::FIELDS.iter().enumerate() {
-        c.set(i, num(d, name)?);
-    }
-    Ok(c)
+    // Every field by its name in the one list `Constants::FIELDS` (Rust owns it).
+    Constants::try_from_fn(|name| num(d, name))
 }
 
 pub(super) fn workload(d: &Bound<'_, PyDict>) -> PyResult<Workload> {
