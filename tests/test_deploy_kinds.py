@@ -29,13 +29,13 @@ K8S_VERSION = kubernetes_validate.latest_version()
 KINDS = {
     "agg-tp": ("llama-3.1-8b", {"gpus": 8, "gpu": "h100"}),
     # perf v3 prices collectives across nodes: solve keeps DP within a node unless the layouts
-    # allowed leave a 16-rank one as the best (here, and pd-dp-ep-moriio's decode).
+    # allowed leave a 16-rank one as the best (here, and pd-dp-ep-moriio's sides).
     "agg-dp-ep-2-nodes": ("qwen3-30b-a3b", {"gpus": 16, "gpu": "h100", "layouts": "tp1dp16ep"}),
     "agg-pp-2-nodes": ("llama-3.1-405b", {"gpus": 16, "gpu": "h100", "layouts": "pp"}),
     "agg-pp-1-node": ("llama-3.1-70b", {"gpus": 16, "gpu": "h100", "layouts": "pp", "mode": "agg"}),
     "pd-dp-ep-moriio": (
         "qwen3-235b-a22b",
-        {"gpus": 32, "gpu": "mi355x", "layouts": "tp1dp2,tp1dp16"},
+        {"gpus": 32, "gpu": "mi355x", "layouts": "tp1dp16"},
     ),
     "pd-dp-ep-moriio-write": (
         "qwen3-235b-a22b",

@@ -69,7 +69,10 @@ def test_size_for_at_p90_serves_the_demand_where_the_mean_plan_does_not():
     assert mean.requests_per_s >= 10 and not _meets(mean, 10)
     assert p90.slo_basis == "p90 simulated" and p90.requests_per_s >= 10
     assert _meets(p90, 10)
-    assert p90.gpus_used > mean.gpus_used
+    # Another plan than the mean's (more GPUs or another split: which one is the performance
+    # model's call), never fewer GPUs than the mean plan found enough.
+    shape = lambda p: (p.gpus_used, p.serving, p.prefill, p.decode, p.aggregated)  # noqa: E731
+    assert shape(p90) != shape(mean) and p90.gpus_used >= mean.gpus_used
 
 
 def test_replan_at_p90_adds_what_the_percentile_needs():

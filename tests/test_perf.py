@@ -461,3 +461,107 @@ def test_an_engine_release_chooses_its_measured_range_and_says_when_it_has_none(
         constants_for("mi355x", engine="sglang", release=59)  # type: ignore[arg-type]
     with pytest.raises(pdtp.PdtpError, match="release"):
         release_note("sglang", 0.59)  # type: ignore[arg-type]
+
+
+# ---- the engine release of a plan or prediction picks its constants ------------------------
+
+
+@pytest.fixture
+def vllm_release_range(monkeypatch):
+    """A measured vLLM release range (the shipped table has none for vLLM): its factors make
+    the release's constants differ from the baseline, so a planner that ignores the release
+    is caught."""
+    import copy
+
+    from pdtp import constants as cmod
+
+    table = copy.deepcopy(cmod._table())
+    table["releases"]["vllm"] = {"0.26.0": {"rows": 10, "kernel_overhead_s": 3.0}}
+    cmod._defaults.cache_clear()
+    monkeypatch.setattr(cmod, "_table", lambda: table)
+    yield "0.26.0"
+    cmod._defaults.cache_clear()
+
+
+def test_evaluate_and_solve_predict_with_the_constants_of_their_vllm_release(vllm_release_range):
+    from pdtp.constants import constants_for
+
+    config = {
+        "gpu": "h100",
+        "prefill_tp": 2,
+        "prefill_instances": 1,
+        "decode_tp": 4,
+        "decode_instances": 1,
+        "connector": "nixl",
+    }
+    m = "llama-3.1-70b"
+    newer = "0.32.0"  # in the measured range from 0.26.0
+    own = pdtp.evaluate(m, **config, vllm_version=newer)
+    given = pdtp.evaluate(m, **config, constants=constants_for("h100", release=newer))
+    base = pdtp.evaluate(m, **config, vllm_version="0.14.0")  # older than the range
+    assert own.tpot_ms == given.tpot_ms and own.ttft_ms == given.ttft_ms
+    assert own.tpot_ms != base.tpot_ms
+    assert (
+        own.constants_note.startswith(f"vllm {newer}") and "range from 0.26.0" in own.constants_note
+    )
+    assert "no measured data" in base.constants_note
+    assert "given by the caller" in given.constants_note
+    plan = pdtp.solve(m, gpu="h100", gpus=8, connector="nixl", vllm_version=newer)
+    again = pdtp.evaluate(
+        m,
+        gpu="h100",
+        prefill_tp=plan.prefill.layout,
+        prefill_instances=plan.prefill.instances,
+        decode_tp=plan.decode.layout,
+        decode_instances=plan.decode.instances,
+        connector="nixl",
+        vllm_version=newer,
+    )
+    assert plan.tpot_ms == pytest.approx(again.tpot_ms, rel=1e-9)
+    assert plan.constants_note == again.constants_note
+    assert pdtp.Plan.from_dict(plan.to_dict()).constants_note == plan.constants_note
+
+
+def test_defaults_say_the_vllm_release_has_no_measured_data():
+    e = pdtp.evaluate(
+        "llama-3.1-70b",
+        gpu="h100",
+        prefill_tp=2,
+        prefill_instances=1,
+        decode_tp=4,
+        decode_instances=1,
+        connector="nixl",
+    )
+    assert "no measured data" in e.constants_note and "baseline" in e.constants_note
+    assert e.constants_note.startswith("vllm ")
+    tuned = pdtp.evaluate(
+        "llama-3.1-70b",
+        gpu="h100",
+        prefill_tp=2,
+        prefill_instances=1,
+        decode_tp=4,
+        decode_instances=1,
+        connector="nixl",
+        constants={"mbu": 0.5},
+    )
+    assert "overridden: mbu" in tuned.constants_note
+
+
+def test_predict_serving_takes_the_engine_release():
+    from pdtp.constants import constants_for, measured_releases
+
+    newest = measured_releases("sglang")[-1]
+    args = {"gpu": "mi355x", "tp": 8, "isl": 1024, "osl": 1024, "concurrency": 64}
+    args |= {"engine": "sglang", "weight_dtype": "fp8"}
+    image = f"lmsysorg/sglang:v{newest}-rocm700-mi35x"
+    own = pdtp.predict_serving("llama-3.3-70b", **args, release=image)
+    given = pdtp.predict_serving(
+        "llama-3.3-70b", **args, constants=constants_for("mi355x", engine="sglang", release=newest)
+    )
+    base = pdtp.predict_serving("llama-3.3-70b", **args)
+    assert own.tpot_ms == given.tpot_ms and own.ttft_ms == given.ttft_ms
+    assert own.tpot_ms != base.tpot_ms
+    assert "own measured runs" in own.constants_note
+    assert "no release given" in base.constants_note
+    with pytest.raises(pdtp.PdtpError, match="release"):
+        pdtp.predict_serving("llama-3.3-70b", **args, release=59)  # type: ignore[arg-type]

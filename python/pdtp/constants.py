@@ -207,6 +207,18 @@ def release_note(engine: str, release: str = "") -> str:
     return f"{engine} {release}: no runs of its own: the measured range from {chosen}"
 
 
+def constants_note(override: Any = None, engine: str = "vllm", release: str = "") -> str:
+    """What a prediction's constants are: the caller's (``override`` a :class:`Constants`,
+    used as is), or the defaults of ``engine``'s ``release`` as :func:`release_note` says
+    (a dict ``override`` changes some of them, and the note says so)."""
+    if isinstance(override, Constants):
+        return "constants given by the caller (no engine release applied)"
+    note = release_note(engine, release)
+    if isinstance(override, dict) and override:
+        note += f"; overridden: {', '.join(sorted(override))}"
+    return note
+
+
 def provenance(gpu_name: str) -> str:
     """Where a GPU type's default constants come from (rows, date, method)."""
     entry = _table()["gpus"].get(gpu_name)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from . import _core
 from ._validate import MAX_TP, optional_positive_int, positive_int, positive_number, public_api
 from .connectors import resolve_connector
-from .constants import Constants, constants_for
+from .constants import Constants, constants_for, constants_note
 from .errors import InvalidArgumentError
 from .layout import Layout
 from .violations import Violation, layout_rules, load_rules, pair_rules
@@ -131,8 +131,14 @@ class Context:
 
 
 def resolve_context(
-    model: Any, gpu: Any, constants: Any = None, gpu_memory_utilization: Any = DEFAULT_UTILIZATION
+    model: Any,
+    gpu: Any,
+    constants: Any = None,
+    gpu_memory_utilization: Any = DEFAULT_UTILIZATION,
+    release: str = "",
 ) -> Context:
+    """``release`` (a vLLM version or engine image) picks the defaults of its measured
+    release range (:func:`pdtp.constants.release_note`)."""
     from .catalog import gpu as find_gpu
     from .catalog import resolve_model
 
@@ -143,7 +149,7 @@ def resolve_context(
         from .errors import InvalidArgumentError
 
         raise InvalidArgumentError(f"gpu_memory_utilization must be in (0, 1], got {util}")
-    return Context(m, g, constants_for(g.name, constants), util)
+    return Context(m, g, constants_for(g.name, constants, release=release), util)
 
 
 # ---- per-side predictions -------------------------------------------------------------------
@@ -404,7 +410,9 @@ class Estimate:
     ``min(prefill_capacity_rps, decode_capacity_rps)`` — the rate both sides sustain; for an
     aggregated configuration (``serving="agg"``) both capacities are the aggregated instances'.
     ``prefill_tp``/``decode_tp`` are the TP sizes of the layouts (``prefill_layout``,
-    ``decode_layout``; an aggregated configuration's layout on both)."""
+    ``decode_layout``; an aggregated configuration's layout on both). ``constants_note``
+    says which engine release's constants predicted it, or that the release has no measured
+    data and the baseline did."""
 
     model: str
     gpu: str
@@ -426,6 +434,7 @@ class Estimate:
     serving: str = "disagg"
     prefill_layout: str = ""
     decode_layout: str = ""
+    constants_note: str = ""
 
     @property
     def bottleneck(self) -> str:
@@ -472,7 +481,8 @@ def evaluate(
     both phases: capacity at the highest concurrency meeting the SLOs, no KV connector).
     Invalid configurations are reported in ``Estimate.valid`` / ``violations`` (rules,
     memory, SLOs), not raised; the rules are those of vLLM ``vllm_version`` (default: the
-    newest release pdtp knows).
+    newest release pdtp knows), and so are the performance constants where that release has
+    measured data (``Estimate.constants_note`` says which).
 
     >>> import pdtp
     >>> e = pdtp.evaluate("llama-3.1-70b", gpu="h100", prefill_tp=4, prefill_instances=2,
@@ -480,10 +490,11 @@ def evaluate(
     >>> e.valid, e.gpus
     (True, 24)
     """
-    ctx = resolve_context(model, gpu, constants, gpu_memory_utilization)
+    conn = resolve_connector(connector, vllm_version)
+    ctx = resolve_context(model, gpu, constants, gpu_memory_utilization, conn.vllm_version)
+    note = constants_note(constants, "vllm", conn.vllm_version)
     w = resolve_workload(workload)
     acks = optional_positive_int("max_acks", max_acks)
-    conn = resolve_connector(connector, vllm_version)
     if aggregated is not None:
         if any(x is not None for x in (prefill_tp, prefill_instances, decode_tp, decode_instances)):
             raise InvalidArgumentError(
@@ -519,6 +530,7 @@ def evaluate(
             serving="agg",
             prefill_layout=str(layout),
             decode_layout=str(layout),
+            constants_note=note,
         )
     missing = [
         name
@@ -574,6 +586,7 @@ def evaluate(
         violations=tuple(violations),
         prefill_layout=str(pl),
         decode_layout=str(dl),
+        constants_note=note,
     )
 
 
@@ -589,7 +602,9 @@ class ServingEstimate:
     ``ttft_ms`` is the mean over the run's ``num_prompts`` requests, including the first
     wave, which arrives all at once; ``ttft_median_ms`` is a steady-state request's.
     ``batch`` is the mean number of sequences decoding at once; ``kv_limited`` says the KV
-    cache (or ``max_num_seqs``) capped it below the clients, who then queue."""
+    cache (or ``max_num_seqs``) capped it below the clients, who then queue.
+    ``constants_note`` says which engine release's constants predicted it, or that the
+    release has no measured data and the baseline did."""
 
     model: str
     gpu: str
@@ -610,6 +625,7 @@ class ServingEstimate:
     batch: float
     max_batch: float
     kv_limited: bool
+    constants_note: str = ""
 
     @property
     def output_tokens_per_s_per_gpu(self) -> float:
@@ -667,6 +683,7 @@ def predict_serving(
     max_num_batched_tokens: int | None = None,
     gpu_memory_utilization: float | None = None,
     constants: Any = None,
+    release: str = "",
 ) -> ServingEstimate:
     """Aggregated serving (prefill and decode on the same GPUs) of one instance at a fixed
     concurrency: TTFT, TPOT and throughput as a benchmark such as ``vllm bench serve
@@ -678,7 +695,10 @@ def predict_serving(
     request count (default 10 × concurrency, as InferenceMAX runs): its first ``concurrency``
     prompts arrive at once. Engine settings default to the engine's own defaults on this GPU.
     Layouts: ``tp`` GPUs per data-parallel rank, ``dp`` ranks (``dp_attention=True``: SGLang's
-    DP attention over the tp GPUs), ``ep`` = 1 or tp × dp, ``pp`` stages.
+    DP attention over the tp GPUs), ``ep`` = 1 or tp × dp, ``pp`` stages. ``release`` (the
+    engine's version or image, ``"lmsysorg/sglang:v0.5.9-cu130"``) picks the constants of
+    its measured release range; ``ServingEstimate.constants_note`` says which, or that it has
+    no measured data (the baseline; also when no release is given).
 
     >>> import pdtp
     >>> s = pdtp.predict_serving("llama-3.3-70b", gpu="h200", tp=8, isl=1024, osl=1024,
@@ -731,7 +751,7 @@ def predict_serving(
         "gpu_memory_utilization": util,
         "engine": eng,
     }
-    c = constants_for(g.name, constants, eng)
+    c = constants_for(g.name, constants, eng, release)
     point = _core.predict_serving(
         model_inputs(m), gpu_inputs(g, m.weight_dtype), constant_inputs(c), layout, work
     )
@@ -776,4 +796,5 @@ def predict_serving(
         batch=point.batch,
         max_batch=point.max_batch,
         kv_limited=point.batch_limited,
+        constants_note=constants_note(constants, eng, release),
     )

@@ -166,6 +166,9 @@ class Plan:
     pool: str = ""
     notes: tuple[str, ...] = ()
     slo_basis: str = "mean"
+    #: Which vLLM release's performance constants the plan was predicted with, or that the
+    #: release has no measured data and the baseline constants were used.
+    constants_note: str = ""
     slo_percentile: float | None = None
     analytic_requests_per_s: float | None = None
     serving: str = "disagg"
@@ -353,6 +356,7 @@ class Plan:
             "rejected": list(self.rejected),
             "notes": list(self.notes),
             "slo_basis": self.slo_basis,
+            "constants_note": self.constants_note,
             "slo_percentile": self.slo_percentile,
             "analytic_requests_per_s": self.analytic_requests_per_s,
             "warnings": [w.to_dict() for w in self.warnings],
@@ -502,6 +506,7 @@ def build(
         vllm_version=sc.connector.vllm_version,
         mode=sc.connector.mode,
         connector_default=sc.connector_default,
+        constants_note=sc.constants_note,
         pool=pool.describe(),
         notes=notes,
         placer=placer,

@@ -572,6 +572,7 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         pool=text(d, "pool", f"{gpus} x {gpu}"),
         notes=strings("notes", d.get("notes")),
         slo_basis=text(d, "slo_basis", "mean"),
+        constants_note=text(d, "constants_note", ""),
         slo_percentile=percentile,
         analytic_requests_per_s=number(
             "'analytic_requests_per_s'", d.get("analytic_requests_per_s"), none=True

@@ -402,6 +402,8 @@ class Scenario:
     layouts: Any = None
     #: Why pdtp picked the connector when none was named ("the default on NVIDIA GPUs").
     connector_default: str | None = None
+    #: Which vLLM release's constants the scenario predicts with (``release_note``).
+    constants_note: str = ""
 
     def context(self, model: int, gpu_type: int) -> Context:
         """The performance-model inputs of one model on one GPU type."""
@@ -456,7 +458,7 @@ def build(
     weight, name)``."""
     from ..calibration import engine_defaults
     from ..catalog import resolve_model
-    from ..constants import constants_for
+    from ..constants import constants_for, constants_note
     from ..layout import supports_pp
 
     core_mode = resolve_mode(mode)
@@ -471,7 +473,8 @@ def build(
     if connector is None:  # the pool's vendor decides (MoRIIO needs AMD's MoRI)
         connector, note = default_connector(g.vendor for g in pool.types)
     conn, key = resolve_connector_key(connector, vllm_version)
-    consts = tuple(constants_for(g.name, constants) for g in pool.types)
+    # The plan's own vLLM release picks the constants where it has measured data.
+    consts = tuple(constants_for(g.name, constants, release=conn.vllm_version) for g in pool.types)
     entries = []
     specs = []
     for model, workload, demand, weight, name in models:
@@ -532,6 +535,7 @@ def build(
         mode=core_mode,
         layouts=space,
         connector_default=note,
+        constants_note=constants_note(constants, "vllm", conn.vllm_version),
     )
 
 
