@@ -118,12 +118,17 @@ def test_bash_runs_nothing_but_vllm_serve(name, stub_vllm):
 
 def served_or_refused(source, stub_vllm):
     """From a hostile config (issue 13's reproducers) pdtp either refuses it with a
-    ConfigError or launches it with the name intact; bash runs nothing else."""
+    ConfigError, writes no launch line (nothing names what to serve), or launches it with
+    the name intact; bash runs nothing else."""
     bin_dir, work = stub_vllm
     try:
         plan = pdtp.solve(source, gpus=4)
     except pdtp.ConfigError:
         return None
+    if plan.serve_error:  # a config naming no folder and no HF id: no line at all
+        with pytest.raises(pdtp.InvalidArgumentError, match="model_path"):
+            plan.vllm_commands()
+        return plan
     argv, _ = run_in_bash(plan.vllm_commands()[0], bin_dir, work)
     assert argv[:2] == ["serve", plan.model_id]
     assert list(work.iterdir()) == [], "the line ran something besides vllm"
