@@ -109,8 +109,13 @@ def connector_names() -> list[str]:
 
 def _known_names() -> dict[str, str]:
     """Every name and alias -> the connector's name."""
+    return _names_of(tuple(connector_names()))
+
+
+@cache
+def _names_of(names: tuple[str, ...]) -> dict[str, str]:
     out = {}
-    for name in connector_names():
+    for name in names:
         out[name] = name
         for alias in _resolve(name).aliases:
             out[alias] = name

@@ -27,8 +27,8 @@ pub(super) fn connector_gpu_violation(
     connector: &str,
     vendor: &str,
 ) -> PyResult<Option<ViolationTuple>> {
-    let prof = profile(py, connector)?;
-    Ok(check::gpu_violation(prof.object(), vendor).map(violation_tuple))
+    let conn = resolved(py, connector)?.connector;
+    Ok(check::gpu_violation(conn, vendor).map(violation_tuple))
 }
 
 /// MoRIIO's port offsets for rank (`dp_rank`, `tp_rank`) of an instance of TP `tp` under a
