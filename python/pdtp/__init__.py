@@ -65,6 +65,8 @@ _LAZY: dict[str, str] = {
     "Estimate": "pdtp.perf",
     "predict_serving": "pdtp.perf",
     "ServingEstimate": "pdtp.perf",
+    "Scenario": "pdtp.scenario",
+    "SolverConfig": "pdtp.scenario",
     "solve": "pdtp.planning.solve",
     "Plan": "pdtp.planning.plan",
     "size_for": "pdtp.planning.size_for",
@@ -108,6 +110,7 @@ if TYPE_CHECKING:
     from .planning.replan import MoveCost, Replan, replan
     from .planning.size_for import size_for
     from .planning.solve import solve
+    from .scenario import Scenario, SolverConfig
     from .sweeps import sweep
     from .transfer import TransferMap, transfer_map
     from .workload import Workload
@@ -132,6 +135,8 @@ __all__ = [
     "Constants",
     "Estimate",
     "Plan",
+    "Scenario",
+    "SolverConfig",
     "Workload",
     "evaluate",
     "predict_decode",

@@ -14,6 +14,7 @@ from .connectors import resolve_connector
 from .constants import Constants, constants_for
 from .errors import InvalidArgumentError
 from .layout import Layout
+from .scenario import SEARCH_FIELDS, takes_scenario
 from .violations import Violation, layout_rules, load_rules, pair_rules
 from .workload import MAX_TOKENS, Workload, resolve_workload
 
@@ -448,6 +449,7 @@ def bottleneck(prefill_rps: float, decode_rps: float, tolerance: float = 0.02) -
     return "prefill" if prefill_rps < decode_rps else "decode"
 
 
+@takes_scenario(ignores=SEARCH_FIELDS)
 @public_api
 def evaluate(
     model: Any,

@@ -330,6 +330,22 @@ def _requests_kwargs(
     }
 
 
+def _planned(x: Any, workload: Any, constants: Any) -> tuple[Any, Any, Any]:
+    """A :class:`pdtp.Scenario` → the plan ``pdtp.solve`` gives it (solver defaults), with the
+    scenario's workload and constants where the call names none; anything else unchanged."""
+    from .scenario import Scenario, SolverConfig
+
+    if not isinstance(x, Scenario):
+        return x, workload, constants
+    from .planning.solve import solve_scenario
+
+    return (
+        solve_scenario(x, SolverConfig()),
+        x.workload if workload is None else workload,
+        x.constants if constants is None else constants,
+    )
+
+
 def _resolve(
     plan_or_config: Any, workload: Any, constants: Any, router: Any
 ) -> tuple[SimConfig, Workload]:
@@ -374,7 +390,8 @@ def simulate(
 
     ``plan_or_config``: a :class:`pdtp.Plan` (its aggregated instances or P/D split, in its
     layouts; ``constants`` and
-    ``router`` apply), a ``pdtp solve --json`` dict, or a :func:`sim_config`.
+    ``router`` apply), a ``pdtp solve --json`` dict, a :func:`sim_config`, or a
+    :class:`pdtp.Scenario` (the plan ``pdtp.solve`` gives it, with its workload and constants).
 
     Load — exactly one of: ``rate_rps`` (open loop; ``arrival`` ``poisson``, ``gamma`` with
     ``burstiness`` as vLLM's benchmark client, or ``constant`` gaps), ``concurrency``
@@ -394,6 +411,7 @@ def simulate(
     >>> r.requests, r.ttft_ms.p90 < r.ttft_ms.p99, r.sides[1].role
     (2000, True, 'decode')
     """
+    plan_or_config, workload, constants = _planned(plan_or_config, workload, constants)
     cfg, w = _resolve(plan_or_config, workload, constants, router)
     arrival, b, seed, n = _load_args(arrival, burstiness, seed, requests)
     if rate_rps is not None and concurrency is not None:
@@ -462,6 +480,7 @@ def max_rate_within_slo(
     >>> 0 < s.rate_rps <= s.failing_rps, s.result.meets_slo(0.9, steady_state=True)
     (True, True)
     """
+    plan_or_config, workload, constants = _planned(plan_or_config, workload, constants)
     cfg, w = _resolve(plan_or_config, workload, constants, router)
     if w.ttft_ms is None and w.tpot_ms is None:
         raise InvalidArgumentError("the workload has no SLO (ttft_ms or tpot_ms) to meet")

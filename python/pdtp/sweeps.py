@@ -54,6 +54,7 @@ from .check import MAX_TP
 from .errors import ArgumentTypeError, InvalidArgumentError, PdtpError
 from .layout import Layout
 from .perf import DEFAULT_GPU, DEFAULT_UTILIZATION, bottleneck, resolve_context
+from .scenario import takes_scenario
 from .workload import MAX_TOKENS, Workload, resolve_workload
 
 if TYPE_CHECKING:
@@ -445,6 +446,7 @@ def _ray(
 # ---- the public entry point -----------------------------------------------------------------
 
 
+@takes_scenario(renames={"model": "models", "workload": "workloads"})
 @public_api
 def sweep(
     models: Any,

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .._gpu import GPU
     from .._model import Model
     from ..constants import Constants
+    from ..scenario import Scenario as PublicScenario
 
 # What ``mode=`` accepts: the core's names and their long forms.
 MODES = {
@@ -502,4 +503,54 @@ def sweep_scenario(
         gpu_memory_utilization=ctx.gpu_memory_utilization,
         mode="disagg",
         layouts=(["tp"], []),
+    )
+
+
+def build_for(
+    question: PublicScenario,
+    pool: Pool,
+    *,
+    objective: str,
+    demand: float = 0.0,
+    model: Any = None,
+    workload: Any = None,
+    connector: Any = None,
+    vllm_version: Any = None,
+    gpu_memory_utilization: float | None = None,
+    move_cost: tuple[float, float, float, float] | None = None,
+    running: Any = None,
+) -> Scenario:
+    """The core scenario of a public :class:`pdtp.Scenario` on ``pool`` (one model, its
+    resolved value handed down): what every single-model planner asks the core. ``model``,
+    ``workload``, ``connector``, ``vllm_version`` and ``gpu_memory_utilization`` replace the
+    question's (replan: the running plan's defaults)."""
+    mode, layouts = question.mode, question.layouts
+    if question.slo_percentile is not None:
+        from . import goodput
+
+        mode, layouts = goodput.simulated_space(mode, layouts)
+    return build(
+        [
+            (
+                question.resolved_model if model is None else model,
+                question.workload if workload is None else workload,
+                demand,
+                1.0,
+                None,
+            )
+        ],
+        pool,
+        connector=question.connector if connector is None else connector,
+        vllm_version=question.vllm_version if vllm_version is None else vllm_version,
+        objective=objective,
+        max_tp=question.max_tp,
+        max_acks=question.max_acks,
+        gpu_memory_utilization=(
+            question.utilization() if gpu_memory_utilization is None else gpu_memory_utilization
+        ),
+        constants=question.constants,
+        move_cost=move_cost,
+        running=running,
+        mode=mode,
+        layouts=None if layouts is None else list(layouts),
     )
