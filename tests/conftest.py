@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import pathlib
+import shutil
 import sys
 import tempfile
 
@@ -26,7 +28,10 @@ settings.register_profile("ci", derandomize=True, database=None, print_blob=True
 # Tests never touch the network: the optional Hugging Face lookup (pdtp.hub) reads only an
 # empty cache of this session's own unless a test installs a fake hub.
 os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="pdtp-test-hf-")
+# Removed when the run ends (xdist workers and subprocess CLIs inherit it and end first).
+_HF_HOME = tempfile.mkdtemp(prefix="pdtp-test-hf-")
+os.environ["HF_HOME"] = _HF_HOME
+atexit.register(shutil.rmtree, _HF_HOME, ignore_errors=True)
 
 DATA = TESTS / "data"
 REFERENCE = DATA / "reference"

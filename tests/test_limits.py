@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pdtp
-from hostile import call_api, call_here, run_cli_here
+from hostile import assert_cli_error, assert_pdtp_error, call_api, call_here, run_cli_here
 from pdtp.errors import MAX_MESSAGE_CHARS
 
 # ---- every public function: wrong types and extreme values ---------------------------------
@@ -890,3 +890,153 @@ def test_every_flag_with_hostile_text_exits_0_1_or_2(command):
             if out.returncode == 2:
                 assert len(out.stderr.strip().splitlines()) == 1, (shown, out.stderr[:500])
                 assert len(out.stderr) <= MAX_MESSAGE_CHARS + 200, (shown, len(out.stderr))
+
+
+# ---- a model given as a config dict: nothing to serve, said once, never `vllm serve llama` --
+
+LLAMA_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 32,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "torch_dtype": "bfloat16",
+}
+
+
+@pytest.mark.parametrize("mode", ["disagg", "agg"])
+def test_a_dict_config_plan_has_no_launch_lines_until_deploy_names_the_model(mode, tmp_path):
+    plan = pdtp.solve(LLAMA_CONFIG, gpus=8, gpu="h100", mode=mode, time_limit_s=5)
+    assert plan.serve_error and "model_path" in plan.serve_error
+    outcome = call_here(plan.vllm_commands)
+    assert_pdtp_error(outcome, "no model path", "--model-path", error=pdtp.InvalidArgumentError)
+    assert_pdtp_error(call_here(pdtp.deploy, plan), "model_path", error=pdtp.InvalidArgumentError)
+    # The plan file keeps why: deploy --plan refuses it the same way, until --model-path.
+    path = tmp_path / "plan.json"
+    path.write_text(plan.to_json())
+    assert pdtp.Plan.from_json(path.read_text()).serve_error == plan.serve_error
+    assert_cli_error(run_cli_here(["deploy", "--plan", str(path)]), "--model-path")
+    for named, served in (("org/Llama-8B", "org/Llama-8B"), ("./m", str(tmp_path / "m"))):
+        cwd = os.getcwd()
+        os.chdir(tmp_path)
+        try:
+            dep = pdtp.deploy(plan, model_path=named)
+            out = run_cli_here(["deploy", "--plan", str(path), "--model-path", named])
+        finally:
+            os.chdir(cwd)
+        assert {i.launch.argv[:3] for i in dep.instances} == {("vllm", "serve", served)}
+        assert out.returncode == 0, out.describe()
+        assert f"vllm serve {served} " in out.stdout and "vllm serve llama" not in out.stdout
+
+
+def test_a_catalog_model_or_a_model_folder_still_serves(tmp_path):
+    plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", time_limit_s=5)
+    assert plan.serve_error is None and plan.serve_ref == plan.model_spec.hf_id
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(LLAMA_CONFIG))
+    plan = pdtp.solve(pdtp.Model.from_hf_config(folder), gpus=8, gpu="h100", time_limit_s=5)
+    assert plan.serve_error is None and plan.serve_ref == str(folder.resolve())
+    # A config dict naming its HF id serves that id.
+    named = pdtp.Model.from_hf_config(LLAMA_CONFIG, hf_id="org/llama-8b")
+    plan = pdtp.solve(named, gpus=8, gpu="h100", time_limit_s=5)
+    assert plan.serve_error is None and "vllm serve org/llama-8b " in plan.vllm_commands()[0]
+
+
+def test_solve_cli_prints_why_a_dict_config_plan_has_no_launch_lines():
+    from pdtp import cli
+
+    plan = pdtp.solve(LLAMA_CONFIG, gpus=8, gpu="h100", time_limit_s=5)
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli._print_plan(plan, commands=True)
+    assert "launch: none, the model 'llama' was given as a config" in out.getvalue()
+    assert "vllm serve" not in out.getvalue().replace("vllm serve to load", "")
+    assert cli._plan_json(plan, True)["vllm_commands"] is None
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "-m", "a\0b", 5, None.__class__])
+def test_deploy_model_path_is_checked(bad):
+    plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", time_limit_s=5)
+    error = pdtp.InvalidArgumentError if isinstance(bad, str) else pdtp.ArgumentTypeError
+    assert_pdtp_error(call_here(pdtp.deploy, plan, model_path=bad), "model_path", error=error)
+
+
+# ---- SGLang's default mem_fraction_static: its own rule, not one constant ------------------
+
+
+def test_sglang_default_memory_fraction_follows_sglang_rule():
+    from pdtp.calibration import engine_defaults, sglang_mem_fraction_static
+    from pdtp.catalog import gpu
+
+    b200, h100, h200 = gpu("b200"), gpu("h100"), gpu("h200")
+    # SGLang 0.5.12's ServerArgs._handle_gpu_memory_settings, worked by hand (MiB):
+    # B200 (184320): 512 + 16384 * 1.5 + 512 * 2 + 4 / 8 * 1024 + 1536 (MLA piecewise graphs)
+    assert sglang_mem_fraction_static(b200, tp=4, mla=True) == round((184320 - 28160) / 184320, 3)
+    # H100 (81920), tp 1: 512 + 8192 * 1.5 + 256 * 2 + 128 + 8 * 58 capture sizes to 8192.
+    assert sglang_mem_fraction_static(h100, tp=1) == round((81920 - 13904) / 81920, 3)
+    # DP attention: 512 * tp * 3 + 512 * tp * 1.5 more, no piecewise graphs.
+    reserved = 512 + 8192 * 1.5 + 512 * 2 + 1024 + 512 * 8 * 4.5
+    assert sglang_mem_fraction_static(h200, tp=8, dp_attention=True) == round(
+        (144384 - reserved) / 144384, 3
+    )
+    for g in (b200, h100, h200):
+        by_tp = [sglang_mem_fraction_static(g, tp=t) for t in (1, 2, 4, 8, 16)]
+        assert by_tp == sorted(by_tp, reverse=True)  # more ranks, more held back
+    assert engine_defaults("sglang", b200, tp=4, mla=True)["util"] == 0.847
+    assert engine_defaults("vllm", b200, tp=4, mla=True)["util"] == 0.9
+
+
+def test_predict_serving_sglang_default_fraction_is_sglang_own_and_said():
+    from pdtp.calibration import sglang_mem_fraction_static
+    from pdtp.catalog import gpu
+
+    kw = dict(gpu="b200", isl=7373, osl=927, concurrency=32, weight_dtype="fp8")
+    frac = sglang_mem_fraction_static(gpu("b200"), tp=4, mla=True)
+    # The default is SGLang's own: the same answer as giving that fraction.
+    for tp in (4, 8):
+        frac = sglang_mem_fraction_static(gpu("b200"), tp=tp, mla=True)
+        default = call_here(pdtp.predict_serving, "deepseek-r1", tp=tp, engine="sglang", **kw)
+        given = call_here(
+            pdtp.predict_serving,
+            "deepseek-r1",
+            tp=tp,
+            engine="sglang",
+            gpu_memory_utilization=frac,
+            **kw,
+        )
+        assert default.how == given.how, (default.describe(), given.describe())
+        if default.how == "returned":
+            assert default.value == given.value
+        else:
+            # A refusal says whose fraction it is and never suggests what is the case.
+            assert_pdtp_error(default, f"{frac:g}", "SGLang's default mem_fraction_static")
+            assert "fp8" not in default.message.split(";")[-1]
+
+
+def test_a_test_run_removes_its_hub_cache(tmp_path):
+    """conftest's empty HF_HOME (one per run) is removed when the run ends."""
+    import subprocess
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("HF_HOME", None)
+    tests = pathlib.Path(__file__).resolve().parent
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only"]
+    ran = subprocess.run(
+        [*argv, str(tests / "test_import.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert not list(tmp_path.glob("pdtp-test-hf-*"))
+    # The run did make one (the check above is not vacuous): this run's own still exists.
+    assert pathlib.Path(os.environ["HF_HOME"]).name.startswith("pdtp-test-hf-")
+    assert pathlib.Path(os.environ["HF_HOME"]).is_dir()

@@ -359,14 +359,70 @@ def _engine_max_num_seqs(engine: Any) -> int | None:
     return None
 
 
-def engine_defaults(engine: str, gpu: GPU) -> dict[str, float]:
+def sglang_mem_fraction_static(
+    gpu: GPU, *, tp: int = 1, pp: int = 1, dp_attention: bool = False, mla: bool = False
+) -> float:
+    """SGLang's default ``--mem-fraction-static`` (weights + KV pool over GPU memory) on
+    ``gpu`` for a ``tp`` × ``pp`` instance: ``ServerArgs._handle_gpu_memory_settings`` of
+    SGLang 0.5.12 (the release of the measured SGLang runs, ``lmsysorg/sglang:v0.5.12``;
+    ``pip download sglang==0.5.12 --no-deps``, ``sglang/srt/server_args.py``). It holds back
+    an estimate of activations and CUDA graphs in MiB: 512 + 1.5 × the chunked-prefill size
+    (2k/4k/8k/16k by GPU memory) + 2 × the CUDA-graph batch (by memory and tp) + tp × pp /
+    8 GiB, more for DP attention (tp ranks) and piecewise CUDA graphs (on NVIDIA without
+    pp or DP attention), at least 10 GiB on GPUs over 60 GiB. Not modelled: AMD's aiter
+    backend (× 0.85 past 8k context), speculative decoding and multimodal models."""
+    mem = gpu.memory_bytes / 2**20  # MiB, as SGLang reads it
+    if mem < 20 * 1024:
+        chunk, graph = 2048, 8
+    elif mem < 35 * 1024:
+        chunk, graph = 2048, 24 if tp < 4 else 80
+    elif mem < 60 * 1024:
+        chunk, graph = 4096, 32 if tp < 4 else 160
+    elif mem < 160 * 1024:
+        chunk, graph = 8192, 256 if tp < 4 else 512
+    else:
+        chunk, graph = 16384, 512
+    reserved = 512 + max(chunk, 2048) * 1.5 + graph * 2 + tp * pp / 8 * 1024
+    if dp_attention:  # dp_size = tp: one attention rank per GPU
+        reserved += graph * tp * 3 + (graph * tp * 1.5 if graph > 300 else 0.0)
+    if gpu.vendor == "NVIDIA" and pp == 1 and not dp_attention:  # piecewise CUDA graphs
+        if mla:
+            reserved += 1.5 * 1024
+        else:
+            top = chunk  # capture sizes up to the chunked-prefill size
+            sizes = [
+                *range(4, 33, 4),
+                *range(48, 257, 16),
+                *range(288, 513, 32),
+                *range(576, 1025, 64),
+                *range(1280, 4097, 256),
+                *range(4608, top + 1, 512),
+            ]
+            reserved += 8 * sum(1 for x in sizes if x <= top)
+    if mem > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mem - reserved) / mem, 3)
+
+
+def engine_defaults(
+    engine: str,
+    gpu: GPU,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    dp_attention: bool = False,
+    mla: bool = False,
+) -> dict[str, float]:
     """The engine's own defaults: vLLM's online-serving ``max_num_batched_tokens`` 8192 and
     ``max_num_seqs`` 1024 on GPUs of at least 70 GiB other than A100 (2048 and 256 below),
-    ``gpu_memory_utilization`` 0.9; SGLang's ``chunked_prefill_size`` 8192 and
-    ``max_running_requests`` as memory allows."""
+    ``gpu_memory_utilization`` 0.9; SGLang's ``chunked_prefill_size`` 8192,
+    ``max_running_requests`` as memory allows and ``mem_fraction_static`` by GPU memory and
+    layout (:func:`sglang_mem_fraction_static`; ``tp`` GPUs per instance, ``pp`` stages,
+    ``mla``: the model's attention is MLA)."""
     big = gpu.memory_bytes >= 70 * 2**30 and gpu.name != "a100"
     if engine == "sglang":
-        return {"max_num_seqs": 4096, "max_num_batched_tokens": 8192, "util": 0.88}
+        util = sglang_mem_fraction_static(gpu, tp=tp, pp=pp, dp_attention=dp_attention, mla=mla)
+        return {"max_num_seqs": 4096, "max_num_batched_tokens": 8192, "util": util}
     return {
         "max_num_seqs": 1024 if big else 256,
         "max_num_batched_tokens": 8192 if big else 2048,

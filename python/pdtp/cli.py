@@ -574,6 +574,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--backend", choices=["rdma", "xgmi"], help="force MoRIIO's transport")
     w.add_argument(
+        "--model-path", metavar="PATH_OR_HF_ID",
+        help="what vllm serve loads (default: the plan's model; a model given as a config "
+        "dict or a config file outside its folder has none)",
+    )  # fmt: skip
+    w.add_argument(
         "--ports", metavar="K=V,...",
         help="port bases: http, moriio_handshake, moriio_notify, nixl_side_channel, proxy_http, "
         "proxy_discovery",
@@ -1407,6 +1412,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         name=args.name,
         namespace=args.namespace,
         image=args.image,
+        model_path=args.model_path,
         need_hosts=args.format != "k8s",  # manifests address pods by DNS, not by node
         **options,
     )

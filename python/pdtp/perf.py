@@ -704,8 +704,9 @@ def predict_serving(
     isl = positive_int("isl", isl, maximum=MAX_TOKENS)
     osl = positive_int("osl", osl, maximum=MAX_TOKENS)
     concurrency = positive_int("concurrency", concurrency, maximum=1 << 24)
-    layout = serving_layout(tp, pp, dp, ep, flag("dp_attention", dp_attention))
-    defaults = engine_defaults(eng, g)
+    attention_dp = flag("dp_attention", dp_attention)
+    layout = serving_layout(tp, pp, dp, ep, attention_dp)
+    defaults = engine_defaults(eng, g, tp=tp, pp=pp, dp_attention=attention_dp, mla=m.is_mla)
     util = defaults["util"] if gpu_memory_utilization is None else gpu_memory_utilization
     util = positive_number("gpu_memory_utilization", util)
     if util > 1.0:
@@ -745,10 +746,17 @@ def predict_serving(
             fixes.append("use fp8 weights")
         if util < 0.95:
             fixes.append("a higher gpu_memory_utilization")
+        basis = ""
+        if gpu_memory_utilization is None:  # say whose default the fraction is
+            basis = (
+                f" (SGLang's default mem_fraction_static on {g.name} at tp {tp})"
+                if eng == "sglang"
+                else " (vLLM's default gpu_memory_utilization)"
+            )
         raise InvalidArgumentError(
             f"{m.name} ({m.weight_dtype}) on {gpus} {g.name} GPUs (tp={layout[0]}, pp={pp}, "
             f"dp={layout[2]}, ep={ep}): the weights and one {isl + osl}-token sequence's KV "
-            f"cache do not fit in {util:g} of each GPU's memory; {', or '.join(fixes)}"
+            f"cache do not fit in {util:g} of each GPU's memory{basis}; {', or '.join(fixes)}"
         )
     return ServingEstimate(
         model=m.name,

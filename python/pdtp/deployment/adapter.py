@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from .._model import KV_DTYPE_BYTES
+from .._validate import short_repr
 from ..errors import ArgumentTypeError, InvalidArgumentError, UnknownNameError
 from ..layout import Layout
 from .versions import Version, resolve_version
@@ -129,11 +131,13 @@ def _layout(tp: int, pp: int, dp: int, ep: bool) -> Layout:
     return Layout(tp, pp, dp, ep)
 
 
-def view_of(plan: Any) -> PlanView:
+def view_of(plan: Any, model_path: Any = None) -> PlanView:
     """THE adapter: a :class:`pdtp.Plan`, or a plan's JSON as a dict (read by
-    :meth:`pdtp.Plan.from_dict`, which checks every field), as a :class:`PlanView`."""
+    :meth:`pdtp.Plan.from_dict`, which checks every field), as a :class:`PlanView`.
+    ``model_path`` (an HF id or a model folder) is what ``vllm serve`` loads in place of the
+    plan's own reference: a plan of a model given as a config has none to offer."""
     if isinstance(plan, PlanView):
-        return plan
+        return plan if model_path is None else replace(plan, model_ref=_model_path(model_path))
     if isinstance(plan, Mapping):
         from ..planning.plan import Plan
 
@@ -160,7 +164,11 @@ def view_of(plan: Any) -> PlanView:
     # lays instances spanning nodes on whole nodes, unlike Plan.placement's TP-only fill).
     placement = getattr(plan, "assignment", None) or None
     return _view(
-        model_ref=getattr(plan, "serve_ref", plan.model_id),
+        model_ref=(
+            getattr(plan, "serve_ref", plan.model_id)
+            if model_path is None
+            else _model_path(model_path)
+        ),
         served_model_name=getattr(plan, "served_model_name", None),
         connector=name,
         kv_connector=getattr(plan, "kv_connector", "") or "",
@@ -176,6 +184,25 @@ def view_of(plan: Any) -> PlanView:
         sides=sides,
         placement=placement,
     )
+
+
+def _model_path(value: Any) -> str:
+    """``model_path`` as ``vllm serve`` takes it (checked as a plan's ``model_id`` is; a
+    folder is made absolute, so the launch lines do not depend on where they run from)."""
+    if not isinstance(value, str | os.PathLike):
+        raise ArgumentTypeError(
+            f"model_path must be an HF id or a model folder (a string), got {type(value).__name__}"
+        )
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text.strip() or text.startswith("-") or "\0" in text:
+        raise InvalidArgumentError(
+            f"model_path must be an HF id or a model folder (not starting with '-'), got "
+            f"{short_repr(text)}"
+        )
+    local = (
+        isinstance(value, os.PathLike) or text.startswith((".", "/", "~")) or os.path.isdir(text)
+    )
+    return os.path.abspath(os.path.expanduser(text)) if local else text
 
 
 def _view(
@@ -205,7 +232,8 @@ def _view(
         or ("\0" in model_ref)
     ):
         raise InvalidArgumentError(
-            f"plan 'model_id' must be an HF id or a path (not starting with '-'), got {model_ref!r}"
+            "plan 'model_id' must be an HF id or a path (not starting with '-'), got "
+            f"{short_repr(model_ref)}"
         )
     if served_model_name is not None and (
         not isinstance(served_model_name, str)

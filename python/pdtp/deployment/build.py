@@ -300,6 +300,7 @@ def deploy(
     namespace: str | None = None,
     image: str | None = None,
     need_hosts: bool = True,
+    model_path: str | os.PathLike[str] | None = None,
 ) -> Deployment:
     """Make ``plan`` (a :class:`pdtp.Plan` or its JSON dict) concrete: per node its
     instances' devices, ports and ``vllm serve`` lines, and the proxy/router they all
@@ -313,6 +314,8 @@ def deploy(
     decode TP is not larger than the prefill TP, else ``rdma``). ``name``, ``namespace`` and
     ``image`` shape the Kubernetes manifests; ``need_hosts=False`` lets a multi-node plan
     without addresses through for them alone (``hosts_known`` is then False).
+    ``model_path`` (an HF id or a model folder) is what ``vllm serve`` loads instead of the
+    plan's model reference: a plan of a model given as a config dict names none.
 
     >>> import pdtp
     >>> plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x", mode="disagg")
@@ -322,7 +325,7 @@ def deploy(
     >>> sorted(d.scripts())  # the release's proxy travels with the scripts, with its licence
     ['LICENSE-vllm.txt', 'README.md', 'moriio_toy_proxy_server.py', 'node-0.sh', 'proxy.sh']
     """
-    view = view_of(plan)
+    view = view_of(plan, model_path)
     opts: dict[str, Any] = dict(
         node_hosts=node_hosts,
         hosts_file=hosts_file,

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._validate import short_repr
 from ..layout import Layout
 from ..perf import DEFAULT_UTILIZATION, bottleneck
 from ..violations import CheckWarning, layout_rules
@@ -512,6 +513,16 @@ def serve_error(model: Model, reference: str) -> str | None:
     """Why ``vllm serve`` cannot load ``reference`` (None: it can). A model read from a
     config file names the file's folder; vLLM needs the model's own folder — its
     ``config.json`` (this model), tokenizer and weights — not a folder of unrelated configs."""
+    if model.serve_ref is None and model.hf_id is None and "/" not in reference:
+        # A config dict (or a Model built by hand) names no folder and no HF id: a launch
+        # line `vllm serve <its name>` would make vLLM look for a repository of that name.
+        return (
+            f"the model {short_repr(model.name)} was given as a config (a dict, or a Model "
+            "with neither a model folder nor an HF id), so there is no model path for vllm "
+            "serve to load: give the model's folder (--config FOLDER, "
+            "Model.from_hf_config(folder)) or its HF id (Model's hf_id), or name it when "
+            "deploying (`pdtp deploy --model-path PATH_OR_HF_ID`, deploy's model_path)"
+        )
     if not os.path.isabs(reference):
         return None  # an HF id or a catalog name
     config = os.path.join(reference, "config.json")
@@ -530,10 +541,12 @@ def serve_error(model: Model, reference: str) -> str | None:
         if there is not None and replace(there, name=model.name) == model:
             return None
     return (
-        f"the model {model.name!r} was read from a config file in {reference}, which is not "
-        "its model folder (no config.json of this model there): vllm serve needs the "
-        "folder holding the model's config.json, tokenizer and weights, or its HF id; give "
-        "that folder (--config FOLDER) or the HF id as the model"
+        f"the model {short_repr(model.name)} was read from a config file in "
+        f"{short_repr(reference)}, which is not its model folder (no config.json of this "
+        "model there): vllm serve needs the folder holding the model's config.json, "
+        "tokenizer and weights, or its HF id; give that folder (--config FOLDER) or the HF "
+        "id as the model, or name it when deploying (`pdtp deploy --model-path "
+        "PATH_OR_HF_ID`, deploy's model_path)"
     )
 
 

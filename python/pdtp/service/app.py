@@ -1,10 +1,11 @@
 """The ASGI app: ``POST /v1/<operation>`` for each CLI command, ``/metrics``, the web page.
 
 Every answer is JSON. Input mistakes are 400 with ``{"error": {"code", "message", "field",
-"allowed"}}`` (413 for a body over the size limit, 401 without the token); a request that is
-well formed but has no answer (no plan fits, an invalid pair for ``transfer_map``) is 422 with
-the CLI's JSON for it; a computation over the time limit is 504. A bug in pdtp is a 500 with
-one line, never a traceback. The planners run in a thread pool, off the event loop.
+"allowed"}}`` (413 for a body over the size limit, 408 for one that does not arrive in time,
+401 without the token); a request that is well formed but has no answer (no plan fits, an
+invalid pair for ``transfer_map``) is 422 with the CLI's JSON for it; a computation over the
+time limit is 504. A bug in pdtp is a 500 with one line, never a traceback. The planners run
+in a thread pool, off the event loop.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from pydantic import Field as PydanticField
 
 from .. import __version__
+from .._io import MAX_JSON_DEPTH, json_depth
 from . import API_VERSION
 from . import ops as ops_mod
 from .metrics import DemandWatcher, ReplicaMetrics
@@ -48,6 +50,7 @@ class Settings:
 
     token: str | None = None  # bearer token every /v1 call and /metrics must carry
     max_body_bytes: int = 1 << 20
+    body_timeout_s: float = 30.0  # a client's whole request body must arrive within this
     max_time_s: float = 60.0  # a computation's wall-clock limit (planners' time limits too)
     workers: int = 4  # computations at once
     max_pending: int = 256  # computations running or waiting; more are refused (503)
@@ -134,11 +137,18 @@ def _error(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-class _BodyLimit:
-    """Refuses a request body over ``limit`` bytes (413) before the app reads it."""
+# A body's nesting: the plan and config files it carries are read with MAX_JSON_DEPTH, one
+# level inside the body's object.
+MAX_BODY_DEPTH = MAX_JSON_DEPTH + 1
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
+
+class _BodyLimit:
+    """Refuses a request body over ``limit`` bytes (413) before the app reads it, one
+    nested past :data:`MAX_BODY_DEPTH` (400), and one that does not arrive within
+    ``timeout_s`` (408: a client trickling bytes holds no worker, and not for long)."""
+
+    def __init__(self, app: Any, limit: int, timeout_s: float = 30.0) -> None:
+        self.app, self.limit, self.timeout_s = app, limit, timeout_s
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -156,8 +166,22 @@ class _BodyLimit:
         chunks: list[bytes] = []
         size = 0
         more = not too_big
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
         while more:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                response = _error(
+                    408,
+                    "timeout",
+                    f"the request body did not arrive within {self.timeout_s:g} s",
+                    None,
+                    f"the whole body within {self.timeout_s:g} s",
+                    {"Connection": "close"},
+                )
+                await response(scope, receive, send)
+                return
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")
@@ -178,6 +202,20 @@ class _BodyLimit:
             await response(scope, receive, send)
             return
         body = b"".join(chunks)
+        if body.count(b"[") + body.count(b"{") > MAX_BODY_DEPTH:
+            deepest = json_depth(body.decode("utf-8", "replace"))
+            if deepest > MAX_BODY_DEPTH:
+                # Python's JSON reader recurses: refused before it reads (a 400 of ours, not
+                # FastAPI's bare "error parsing the body" or a RecursionError).
+                response = _error(
+                    400,
+                    "invalid_json",
+                    f"the body is nested {deepest} levels deep: at most {MAX_BODY_DEPTH}",
+                    None,
+                    f"at most {MAX_BODY_DEPTH} levels of nesting",
+                )
+                await response(scope, receive, send)
+                return
         sent = False
 
         async def replay() -> Any:
@@ -454,7 +492,9 @@ def build_app(settings: Settings) -> Any:
         return FileResponse(os.path.join(static, "index.html"), media_type="text/html")
 
     app.mount("/static", StaticFiles(directory=static), name="static")
-    app.add_middleware(_BodyLimit, limit=settings.max_body_bytes)  # outermost: before auth
+    app.add_middleware(  # outermost: before auth
+        _BodyLimit, limit=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+    )
     return app
 
 

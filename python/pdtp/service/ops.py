@@ -394,6 +394,32 @@ class Outcome:
     body: Any
 
 
+def _check_text(body: Mapping[str, Any]) -> None:
+    """Every string in the body (keys too, at any depth) is text a file or a command line
+    can carry: JSON's ``"\\udcff"`` decodes to a lone surrogate, which no UTF-8 file holds."""
+    for name, value in body.items():
+        stack = [name, value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    field = name if isinstance(name, str) and name.isidentifier() else None
+                    raise ServiceError(
+                        400,
+                        "invalid_argument",
+                        f"{field or 'a field name'}: text must be valid Unicode (it holds a "
+                        "lone surrogate, e.g. \\udcff)",
+                        field,
+                    ) from None
+            elif isinstance(item, Mapping):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+
+
 def _limit_time(op: Op, body: Mapping[str, Any], max_time_s: float | None) -> dict[str, Any]:
     """The body with the planner's ``time_limit`` at most the server's (none given: the
     server's where the CLI's default is longer)."""
@@ -416,6 +442,7 @@ def _limit_time(op: Op, body: Mapping[str, Any], max_time_s: float | None) -> di
 
 def run(op: Op, body: Mapping[str, Any], *, max_time_s: float | None = None) -> Outcome:
     """Run ``op`` for a request body in this thread: the command's JSON, or a ServiceError."""
+    _check_text(body)
     body = _limit_time(op, body, max_time_s)
     files = None
     if op.name in ("deploy", "deploy_diff") and body.get("format", "scripts") != "json":
@@ -565,6 +592,7 @@ CUSTOM_OPS: dict[str, Op] = {
 
 def run_custom(op: Op, body: Mapping[str, Any], *, max_time_s: float | None = None) -> Outcome:
     """``pareto`` and ``pairs``: the Python API on inputs parsed by the CLI's parser."""
+    _check_text(body)
     body = _limit_time(op, body, max_time_s)
     extra_name = "tpot_targets" if op.name == "pareto" else "sizes"
     extra = body.pop(extra_name, None)
