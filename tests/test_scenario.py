@@ -177,6 +177,7 @@ def test_the_model_is_resolved_once_and_handed_down(monkeypatch):
     assert sc.resolved_model.name == "llama-3.1-8b"
     pdtp.solve(sc)
     pdtp.solve(sc, gpus=4)  # a replaced field keeps the resolved model
+    pdtp.solve(sc, slo_percentile=0.9)  # the goodput path: plan → simulator → rate search
     assert looked_up == []
 
 

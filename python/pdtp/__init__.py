@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._validate import int64_arguments
-from .check import CheckResult, CheckWarning, ModelShape, Violation, check
+from .check import CheckResult, ModelShape, check
 from .connectors import Connector, connectors, resolve_connector
 from .errors import (
     ArgumentTypeError,
@@ -40,6 +40,7 @@ from .simulate import (
     sim_config,
     simulate,
 )
+from .violations import CheckWarning, Violation
 
 # vLLM's rule functions straight from the Rust core, with out-of-range and wrong-type
 # arguments reported as pdtp errors naming the argument (not PyO3's bare OverflowError).

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from . import _core
 from ._core import RateSearch, SimConfig, SimResult, SimTrace
 from ._validate import positive_int, positive_number, public_api
+from .engine import vllm_batch_defaults
 from .errors import ArgumentTypeError, InvalidArgumentError
 from .layout import Layout
 from .workload import Workload, resolve_workload
@@ -60,13 +61,9 @@ SEARCH_REQUESTS = 10_000
 _GIB = float(1 << 30)
 
 
-def vllm_scheduler_defaults(gpu_name: str, memory_bytes: float) -> tuple[int, int]:
-    """``(max_num_seqs, max_num_batched_tokens)`` that ``vllm serve`` picks on this GPU
-    (``EngineArgs.get_batch_defaults``, vLLM ≥ 0.9, OpenAI server): 1024 and 8192 on GPUs with
-    at least 70 GiB that are not A100s, else 256 and 2048."""
-    if memory_bytes >= 70 * _GIB and "a100" not in gpu_name.lower():
-        return 1024, 8192
-    return 256, 2048
+#: ``(max_num_seqs, max_num_batched_tokens)`` ``vllm serve`` picks on a GPU (the engine
+#: defaults' one rule: :func:`pdtp.engine.vllm_batch_defaults`).
+vllm_scheduler_defaults = vllm_batch_defaults
 
 
 def _side_limits(

@@ -442,7 +442,8 @@ class _Bounds:
             "weighted_fraction": top,
             "gpus": int((best >= top).argmax()),
         }
-        return sum(coef * value[name] for name, coef in terms.items())
+        bound: int = sum(coef * value[name] for name, coef in terms.items())
+        return bound
 
 
 @takes_scenario()

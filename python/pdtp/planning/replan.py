@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple
 
-from .._validate import positive_int, public_api, short_repr
-from ..check import MAX_TP
+from .._validate import MAX_TP, positive_int, public_api, short_repr
+from .._version import parse_version
 from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError
 from ..layout import Layout
 from ..perf import DEFAULT_GPU
@@ -549,7 +549,10 @@ def replan_scenario(
     # Another connector or vLLM release restarts every instance.
     same_connector = cur.connector is None or (
         _same_connector(cur.connector, conn.name)
-        and (cur.vllm_version is None or _release(cur.vllm_version) == _release(conn.vllm_version))
+        and (
+            cur.vllm_version is None
+            or parse_version(cur.vllm_version) == parse_version(conn.vllm_version)
+        )
     )
 
     # A running side that names no GPU type runs on the one the pool is planned on.
@@ -681,11 +684,3 @@ def _same_connector(current: str, target: str) -> bool:
         return resolve_connector(current).name == target
     except LookupError:
         return False
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """``"0.33"`` and ``"0.33.0"`` name one release."""
-    parts = [int(x) if x.isdigit() else -1 for x in version.strip().lstrip("v").split(".")]
-    while len(parts) > 1 and parts[-1] == 0:
-        parts.pop()
-    return tuple(parts)
