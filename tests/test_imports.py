@@ -39,6 +39,10 @@ UPWARD: dict[tuple[str, str], str] = {
     ("pdtp.simulate", "pdtp.planning.solve"): (
         "simulate(<pdtp.Scenario>): the plan pdtp.solve gives the scenario is simulated"
     ),
+    ("pdtp.scenario", "pdtp.planning.scenario"): (
+        "Scenario's pool and field checks are the planners' own resolvers, run once when the "
+        "scenario is made"
+    ),
     ("pdtp.cli", "pdtp.service.command"): (
         "`pdtp serve`: its flags and its start; the HTTP service is built on the CLI's parser"
     ),

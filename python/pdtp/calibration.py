@@ -49,6 +49,7 @@ from . import _core
 from ._validate import public_api, short_repr
 from .constants import GENERIC, Constants, check_engine, constants_for
 from .engine import engine_defaults, vllm_max_num_seqs_of_run
+from .engine import sglang_mem_fraction_static as sglang_mem_fraction_static  # re-exported
 from .errors import ArgumentTypeError, ConfigError, InvalidArgumentError, PdtpError
 from .perf import constant_inputs, gpu_inputs, model_inputs
 

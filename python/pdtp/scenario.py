@@ -30,23 +30,19 @@ import dataclasses
 import functools
 import importlib
 import json
-import math
-import numbers
 import os
 import pathlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from ._gpu import DEFAULT_GPU
 from ._validate import MAX_TP, optional_positive_int, positive_int, positive_number, short_repr
-from .connectors import Connector, resolve_connector
 from .errors import ArgumentTypeError, InvalidArgumentError
 
 if TYPE_CHECKING:
-    from ._gpu import GPU
     from ._model import Model
+    from .planning.scenario import Pool
     from .workload import Workload
 
 #: Every objective a planner takes (each planner checks its own subset):
@@ -137,6 +133,15 @@ class Scenario:
     _pool: Pool | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # The pool and field checks are the planners' own (planning/scenario.py): imported
+        # here, not at the top, as planning imports this module (the one documented upward
+        # import, tests/test_imports.py).
+        from .planning.scenario import (
+            demand_value,
+            resolve_connector_key,
+            resolve_mode,
+            resolve_pool,
+        )
         from .workload import resolve_workload
 
         def put(name: str, value: Any) -> None:
@@ -243,6 +248,8 @@ class Scenario:
     def pool(self, gpu: str | None = None, *, budget_field: str = "gpus") -> Pool:
         """The GPU pool; ``gpu`` is the GPU type of a single-type pool that names none (replan:
         the running plan's)."""
+        from .planning.scenario import resolve_pool
+
         if self._pool is not None and (gpu is None or self.gpu is not None):
             return self._pool
         return resolve_pool(
@@ -534,294 +541,6 @@ def read_mapping(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
     return data
 
 
-# ---- the pool and the fields' checks (the planners' core scenario reads them too) -----------
-
-# What ``mode=`` accepts: the core's names and their long forms.
-MODES = {
-    "auto": "auto",
-    "disagg": "disagg",
-    "disaggregated": "disagg",
-    "agg": "agg",
-    "aggregated": "agg",
-}
-# Layout families ``layouts=`` accepts besides explicit layouts ("all": every family).
-LAYOUT_FAMILIES = ("tp", "ep", "dp", "pp")
-
-# Pools beyond this are not one deployment; they would only slow the search.
-MAX_GPUS = 1 << 20
-# Largest price accepted (USD per GPU-hour).
-MAX_PRICE = 1e6
-
-
-@dataclass(frozen=True)
-class Pool:
-    """The GPU pool: its types (catalog GPUs with their node size and price) and its nodes
-    in the caller's order as runs of identical nodes ``(type index, free GPUs, nodes)`` —
-    node ``n`` is the n-th node of that order; ``devices[n]`` lists node n's free device
-    ids when the caller gave them."""
-
-    types: tuple[GPU, ...]
-    node_size: tuple[int, ...]
-    prices: tuple[float | None, ...]
-    node_runs: tuple[tuple[int, int, int], ...]
-    devices: Mapping[int, tuple[int, ...]]
-
-    @cached_property
-    def gpus(self) -> int:
-        return sum(free * n for _, free, n in self.node_runs)
-
-    @cached_property
-    def node_count(self) -> int:
-        return sum(n for _, _, n in self.node_runs)
-
-    def gpus_of(self, t: int) -> int:
-        return sum(free * n for k, free, n in self.node_runs if k == t)
-
-    def largest_free(self, t: int) -> int:
-        return max((free for k, free, _ in self.node_runs if k == t), default=0)
-
-    def runs(self) -> list[tuple[int, int, int]]:
-        """The node runs: the core's node list."""
-        return list(self.node_runs)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(g.name for g in self.types)
-
-    def describe(self) -> str:
-        """``24 x mi300x`` or ``16 x mi355x + 32 x mi300x``."""
-        return " + ".join(f"{self.gpus_of(t)} x {g.name}" for t, g in enumerate(self.types))
-
-
-def _add_run(runs: list[tuple[int, int, int]], t: int, free: int, count: int) -> None:
-    if count <= 0:
-        return
-    if runs and runs[-1][0] == t and runs[-1][1] == free:
-        runs[-1] = (t, free, runs[-1][2] + count)
-    else:
-        runs.append((t, free, count))
-
-
-def _count(field: str, value: Any, *, minimum: int, maximum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ArgumentTypeError(f"{field} must be an integer, got {type(value).__name__} {value!r}")
-    v = int(value)
-    if not minimum <= v <= maximum:
-        raise InvalidArgumentError(f"{field} must be in [{minimum}, {maximum}], got {v}")
-    return v
-
-
-def _gpu_type(field: str, name: Any) -> GPU:
-    from .catalog import gpu as find_gpu
-
-    if not isinstance(name, str) and type(name).__name__ != "GPU":
-        raise ArgumentTypeError(
-            f"{field} must be a GPU type name, got {type(name).__name__} {name!r}"
-        )
-    return find_gpu(name)
-
-
-def resolve_pool(
-    gpus: Any,
-    nodes: Any,
-    gpu: Any,
-    gpus_per_node: Any,
-    prices: Any,
-    *,
-    budget_field: str = "gpus",
-) -> Pool:
-    """The pool from exactly one of ``gpus`` (a count, or a dict of counts per GPU type)
-    and ``nodes`` (free GPUs per node, or a dict of such lists per GPU type)."""
-    if (gpus is None) == (nodes is None):
-        raise InvalidArgumentError(
-            f"give {budget_field}= (a GPU count, or a dict of counts per GPU type) or nodes= "
-            "(free GPUs per node, or a dict of such lists per GPU type), not both or neither"
-        )
-    node_override = optional_positive_int("gpus_per_node", gpus_per_node, maximum=1 << 10)
-    source = gpus if gpus is not None else nodes
-    field = budget_field if gpus is not None else "nodes"
-    if isinstance(source, Mapping):
-        if gpu is not None:
-            raise InvalidArgumentError(
-                f"gpu= names the GPU type of a single-type pool; {field}= is a dict of GPU "
-                "types already"
-            )
-        if not source:
-            raise InvalidArgumentError(f"{field} must name at least one GPU type")
-        per_type = [(_gpu_type(f"{field} key", k), v, f"{field}[{k!r}]") for k, v in source.items()]
-    else:
-        per_type = [(_gpu_type("gpu", gpu if gpu is not None else DEFAULT_GPU), source, field)]
-    types: list[GPU] = []
-    sizes: list[int] = []
-    runs: list[tuple[int, int, int]] = []
-    nodes_seen = 0
-    devices: dict[int, tuple[int, ...]] = {}
-    for t, (g, spec, where) in enumerate(per_type):
-        if g.name in (x.name for x in types):
-            raise InvalidArgumentError(f"{field} lists GPU type {g.name!r} twice")
-        size = node_override or g.gpus_per_node
-        types.append(g)
-        sizes.append(size)
-        if gpus is not None:
-            count = positive_int(where, spec, maximum=MAX_GPUS)
-            full, rest = divmod(count, size)
-            _add_run(runs, t, size, full)
-            _add_run(runs, t, rest, 1 if rest else 0)
-            nodes_seen += full + (1 if rest else 0)
-            continue
-        if isinstance(spec, (str, bytes, Mapping)) or not isinstance(spec, Sequence):
-            raise ArgumentTypeError(
-                f"{where} must be a list of free GPUs per node (ints) or of free device id "
-                f"lists, got {type(spec).__name__}"
-            )
-        if not spec or len(spec) > MAX_GPUS:
-            raise InvalidArgumentError(f"{where} must list between 1 and {MAX_GPUS} nodes")
-        for i, entry in enumerate(spec):
-            at = f"{where}[{i}]"
-            if isinstance(entry, Sequence) and not isinstance(entry, (str, bytes)):
-                ids = tuple(
-                    _count(f"{at} device id", d, minimum=0, maximum=size - 1) for d in entry
-                )
-                if len(set(ids)) != len(ids) or len(ids) > size:
-                    raise InvalidArgumentError(
-                        f"{at} must list distinct device ids of a {size}-GPU {g.name} node"
-                    )
-                free = len(ids)
-                devices[nodes_seen] = ids
-            else:
-                free = _count(at, entry, minimum=0, maximum=size)
-            _add_run(runs, t, free, 1)
-            nodes_seen += 1
-    total = sum(f * n for _, f, n in runs)
-    if total < 1:
-        raise InvalidArgumentError(f"{field} has no free GPU")
-    if total > MAX_GPUS:
-        raise InvalidArgumentError(f"{field} holds {total} GPUs; at most {MAX_GPUS} are planned")
-    return Pool(
-        types=tuple(types),
-        node_size=tuple(sizes),
-        prices=tuple(_price(g, prices) for g in types),
-        node_runs=tuple(runs),
-        devices=devices,
-    )
-
-
-def _price(g: GPU, prices: Any) -> float | None:
-    if prices is not None:
-        if not isinstance(prices, Mapping):
-            raise ArgumentTypeError(
-                f"prices must be a dict {{gpu type: USD per GPU-hour}}, got {type(prices).__name__}"
-            )
-        for key, value in prices.items():
-            if _gpu_type("prices key", key).name == g.name:
-                v = positive_number(f"prices[{key!r}]", value)
-                if v > MAX_PRICE:
-                    raise InvalidArgumentError(
-                        f"prices[{key!r}] must be at most {MAX_PRICE:g} USD per GPU-hour"
-                    )
-                return v
-    return g.price_per_hour
-
-
-def resolve_mode(mode: Any) -> str:
-    """``"auto"``, ``"disagg"`` or ``"agg"`` (long forms accepted)."""
-    if not isinstance(mode, str) or mode.strip().lower() not in MODES:
-        raise InvalidArgumentError(
-            f"mode must be one of auto (disaggregated or aggregated, whichever serves more), "
-            f"disagg (prefill and decode instances), agg (instances doing both), got {mode!r}"
-        )
-    return MODES[mode.strip().lower()]
-
-
-def resolve_layouts(
-    layouts: Any,
-) -> tuple[list[str] | None, list[tuple[int, int, int, bool]]] | None:
-    """The layout space for the core: ``None`` (pdtp's default: TP; TP+EP and DP-attention +
-    EP for MoE models; PP where no layout inside a node holds the weights), or families
-    (``"tp"``, ``"ep"``, ``"dp"``, ``"pp"``, ``"all"``) and/or explicit layouts
-    (``"tp2dp4ep"``, ``pdtp.Layout``), given as a list or a comma-separated string."""
-    from .layout import Layout
-
-    if layouts is None:
-        return None
-    if isinstance(layouts, str | Layout):
-        items: list[Any] = layouts.split(",") if isinstance(layouts, str) else [layouts]
-    elif isinstance(layouts, Sequence) and not isinstance(layouts, bytes):
-        items = list(layouts)
-    else:
-        raise ArgumentTypeError(
-            f"layouts must be a list (or comma-separated string) of layout families "
-            f"({', '.join(LAYOUT_FAMILIES)}, all) and layouts such as 'tp2dp4ep', got "
-            f"{type(layouts).__name__}"
-        )
-    if len(items) > 256:
-        raise InvalidArgumentError(f"layouts lists at most 256 entries, got {len(items)}")
-    families: list[str] = []
-    explicit: list[tuple[int, int, int, bool]] = []
-    for item in items:
-        key = item.strip().lower() if isinstance(item, str) else None
-        if key == "all":
-            families.extend(LAYOUT_FAMILIES)
-        elif key in LAYOUT_FAMILIES:
-            families.append(key)
-        elif key == "":
-            continue
-        else:
-            explicit.append(Layout.of(item, "layouts").core)
-    if not families and not explicit:
-        raise InvalidArgumentError(
-            f"layouts must name at least one family ({', '.join(LAYOUT_FAMILIES)}, all) or "
-            "layout (e.g. tp2dp4ep)"
-        )
-    return (sorted(set(families)) or None, explicit) if explicit else (sorted(set(families)), [])
-
-
-def resolve_connector_key(connector: Any, vllm_version: Any) -> tuple[Connector, str]:
-    """The connector profile and the core's key: ``"name"`` or ``"name@X.Y.Z"``."""
-    if vllm_version is None:
-        conn = resolve_connector(connector)
-    else:
-        if not isinstance(vllm_version, str) or not vllm_version.strip():
-            raise ArgumentTypeError(
-                f"vllm_version must be a version string like '0.11.0', got {vllm_version!r}"
-            )
-        conn = resolve_connector(connector, vllm_version=vllm_version)
-    return conn, conn.key
-
-
-def demand_value(field: str, value: Any) -> float:
-    """A demand in requests/s: a finite number ≥ 0 (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ArgumentTypeError(
-            f"{field} must be a number of requests/s, got {type(value).__name__} {value!r}"
-        )
-    v = float(value)
-    if not (v >= 0 and math.isfinite(v)):
-        raise InvalidArgumentError(f"{field} must be a finite number >= 0, got {value!r}")
-    return v
-
-
-def weight_value(field: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ArgumentTypeError(
-            f"{field} must be a number >= 0, got {type(value).__name__} {value!r}"
-        )
-    v = float(value)
-    if not (math.isfinite(v) and v >= 0):
-        raise InvalidArgumentError(f"{field} must be a finite number >= 0, got {value!r}")
-    return v
-
-
-def needs_prices(pool: Pool, objective: str) -> None:
-    """Cost objectives need every GPU type's price."""
-    missing = [g.name for g, p in zip(pool.types, pool.prices) if p is None]
-    if missing:
-        raise InvalidArgumentError(
-            f"objective={objective!r} needs a price per GPU-hour for {', '.join(missing)} "
-            f"(the catalog has none): pass prices={{{missing[0]!r}: USD_PER_GPU_HOUR}}"
-        )
-
-
 def percentile_value(value: Any) -> float | None:
     """``slo_percentile``: None (plan on means) or a quantile in (0, 1), e.g. 0.9."""
     if value is None:
@@ -883,6 +602,7 @@ def _frozen(value: Any) -> Any:
 
 def _layouts(value: Any) -> tuple[str, ...]:
     from .layout import Layout
+    from .planning.scenario import resolve_layouts
 
     resolve_layouts(value)  # families and layouts, checked
     items: list[Any] = (

@@ -442,8 +442,7 @@ class _Bounds:
             "weighted_fraction": top,
             "gpus": int((best >= top).argmax()),
         }
-        bound: int = sum(coef * value[name] for name, coef in terms.items())
-        return bound
+        return sum(coef * value[name] for name, coef in terms.items())
 
 
 @takes_scenario()
