@@ -33,6 +33,9 @@ UPWARD: dict[tuple[str, str], str] = {
     ("pdtp.deployment.ports", "pdtp.deployment.launch"): (
         "the DP RPC and master port bases are launch facts the port table reports"
     ),
+    ("pdtp.transfer", "pdtp.deployment.connectors"): (
+        "transfer_map asks the connector's own deploy module how its ranks pair"
+    ),
     ("pdtp.simulate", "pdtp.planning.plan"): (
         "simulate(<plan dict>): Plan.from_dict is the one reader of a plan's JSON"
     ),
