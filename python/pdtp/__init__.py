@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._validate import int64_arguments
-from .check import CheckResult, CheckWarning, ModelShape, Violation, check
+from .check import CheckResult, ModelShape, check
 from .connectors import Connector, connectors, resolve_connector
 from .errors import (
     ArgumentTypeError,
@@ -40,6 +40,7 @@ from .simulate import (
     sim_config,
     simulate,
 )
+from .violations import CheckWarning, Violation
 
 # vLLM's rule functions straight from the Rust core, with out-of-range and wrong-type
 # arguments reported as pdtp errors naming the argument (not PyO3's bare OverflowError).
@@ -65,6 +66,8 @@ _LAZY: dict[str, str] = {
     "Estimate": "pdtp.perf",
     "predict_serving": "pdtp.perf",
     "ServingEstimate": "pdtp.perf",
+    "Scenario": "pdtp.scenario",
+    "SolverConfig": "pdtp.scenario",
     "solve": "pdtp.planning.solve",
     "Plan": "pdtp.planning.plan",
     "size_for": "pdtp.planning.size_for",
@@ -108,6 +111,7 @@ if TYPE_CHECKING:
     from .planning.replan import MoveCost, Replan, replan
     from .planning.size_for import size_for
     from .planning.solve import solve
+    from .scenario import Scenario, SolverConfig
     from .sweeps import sweep
     from .transfer import TransferMap, transfer_map
     from .workload import Workload
@@ -132,6 +136,8 @@ __all__ = [
     "Constants",
     "Estimate",
     "Plan",
+    "Scenario",
+    "SolverConfig",
     "Workload",
     "evaluate",
     "predict_decode",

@@ -29,6 +29,10 @@ _PEAK_ORDER: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 
+#: The GPU type a pool that names none is planned on.
+DEFAULT_GPU = "mi300x"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GPU:
     """One GPU type. Bytes and FLOP/s are plain SI units (bytes, bytes/s, FLOP/s)."""
@@ -156,6 +160,18 @@ class GPU:
     @property
     def memory_gib(self) -> float:
         return self.memory_bytes / 2**30
+
+    @property
+    def generation(self) -> str | None:
+        """The architecture generation, read from ``arch`` (``"Hopper (sm_90)"`` → ``hopper``,
+        ``"CDNA 3 (gfx942)"`` → ``cdna3``, ``"Ada Lovelace (sm_89)"`` → ``ada``): the family's
+        first word and its number. Types of one generation share fitted constants when one has
+        no measurements (GB200 takes B200's). None when ``arch`` is empty."""
+        words = self.arch.split("(")[0].split()
+        if not words:
+            return None
+        number = words[1] if len(words) > 1 and words[1].isdigit() else ""
+        return words[0].lower() + number
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}

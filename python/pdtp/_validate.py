@@ -34,12 +34,12 @@ def positive_int(field: str, value: Any, *, maximum: int | None = None) -> int:
         raise ArgumentTypeError(
             f"{field} must be a positive integer, got {type(value).__name__} {_short(value)}"
         )
-    value = int(value)
-    if value < 1:
-        raise InvalidArgumentError(f"{field} must be a positive integer (>= 1), got {value}")
-    if maximum is not None and value > maximum:
-        raise InvalidArgumentError(f"{field} must be at most {maximum}, got {_short(value)}")
-    return value
+    v = int(value)
+    if v < 1:
+        raise InvalidArgumentError(f"{field} must be a positive integer (>= 1), got {v}")
+    if maximum is not None and v > maximum:
+        raise InvalidArgumentError(f"{field} must be at most {maximum}, got {_short(v)}")
+    return v
 
 
 def optional_positive_int(field: str, value: Any, *, maximum: int | None = None) -> int | None:

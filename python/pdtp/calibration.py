@@ -58,6 +58,8 @@ from .constants import (
     release_key,
     release_range,
 )
+from .engine import engine_defaults, vllm_max_num_seqs_of_run
+from .engine import sglang_mem_fraction_static as sglang_mem_fraction_static  # re-exported
 from .errors import ArgumentTypeError, ConfigError, InvalidArgumentError, PdtpError
 from .perf import constant_inputs, gpu_inputs, model_inputs
 
@@ -366,91 +368,6 @@ def engine_of(text: Any, where: str = "engine") -> str:
     )
 
 
-_VLLM_VERSION = re.compile(r"\bvllm\s*v?(\d+)\.(\d+)", re.IGNORECASE)
-
-
-def _engine_max_num_seqs(engine: Any) -> int | None:
-    """vLLM before 0.9 defaulted ``max_num_seqs`` to 256 everywhere; later versions raised it
-    to 1024 on GPUs with at least 70 GiB. A run on an old vLLM ran batches of at most 256."""
-    if not isinstance(engine, str):
-        return None
-    match = _VLLM_VERSION.search(engine)
-    if match and (int(match.group(1)), int(match.group(2))) < (0, 9):
-        return 256
-    return None
-
-
-def sglang_mem_fraction_static(
-    gpu: GPU, *, tp: int = 1, pp: int = 1, dp_attention: bool = False, mla: bool = False
-) -> float:
-    """SGLang's default ``--mem-fraction-static`` (weights + KV pool over GPU memory) on
-    ``gpu`` for a ``tp`` × ``pp`` instance: ``ServerArgs._handle_gpu_memory_settings`` of
-    SGLang 0.5.12 (the release of the measured SGLang runs, ``lmsysorg/sglang:v0.5.12``;
-    ``pip download sglang==0.5.12 --no-deps``, ``sglang/srt/server_args.py``). It holds back
-    an estimate of activations and CUDA graphs in MiB: 512 + 1.5 × the chunked-prefill size
-    (2k/4k/8k/16k by GPU memory) + 2 × the CUDA-graph batch (by memory and tp) + tp × pp /
-    8 GiB, more for DP attention (tp ranks) and piecewise CUDA graphs (on NVIDIA without
-    pp or DP attention), at least 10 GiB on GPUs over 60 GiB. Not modelled: AMD's aiter
-    backend (× 0.85 past 8k context), speculative decoding and multimodal models."""
-    mem = gpu.memory_bytes / 2**20  # MiB, as SGLang reads it
-    if mem < 20 * 1024:
-        chunk, graph = 2048, 8
-    elif mem < 35 * 1024:
-        chunk, graph = 2048, 24 if tp < 4 else 80
-    elif mem < 60 * 1024:
-        chunk, graph = 4096, 32 if tp < 4 else 160
-    elif mem < 160 * 1024:
-        chunk, graph = 8192, 256 if tp < 4 else 512
-    else:
-        chunk, graph = 16384, 512
-    reserved = 512 + max(chunk, 2048) * 1.5 + graph * 2 + tp * pp / 8 * 1024
-    if dp_attention:  # dp_size = tp: one attention rank per GPU
-        reserved += graph * tp * 3 + (graph * tp * 1.5 if graph > 300 else 0.0)
-    if gpu.vendor == "NVIDIA" and pp == 1 and not dp_attention:  # piecewise CUDA graphs
-        if mla:
-            reserved += 1.5 * 1024
-        else:
-            top = chunk  # capture sizes up to the chunked-prefill size
-            sizes = [
-                *range(4, 33, 4),
-                *range(48, 257, 16),
-                *range(288, 513, 32),
-                *range(576, 1025, 64),
-                *range(1280, 4097, 256),
-                *range(4608, top + 1, 512),
-            ]
-            reserved += 8 * sum(1 for x in sizes if x <= top)
-    if mem > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((mem - reserved) / mem, 3)
-
-
-def engine_defaults(
-    engine: str,
-    gpu: GPU,
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    dp_attention: bool = False,
-    mla: bool = False,
-) -> dict[str, float]:
-    """The engine's own defaults: vLLM's online-serving ``max_num_batched_tokens`` 8192 and
-    ``max_num_seqs`` 1024 on GPUs of at least 70 GiB other than A100 (2048 and 256 below),
-    ``gpu_memory_utilization`` 0.9; SGLang's ``chunked_prefill_size`` 8192,
-    ``max_running_requests`` as memory allows and ``mem_fraction_static`` by GPU memory and
-    layout (:func:`sglang_mem_fraction_static`; ``tp`` GPUs per instance, ``pp`` stages,
-    ``mla``: the model's attention is MLA)."""
-    big = gpu.memory_bytes >= 70 * 2**30 and gpu.name != "a100"
-    if engine == "sglang":
-        util = sglang_mem_fraction_static(gpu, tp=tp, pp=pp, dp_attention=dp_attention, mla=mla)
-        return {"max_num_seqs": 4096, "max_num_batched_tokens": 8192, "util": util}
-    return {
-        "max_num_seqs": 1024 if big else 256,
-        "max_num_batched_tokens": 8192 if big else 2048,
-        "util": 0.9,
-    }
-
-
 def inferencemax_launch(engine: str, gpu: GPU, model: str, precision: str) -> dict[str, Any]:
     """Engine settings of the InferenceMAX runs (launch scripts of Oct–Nov 2025 in
     ``benchmarks/*.sh`` of the InferenceMAX repository), which their result files do not record:
@@ -550,7 +467,7 @@ def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
     else:
         max_num_batched = int(defaults["max_num_batched_tokens"])
         util = float(defaults["util"])
-        max_seqs = _engine_max_num_seqs(engine_text) or int(defaults["max_num_seqs"])
+        max_seqs = vllm_max_num_seqs_of_run(engine_text) or int(defaults["max_num_seqs"])
         ratio = 1.0
         num_prompts = None if concurrency is None else 10 * concurrency
         if kv_dtype is None and "fp8 kv" in note.lower():
@@ -1008,19 +925,16 @@ TABLE_LEVELS: dict[str, str] = {
     "ep_weight_efficiency": "global",
 }
 
-#: GPU generations: a type without rows takes its generation's fitted constants, else its
-#: vendor's (geometric mean).
-GENERATIONS: dict[str, str] = {
-    "a100": "ampere",
-    "l40s": "ada",
-    "h100": "hopper",
-    "h200": "hopper",
-    "b200": "blackwell",
-    "gb200": "blackwell",
-    "mi300x": "cdna3",
-    "mi325x": "cdna3",
-    "mi355x": "cdna4",
-}
+
+def _generation(name: str) -> str | None:
+    """A GPU type's generation (``GPU.generation``, read from the catalog's ``arch``): a type
+    without rows takes its generation's fitted constants, else its vendor's (geometric mean)."""
+    from .catalog import gpu as find_gpu
+
+    try:
+        return find_gpu(name).generation
+    except PdtpError:  # a GPU the catalog lacks has no generation to share
+        return None
 
 
 _FORMAT_CONSTANTS = {"fp8_weight_efficiency", "fp4_weight_efficiency", "int4_weight_efficiency"}
@@ -1084,8 +998,8 @@ class Table:
     def source(self, gpu: GPU) -> str:
         if gpu.name in self.measured_gpus:
             return "fitted on its own rows"
-        gen = GENERATIONS.get(gpu.name)
-        same = [g for g in self.measured_gpus if GENERATIONS.get(g) == gen]
+        gen = gpu.generation
+        same = [g for g in self.measured_gpus if gen is not None and _generation(g) == gen]
         if same:
             return f"no rows: the {gen} generation's fit ({', '.join(same)})"
         return (
@@ -1096,11 +1010,11 @@ class Table:
     def _per_gpu(self, name: str, gpu: GPU) -> float | None:
         if (name, gpu.name) in self.values:
             return self.values[(name, gpu.name)]
-        gen = GENERATIONS.get(gpu.name)
+        gen = gpu.generation
         same = [
             self.values[(name, g)]
             for g in self.measured_gpus
-            if GENERATIONS.get(g) == gen and (name, g) in self.values
+            if gen is not None and _generation(g) == gen and (name, g) in self.values
         ]
         if same:
             return math.exp(sum(math.log(v) for v in same) / len(same))

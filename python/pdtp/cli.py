@@ -325,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     r.add_argument("--current", required=True, metavar="FILE", help="JSON file, or - for stdin")
+    _add_scenario_flag(r)
     r.add_argument("--demand", type=float, required=True, metavar="RPS", help="requests/s to serve")
     r.add_argument("--max-gpus", metavar="N", help="GPUs in the pool: a count, or TYPE=N,TYPE=N")
     r.add_argument("--nodes", metavar="LIST", help="free GPUs per node instead: 8,8,5,3")
@@ -368,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     f.add_argument("--demands", required=True, metavar="CSV", help="model,demand_rps[,weight,...]")
+    _add_scenario_flag(f)
     f.add_argument("--gpus", metavar="N", help="GPUs in the pool: a count, or TYPE=N,TYPE=N")
     f.add_argument("--nodes", metavar="LIST", help="free GPUs per node instead: 8,8,5,3")
     f.add_argument("--gpu", help="GPU type (default mi300x)")
@@ -712,7 +714,19 @@ def _slo(text: str) -> float | None:
     return value
 
 
+SCENARIO_HELP = (
+    "a pdtp.Scenario as a .json/.yaml file of its fields (model, gpus or nodes, gpu, workload, "
+    "connector, vllm_version, objective, limits, mode, layouts; an optional 'solver' mapping: "
+    "time_limit_s, method, num_workers); flags given beside it replace its fields"
+)
+
+
+def _add_scenario_flag(p: Any) -> None:
+    p.add_argument("--scenario", metavar="FILE", help=SCENARIO_HELP)
+
+
 def _add_pool_flags(p: argparse.ArgumentParser, flag: str) -> None:
+    _add_scenario_flag(p)
     g = p.add_argument_group(f"GPU pool (give one of {flag} and --nodes)")
     g.add_argument(
         flag, metavar="N",
@@ -739,13 +753,16 @@ def _ints(text: str, what: str) -> list[int]:
 
 
 def _pool(args: argparse.Namespace, flag: str) -> dict[str, Any]:
-    """``gpus``/``nodes`` keywords from ``--gpus N | TYPE=N,...`` and ``--nodes``."""
+    """``gpus``/``nodes`` keywords from ``--gpus N | TYPE=N,...`` and ``--nodes`` (neither:
+    the ``--scenario`` file's pool)."""
     gpus = getattr(args, flag.lstrip("-").replace("-", "_"))
     nodes = args.nodes
-    if (gpus is None) == (nodes is None):
-        raise UsageError(f"give {flag} (a GPU count or TYPE=N,...) or --nodes, one of them")
     out: dict[str, Any] = {}
-    if gpus is not None:
+    if gpus is None and nodes is None and getattr(args, "scenario", None):
+        pass
+    elif (gpus is None) == (nodes is None):
+        raise UsageError(f"give {flag} (a GPU count or TYPE=N,...) or --nodes, one of them")
+    elif gpus is not None:
         if "=" in gpus:
             pairs = [item.partition("=") for item in gpus.split(",") if item.strip()]
             out["gpus"] = {k.strip(): _ints(v, flag)[0] if v.strip() else 0 for k, _, v in pairs}
@@ -754,10 +771,10 @@ def _pool(args: argparse.Namespace, flag: str) -> dict[str, Any]:
             if len(values) != 1:
                 raise UsageError(f"{flag}: one count or TYPE=N,TYPE=N, got {gpus!r}")
             out["gpus"] = values[0]
-    elif ":" in nodes:
+    elif nodes is not None and ":" in nodes:
         groups = [g.partition(":") for g in nodes.split(";") if g.strip()]
         out["nodes"] = {k.strip(): _ints(v, "--nodes") for k, _, v in groups}
-    else:
+    elif nodes is not None:
         out["nodes"] = _ints(nodes, "--nodes")
     if getattr(args, "prices", None):
         prices: dict[str, float] = {}
@@ -1142,22 +1159,85 @@ def _solve_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# Planner keywords set by more than one flag, or by a flag of another name.
+_FLAGS_OF = {
+    "demand_rps": ("demand",),
+    "time_limit_s": ("time_limit",),
+    "workload": ("isl", "osl", "ttft", "tpot"),
+}
+_WORKLOAD_FLAGS = (("isl", "isl"), ("osl", "osl"), ("ttft_ms", "ttft"), ("tpot_ms", "tpot"))
+_SOLVER_KEYS = ("time_limit_s", "method", "num_workers")
+_POOL_KEYS = ("gpus", "max_gpus", "nodes")
+
+
+def _model_or_none(args: argparse.Namespace) -> Any:
+    """MODEL/--config as :func:`_solve_model` reads them; None when neither is given and a
+    ``--scenario`` file names the model."""
+    if getattr(args, "scenario", None) and not (args.model or args.config):
+        return None
+    return _solve_model(args)
+
+
+def _planner_call(
+    args: argparse.Namespace, first: Any, options: dict[str, Any], first_field: str = "model"
+) -> tuple[Any, dict[str, Any]]:
+    """A planner's first argument and keywords. Without ``--scenario``: ``first`` and the
+    flags' ``options`` as they are. With it: the file's :class:`pdtp.Scenario`, the flags
+    given (set to other than their default) replacing its fields, and its solver settings."""
+    path = getattr(args, "scenario", None)
+    if not path:
+        return first, options
+    import dataclasses
+
+    from .scenario import load
+    from .workload import Workload
+
+    sc, cfg = load(path)
+    changes: dict[str, Any] = {}
+    solver: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in _POOL_KEYS or key == "prices":  # in options only when their flags are given
+            changes["gpus" if key == "max_gpus" else key] = value
+            continue
+        dests = _FLAGS_OF.get(key, (key,))
+        if not any(_given(args, args._parser, d) for d in dests):
+            continue
+        if key == "workload":
+            value = dataclasses.replace(
+                sc.workload or Workload(),
+                **{
+                    f: getattr(args, d) for f, d in _WORKLOAD_FLAGS if _given(args, args._parser, d)
+                },
+            )
+        (solver if key in _SOLVER_KEYS else changes)[key] = value
+    if "gpus" in changes or "nodes" in changes:  # the flags' pool replaces the file's
+        changes.setdefault("gpus", None)
+        changes.setdefault("nodes", None)
+    if first is not None:
+        changes[first_field] = first
+    elif first_field == "model" and (args.weight_dtype or args.kv_dtype):
+        changes["model"] = sc.resolved_model.with_dtypes(
+            weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype
+        )
+    return sc.replace(**changes), {"solver": dataclasses.replace(cfg, **solver)}
+
+
 def _cmd_solve(args: argparse.Namespace) -> int:
     from .planning.solve import solve
 
-    return _emit_plan(
-        lambda: solve(_solve_model(args), **_solve_options(args)),
-        args,
-    )
+    first, options = _planner_call(args, _model_or_none(args), _solve_options(args))
+    return _emit_plan(lambda: solve(first, **options), args)
 
 
 def _cmd_size_for(args: argparse.Namespace) -> int:
     from .planning.size_for import size_for
+    from .scenario import Scenario
 
-    return _emit_plan(
-        lambda: size_for(
-            _solve_model(args),
-            args.demand,
+    first, options = _planner_call(
+        args,
+        _model_or_none(args),
+        dict(
+            demand_rps=args.demand,
             **{"max_gpus" if k == "gpus" else k: v for k, v in _pool(args, "--max-gpus").items()},
             gpu=args.gpu,
             gpus_per_node=args.gpus_per_node,
@@ -1174,9 +1254,14 @@ def _cmd_size_for(args: argparse.Namespace) -> int:
             mode=args.mode,
             layouts=args.layouts,
         ),
+    )
+    objective = args.objective
+    if isinstance(first, Scenario) and first.objective is not None:
+        objective = first.objective
+    return _emit_plan(
+        lambda: size_for(first, **options),
         args,
-        header=f"fewest {'USD/h' if args.objective == 'cost' else 'GPUs'} serving "
-        f"{args.demand:g} req/s",
+        header=f"fewest {'USD/h' if objective == 'cost' else 'GPUs'} serving {args.demand:g} req/s",
     )
 
 
@@ -1194,17 +1279,20 @@ def _cmd_replan(args: argparse.Namespace) -> int:
     move_cost = _key_values(args.move_cost, "--move-cost", float)
     try:
         pool = {"max_gpus" if k == "gpus" else k: v for k, v in _pool(args, "--max-gpus").items()}
-        r = replan(
-            current,
+        demand, options = _planner_call(
+            args,
             args.demand,
-            **pool,
-            gpu=args.gpu,
-            connector=args.connector,
-            vllm_version=args.vllm_version,
-            move_cost=move_cost or None,
-            time_limit_s=args.time_limit,
-            slo_percentile=args.slo_percentile,
+            dict(
+                **pool,
+                gpu=args.gpu,
+                connector=args.connector,
+                vllm_version=args.vllm_version,
+                time_limit_s=args.time_limit,
+                slo_percentile=args.slo_percentile,
+            ),
+            first_field="demand_rps",
         )
+        r = replan(current, demand, move_cost=move_cost or None, **options)
     except InfeasibleError as e:
         return _print_infeasible(e, args)
     from .deployment import replan_diff
@@ -1278,7 +1366,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         "ports": _key_values(args.ports, "--ports", int) or None,
         "backend": args.backend,
     }
-    solve_given = bool(args.model or args.config or args.gpus or args.nodes)
+    solve_given = bool(args.model or args.config or args.gpus or args.nodes or args.scenario)
     sources = [bool(args.plan), bool(args.diff), solve_given]
     if sum(sources) != 1:
         raise UsageError(
@@ -1309,9 +1397,10 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         from .errors import InfeasibleError
         from .planning.solve import solve
 
-        solve_kw = _solve_options(args)  # exactly solve's plan for the same flags
+        # exactly solve's plan for the same flags
+        first, solve_kw = _planner_call(args, _model_or_none(args), _solve_options(args))
         try:
-            plan = solve(_solve_model(args), **solve_kw)
+            plan = solve(first, **solve_kw)
         except InfeasibleError as e:
             return _print_infeasible(e, args, as_json=args.format == "json")
     dep = deploy(
@@ -1428,16 +1517,21 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     from .planning.fleet import solve_fleet
 
     demands = _read_demands(args.demands)
-    fp = solve_fleet(
+    first, options = _planner_call(
+        args,
         demands,
-        **_pool(args, "--gpus"),
-        gpu=args.gpu,
-        gpus_per_node=args.gpus_per_node,
-        objective=args.objective,
-        time_limit_s=args.time_limit,
-        connector=args.connector,
-        vllm_version=args.vllm_version,
+        dict(
+            **_pool(args, "--gpus"),
+            gpu=args.gpu,
+            gpus_per_node=args.gpus_per_node,
+            objective=args.objective,
+            time_limit_s=args.time_limit,
+            connector=args.connector,
+            vllm_version=args.vllm_version,
+        ),
+        first_field="demands",
     )
+    fp = solve_fleet(first, **options)
     if args.json:
         print(json.dumps(fp.to_dict(), indent=2))
         return EXIT_OK

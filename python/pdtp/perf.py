@@ -12,8 +12,10 @@ from . import _core
 from ._validate import MAX_TP, optional_positive_int, positive_int, positive_number, public_api
 from .connectors import NO_GPU_CONNECTOR, resolve_connector
 from .constants import Constants, constants_for, constants_note
+from .engine import engine_defaults
 from .errors import InvalidArgumentError
 from .layout import Layout
+from .scenario import SEARCH_FIELDS, takes_scenario
 from .violations import Violation, layout_rules, load_rules, pair_rules
 from .workload import MAX_TOKENS, Workload, resolve_workload
 
@@ -21,9 +23,8 @@ if TYPE_CHECKING:
     from ._gpu import GPU
     from ._model import Model
 
-DEFAULT_GPU = "mi300x"
-DEFAULT_UTILIZATION = 0.9
-
+from ._gpu import DEFAULT_GPU as DEFAULT_GPU  # re-exported: the planners' default GPU type
+from .engine import DEFAULT_UTILIZATION as DEFAULT_UTILIZATION
 
 # ---- inputs for the Rust core (built once per model / GPU, then cached) -------------------
 
@@ -296,7 +297,6 @@ def side_point(ctx: Context, workload: Workload, tp: int, *, prefill: bool) -> S
 def layout_point(ctx: Context, workload: Workload, layout: Layout, role: str) -> SidePoint:
     """One instance kind's point for any layout and role (``prefill``, ``decode`` or
     ``aggregated``: vLLM serving both phases at the highest concurrency meeting the SLOs)."""
-    from .calibration import engine_defaults
     from .layout import layout_model
 
     m, g, c = ctx.inputs
@@ -457,6 +457,7 @@ def bottleneck(prefill_rps: float, decode_rps: float, tolerance: float = 0.02) -
     return "prefill" if prefill_rps < decode_rps else "decode"
 
 
+@takes_scenario(ignores=SEARCH_FIELDS)
 @public_api
 def evaluate(
     model: Any,
@@ -707,7 +708,6 @@ def predict_serving(
     True
     """
     from ._validate import flag
-    from .calibration import engine_defaults
     from .catalog import gpu as find_gpu
     from .catalog import resolve_model
     from .constants import check_engine

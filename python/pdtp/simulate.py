@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from . import _core
 from ._core import RateSearch, SimConfig, SimResult, SimTrace
 from ._validate import positive_int, positive_number, public_api
+from .engine import vllm_batch_defaults
 from .errors import ArgumentTypeError, InvalidArgumentError
 from .layout import Layout
 from .workload import Workload, resolve_workload
@@ -60,13 +61,9 @@ SEARCH_REQUESTS = 10_000
 _GIB = float(1 << 30)
 
 
-def vllm_scheduler_defaults(gpu_name: str, memory_bytes: float) -> tuple[int, int]:
-    """``(max_num_seqs, max_num_batched_tokens)`` that ``vllm serve`` picks on this GPU
-    (``EngineArgs.get_batch_defaults``, vLLM ≥ 0.9, OpenAI server): 1024 and 8192 on GPUs with
-    at least 70 GiB that are not A100s, else 256 and 2048."""
-    if memory_bytes >= 70 * _GIB and "a100" not in gpu_name.lower():
-        return 1024, 8192
-    return 256, 2048
+#: ``(max_num_seqs, max_num_batched_tokens)`` ``vllm serve`` picks on a GPU (the engine
+#: defaults' one rule: :func:`pdtp.engine.vllm_batch_defaults`).
+vllm_scheduler_defaults = vllm_batch_defaults
 
 
 def _side_limits(
@@ -330,6 +327,22 @@ def _requests_kwargs(
     }
 
 
+def _planned(x: Any, workload: Any, constants: Any) -> tuple[Any, Any, Any]:
+    """A :class:`pdtp.Scenario` → the plan ``pdtp.solve`` gives it (solver defaults), with the
+    scenario's workload and constants where the call names none; anything else unchanged."""
+    from .scenario import Scenario, SolverConfig
+
+    if not isinstance(x, Scenario):
+        return x, workload, constants
+    from .planning.solve import solve_scenario
+
+    return (
+        solve_scenario(x, SolverConfig()),
+        x.workload if workload is None else workload,
+        x.constants if constants is None else constants,
+    )
+
+
 def _resolve(
     plan_or_config: Any, workload: Any, constants: Any, router: Any
 ) -> tuple[SimConfig, Workload]:
@@ -374,7 +387,8 @@ def simulate(
 
     ``plan_or_config``: a :class:`pdtp.Plan` (its aggregated instances or P/D split, in its
     layouts; ``constants`` and
-    ``router`` apply), a ``pdtp solve --json`` dict, or a :func:`sim_config`.
+    ``router`` apply), a ``pdtp solve --json`` dict, a :func:`sim_config`, or a
+    :class:`pdtp.Scenario` (the plan ``pdtp.solve`` gives it, with its workload and constants).
 
     Load — exactly one of: ``rate_rps`` (open loop; ``arrival`` ``poisson``, ``gamma`` with
     ``burstiness`` as vLLM's benchmark client, or ``constant`` gaps), ``concurrency``
@@ -394,6 +408,7 @@ def simulate(
     >>> r.requests, r.ttft_ms.p90 < r.ttft_ms.p99, r.sides[1].role
     (2000, True, 'decode')
     """
+    plan_or_config, workload, constants = _planned(plan_or_config, workload, constants)
     cfg, w = _resolve(plan_or_config, workload, constants, router)
     arrival, b, seed, n = _load_args(arrival, burstiness, seed, requests)
     if rate_rps is not None and concurrency is not None:
@@ -462,6 +477,7 @@ def max_rate_within_slo(
     >>> 0 < s.rate_rps <= s.failing_rps, s.result.meets_slo(0.9, steady_state=True)
     (True, True)
     """
+    plan_or_config, workload, constants = _planned(plan_or_config, workload, constants)
     cfg, w = _resolve(plan_or_config, workload, constants, router)
     if w.ttft_ms is None and w.tpot_ms is None:
         raise InvalidArgumentError("the workload has no SLO (ttft_ms or tpot_ms) to meet")

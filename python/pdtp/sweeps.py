@@ -48,12 +48,12 @@ from ._sweep_output import (
     read_rows,
     scenario_key,
 )
-from ._validate import optional_positive_int, positive_int, positive_number, public_api
+from ._validate import MAX_TP, optional_positive_int, positive_int, positive_number, public_api
 from ._validate import short_repr as _short
-from .check import MAX_TP
 from .errors import ArgumentTypeError, InvalidArgumentError, PdtpError
 from .layout import Layout
 from .perf import DEFAULT_GPU, DEFAULT_UTILIZATION, bottleneck, resolve_context
+from .scenario import takes_scenario
 from .workload import MAX_TOKENS, Workload, resolve_workload
 
 if TYPE_CHECKING:
@@ -254,7 +254,7 @@ def _plan_columns(rows: list[Any], plan: Any, osl: int, names: list[str]) -> tup
     )
 
 
-def _blind_columns(rows: list[Any], plan: Any, valid: bool, names: list[str]) -> tuple:
+def _blind_columns(rows: list[Any], plan: Any, valid: bool, names: list[str]) -> tuple[Any, ...]:
     pi, np_, di, nd, _ = plan
     p, d = rows[pi], rows[di]
     if pi == di:
@@ -445,6 +445,7 @@ def _ray(
 # ---- the public entry point -----------------------------------------------------------------
 
 
+@takes_scenario(renames={"model": "models", "workload": "workloads"})
 @public_api
 def sweep(
     models: Any,

@@ -10,9 +10,10 @@ from typing import Any
 
 from . import _core
 from ._validate import flag, positive_int, public_api
-from .check import MAX_HEADS, CheckWarning, ModelShape, check
+from .check import MAX_HEADS, ModelShape, check
 from .connectors import NO_GPU_CONNECTOR, resolve_connector
 from .layout import Layout
+from .violations import CheckWarning
 
 # One row per rank is returned, so the sizes are bounded to keep the output printable.
 MAX_MAP_TP: int = _core.MAX_MAP_TP

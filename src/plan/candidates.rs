@@ -23,6 +23,8 @@ use crate::perf::{
 };
 
 use super::cluster::{Cluster, Item, TooLarge};
+// `Role` is the planner input's (a running side names one); rows use it from there.
+pub use super::scenario::Role;
 use super::scenario::{Scenario, Vendor};
 
 /// Capacities are compared in integer micro-requests per second.
@@ -283,31 +285,6 @@ fn aggregated_point(
         requests_per_s: rps,
         units: to_units(rps),
         ..base
-    }
-}
-
-/// Which side of the P/D split a row serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Role {
-    Prefill,
-    Decode,
-    /// One instance doing both phases (no KV connector).
-    Aggregated,
-}
-
-impl Role {
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Prefill => "prefill",
-            Role::Decode => "decode",
-            Role::Aggregated => layout_rules::AGGREGATED,
-        }
-    }
-
-    /// Whether rows of this role carry prefill (`true`) / decode capacity: an aggregated
-    /// row carries both.
-    pub fn serves(self, side: Role) -> bool {
-        self == side || self == Role::Aggregated
     }
 }
 

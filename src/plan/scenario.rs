@@ -5,7 +5,7 @@
 
 use crate::connector::ConnectorProfile;
 use crate::layout::Layout;
-use crate::layout_rules::LayoutModel;
+use crate::layout_rules::{self, LayoutModel};
 use crate::perf::{Constants, GpuPerf, ModelPerf, Workload};
 
 /// GPU vendor family: decides which connectors may pair different GPU types.
@@ -151,13 +151,38 @@ pub struct MoveCost {
     pub gpu: f64,
 }
 
+/// Which side of the P/D split a row serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    Prefill,
+    Decode,
+    /// One instance doing both phases (no KV connector).
+    Aggregated,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+            Role::Aggregated => layout_rules::AGGREGATED,
+        }
+    }
+
+    /// Whether rows of this role carry prefill (`true`) / decode capacity: an aggregated
+    /// row carries both.
+    pub fn serves(self, side: Role) -> bool {
+        self == side || self == Role::Aggregated
+    }
+}
+
 /// One side of the running deployment a re-plan starts from (an aggregated deployment runs
 /// one side: `role` aggregated, and an empty second side). `gpu_type` is `None` when the
 /// running type is not in the pool (then nothing running can be kept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Running {
     pub gpu_type: Option<usize>,
-    pub role: super::candidates::Role,
+    pub role: Role,
     pub layout: Layout,
     pub instances: i64,
 }

@@ -8,26 +8,12 @@ every fact against it.
 
 from __future__ import annotations
 
-import re
-from typing import Any, NamedTuple
+from typing import Any
 
+from .._version import Version, parse_version
 from ..errors import ArgumentTypeError, InvalidArgumentError
 
-
-class Version(NamedTuple):
-    major: int
-    minor: int
-    patch: int
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}.{self.patch}"
-
-
-def parse_version(text: str) -> Version:
-    m = re.fullmatch(r"\s*v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?\s*", text)
-    if m is None:
-        raise InvalidArgumentError(f"vllm_version must look like 0.33.0, got {text!r}")
-    return Version(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+__all__ = ["DEFAULT", "NEWEST", "OLDEST", "Version", "parse_version", "resolve_version"]
 
 
 # The oldest release whose launch settings pdtp knows (NIXL's first TP-heterogeneous release

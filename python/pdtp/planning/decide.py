@@ -14,9 +14,12 @@ import sys
 import threading
 import time
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cpsat import MARGIN_S, Decision, OneModel, OutOfTime, Solution
+
+if TYPE_CHECKING:
+    from .._core import Candidates
 
 METHODS = ("cpsat", "enumerate")
 
@@ -78,7 +81,7 @@ def oracle_reserve(limit: float) -> float:
     return max(0.02, min(0.25 * limit, 0.5))
 
 
-def by_oracle(cands: Any, deadline: float, full: bool = False) -> Decision:
+def by_oracle(cands: Candidates, deadline: float, full: bool = False) -> Decision:
     """The exhaustive oracle within ``deadline``; OPTIMAL only when its search finished.
     ``full``: every pair × every instance count × (for shared pools) every packing, with
     none of the hint's dominance shortcuts (``method="enumerate"``, what tests hold CP-SAT
@@ -96,12 +99,15 @@ def by_oracle(cands: Any, deadline: float, full: bool = False) -> Decision:
     return Decision(best, status, 0.0 if complete else None, None, "enumerate", proof)
 
 
-def starting_plan(cands: Any) -> Solution | None:
+def starting_plan(cands: Candidates) -> Solution | None:
     """CP-SAT's starting plan: the Rust closed forms' best (single-model planners)."""
-    return cands.hint()
+    hint: Solution | None = cands.hint()
+    return hint
 
 
-def beaten(cands: Any, incumbent: Solution | None) -> tuple[set[tuple[int, int]], int | None]:
+def beaten(
+    cands: Candidates, incumbent: Solution | None
+) -> tuple[set[tuple[int, int]], int | None]:
     """The (prefill row, decode row) pairs that cannot be part of an optimum — each pair's
     valid stage-0 bound (Rust, ``pair_bounds``) is worse than the incumbent's value, or the
     pair has no relaxed plan at all — and the best bound of the others (stage 0's bound).
@@ -129,13 +135,14 @@ def beaten(cands: Any, incumbent: Solution | None) -> tuple[set[tuple[int, int]]
         ):
             out.add((p.prefill, p.decode))
         else:
+            assert b is not None  # a pair without a bound is the incumbent's or beaten above
             kept.append(b)
     if unbounded or not kept:
         return out, None
     return out, max(kept) if maximise else min(kept)
 
 
-def _move_bounds(cands: Any) -> list[int | None] | None:
+def _move_bounds(cands: Candidates) -> list[int | None] | None:
     """A re-plan's per-pair lower bounds on stage 0 (moves, GPUs held and served, as the
     CP-SAT model counts them in ``cpsat.OneModel._moves``), None when stage 0 is another
     mix. Each chosen row's cost is convex in its count with one break at the running count,
@@ -197,7 +204,7 @@ def _move_bounds(cands: Any) -> list[int | None] | None:
 
 
 def decide(
-    cands: Any,
+    cands: Candidates,
     *,
     started: float,
     limit: float,

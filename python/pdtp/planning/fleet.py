@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 from .._validate import positive_int, positive_number, public_api
 from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError
 from ..perf import DEFAULT_UTILIZATION
+from ..scenario import takes_scenario
 from ..workload import Workload
 from . import infeasible, plan, scenario
 from .cpsat import MARGIN_S, Decision, OutOfTime
@@ -460,6 +461,7 @@ class _Bounds:
         return sum(coef * value[name] for name, coef in terms.items())
 
 
+@takes_scenario()
 @public_api
 def solve_fleet(
     demands: Sequence[Any],

@@ -27,8 +27,8 @@ import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .._validate import positive_number
 from ..errors import InfeasibleError, InvalidArgumentError
+from ..scenario import percentile_value as percentile_value  # the field's one check
 from .plan import Plan
 
 #: Candidate splits ``solve`` verifies by simulation (the analytic best pair first).
@@ -43,26 +43,6 @@ MAX_ROUNDS = 6
 RAISE_MARGIN = 1.03
 
 T = TypeVar("T")
-
-
-def percentile_value(value: Any) -> float | None:
-    """``slo_percentile``: None (plan on means) or a quantile in (0, 1), e.g. 0.9."""
-    if value is None:
-        return None
-    p = positive_number("slo_percentile", value)
-    if not p < 1:
-        raise InvalidArgumentError(
-            f"slo_percentile must be in (0, 1), e.g. 0.9 for p90, got {value!r}"
-        )
-    return p
-
-
-def simulated_space(mode: Any, layouts: Any) -> tuple[str, Any]:
-    """The plans ``slo_percentile`` verifies: the same space as the mean-based planners
-    (the simulator models every mode and layout they pick), so ``mode`` and ``layouts``
-    pass through unchanged. What the simulator cannot model (a P/D split over two GPU
-    types) is refused when a candidate is simulated, in one error naming it."""
-    return mode, layouts
 
 
 def basis(percentile: float) -> str:

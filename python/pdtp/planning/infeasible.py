@@ -16,6 +16,7 @@ from ..errors import InfeasibleError
 from ..violations import pair_rules
 
 if TYPE_CHECKING:
+    from .._core import Candidates
     from ..perf import Context, SidePoint
     from ..workload import Workload
     from .scenario import Scenario
@@ -227,7 +228,7 @@ def layout_funnel(rows: list[Any], role: str, w: Workload) -> tuple[str, str | N
 
 
 def _one_type(
-    sc: Scenario, cands: Any, model: int, t: int, budget_field: str
+    sc: Scenario, cands: Candidates, model: int, t: int, budget_field: str
 ) -> tuple[str, list[str]]:
     rows = cands.rows
     pool = sc.pool
@@ -286,7 +287,7 @@ def _one_type(
 
 
 def no_pair(
-    sc: Scenario, cands: Any, model: int = 0, budget_field: str = "gpus"
+    sc: Scenario, cands: Candidates, model: int = 0, budget_field: str = "gpus"
 ) -> InfeasibleError:
     """No valid pair of usable rows fits the pool: the reasons, per GPU type."""
     types = range(len(sc.pool.types))
@@ -313,7 +314,7 @@ def mixing_note(sc: Scenario) -> str:
 
 
 def demand_too_high(
-    sc: Scenario, cands: Any, demand: float, budget_field: str = "max_gpus"
+    sc: Scenario, cands: Candidates, demand: float, budget_field: str = "max_gpus"
 ) -> InfeasibleError:
     """The demand needs more than the pool: how many GPUs each pair would need, and the
     most the pool serves."""

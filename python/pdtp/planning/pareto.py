@@ -19,7 +19,8 @@ from typing import Any
 
 from .._validate import positive_number, public_api
 from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError, TimeLimitError
-from ..perf import DEFAULT_UTILIZATION
+from ..scenario import Scenario as PublicScenario
+from ..scenario import SolverConfig, scenario_of, solver_of
 from ..workload import resolve_workload
 from . import plan as plan_mod
 from . import scenario
@@ -128,18 +129,21 @@ def pareto(
     tpot_ms: Sequence[float] | None = None,
     connector: Any = None,
     vllm_version: str | None = None,
-    mode: str = "auto",
+    mode: str | None = None,
     layouts: Any = None,
     max_tp: int | None = None,
     max_acks: int | None = None,
-    gpu_memory_utilization: float = DEFAULT_UTILIZATION,
+    gpu_memory_utilization: float | None = None,
     constants: Any = None,
-    time_limit_s: float = 10.0,
+    time_limit_s: float | None = None,
+    solver: SolverConfig | None = None,
 ) -> Pareto:
     """Throughput per GPU against tokens/s per user for ``model`` on the pool (as in
     :func:`pdtp.solve`), one solve per TPOT target (``tpot_ms``, default 5 … 200 ms; the
     workload's other fields — prompt and output lengths, TTFT bound — stay). Targets no plan
-    meets are left out. ``time_limit_s`` bounds the whole call.
+    meets are left out. ``time_limit_s`` bounds the whole call. ``model`` may be a
+    :class:`pdtp.Scenario` (no objective, demand or percentile: the frontier is on means),
+    ``solver`` a :class:`pdtp.SolverConfig`.
 
     >>> import pdtp
     >>> f = pdtp.pareto("llama-3.1-8b", gpus=8, gpu="h100", tpot_ms=[10, 20, 50])
@@ -147,8 +151,44 @@ def pareto(
     [True, True, True]
     """
     started = time.perf_counter()
-    limit = positive_number("time_limit_s", time_limit_s)
-    base = resolve_workload(workload)
+    sc = scenario_of(
+        model,
+        gpus=gpus,
+        nodes=nodes,
+        gpu=gpu,
+        gpus_per_node=gpus_per_node,
+        workload=workload,
+        connector=connector,
+        vllm_version=vllm_version,
+        mode=mode,
+        layouts=layouts,
+        max_tp=max_tp,
+        max_acks=max_acks,
+        gpu_memory_utilization=gpu_memory_utilization,
+        constants=constants,
+    )
+    cfg = solver_of(solver, time_limit_s=time_limit_s)
+    return pareto_scenario(sc, cfg, tpot_ms, started=started)
+
+
+def pareto_scenario(
+    sc: PublicScenario,
+    cfg: SolverConfig,
+    tpot_ms: Sequence[float] | None = None,
+    *,
+    started: float | None = None,
+) -> Pareto:
+    """:func:`pareto` of a validated :class:`pdtp.Scenario` (its objective is throughput at
+    each TPOT target; CP-SAT decides each)."""
+    started = time.perf_counter() if started is None else started
+    limit = cfg.time_limit_s
+    for unused in ("objective", "demand_rps", "slo_percentile", "demands"):
+        if getattr(sc, unused) is not None:
+            raise InvalidArgumentError(
+                f"pareto plans the most throughput at each TPOT target on means: a scenario's "
+                f"{unused} does not apply (leave it None)"
+            )
+    base = resolve_workload(sc.workload)
     if tpot_ms is not None and (
         isinstance(tpot_ms, str | bytes | Mapping) or not isinstance(tpot_ms, Iterable)
     ):
@@ -161,7 +201,7 @@ def pareto(
     if not targets or len(targets) > MAX_TARGETS:
         raise InvalidArgumentError(f"tpot_ms must list 1 to {MAX_TARGETS} targets (ms)")
     targets = sorted({positive_number("tpot_ms", t) for t in targets})
-    pool = scenario.resolve_pool(gpus, nodes, gpu, gpus_per_node, None)
+    pool = sc.pool()
     from .. import _core
 
     points: list[ParetoPoint] = []
@@ -175,28 +215,22 @@ def pareto(
             cut.extend(float(t) for t in targets[k:])
             break
         w = replace(base, tpot_ms=float(target))
-        sc = scenario.build(
-            [(model, w, 0.0, 1.0, None)],
-            pool,
-            connector=connector,
-            vllm_version=vllm_version,
-            objective="throughput",
-            max_tp=max_tp,
-            max_acks=max_acks,
-            gpu_memory_utilization=gpu_memory_utilization,
-            constants=constants,
-            mode=mode,
-            layouts=layouts,
-        )
-        name, conn = sc.models[0].model.name, sc.connector.name
-        cands = _core.candidates(sc.core)
+        core = scenario.build_for(sc, pool, objective="throughput", workload=w)
+        name, conn = core.models[0].model.name, core.connector.name
+        cands = _core.candidates(core.core)
         rows = cands.rows
         best = None
         if cands.pairs:
             share = left / (len(targets) - k)
-            decision = decide(cands, started=time.perf_counter(), limit=share, method="cpsat")
+            decision = decide(
+                cands,
+                started=time.perf_counter(),
+                limit=share,
+                method=cfg.method,
+                workers=cfg.num_workers,
+            )
             if decision.solution is not None and decision.solution[0] is not None:
-                best = plan_mod.build(sc, cands, decision, 0, started=started)
+                best = plan_mod.build(core, cands, decision, 0, started=started)
             elif decision.status == "UNKNOWN":
                 cut.append(float(target))
         if best is not None:

@@ -19,6 +19,7 @@ from ..violations import CheckWarning, layout_rules
 from ..workload import Workload
 
 if TYPE_CHECKING:
+    from .._core import Candidates
     from .._model import Model
     from .cpsat import Decision
     from .scenario import Scenario
@@ -405,7 +406,9 @@ class Plan:
         return deploy(self, **kwargs)
 
 
-def placements(sc: Scenario, cands: Any, solution: list[Any], usage: Any) -> list[list[Placement]]:
+def placements(
+    sc: Scenario, cands: Candidates, solution: list[Any], usage: Any
+) -> list[list[Placement]]:
     """Each model's instances on the nodes (one list per model), device ids mapped to the
     free devices the pool listed."""
     out: list[list[Placement]] = [[] for _ in sc.models]
@@ -424,7 +427,7 @@ def placements(sc: Scenario, cands: Any, solution: list[Any], usage: Any) -> lis
 
 def build(
     sc: Scenario,
-    cands: Any,
+    cands: Candidates,
     decision: Decision,
     model: int,
     *,
@@ -569,7 +572,10 @@ def describe_choice(rows: Sequence[Any], ch: Any) -> str:
 def served_of(rows: Sequence[Any], ch: Any) -> float:
     """Requests/s a core choice serves, as a plan reports it."""
     p, d = rows[ch.prefill], rows[ch.decode]
-    return min(ch.prefill_instances * p.requests_per_s, ch.decode_instances * d.requests_per_s)
+    served: float = min(
+        ch.prefill_instances * p.requests_per_s, ch.decode_instances * d.requests_per_s
+    )
+    return served
 
 
 def gpus_of(rows: Sequence[Any], ch: Any) -> int:
@@ -579,7 +585,7 @@ def gpus_of(rows: Sequence[Any], ch: Any) -> int:
     return int(ch.prefill_instances * p.gpus + ch.decode_instances * d.gpus)
 
 
-def alternative(sc: Scenario, cands: Any, chosen: Any) -> Alternative | None:
+def alternative(sc: Scenario, cands: Candidates, chosen: Any) -> Alternative | None:
     """The best plan of the mode the chosen plan is not (planners that considered both)."""
     if sc.mode != "auto":
         return None
@@ -590,19 +596,19 @@ def alternative(sc: Scenario, cands: Any, chosen: Any) -> Alternative | None:
         return None
     ch = best[0]
     p, d = rows[ch.prefill], rows[ch.decode]
-    prices = sc.pool.prices
+    p_price, d_price = sc.pool.prices[p.gpu_type], sc.pool.prices[d.gpu_type]
     cost = None
-    if prices[p.gpu_type] is not None and prices[d.gpu_type] is not None:
-        cost = ch.prefill_instances * p.gpus * prices[p.gpu_type]
+    if p_price is not None and d_price is not None:
+        cost = ch.prefill_instances * p.gpus * p_price
         if other == "disagg":
-            cost += ch.decode_instances * d.gpus * prices[d.gpu_type]
+            cost += ch.decode_instances * d.gpus * d_price
     return Alternative(
         other, served_of(rows, ch), gpus_of(rows, ch), describe_choice(rows, ch), cost
     )
 
 
 def rule_note(
-    sc: Scenario, cands: Any, chosen: list[Any], demand: float | None = None
+    sc: Scenario, cands: Candidates, chosen: list[Any], demand: float | None = None
 ) -> tuple[str, ...]:
     """When a pair the connector's rules refuse would have made a better plan, say so and
     why (what the rules cost)."""
@@ -610,6 +616,8 @@ def rule_note(
     if blind is None or cands.compare(blind, chosen) >= 0:
         return ()
     b, c = blind[0], chosen[0]
+    if b is None or c is None:  # a solution without a plan: nothing to compare
+        return ()
     rows = cands.rows
     bp, bd = rows[b.prefill], rows[b.decode]
     served, mine = served_of(rows, b), served_of(rows, c)

@@ -12,14 +12,16 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple
 
-from .._validate import positive_int, positive_number, public_api, short_repr
-from ..check import MAX_TP
+from .._validate import MAX_TP, positive_int, public_api, short_repr
+from .._version import parse_version
 from ..connectors import NO_GPU_CONNECTOR
 from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError
 from ..layout import Layout
 from ..perf import DEFAULT_GPU
+from ..scenario import Scenario as PublicScenario
+from ..scenario import SolverConfig, scenario_of, solver_of
 from . import goodput, infeasible, plan, scenario
-from .decide import METHODS, candidates, decide
+from .decide import candidates, decide
 from .plan import Plan, Side
 
 __all__ = ["Move", "MoveCost", "Replan", "replan"]
@@ -403,7 +405,7 @@ def _default_connector(gpu: str) -> str:
 @public_api
 def replan(
     current: Any,
-    demand_rps: float,
+    demand_rps: Any = None,
     *,
     max_gpus: Any = None,
     nodes: Any = None,
@@ -417,12 +419,13 @@ def replan(
     max_tp: int | None = None,
     max_acks: int | None = None,
     gpu_memory_utilization: float | None = None,
-    time_limit_s: float = 10.0,
+    time_limit_s: float | None = None,
     constants: Any = None,
-    method: str = "cpsat",
+    method: str | None = None,
     slo_percentile: float | None = None,
-    mode: str = "auto",
+    mode: str | None = None,
     layouts: Any = None,
+    solver: SolverConfig | None = None,
 ) -> Replan:
     """A plan serving ``demand_rps`` on the pool (``max_gpus`` or ``nodes``, as in
     ``size_for``) that disturbs ``current`` least.
@@ -444,6 +447,10 @@ def replan(
     ``solve``'s order. CP-SAT decides over the same model as ``solve``. Raises
     :class:`pdtp.InfeasibleError` when the pool cannot serve the demand.
 
+    ``demand_rps`` may be a :class:`pdtp.Scenario` (its ``gpus`` is ``max_gpus``; fields left
+    None default to ``current``'s; the keywords given beside it replace its fields),
+    ``solver`` a :class:`pdtp.SolverConfig`.
+
     ``gpu_memory_utilization`` defaults to the running instances' own (``current``'s; 0.9
     when it does not say), so a re-plan keeps what it can relaunch as it runs.
 
@@ -463,52 +470,80 @@ def replan(
     (True, [])
     """
     started = time.perf_counter()
-    limit = positive_number("time_limit_s", time_limit_s)
-    if method not in METHODS:
-        raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    percentile = goodput.percentile_value(slo_percentile)
+    sc = scenario_of(
+        demand_rps,
+        first_field="demand_rps",
+        budget_field="max_gpus",
+        gpus=max_gpus,
+        nodes=nodes,
+        gpu=gpu,
+        gpus_per_node=gpus_per_node,
+        workload=workload,
+        connector=connector,
+        vllm_version=vllm_version,
+        model=model,
+        max_tp=max_tp,
+        max_acks=max_acks,
+        gpu_memory_utilization=gpu_memory_utilization,
+        constants=constants,
+        slo_percentile=slo_percentile,
+        mode=mode,
+        layouts=layouts,
+    )
+    cfg = solver_of(solver, time_limit_s=time_limit_s, method=method)
+    return replan_scenario(current, sc, cfg, move_cost=move_cost, started=started)
+
+
+def replan_scenario(
+    current: Any,
+    sc: PublicScenario,
+    cfg: SolverConfig,
+    *,
+    move_cost: Any = None,
+    started: float | None = None,
+) -> Replan:
+    """:func:`replan` of a validated :class:`pdtp.Scenario` (its ``gpus`` is ``max_gpus``;
+    fields left None default to ``current``'s)."""
+    started = time.perf_counter() if started is None else started
+    limit = cfg.time_limit_s
+    method = cfg.method
+    if sc.demand_rps is None:
+        raise InvalidArgumentError("replan needs demand_rps= (requests/s to serve)")
+    if sc.objective is not None:
+        raise InvalidArgumentError(
+            "replan's objective is the least disruption (move_cost): a scenario's objective "
+            "does not apply (leave it None)"
+        )
+    demand = sc.demand_rps
+    percentile = sc.slo_percentile
     if percentile is not None:
-        demand = scenario.demand_value("demand_rps", demand_rps)
-        mode, layouts = goodput.simulated_space(mode, layouts)
+        on_means = sc.replace(slo_percentile=None)
 
         def replan_for(d: float) -> Replan:
-            r = replan(
+            r = replan_scenario(
                 current,
-                d,
-                max_gpus=max_gpus,
-                nodes=nodes,
-                gpu=gpu,
-                gpus_per_node=gpus_per_node,
-                workload=workload,
-                connector=connector,
-                vllm_version=vllm_version,
+                on_means.replace(demand_rps=d),
+                cfg,
                 move_cost=move_cost,
-                model=model,
-                max_tp=max_tp,
-                max_acks=max_acks,
-                gpu_memory_utilization=gpu_memory_utilization,
-                time_limit_s=time_limit_s,
-                constants=constants,
-                method=method,
-                mode=mode,
-                layouts=layouts,
+                started=time.perf_counter(),
             )
-            rate = goodput.goodput(r.plan, percentile, constants)
+            rate = goodput.goodput(r.plan, percentile, sc.constants)
             if rate < demand * (1 - 1e-9):
                 raise goodput.ShortOfDemand(rate, r.plan.requests_per_s)
             return dataclasses.replace(r, plan=goodput.verified(r.plan, percentile, rate))
 
         return goodput.meet_demand(replan_for, demand, percentile, "max_gpus")
+    gpu, connector, vllm_version = sc.gpu, sc.connector, sc.vllm_version
+    model = sc._model
     cur, running_plan = _current(current, model, gpu, connector)
-    if gpu_memory_utilization is None:  # the running instances' own, unless told otherwise
-        gpu_memory_utilization = running_plan.gpu_memory_utilization
-    demand = scenario.demand_value("demand_rps", demand_rps)
+    # The running instances' own, unless told otherwise.
+    utilization = sc.utilization(running_plan.gpu_memory_utilization)
     weights = _move_cost(move_cost)
-    single = not isinstance(max_gpus, Mapping) and not isinstance(nodes, Mapping)
+    single = not isinstance(sc.gpus, Mapping) and not isinstance(sc.nodes, Mapping)
     target_gpu = (gpu if gpu is not None else (cur.gpu or DEFAULT_GPU)) if single else gpu
     target_conn = connector if connector is not None else (cur.connector or NO_GPU_CONNECTOR)
     pool = scenario.resolve_pool(
-        max_gpus, nodes, target_gpu, gpus_per_node, None, budget_field="max_gpus"
+        sc.gpus, sc.nodes, target_gpu, sc.gpus_per_node, None, budget_field="max_gpus"
     )
     if vllm_version is None and isinstance(target_conn, str) and "@" not in target_conn:
         vllm_version = cur.vllm_version  # the running release, unless told otherwise
@@ -516,7 +551,10 @@ def replan(
     # Another connector or vLLM release restarts every instance.
     same_connector = cur.connector is None or (
         _same_connector(cur.connector, conn.name)
-        and (cur.vllm_version is None or _release(cur.vllm_version) == _release(conn.vllm_version))
+        and (
+            cur.vllm_version is None
+            or parse_version(cur.vllm_version) == parse_version(conn.vllm_version)
+        )
     )
 
     # A running side that names no GPU type runs on the one the pool is planned on.
@@ -534,39 +572,37 @@ def replan(
         run = (running("aggregated", cur.aggregated), running("decode", None))
     else:
         run = (running("prefill", cur.prefill), running("decode", cur.decode))
-    sc = scenario.build(
-        [(cur.model, workload if workload is not None else cur.workload, demand, 1.0, None)],
+    core = scenario.build_for(
+        sc,
         pool,
+        objective="moves",
+        demand=demand,
+        model=cur.model,
+        workload=sc.workload if sc.workload is not None else cur.workload,
         connector=target_conn,
         vllm_version=vllm_version,
-        objective="moves",
-        max_tp=max_tp,
-        max_acks=max_acks,
-        gpu_memory_utilization=gpu_memory_utilization,
-        constants=constants,
+        gpu_memory_utilization=utilization,
         move_cost=(weights.start, weights.stop, weights.restart, weights.gpu),
         running=run,
-        mode=mode,
-        layouts=layouts,
     )
-    cands = candidates(sc, started, limit)
+    cands = candidates(core, started, limit)
     if not cands.pairs:
-        raise infeasible.no_pair(sc, cands, budget_field="max_gpus")
+        raise infeasible.no_pair(core, cands, budget_field="max_gpus")
     decision = decide(cands, started=started, limit=limit, method=method)
     if decision.solution is None or decision.solution[0] is None:
         if decision.status == "INFEASIBLE":
-            raise infeasible.demand_too_high(sc, cands, demand)
+            raise infeasible.demand_too_high(core, cands, demand)
         raise InfeasibleError(
             f"no plan found within time_limit_s={limit:g} (the search was cut short): raise "
             "time_limit_s"
         )
     new = plan.build(
-        sc,
+        core,
         cands,
         decision,
         0,
         started=started,
-        rejected=plan.rule_note(sc, cands, decision.solution, demand),
+        rejected=plan.rule_note(core, cands, decision.solution, demand),
     )
     # The diff, as the core's move cost counts it: a new kind of instance that a running
     # one has (same role, layout and GPU type) moves the difference; any other starts all
@@ -650,11 +686,3 @@ def _same_connector(current: str, target: str) -> bool:
         return resolve_connector(current).name == target
     except LookupError:
         return False
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """``"0.33"`` and ``"0.33.0"`` name one release."""
-    parts = [int(x) if x.isdigit() else -1 for x in version.strip().lstrip("v").split(".")]
-    while len(parts) > 1 and parts[-1] == 0:
-        parts.pop()
-    return tuple(parts)

@@ -24,9 +24,9 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .. import _core
-from .._validate import optional_positive_int, positive_int, positive_number
-from ..check import MAX_TP
+from .._validate import MAX_TP, optional_positive_int, positive_int, positive_number
 from ..connectors import Connector, default_connector, resolve_connector
+from ..engine import engine_defaults
 from ..errors import ArgumentTypeError, InvalidArgumentError
 from ..perf import DEFAULT_GPU, Context, constant_inputs, gpu_inputs, model_inputs
 from ..workload import Workload, resolve_workload
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .._gpu import GPU
     from .._model import Model
     from ..constants import Constants
+    from ..scenario import Scenario as PublicScenario
 
 # What ``mode=`` accepts: the core's names and their long forms.
 MODES = {
@@ -456,7 +457,6 @@ def build(
 ) -> Scenario:
     """Resolve and validate every input once; ``models`` lists ``(model, workload, demand,
     weight, name)``."""
-    from ..calibration import engine_defaults
     from ..catalog import resolve_model
     from ..constants import constants_for, constants_note
     from ..layout import supports_pp
@@ -581,4 +581,52 @@ def sweep_scenario(
         gpu_memory_utilization=ctx.gpu_memory_utilization,
         mode="disagg",
         layouts=(["tp"], []),
+    )
+
+
+def build_for(
+    question: PublicScenario,
+    pool: Pool,
+    *,
+    objective: str,
+    demand: float = 0.0,
+    model: Any = None,
+    workload: Any = None,
+    connector: Any = None,
+    vllm_version: Any = None,
+    gpu_memory_utilization: float | None = None,
+    move_cost: tuple[float, float, float, float] | None = None,
+    running: Any = None,
+) -> Scenario:
+    """The core scenario of a public :class:`pdtp.Scenario` on ``pool`` (one model, its
+    resolved value handed down): what every single-model planner asks the core. ``model``,
+    ``workload``, ``connector``, ``vllm_version`` and ``gpu_memory_utilization`` replace the
+    question's (replan: the running plan's defaults)."""
+    # A percentile verifies the plans of the same space: the simulator models every mode and
+    # layout the planners pick (a P/D split over two GPU types is refused when simulated).
+    mode, layouts = question.mode, question.layouts
+    return build(
+        [
+            (
+                question.resolved_model if model is None else model,
+                question.workload if workload is None else workload,
+                demand,
+                1.0,
+                None,
+            )
+        ],
+        pool,
+        connector=question.connector if connector is None else connector,
+        vllm_version=question.vllm_version if vllm_version is None else vllm_version,
+        objective=objective,
+        max_tp=question.max_tp,
+        max_acks=question.max_acks,
+        gpu_memory_utilization=(
+            question.utilization() if gpu_memory_utilization is None else gpu_memory_utilization
+        ),
+        constants=question.constants,
+        move_cost=move_cost,
+        running=running,
+        mode=mode,
+        layouts=None if layouts is None else list(layouts),
     )

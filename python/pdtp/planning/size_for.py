@@ -5,21 +5,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .._validate import positive_int, positive_number, public_api
+from .._validate import public_api
 from ..errors import InvalidArgumentError
-from ..perf import DEFAULT_UTILIZATION
+from ..scenario import OBJECTIVES as _OBJECTIVES
+from ..scenario import Scenario, SolverConfig, scenario_of, solver_of
 from . import goodput, scenario
-from .decide import METHODS
 from .plan import Plan
 from .solve import _plan
 
-OBJECTIVES = ("gpus", "cost")
+OBJECTIVES = _OBJECTIVES["size_for"]
 
 
 @public_api
 def size_for(
     model: Any,
-    demand_rps: float,
+    demand_rps: float | None = None,
     *,
     max_gpus: Any = None,
     nodes: Any = None,
@@ -28,21 +28,25 @@ def size_for(
     workload: Any = None,
     connector: Any = None,
     vllm_version: str | None = None,
-    objective: str = "gpus",
+    objective: str | None = None,
     prices: Any = None,
     max_tp: int | None = None,
     max_acks: int | None = None,
-    gpu_memory_utilization: float = DEFAULT_UTILIZATION,
-    time_limit_s: float = 10.0,
+    gpu_memory_utilization: float | None = None,
+    time_limit_s: float | None = None,
     constants: Any = None,
-    method: str = "cpsat",
+    method: str | None = None,
     slo_percentile: float | None = None,
-    mode: str = "auto",
+    mode: str | None = None,
     layouts: Any = None,
+    solver: SolverConfig | None = None,
 ) -> Plan:
     """The plan with the fewest GPUs (``objective="cost"``: the fewest USD per hour) that
     serves ``demand_rps`` requests/s within the SLOs on the pool ``max_gpus`` (a count or a
     dict per GPU type) or ``nodes`` describes.
+
+    ``model`` may be a :class:`pdtp.Scenario` (its ``gpus`` is ``max_gpus``; the keywords
+    given beside it replace its fields), ``solver`` a :class:`pdtp.SolverConfig`.
 
     Ties go to the most headroom (served − demand), then ``solve``'s order (smaller TP
     sizes: P + D, then P; then fewer instances). CP-SAT decides over the same model as
@@ -64,42 +68,60 @@ def size_for(
     (True, 'OPTIMAL')
     """
     started = time.perf_counter()
-    demand = scenario.demand_value("demand_rps", demand_rps)
-    percentile = goodput.percentile_value(slo_percentile)
-    limit = positive_number("time_limit_s", time_limit_s)
-    if method not in METHODS:
-        raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if objective not in OBJECTIVES:
-        raise InvalidArgumentError(
-            f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}"
-        )
-    pool = scenario.resolve_pool(
-        max_gpus, nodes, gpu, gpus_per_node, prices, budget_field="max_gpus"
+    sc = scenario_of(
+        model,
+        budget_field="max_gpus",
+        demand_rps=demand_rps,
+        gpus=max_gpus,
+        nodes=nodes,
+        gpu=gpu,
+        gpus_per_node=gpus_per_node,
+        workload=workload,
+        connector=connector,
+        vllm_version=vllm_version,
+        objective=objective,
+        prices=prices,
+        max_tp=max_tp,
+        max_acks=max_acks,
+        gpu_memory_utilization=gpu_memory_utilization,
+        constants=constants,
+        slo_percentile=slo_percentile,
+        mode=mode,
+        layouts=layouts,
     )
+    cfg = solver_of(solver, time_limit_s=time_limit_s, method=method)
+    return size_for_scenario(sc, cfg, started=started)
+
+
+def size_for_scenario(sc: Scenario, cfg: SolverConfig, *, started: float | None = None) -> Plan:
+    """:func:`size_for` of a validated :class:`pdtp.Scenario` (its ``gpus`` is the pool
+    ``max_gpus`` describes; one CP-SAT worker: the answer is deterministic)."""
+    started = time.perf_counter() if started is None else started
+    if sc.demand_rps is None:
+        raise InvalidArgumentError("size_for needs demand_rps= (requests/s to serve)")
+    demand = sc.demand_rps
+    percentile = sc.slo_percentile
+    limit = cfg.time_limit_s
+    objective = sc.objective_of("size_for", "gpus")
+    pool = sc.pool(budget_field="max_gpus")
     if objective == "cost":
         scenario.needs_prices(pool, objective)
-    if percentile is not None:
-        mode, layouts = goodput.simulated_space(mode, layouts)
 
     def plan_for(d: float) -> Plan:
-        sc = scenario.build(
-            [(model, workload, d, 1.0, None)],
-            pool,
-            connector=connector,
-            vllm_version=vllm_version,
-            objective=objective,
-            max_tp=max_tp,
-            max_acks=max_acks,
-            gpu_memory_utilization=gpu_memory_utilization,
-            constants=constants,
-            mode=mode,
-            layouts=layouts,
-        )
+        core = scenario.build_for(sc, pool, objective=objective, demand=d)
         at = started if d == demand else time.perf_counter()
-        workers = positive_int("num_workers", 1)
         goal = None if percentile is None else demand
         return _plan(
-            sc, at, limit, method, workers, d, percentile, constants, goal, budget_field="max_gpus"
+            core,
+            at,
+            limit,
+            cfg.method,
+            1,
+            d,
+            percentile,
+            sc.constants,
+            goal,
+            budget_field="max_gpus",
         )
 
     if percentile is None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .._validate import positive_int, positive_number, public_api
+from .._validate import public_api
 from ..errors import InfeasibleError, InvalidArgumentError
-from ..perf import DEFAULT_UTILIZATION
+from ..scenario import OBJECTIVES as _OBJECTIVES
+from ..scenario import Scenario, SolverConfig, scenario_of, solver_of
 from . import goodput, infeasible, plan, scenario
-from .decide import CUT_NOTE, METHODS, candidates, decide
+from .decide import CUT_NOTE, candidates, decide
 from .plan import Plan
 
-OBJECTIVES = ("throughput", "tokens_per_dollar", "cost")
+OBJECTIVES = _OBJECTIVES["solve"]
 
 
 @public_api
@@ -28,21 +29,26 @@ def solve(
     workload: Any = None,
     connector: Any = None,
     vllm_version: str | None = None,
-    objective: str = "throughput",
+    objective: str | None = None,
     demand_rps: float | None = None,
     prices: Any = None,
     max_tp: int | None = None,
     max_acks: int | None = None,
-    gpu_memory_utilization: float = DEFAULT_UTILIZATION,
-    time_limit_s: float = 10.0,
+    gpu_memory_utilization: float | None = None,
+    time_limit_s: float | None = None,
     constants: Any = None,
-    method: str = "cpsat",
-    num_workers: int = 1,
+    method: str | None = None,
+    num_workers: int | None = None,
     slo_percentile: float | None = None,
-    mode: str = "auto",
+    mode: str | None = None,
     layouts: Any = None,
+    solver: SolverConfig | None = None,
 ) -> Plan:
     """The best valid plan of a GPU pool for ``model``: a P/D split or aggregated instances.
+
+    ``model`` may be a whole question, a :class:`pdtp.Scenario` (the keywords given beside it
+    replace its fields), and ``solver`` a :class:`pdtp.SolverConfig` (``time_limit_s``,
+    ``method``, ``num_workers``). Keywords left None take the defaults below.
 
     The pool: ``gpus=24`` (full nodes of the GPU type's size, the last one partial),
     ``nodes=[8, 8, 5, 3]`` (free GPUs per node), or several GPU types,
@@ -85,51 +91,69 @@ def solve(
     ('OPTIMAL', True)
     """
     started = time.perf_counter()
-    limit = positive_number("time_limit_s", time_limit_s)
-    if method not in METHODS:
-        raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if objective not in OBJECTIVES:
-        raise InvalidArgumentError(
-            f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}"
-        )
-    workers = positive_int("num_workers", num_workers, maximum=64)
-    percentile = goodput.percentile_value(slo_percentile)
+    sc = scenario_of(
+        model,
+        gpus=gpus,
+        nodes=nodes,
+        gpu=gpu,
+        gpus_per_node=gpus_per_node,
+        workload=workload,
+        connector=connector,
+        vllm_version=vllm_version,
+        objective=objective,
+        demand_rps=demand_rps,
+        prices=prices,
+        max_tp=max_tp,
+        max_acks=max_acks,
+        gpu_memory_utilization=gpu_memory_utilization,
+        constants=constants,
+        slo_percentile=slo_percentile,
+        mode=mode,
+        layouts=layouts,
+    )
+    cfg = solver_of(solver, time_limit_s=time_limit_s, method=method, num_workers=num_workers)
+    return solve_scenario(sc, cfg, started=started)
+
+
+def solve_scenario(sc: Scenario, cfg: SolverConfig, *, started: float | None = None) -> Plan:
+    """:func:`solve` of a validated :class:`pdtp.Scenario` (``started``: when the call began,
+    which ``cfg.time_limit_s`` counts from)."""
+    started = time.perf_counter() if started is None else started
+    limit = cfg.time_limit_s
+    objective = sc.objective_of("solve", "throughput")
+    percentile = sc.slo_percentile
     demand = 0.0
     if objective == "cost":
-        if demand_rps is None:
+        if sc.demand_rps is None:
             raise InvalidArgumentError(
                 "objective='cost' serves a demand at the fewest USD per hour: pass demand_rps= "
                 "(requests/s), or use objective='tokens_per_dollar'"
             )
-        demand = scenario.demand_value("demand_rps", demand_rps)
-    elif demand_rps is not None:
+        demand = sc.demand_rps
+    elif sc.demand_rps is not None:
         raise InvalidArgumentError(
             f"demand_rps= goes with objective='cost' (or pdtp.size_for), not {objective!r}"
         )
-    pool = scenario.resolve_pool(gpus, nodes, gpu, gpus_per_node, prices)
+    pool = sc.pool()
     if objective != "throughput":
         scenario.needs_prices(pool, objective)
-    if percentile is not None:
-        mode, layouts = goodput.simulated_space(mode, layouts)
 
     def plan_for(d: float) -> Plan:
-        sc = scenario.build(
-            [(model, workload, d, 1.0, None)],
-            pool,
-            connector=connector,
-            vllm_version=vllm_version,
-            objective=objective,
-            max_tp=max_tp,
-            max_acks=max_acks,
-            gpu_memory_utilization=gpu_memory_utilization,
-            constants=constants,
-            mode=mode,
-            layouts=layouts,
-        )
+        core = scenario.build_for(sc, pool, objective=objective, demand=d)
         at = started if d == demand else time.perf_counter()
         served = d if objective == "cost" else None
         goal = demand if objective == "cost" else None
-        return _plan(sc, at, limit, method, workers, served, percentile, constants, goal)
+        return _plan(
+            core,
+            at,
+            limit,
+            cfg.method,
+            cfg.num_workers,
+            served,
+            percentile,
+            sc.constants,
+            goal,
+        )
 
     if percentile is not None and objective == "cost":
         return goodput.meet_demand(plan_for, demand, percentile, "gpus")

@@ -77,8 +77,9 @@ FILE_FIELDS = {
 KEY_VALUE_FIELDS = {"gpus", "max_gpus", "prices", "move_cost", "ports"}
 # Comma lists: a JSON list is joined with commas.
 LIST_FIELDS = {"layouts", "node_hosts", "nodes"}
-# Never fields: the service adds --json itself, and writes no file where a client says.
-EXCLUDED = {"json", "output", "help"}
+# Never fields: the service adds --json itself, writes no file where a client says, and reads
+# no server file a client names (``--scenario``: a request's fields are its scenario).
+EXCLUDED = {"json", "output", "help", "scenario"}
 
 
 @dataclass(frozen=True)
