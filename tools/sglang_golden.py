@@ -605,19 +605,26 @@ OFFSET_NAMES = {
 }
 
 
-def _slice_source(rel: Release, backend: str) -> tuple[str, ast.FunctionDef] | None:
-    helper = rel.func("common/staging_buffer.py", "compute_head_slice_params")
-    if helper is not None:
-        return "helper", helper
+SLICE_METHODS = ("send_kvcache_slice", "_build_tp_slice_config", "_init_hetero_tp_prep_handle")
+
+
+def _slice_source(rel: Release, backend: str) -> ast.FunctionDef | None:
+    """The backend's method that computes the head offsets of a TP-heterogeneous transfer
+    (it may call ``compute_head_slice_params``): ``send_kvcache_slice`` (Mooncake, NIXL to
+    0.5.12), ``_build_tp_slice_config`` (MORI), NIXL's prepared-transfer
+    ``_init_hetero_tp_prep_handle`` (0.5.13 on: ``send_kvcache_slice`` only replays it)."""
     mgr = rel.cls(f"{backend}/conn.py", f"{backend.capitalize()}KVManager")
     if mgr is None:
         return None
-    for m in mgr.body:
-        if isinstance(m, ast.FunctionDef) and m.name in (
-            "send_kvcache_slice",
-            "_build_tp_slice_config",
+    methods = {m.name: m for m in mgr.body if isinstance(m, ast.FunctionDef)}
+    for name in SLICE_METHODS:
+        m = methods.get(name)
+        if m is not None and any(
+            isinstance(t, ast.Name) and t.id == "num_heads_to_send"
+            for s in m.body
+            for t in _targets(s)
         ):
-            return "method", m
+            return m
     return None
 
 
@@ -631,19 +638,13 @@ def head_slice(
     if key not in _SLICES:
         _SLICES.clear()
         _SLICES[key] = _slice_source(rel, backend), {}
-    found, ns = _SLICES[key]
-    if found is None:
+    fn, ns = _SLICES[key]
+    if fn is None:
         return {"whole": True}
-    kind, fn = found
     ns.setdefault("logger", Log())
-    if kind == "helper":
-        if "compute_head_slice_params" not in ns:
-            _compile(fn, ns, f"{rel.version} compute_head_slice_params")
-        try:
-            s, n, t, _ = ns["compute_head_slice_params"](p, d, src, dst, h)
-        except Exception as e:
-            return {"error": [type(e).__name__, _text(e)]}
-        return {"src": s, "n": n, "dst": t}
+    helper = rel.func("common/staging_buffer.py", "compute_head_slice_params")
+    if helper is not None and "compute_head_slice_params" not in ns:
+        _compile(helper, ns, f"{rel.version} compute_head_slice_params")
     per_rank = max(1, h // p)
     bytes_per_head = 64
     item = lambda heads: heads * bytes_per_head  # noqa: E731 (one page of one token)
@@ -667,6 +668,10 @@ def head_slice(
         "prefill_tp_size": p,
         "decode_tp_size": d,
         "decode_tp_rank": dst,
+        "peer_name": "decode-peer",
+        "decode_kv_args": Strict(
+            decode_tp_size=d, decode_tp_rank=dst, dst_kv_item_len=dst_item, dst_tp_rank=dst
+        ),
         "peer_info": Strict(
             decode_tp_size=d, decode_tp_rank=dst, dst_kv_item_len=dst_item, dst_tp_rank=dst
         ),
@@ -687,7 +692,7 @@ def head_slice(
             and not isinstance(s, (ast.For, ast.While, ast.With, ast.Try))
             and not any(w in ast.unparse(s) for w in ("executor", "indices", "get_mha", "session"))
         ]
-        ret = "{" + ", ".join(f"{k!r}: locals().get({k!r})" for k in OFFSET_NAMES) + "}"
+        ret = "dict(locals())"
         text = "def _slice(" + ", ".join(local) + "):\n"
         for stmt in body:
             text += "".join("    " + line + "\n" for line in ast.unparse(stmt).splitlines())
@@ -699,13 +704,28 @@ def head_slice(
         raise
     except Exception as e:
         return {"error": [type(e).__name__, _text(e)]}
-    out = {}
-    for k, v in got.items():
-        if v is not None:
-            out[OFFSET_NAMES[k]] = v
-    if set(out) != {"src", "n", "dst"}:
-        raise Gap(f"{rel.version} {backend}: offsets not found in {fn.name}: {got}")
-    return out
+    return _offsets(got, p, d, f"{rel.version} {backend} {fn.name}")
+
+
+def _offsets(got: dict[str, Any], p: int, d: int, where: str) -> dict[str, Any]:
+    """Head offsets (in heads) from the slice code's locals. Names vary by release:
+    ``*_head_start_offset`` / ``*_head_start`` (heads), 0.4.8's ``*_head_offset`` (heads);
+    NIXL's prepared path assigns only the sliced side's start (the other side starts at 0)
+    and uses ``dst_head_offset`` for bytes."""
+    src = next((got[k] for k in ("src_head_start_offset", "src_head_start") if k in got), None)
+    dst = next((got[k] for k in ("dst_head_start_offset", "dst_head_start") if k in got), None)
+    prepared = "head_group_idx" in got
+    if not prepared:
+        src = got.get("src_head_offset") if src is None else src
+        dst = got.get("dst_head_offset") if dst is None else dst
+    if prepared and src is None and p > d:
+        src = 0
+    if prepared and dst is None and p < d:
+        dst = 0
+    n = got.get("num_heads_to_send")
+    if src is None or dst is None or n is None:
+        raise Gap(f"{where}: offsets not found: {sorted(got)}")
+    return {"src": src, "n": n, "dst": dst}
 
 
 def _targets(stmt: ast.stmt) -> list[ast.expr]:
@@ -724,8 +744,7 @@ def slice_surface(rel: Release, backend: str) -> dict[str, Any] | None:
         return None
     tree = rel.tree(f"{backend}/conn.py")
     assert tree is not None
-    callee = found[1].name if found[0] == "method" else None
-    names = {callee} if callee else {"send_kvcache_slice", "_build_tp_slice_config"}
+    names = {found.name}
 
     def calls(node: ast.AST) -> bool:
         return any(
@@ -809,7 +828,7 @@ def run_backend(rel: Release, backend: str) -> dict[str, Any]:
         if not mla and dp == 1 and ppp == dpp == 1 and p != d:
             heads: dict[str, Any] = {}
             for h in HEADS:
-                if (p > h and p % h) or (d > h and d % h) or (p < h and h % p) or (d < h and h % d):
+                if not (loads(h, p) and loads(h, d)):
                     continue  # the model does not load at this TP (QKV split)
                 pairs = []
                 for dst, r in enumerate(ranks):
