@@ -479,7 +479,8 @@ def receiver_class(rel: Release, backend: str, ns: dict[str, Any]) -> type:
     base = "CommonKVReceiver" if "CommonKVReceiver" in bases else "object"
     _compile(_methods_only(own, base), ns, f"{rel.version} {own.name}")
     cls = ns[own.name]
-    return type("Driven", (cls,), dict(NETWORK))
+    # Same class name as SGLang's: its AttributeError texts name the class.
+    return type(own.name, (cls,), dict(NETWORK))
 
 
 _DRIVEN: dict[tuple[str, str], tuple[dict[str, Any], type, bool]] = {}
@@ -692,6 +693,7 @@ def head_slice(
             and not isinstance(s, (ast.For, ast.While, ast.With, ast.Try))
             and not any(w in ast.unparse(s) for w in ("executor", "indices", "get_mha", "session"))
         ]
+        body = [_drop_imports(b) for b in body]
         ret = "dict(locals())"
         text = "def _slice(" + ", ".join(local) + "):\n"
         for stmt in body:
@@ -700,11 +702,20 @@ def head_slice(
         _compile(ast.parse(text).body[0], ns, f"{rel.version} {backend} {fn.name}")
     try:
         got = ns["_slice"](**local)
-    except (Gap, NameError, AttributeError, TypeError):
+    except (Gap, NameError, AttributeError, TypeError, ImportError):
         raise
     except Exception as e:
         return {"error": [type(e).__name__, _text(e)]}
     return _offsets(got, p, d, f"{rel.version} {backend} {fn.name}")
+
+
+class _NoImports(ast.NodeTransformer):
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST:
+        return ast.Pass()  # the names imported are in the namespace already
+
+
+def _drop_imports(stmt: ast.stmt) -> ast.stmt:
+    return _NoImports().visit(ast.parse(ast.unparse(stmt)).body[0])  # type: ignore[no-any-return]
 
 
 def _offsets(got: dict[str, Any], p: int, d: int, where: str) -> dict[str, Any]:
