@@ -772,8 +772,7 @@ pub fn resolve_sglang(key: &str) -> Result<SglangResolved, SglangKeyError> {
     let rules_version = version.min(newest);
     let profile = SGLANG_PROFILES
         .iter()
-        .filter(|p| p.backend == b && parse_release(p.since).expect("valid") <= rules_version)
-        .next_back()
+        .rfind(|p| p.backend == b && parse_release(p.since).expect("valid") <= rules_version)
         .expect("version >= the first row");
     Ok(SglangResolved {
         backend: b,
