@@ -1,7 +1,7 @@
 //! pdtp's core: vLLM's prefill/decode heterogeneous-TP rules, the transfer map, the
 //! performance model's arithmetic and the candidate table the solver chooses from.
 //!
-//! Everything here is plain Rust. The PyO3 layer lives in `bindings` behind the `python`
+//! Everything here is plain Rust. The PyO3 layer lives in `py` behind the `python`
 //! feature, so `cargo test` builds and runs without a Python interpreter.
 
 pub mod check;
@@ -16,4 +16,4 @@ pub mod sweep;
 pub mod transfer;
 
 #[cfg(feature = "python")]
-mod bindings;
+mod py;

@@ -1,4 +1,4 @@
-"""Type stubs for pdtp's Rust core (``src/bindings.rs``). Kept honest by mypy.stubtest."""
+"""Type stubs for pdtp's Rust core (``src/py/``). Kept honest by mypy.stubtest."""
 
 from collections.abc import Sequence
 from typing import Any, final

@@ -1,0 +1,373 @@
+//! The performance model: per-TP and per-layout sides, step time, aggregated serving and
+//! the calibration fit.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::perf::{self, Constants, Workload};
+
+use crate::layout_rules::{self};
+use crate::perf::fit::{self as perf_fit, FitOptions, FitPoint, Prior};
+use crate::perf::serving::{self};
+use crate::perf::StepBatch;
+use crate::plan::{self, SideOption};
+
+use super::convert::*;
+use super::errors::*;
+
+/// Prefill of one request on one instance: `(t_p, ttft, requests_per_s, fits,
+/// kv_capacity_tokens, weights_fit)`.
+#[pyfunction]
+pub(super) fn predict_prefill(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    tp: i64,
+    isl: f64,
+    util: f64,
+) -> PyResult<(f64, f64, f64, bool, f64, bool)> {
+    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let w = Workload {
+        isl,
+        osl: 1.0,
+        ttft: None,
+        tpot: None,
+    };
+    shielded(py, || {
+        let p = perf::prefill_point(&m, &g, &c, tp, &w, util);
+        (
+            p.time,
+            p.ttft,
+            p.requests_per_s,
+            p.fits,
+            perf::kv_capacity_tokens(&m, &g, &c, tp, util),
+            perf::weights_fit(&m, &g, &c, tp, util),
+        )
+    })
+}
+
+/// Decode at a given batch: `(step_time, max_batch, kv_capacity_tokens, weights_fit)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn predict_decode(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    tp: i64,
+    isl: f64,
+    osl: f64,
+    batch: f64,
+    util: f64,
+) -> PyResult<(f64, i64, f64, bool)> {
+    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let w = Workload {
+        isl,
+        osl,
+        ttft: None,
+        tpot: None,
+    };
+    shielded(py, || {
+        let step = perf::decode_step_time(&m, &g, &c, tp, batch, isl + osl / 2.0);
+        let point = perf::decode_point(&m, &g, &c, tp, &w, util);
+        (
+            step,
+            point.max_batch,
+            perf::kv_capacity_tokens(&m, &g, &c, tp, util),
+            perf::weights_fit(&m, &g, &c, tp, util),
+        )
+    })
+}
+
+pub(super) type SideRow = (i64, bool, bool, bool, f64, bool, i64, i64, f64, i64);
+
+pub(super) fn side_row(o: &SideOption) -> SideRow {
+    (
+        o.tp,
+        o.loads,
+        o.fits_weights,
+        o.fits_kv,
+        o.latency,
+        o.meets_slo,
+        o.batch,
+        o.max_batch,
+        o.requests_per_s,
+        o.units,
+    )
+}
+
+/// One instance kind's operating point for any layout and role (`prefill`, `decode`,
+/// `aggregated`): the side row, then `(ttft_s, concurrency, weight bytes per GPU)`. The
+/// model's layout load rules are applied (`layout_model` as in `check_layouts`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn layout_option(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    rules_model: LayoutModelTuple,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    work: &Bound<'_, PyDict>,
+    layout_: LayoutTuple,
+    role: &str,
+    util: f64,
+    max_num_batched_tokens: f64,
+) -> PyResult<(SideRow, f64, i64, f64)> {
+    let (m, g, c, w) = (
+        model_perf(model)?,
+        gpu_perf(gpu)?,
+        constants(consts)?,
+        workload(work)?,
+    );
+    let role = role_of(py, role)?;
+    let (lm, l) = (layout_model(rules_model), layout(layout_));
+    let o = released(py, move || {
+        let mut o = plan::candidates::operating_point(
+            &m,
+            &g,
+            &c,
+            &w,
+            util,
+            &l,
+            role,
+            max_num_batched_tokens,
+        );
+        o.loads = layout_rules::loads(&lm, &l);
+        (o, perf::weight_bytes_per_gpu(&m, &l))
+    })?;
+    Ok((side_row(&o.0), o.0.ttft, o.0.concurrency, o.1))
+}
+
+/// One side's operating point at one TP size (the numbers `evaluate` reports).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn side_option(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    work: &Bound<'_, PyDict>,
+    tp: i64,
+    prefill: bool,
+    util: f64,
+) -> PyResult<SideRow> {
+    let m = model_perf(model)?;
+    let shape = m.shape();
+    let (g, c, w) = (gpu_perf(gpu)?, constants(consts)?, workload(work)?);
+    shielded(py, || {
+        side_row(&plan::side_option(
+            &m, &shape, &g, &c, &w, util, tp, prefill,
+        ))
+    })
+}
+
+/// Seconds one engine step of `layout` takes for the batch (the one step-cost function).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (model, gpu, consts, layout, decode_seqs, decode_context_tokens, prefill_tokens, prefill_attention_work))]
+pub(super) fn step_time(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    layout: LayoutTuple,
+    decode_seqs: f64,
+    decode_context_tokens: f64,
+    prefill_tokens: f64,
+    prefill_attention_work: f64,
+) -> PyResult<f64> {
+    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let batch = StepBatch {
+        decode_seqs,
+        decode_context_tokens,
+        prefill_tokens,
+        prefill_attention_work,
+    };
+    let l = self::layout(layout);
+    shielded(py, || perf::step_time(&m, &g, &c, &l, &batch))
+}
+
+/// The steady state of one aggregated instance (times in seconds).
+#[pyclass(frozen, get_all, module = "pdtp._core")]
+#[derive(Debug, Clone, Copy)]
+pub struct ServingPoint {
+    pub ttft: f64,
+    pub ttft_steady: f64,
+    pub tpot: f64,
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub batch: f64,
+    pub max_batch: f64,
+    pub batch_limited: bool,
+}
+
+impl From<serving::ServingPoint> for ServingPoint {
+    fn from(p: serving::ServingPoint) -> Self {
+        ServingPoint {
+            ttft: p.ttft,
+            ttft_steady: p.ttft_steady,
+            tpot: p.tpot,
+            requests_per_s: p.requests_per_s,
+            output_tokens_per_s: p.output_tokens_per_s,
+            batch: p.batch,
+            max_batch: p.max_batch,
+            batch_limited: p.batch_limited,
+        }
+    }
+}
+
+/// Aggregated serving of one instance; None when one sequence does not fit.
+#[pyfunction]
+pub(super) fn predict_serving(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    layout: LayoutTuple,
+    work: &Bound<'_, PyDict>,
+) -> PyResult<Option<ServingPoint>> {
+    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let w = serving_workload(py, work)?;
+    let l = self::layout(layout);
+    shielded(py, || {
+        serving::serving(&m, &g, &c, &l, &w).map(ServingPoint::from)
+    })
+}
+
+/// Per-layout side numbers: `(weights_fit, max_sequences(isl + osl), prefill time,
+/// ttft, prefill requests/s, decode batch, decode max_batch, tpot, decode requests/s)`.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub(super) fn layout_sides(
+    py: Python<'_>,
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    consts: &Bound<'_, PyDict>,
+    layout: LayoutTuple,
+    work: &Bound<'_, PyDict>,
+    util: f64,
+) -> PyResult<(bool, f64, f64, f64, f64, i64, i64, f64, f64)> {
+    let (m, g, c, w) = (
+        model_perf(model)?,
+        gpu_perf(gpu)?,
+        constants(consts)?,
+        workload(work)?,
+    );
+    let l = self::layout(layout);
+    shielded(py, || {
+        let p = perf::prefill_point_layout(&m, &g, &c, &l, &w, util);
+        let d = perf::decode_point_layout(&m, &g, &c, &l, &w, util);
+        (
+            perf::weights_fit_layout(&m, &g, &c, &l, util),
+            perf::max_sequences(&m, &g, &c, &l, util, w.isl + w.osl),
+            p.time,
+            p.ttft,
+            p.requests_per_s,
+            d.batch,
+            d.max_batch,
+            d.tpot,
+            d.requests_per_s,
+        )
+    })
+}
+
+/// One calibration point from Python: `(model, gpu, consts, layout, workload, params,
+/// measured)` with params as `[(constant name, parameter index)]` and measured as
+/// `(tpot_s, ttft_s, output_tokens_per_s)` (NaN where not measured).
+pub(super) type PointTuple<'py> = (
+    Bound<'py, PyDict>,
+    Bound<'py, PyDict>,
+    Bound<'py, PyDict>,
+    LayoutTuple,
+    Bound<'py, PyDict>,
+    Vec<(String, usize)>,
+    (f64, f64, f64),
+);
+
+pub(super) fn fit_points(py: Python<'_>, points: Vec<PointTuple<'_>>) -> PyResult<Vec<FitPoint>> {
+    points
+        .into_iter()
+        .map(|(m, g, c, l, w, params, measured)| {
+            let params = params
+                .into_iter()
+                .map(|(name, index)| match Constants::field_index(&name) {
+                    Some(f) => Ok((f, index)),
+                    None => Err(pdtp_error(
+                        py,
+                        "InvalidArgumentError",
+                        format!("unknown constant {name:?}"),
+                    )),
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok(FitPoint {
+                model: model_perf(&m)?,
+                gpu: gpu_perf(&g)?,
+                constants: constants(&c)?,
+                layout: layout(l),
+                workload: serving_workload(py, &w)?,
+                params,
+                measured: [measured.0, measured.1, measured.2],
+            })
+        })
+        .collect()
+}
+
+/// Fit parameters to measured points (see `perf::fit`), with priors `(param, parent or
+/// None for 1, weight)`: `(x, cost, iterations, complete)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (points, priors, x0, lo, hi, weights, scale, max_iterations, time_limit_s))]
+pub(super) fn fit_constants(
+    py: Python<'_>,
+    points: Vec<PointTuple<'_>>,
+    priors: Vec<(usize, Option<usize>, f64)>,
+    x0: Vec<f64>,
+    lo: Vec<f64>,
+    hi: Vec<f64>,
+    weights: (f64, f64, f64),
+    scale: f64,
+    max_iterations: usize,
+    time_limit_s: f64,
+) -> PyResult<(Vec<f64>, f64, usize, bool)> {
+    let pts = fit_points(py, points)?;
+    if lo.len() != x0.len() || hi.len() != x0.len() {
+        return Err(pdtp_error(
+            py,
+            "InvalidArgumentError",
+            "x0, lo and hi must have one entry per parameter".into(),
+        ));
+    }
+    let deadline = std::time::Duration::try_from_secs_f64(time_limit_s.max(0.0))
+        .ok()
+        .and_then(|d| std::time::Instant::now().checked_add(d));
+    let opts = FitOptions {
+        weights: [weights.0, weights.1, weights.2],
+        scale,
+        max_iterations,
+        deadline,
+    };
+    let priors: Vec<Prior> = priors
+        .into_iter()
+        .map(|(param, parent, weight)| Prior {
+            param,
+            parent,
+            weight,
+        })
+        .collect();
+    let res = released(py, || perf_fit::fit(&pts, &priors, &x0, &lo, &hi, opts))?;
+    Ok((res.x, res.cost, res.iterations, res.complete))
+}
+
+/// Predictions `(tpot_s, ttft_s, output_tokens_per_s)` of calibration points under
+/// parameters `x` (NaN where nothing fits).
+#[pyfunction]
+pub(super) fn predict_points(
+    py: Python<'_>,
+    points: Vec<PointTuple<'_>>,
+    x: Vec<f64>,
+) -> PyResult<Vec<(f64, f64, f64)>> {
+    let pts = fit_points(py, points)?;
+    let out = released(py, || perf_fit::predict_all(&pts, &x))?;
+    Ok(out.into_iter().map(|v| (v[0], v[1], v[2])).collect())
+}

@@ -1,0 +1,1105 @@
+//! The planning core: a typed Scenario in, typed rows, stages, hints and plans out.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use std::sync::Arc;
+
+use crate::plan::{
+    self, cluster::TooLarge, oracle, relax, rule_blind, Candidates, Choice, Families, GpuType,
+    LayoutSpace, Mode, ModelSpec, MoveCost, NodeClass, Objective, Order, Pair, Role, Running,
+    Scenario, Sense, Solution, Value, Vendor,
+};
+
+use super::connector::*;
+use super::convert::*;
+use super::errors::*;
+
+/// One model of a scenario: its performance inputs, workload, GPU numbers per pool type
+/// (the peak depends on its weight dtype), demand and weight.
+#[pyclass(frozen, module = "pdtp._core", name = "ModelSpec")]
+pub(super) struct PyModelSpec {
+    inner: ModelSpec,
+}
+
+#[pymethods]
+impl PyModelSpec {
+    #[new]
+    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0, supports_pp=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        name: String,
+        model: &Bound<'_, PyDict>,
+        workload: &Bound<'_, PyDict>,
+        gpus: Vec<Bound<'_, PyDict>>,
+        demand_rps: f64,
+        weight: f64,
+        supports_pp: bool,
+    ) -> PyResult<Self> {
+        Ok(PyModelSpec {
+            inner: ModelSpec {
+                name,
+                perf: model_perf(model)?,
+                workload: self::workload(workload)?,
+                gpu_perf: gpus.iter().map(gpu_perf).collect::<PyResult<_>>()?,
+                demand_rps,
+                weight,
+                supports_pp,
+            },
+        })
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+}
+
+/// One GPU type of a scenario's pool.
+#[pyclass(frozen, module = "pdtp._core", name = "GpuType")]
+pub(super) struct PyGpuType {
+    inner: GpuType,
+}
+
+#[pymethods]
+impl PyGpuType {
+    #[new]
+    #[pyo3(signature = (*, name, vendor, constants, node_size, price=0, max_num_batched_tokens=plan::candidates::DEFAULT_BATCHED_TOKENS))]
+    fn new(
+        py: Python<'_>,
+        name: String,
+        vendor: &str,
+        constants: &Bound<'_, PyDict>,
+        node_size: i64,
+        price: i64,
+        max_num_batched_tokens: f64,
+    ) -> PyResult<Self> {
+        let vendor = match vendor {
+            "AMD" => Vendor::Amd,
+            "NVIDIA" => Vendor::Nvidia,
+            v => {
+                return Err(invalid(
+                    py,
+                    format!("vendor must be AMD or NVIDIA, got {v:?}"),
+                ))
+            }
+        };
+        if node_size < 1
+            || price < 0
+            || max_num_batched_tokens.is_nan()
+            || max_num_batched_tokens < 1.0
+        {
+            return Err(invalid(
+                py,
+                format!(
+                    "GPU type {name}: node_size must be >= 1, price >= 0 and \
+                     max_num_batched_tokens >= 1"
+                ),
+            ));
+        }
+        Ok(PyGpuType {
+            inner: GpuType {
+                name,
+                vendor,
+                constants: self::constants(constants)?,
+                node_size,
+                price,
+                max_num_batched_tokens,
+            },
+        })
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+}
+
+/// The planning question, validated once: models, GPU pool (types and node classes),
+/// connector ("name" or "name@X.Y.Z"), limits and objective.
+#[pyclass(frozen, module = "pdtp._core", name = "Scenario")]
+pub(super) struct PyScenario {
+    pub(super) inner: Arc<Scenario>,
+    connector_key: String,
+}
+
+/// A running side from Python: `(gpu type, role, (tp, pp, dp, ep), instances)`.
+pub(super) type RunningArg = (Option<usize>, String, LayoutTuple, i64);
+
+/// The layout space from Python: `None` (pdtp's default) or `(families, explicit)` with
+/// families a list of names (`tp`, `ep`, `dp`, `pp`) and explicit layouts as tuples.
+pub(super) type LayoutsArg = Option<(Option<Vec<String>>, Vec<LayoutTuple>)>;
+
+pub(super) fn layout_space(py: Python<'_>, arg: LayoutsArg) -> PyResult<LayoutSpace> {
+    let Some((families, explicit)) = arg else {
+        return Ok(LayoutSpace::default());
+    };
+    let families = match families {
+        None => None,
+        Some(names) => {
+            let mut f = Families {
+                tp: false,
+                ep: false,
+                dp: false,
+                pp: false,
+            };
+            for n in names {
+                match n.as_str() {
+                    "tp" => f.tp = true,
+                    "ep" => f.ep = true,
+                    "dp" => f.dp = true,
+                    "pp" => f.pp = true,
+                    other => {
+                        return Err(invalid(
+                            py,
+                            format!("layout family must be tp, ep, dp or pp, got {other:?}"),
+                        ))
+                    }
+                }
+            }
+            Some(f)
+        }
+    };
+    let explicit = explicit.into_iter().map(layout).collect::<Vec<_>>();
+    if explicit.iter().any(|l| l.tp < 1 || l.pp < 1 || l.dp < 1) {
+        return Err(invalid(py, "layout sizes must be >= 1".into()));
+    }
+    Ok(LayoutSpace { families, explicit })
+}
+
+#[pymethods]
+impl PyScenario {
+    #[new]
+    #[pyo3(signature = (*, models, gpu_types, nodes, connector, objective, max_tp=None, max_acks=None, gpu_memory_utilization=0.9, move_cost=None, running=None, mode="disagg", layouts=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        models: Vec<PyRef<'_, PyModelSpec>>,
+        gpu_types: Vec<PyRef<'_, PyGpuType>>,
+        nodes: Vec<(usize, i64, i64)>,
+        connector: &str,
+        objective: &str,
+        max_tp: Option<i64>,
+        max_acks: Option<i64>,
+        gpu_memory_utilization: f64,
+        move_cost: Option<(f64, f64, f64, f64)>,
+        running: Option<(RunningArg, RunningArg)>,
+        mode: &str,
+        layouts: LayoutsArg,
+    ) -> PyResult<Self> {
+        let types: Vec<GpuType> = gpu_types.iter().map(|g| g.inner.clone()).collect();
+        let models: Vec<ModelSpec> = models.iter().map(|m| m.inner.clone()).collect();
+        if models.is_empty() || types.is_empty() {
+            return Err(invalid(
+                py,
+                "a scenario needs a model and a GPU type".into(),
+            ));
+        }
+        if models.iter().any(|m| m.gpu_perf.len() != types.len()) {
+            return Err(invalid(
+                py,
+                "each model needs GPU numbers for every GPU type".into(),
+            ));
+        }
+        let mut classes = Vec::new();
+        for (t, free, count) in nodes {
+            let Some(g) = types.get(t) else {
+                return Err(invalid(
+                    py,
+                    format!("node class of GPU type {t}: no such type"),
+                ));
+            };
+            if !(0..=g.node_size).contains(&free) || count < 0 {
+                return Err(invalid(
+                    py,
+                    format!(
+                        "nodes of {}: free GPUs must be in [0, {}] and counts >= 0",
+                        g.name, g.node_size
+                    ),
+                ));
+            }
+            classes.push(NodeClass {
+                gpu_type: t,
+                free,
+                count,
+            });
+        }
+        if !(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0) {
+            return Err(invalid(
+                py,
+                "gpu_memory_utilization must be in (0, 1]".into(),
+            ));
+        }
+        let run = |r: RunningArg| -> PyResult<Running> {
+            Ok(Running {
+                gpu_type: r.0,
+                role: role_of(py, &r.1)?,
+                layout: layout(r.2),
+                instances: r.3,
+            })
+        };
+        let mode = match mode {
+            "auto" => Mode::Auto,
+            "disagg" => Mode::Disaggregated,
+            "agg" => Mode::Aggregated,
+            m => {
+                return Err(invalid(
+                    py,
+                    format!("mode must be auto, disagg or agg, got {m:?}"),
+                ))
+            }
+        };
+        let layouts = layout_space(py, layouts)?;
+        let objective = match objective {
+            "throughput" => Objective::Throughput,
+            "tokens_per_dollar" => Objective::TokensPerDollar,
+            "gpus" => Objective::FewestGpus,
+            "cost" => Objective::Cost,
+            "max_min" => Objective::MaxMin,
+            "weighted" => Objective::Weighted,
+            "moves" => {
+                let ((s, t, r, g), (p, d)) = match (move_cost, running) {
+                    (Some(w), Some(run)) => (w, run),
+                    _ => {
+                        return Err(invalid(
+                            py,
+                            "objective moves needs move_cost and running".into(),
+                        ))
+                    }
+                };
+                Objective::Moves {
+                    weights: MoveCost {
+                        start: s,
+                        stop: t,
+                        restart: r,
+                        gpu: g,
+                    },
+                    prefill: run(p)?,
+                    decode: run(d)?,
+                }
+            }
+            o => return Err(invalid(py, format!("unknown objective {o:?}"))),
+        };
+        Ok(PyScenario {
+            inner: Arc::new(Scenario {
+                models,
+                gpu_types: types,
+                nodes: classes,
+                connector: profile(py, connector)?,
+                max_tp,
+                max_acks,
+                gpu_memory_utilization,
+                objective,
+                mode,
+                layouts,
+            }),
+            connector_key: connector.to_string(),
+        })
+    }
+
+    #[getter]
+    fn connector(&self) -> &str {
+        &self.connector_key
+    }
+
+    #[getter]
+    fn total_gpus(&self) -> i64 {
+        self.inner.total_gpus()
+    }
+}
+
+/// One candidate row: a model's instance kind (role, GPU type, layout) and its numbers.
+#[pyclass(frozen, module = "pdtp._core", name = "Row")]
+pub(super) struct PyRow {
+    #[pyo3(get)]
+    model: usize,
+    #[pyo3(get)]
+    role: &'static str,
+    #[pyo3(get)]
+    gpu_type: usize,
+    #[pyo3(get)]
+    tp: i64,
+    /// The layout as `(tp, pp, dp, ep)`.
+    #[pyo3(get)]
+    layout: LayoutTuple,
+    #[pyo3(get)]
+    gpus: i64,
+    #[pyo3(get)]
+    loads: bool,
+    #[pyo3(get)]
+    fits_weights: bool,
+    #[pyo3(get)]
+    fits_kv: bool,
+    /// TTFT (prefill) or TPOT (decode and aggregated), seconds.
+    #[pyo3(get)]
+    latency_s: f64,
+    /// TTFT at the operating point (prefill, aggregated), seconds; 0 for decode rows.
+    #[pyo3(get)]
+    ttft_s: f64,
+    /// Aggregated rows: clients in flight per instance at the operating point.
+    #[pyo3(get)]
+    concurrency: i64,
+    #[pyo3(get)]
+    meets_slo: bool,
+    #[pyo3(get)]
+    batch: i64,
+    #[pyo3(get)]
+    max_batch: i64,
+    #[pyo3(get)]
+    requests_per_s: f64,
+    /// Capacity per instance in the optimisation's integer units.
+    #[pyo3(get)]
+    units: i64,
+    /// Whether some node (or set of whole free nodes) holds one instance.
+    #[pyo3(get)]
+    placeable: bool,
+    /// Node item size and items per instance (more than one: whole nodes).
+    #[pyo3(get)]
+    piece: i64,
+    #[pyo3(get)]
+    pieces: i64,
+    /// Most instances the pool holds (nothing else placed).
+    #[pyo3(get)]
+    most: i64,
+    /// Instances serving the model's demand alone (planners with a demand).
+    #[pyo3(get)]
+    need: Option<i64>,
+    #[pyo3(get)]
+    usable: bool,
+}
+
+/// A (prefill row, decode row) pair of one model.
+#[pyclass(frozen, module = "pdtp._core", name = "Pair")]
+pub(super) struct PyPair {
+    #[pyo3(get)]
+    model: usize,
+    #[pyo3(get)]
+    prefill: usize,
+    #[pyo3(get)]
+    decode: usize,
+}
+
+/// One model's choice in a plan: its prefill and decode rows and instance counts.
+#[pyclass(frozen, module = "pdtp._core", name = "Choice")]
+#[derive(Clone, Copy)]
+pub(super) struct PyChoice {
+    #[pyo3(get)]
+    prefill: usize,
+    #[pyo3(get)]
+    decode: usize,
+    #[pyo3(get)]
+    prefill_instances: i64,
+    #[pyo3(get)]
+    decode_instances: i64,
+}
+
+#[pymethods]
+impl PyChoice {
+    #[new]
+    fn new(prefill: usize, decode: usize, prefill_instances: i64, decode_instances: i64) -> Self {
+        PyChoice {
+            prefill,
+            decode,
+            prefill_instances,
+            decode_instances,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Choice(prefill={}, decode={}, prefill_instances={}, decode_instances={})",
+            self.prefill, self.decode, self.prefill_instances, self.decode_instances
+        )
+    }
+
+    fn __eq__(&self, other: &Self) -> bool {
+        (
+            self.prefill,
+            self.decode,
+            self.prefill_instances,
+            self.decode_instances,
+        ) == (
+            other.prefill,
+            other.decode,
+            other.prefill_instances,
+            other.decode_instances,
+        )
+    }
+}
+
+/// One CP-SAT stage: optimise Σ coef × term.
+#[pyclass(frozen, module = "pdtp._core", name = "Stage")]
+pub(super) struct PyStage {
+    #[pyo3(get)]
+    sense: &'static str,
+    #[pyo3(get)]
+    terms: Vec<(&'static str, i64)>,
+}
+
+/// A node fill pattern of one node class: (item size, how many).
+#[pyclass(frozen, module = "pdtp._core", name = "Pattern")]
+pub(super) struct PyPattern {
+    #[pyo3(get)]
+    class_index: usize,
+    #[pyo3(get)]
+    items: Vec<(i64, i64)>,
+}
+
+/// One instance's place: its node (the first of `nodes` when it spans whole nodes), GPU
+/// type, model, role, index within its role and the devices it uses on each of its nodes
+/// (a node's free devices counted from 0).
+#[pyclass(frozen, module = "pdtp._core", name = "Placed")]
+pub(super) struct PyPlaced {
+    #[pyo3(get)]
+    node: usize,
+    #[pyo3(get)]
+    nodes: Vec<usize>,
+    #[pyo3(get)]
+    gpu_type: usize,
+    #[pyo3(get)]
+    model: usize,
+    #[pyo3(get)]
+    role: &'static str,
+    #[pyo3(get)]
+    index: i64,
+    #[pyo3(get)]
+    devices: Vec<i64>,
+}
+
+/// Re-plan data: weights as integers and each running side's row, instances and size.
+#[pyclass(frozen, module = "pdtp._core", name = "Moves")]
+pub(super) struct PyMoves {
+    #[pyo3(get)]
+    start: i64,
+    #[pyo3(get)]
+    stop: i64,
+    #[pyo3(get)]
+    restart: i64,
+    #[pyo3(get)]
+    gpu: i64,
+    #[pyo3(get)]
+    prefill: (Option<usize>, i64, i64),
+    #[pyo3(get)]
+    decode: (Option<usize>, i64, i64),
+}
+
+pub(super) type PySolution<'py> = Vec<Option<PyRef<'py, PyChoice>>>;
+pub(super) type OutSolution = Vec<Option<PyChoice>>;
+
+/// Everything a planner decides over, for one scenario: rows, pairs, node classes and
+/// patterns, the order's stages, and the hint, bounds, oracle and placement behind them.
+#[pyclass(frozen, module = "pdtp._core", name = "Candidates")]
+pub(super) struct PyCandidates {
+    c: Arc<Candidates>,
+    order: Arc<Order>,
+    /// The planner call's time limit (`candidates(time_limit_s=)`): the closed-form help
+    /// (hint, rule-blind and other-mode comparisons) stops its node searches there.
+    deadline: Option<std::time::Instant>,
+}
+
+pub(super) fn out_solution(sol: &Solution) -> OutSolution {
+    sol.iter()
+        .map(|ch| {
+            ch.map(|ch| PyChoice {
+                prefill: ch.pair.prefill,
+                decode: ch.pair.decode,
+                prefill_instances: ch.prefill,
+                decode_instances: ch.decode,
+            })
+        })
+        .collect()
+}
+
+impl PyCandidates {
+    fn solution(&self, py: Python<'_>, sol: PySolution<'_>) -> PyResult<Solution> {
+        let c = &self.c;
+        if sol.len() != c.scenario.models.len() {
+            return Err(invalid(py, "a plan has one entry per model".into()));
+        }
+        sol.into_iter()
+            .enumerate()
+            .map(|(m, ch)| {
+                let Some(ch) = ch else { return Ok(None) };
+                let ok = |r: usize, role: Role| {
+                    c.rows
+                        .get(r)
+                        .is_some_and(|row| row.model == m && row.role == role)
+                };
+                let disaggregated = ok(ch.prefill, Role::Prefill) && ok(ch.decode, Role::Decode);
+                let aggregated = ch.prefill == ch.decode
+                    && ok(ch.prefill, Role::Aggregated)
+                    && ch.prefill_instances == ch.decode_instances;
+                if !disaggregated && !aggregated {
+                    return Err(invalid(
+                        py,
+                        format!(
+                            "model {m}: rows do not match the model (a prefill and a decode \
+                             row, or one aggregated row twice with equal counts)"
+                        ),
+                    ));
+                }
+                if ch.prefill_instances < 0 || ch.decode_instances < 0 {
+                    return Err(invalid(py, "instance counts must be >= 0".into()));
+                }
+                Ok(Some(Choice {
+                    pair: Pair {
+                        model: m,
+                        prefill: ch.prefill,
+                        decode: ch.decode,
+                    },
+                    prefill: ch.prefill_instances,
+                    decode: ch.decode_instances,
+                }))
+            })
+            .collect()
+    }
+}
+
+pub(super) fn value_obj(py: Python<'_>, v: &Value) -> PyResult<PyObject> {
+    Ok(match v {
+        Value::Int(x) => x.into_pyobject(py)?.into_any().unbind(),
+        Value::Ratio(n, d) => (n, d).into_pyobject(py)?.into_any().unbind(),
+    })
+}
+
+#[pymethods]
+impl PyCandidates {
+    #[getter]
+    fn rows(&self) -> Vec<PyRow> {
+        let c = &self.c;
+        c.rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let o = &r.side;
+                PyRow {
+                    model: r.model,
+                    role: r.role.name(),
+                    gpu_type: r.gpu_type,
+                    tp: r.layout.tp,
+                    layout: (r.layout.tp, r.layout.pp, r.layout.dp, r.layout.ep),
+                    gpus: r.gpus(),
+                    loads: o.loads,
+                    fits_weights: o.fits_weights,
+                    fits_kv: o.fits_kv,
+                    latency_s: o.latency,
+                    ttft_s: o.ttft,
+                    concurrency: o.concurrency,
+                    meets_slo: o.meets_slo,
+                    batch: o.batch,
+                    max_batch: o.max_batch,
+                    requests_per_s: o.requests_per_s,
+                    units: r.units,
+                    placeable: r.item.is_some(),
+                    piece: r.item.map_or(0, |it| it.piece),
+                    pieces: r.item.map_or(0, |it| it.pieces),
+                    most: c.most(i),
+                    need: r.need,
+                    usable: r.usable(),
+                }
+            })
+            .collect()
+    }
+
+    #[getter]
+    fn pairs(&self) -> Vec<PyPair> {
+        self.c.pairs.iter().map(py_pair).collect()
+    }
+
+    /// Pairs of usable rows the connector's pair rules refuse.
+    #[getter]
+    fn rejected(&self) -> Vec<PyPair> {
+        self.c.rejected.iter().map(py_pair).collect()
+    }
+
+    /// Node classes as (GPU type, free GPUs, count).
+    #[getter]
+    fn classes(&self) -> Vec<(usize, i64, i64)> {
+        self.c
+            .cluster
+            .classes
+            .iter()
+            .map(|k| (k.gpu_type, k.free, k.count))
+            .collect()
+    }
+
+    /// Per GPU type: the item sizes of usable rows.
+    #[getter]
+    fn sizes(&self) -> Vec<Vec<i64>> {
+        self.c.sizes.clone()
+    }
+
+    /// Every node fill pattern of every class (over the sizes of usable rows).
+    fn patterns(&self) -> Vec<PyPattern> {
+        let c = &self.c;
+        (0..c.scenario.gpu_types.len())
+            .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
+            .map(|p| PyPattern {
+                class_index: p.class,
+                items: p.items,
+            })
+            .collect()
+    }
+
+    #[getter]
+    fn stages(&self) -> Vec<PyStage> {
+        self.order
+            .stages
+            .iter()
+            .map(|s| PyStage {
+                sense: match s.sense {
+                    Sense::Max => "max",
+                    Sense::Min => "min",
+                },
+                terms: s.terms.iter().map(|&(t, k)| (t.name(), k)).collect(),
+            })
+            .collect()
+    }
+
+    /// Per row: price of one instance per hour (the cost term's coefficients).
+    #[getter]
+    fn row_cost(&self) -> Vec<i64> {
+        self.order.row_cost.clone()
+    }
+
+    /// Per row: the ratio stage's served and cost coefficients.
+    #[getter]
+    fn ratio_coefficients(&self) -> (Vec<i64>, Vec<i64>) {
+        (
+            self.order.ratio_served.clone(),
+            self.order.ratio_cost.clone(),
+        )
+    }
+
+    /// Per model: integer weight, whether it counts in the smallest fraction, demand in
+    /// its capacity units and its unit scale (fleet terms).
+    #[getter]
+    fn fleet_terms(&self) -> (Vec<i64>, Vec<bool>, Vec<i64>, Vec<i64>) {
+        (
+            self.order.weights.clone(),
+            self.order.counts_in_min.clone(),
+            self.c.demand_units.clone(),
+            self.c.unit_scale.clone(),
+        )
+    }
+
+    #[getter]
+    fn moves(&self) -> Option<PyMoves> {
+        self.order.moves.map(|(w, p, d)| PyMoves {
+            start: w.start,
+            stop: w.stop,
+            restart: w.restart,
+            gpu: w.gpu,
+            prefill: (p.row, p.instances, p.gpus),
+            decode: (d.row, d.instances, d.gpus),
+        })
+    }
+
+    /// Models in the scenario.
+    #[getter]
+    fn models(&self) -> usize {
+        self.c.scenario.models.len()
+    }
+
+    /// Whether models share a pool (a model may get nothing) rather than one model plans.
+    #[getter]
+    fn is_fleet(&self) -> bool {
+        self.c.scenario.objective.is_fleet()
+    }
+
+    /// Whether every model's demand must be served in full (each row's `need`).
+    #[getter]
+    fn serves_demand(&self) -> bool {
+        self.c.scenario.objective.serves_demand()
+    }
+
+    /// How many nodes of each pattern (in `patterns()` order) a plan's placement fills: the
+    /// node-pattern part of a complete CP-SAT hint.
+    fn usage(&self, py: Python<'_>, solution: PySolution<'_>) -> PyResult<Vec<(usize, i64)>> {
+        let sol = self.solution(py, solution)?;
+        let c = self.c.clone();
+        Ok(released(py, move || pattern_usage(&c, &sol))?.unwrap_or_default())
+    }
+
+    /// The fraction step count (fleet fractions are multiples of 1/this).
+    #[getter]
+    fn fraction_scale(&self) -> i64 {
+        plan::candidates::FRACTION_SCALE
+    }
+
+    /// A valid bound on stage `stage`'s optimum given earlier stages' values (None: no
+    /// bound from the relaxation).
+    fn bound(&self, stage: usize, fixed: Vec<i128>) -> Option<i128> {
+        relax::bound(&self.c, &self.order, stage, &fixed)
+    }
+
+    /// A feasible plan to start CP-SAT from (single-model planners).
+    fn hint(&self, py: Python<'_>) -> PyResult<Option<OutSolution>> {
+        let (c, o, until) = (self.c.clone(), self.order.clone(), self.deadline);
+        let best = released(py, move || {
+            let _limit = plan::cluster::until(until);
+            relax::hint(&c, &o)
+        })?;
+        Ok(best.map(|s| out_solution(&s)))
+    }
+
+    /// Whether the time limit given to `candidates` has passed: the closed-form help
+    /// answered since then may have skipped pairs.
+    #[getter]
+    fn out_of_time(&self) -> bool {
+        self.deadline
+            .is_some_and(|t| std::time::Instant::now() >= t)
+    }
+
+    /// Per pair (as `pairs`), a valid bound on stage 0 for plans using it (None: no plan
+    /// can use the pair); None when the relaxation bounds no pair (see `relax::pair_bounds`).
+    fn pair_bounds(&self, py: Python<'_>) -> PyResult<Option<Vec<Option<i128>>>> {
+        let (c, o) = (self.c.clone(), self.order.clone());
+        released(py, move || relax::pair_bounds(&c, &o))
+    }
+
+    /// Each stage's value for a plan (ints; a ratio stage as (numerator, denominator)).
+    fn values(&self, py: Python<'_>, solution: PySolution<'_>) -> PyResult<Vec<PyObject>> {
+        let sol = self.solution(py, solution)?;
+        self.order
+            .values(&self.c, &sol)
+            .iter()
+            .map(|v| value_obj(py, v))
+            .collect()
+    }
+
+    /// -1 when plan `a` is better than `b`, 1 when worse, 0 when the order ties them.
+    fn compare(&self, py: Python<'_>, a: PySolution<'_>, b: PySolution<'_>) -> PyResult<i32> {
+        let (a, b) = (self.solution(py, a)?, self.solution(py, b)?);
+        Ok(match self.order.cmp(&self.c, &a, &b) {
+            std::cmp::Ordering::Less => -1,
+            std::cmp::Ordering::Equal => 0,
+            std::cmp::Ordering::Greater => 1,
+        })
+    }
+
+    /// Whether a plan meets every constraint: rows of valid pairs, counts that serve each
+    /// demand, and instances that fit the nodes (None: too large to check exactly).
+    fn feasible(&self, py: Python<'_>, solution: PySolution<'_>) -> PyResult<Option<bool>> {
+        let sol = self.solution(py, solution)?;
+        let c = &self.c;
+        for ch in sol.iter().flatten() {
+            if !c.pairs.contains(&ch.pair) {
+                return Ok(Some(false));
+            }
+            if c.scenario.objective.serves_demand() {
+                if ch
+                    .parts()
+                    .any(|(r, n)| c.rows[r].need.is_none_or(|need| n < need))
+                {
+                    return Ok(Some(false));
+                }
+            } else if ch.prefill < 1 || ch.decode < 1 {
+                return Ok(Some(false));
+            }
+        }
+        if !c.scenario.objective.is_fleet() && sol.iter().all(|x| x.is_none()) {
+            return Ok(Some(false));
+        }
+        let mut need = Vec::new();
+        for ch in sol.iter().flatten() {
+            need.extend(ch.parts().map(|(r, n)| (c.rows[r].item.unwrap(), n)));
+        }
+        Ok(match c.cluster.fits(&need) {
+            Ok(ok) => Some(ok),
+            Err(TooLarge) => (c.cluster.classes.iter().map(|k| k.count).sum::<i64>() <= 64)
+                .then(|| oracle::packs(&c.cluster, c, &sol)),
+        })
+    }
+
+    /// The exhaustive oracle: the best plan and whether it finished within `time_limit_s`.
+    #[pyo3(signature = (time_limit_s=None, reduced=true))]
+    fn oracle(
+        &self,
+        py: Python<'_>,
+        time_limit_s: Option<f64>,
+        reduced: bool,
+    ) -> PyResult<(Option<OutSolution>, bool)> {
+        let deadline = deadline_in(time_limit_s);
+        let (c, o) = (self.c.clone(), self.order.clone());
+        let (best, complete) = released(py, move || oracle::search(&c, &o, deadline, reduced))?;
+        Ok((best.map(|s| out_solution(&s)), complete))
+    }
+
+    /// The best plan of one mode only (`agg` or `disagg`), by the closed forms: the
+    /// alternative a plan of the other mode is compared with.
+    fn best_of_mode(&self, py: Python<'_>, mode: &str) -> PyResult<Option<OutSolution>> {
+        let aggregated = match mode {
+            "agg" => true,
+            "disagg" => false,
+            m => {
+                return Err(invalid(
+                    py,
+                    format!("mode must be agg or disagg, got {m:?}"),
+                ))
+            }
+        };
+        let (c, o, until) = (self.c.clone(), self.order.clone(), self.deadline);
+        let best = released(py, move || {
+            let _limit = plan::cluster::until(until);
+            relax::best_of_kind(&c, &o, aggregated)
+        })?;
+        Ok(best.map(|s| out_solution(&s)))
+    }
+
+    /// The best plan over the pairs the connector's rules refuse (what they cost).
+    fn rule_blind(&self, py: Python<'_>) -> PyResult<Option<OutSolution>> {
+        let (c, o, until) = (self.c.clone(), self.order.clone(), self.deadline);
+        let best = released(py, move || {
+            let _limit = plan::cluster::until(until);
+            rule_blind::best_refused(&c, &o)
+        })?;
+        Ok(best.map(|s| out_solution(&s)))
+    }
+
+    /// Where each instance of a plan runs. `usage` (pattern index, nodes) from a CP-SAT
+    /// solution places item sizes that no closed form packs.
+    #[pyo3(signature = (solution, usage=None))]
+    fn place(
+        &self,
+        py: Python<'_>,
+        solution: PySolution<'_>,
+        usage: Option<Vec<(usize, i64)>>,
+    ) -> PyResult<Vec<PyPlaced>> {
+        let sol = self.solution(py, solution)?;
+        let c = self.c.clone();
+        let placed = released(py, move || placement(&c, &sol, usage.as_deref()))?;
+        placed.ok_or_else(|| {
+            pdtp_error(
+                py,
+                "PdtpError",
+                "internal error: the plan's instances could not be placed (please report)".into(),
+            )
+        })
+    }
+}
+
+pub(super) fn py_pair(p: &Pair) -> PyPair {
+    PyPair {
+        model: p.model,
+        prefill: p.prefill,
+        decode: p.decode,
+    }
+}
+
+/// Instances → nodes: every GPU type's items by the exact closed forms, else by the
+/// pattern usage a CP-SAT solution gives. Linear in nodes and instances.
+pub(super) fn placement(
+    c: &Candidates,
+    sol: &Solution,
+    usage: Option<&[(usize, i64)]>,
+) -> Option<Vec<PyPlaced>> {
+    // Items in plan order: (type, piece, (model, role, index)).
+    let mut items: Vec<(usize, i64, usize, &'static str, i64)> = Vec::new();
+    for (m, ch) in sol.iter().enumerate() {
+        let Some(ch) = ch else { continue };
+        for (row, n) in ch.parts() {
+            let r = &c.rows[row];
+            let it = r.item?;
+            for i in 0..n {
+                for _ in 0..it.pieces {
+                    items.push((it.gpu_type, it.piece, m, r.role.name(), i));
+                }
+            }
+        }
+    }
+    let types = c.scenario.gpu_types.len();
+    // Per type: node number of each item of each size, in order.
+    let mut slots: Vec<std::collections::BTreeMap<i64, std::collections::VecDeque<usize>>> =
+        Vec::new();
+    let patterns: Vec<plan::Pattern> = (0..types)
+        .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
+        .collect();
+    for t in 0..types {
+        let mut counts = std::collections::BTreeMap::new();
+        for it in items.iter().filter(|it| it.0 == t) {
+            *counts.entry(it.1).or_insert(0i64) += 1;
+        }
+        let placed = match c.cluster.place(t, &counts) {
+            Ok(p) => p,
+            Err(TooLarge) => by_patterns(c, t, &counts, &patterns, usage?)?,
+        };
+        slots.push(placed.into_iter().map(|(s, v)| (s, v.into())).collect());
+    }
+    // Devices: each node hands out its free devices in order.
+    let mut next_device: std::collections::HashMap<usize, i64> = std::collections::HashMap::new();
+    let mut out: Vec<PyPlaced> = Vec::new();
+    let mut k = 0;
+    while k < items.len() {
+        let (t, piece, m, role, index) = items[k];
+        let mut run = k;
+        while run < items.len()
+            && items[run].2 == m
+            && items[run].3 == role
+            && items[run].4 == index
+        {
+            run += 1;
+        }
+        // One instance: `run - k` items (several only when it spans whole nodes, each the
+        // same devices of another node).
+        let mut devices = Vec::new();
+        let mut nodes = Vec::new();
+        for _ in k..run {
+            let node = slots[t].get_mut(&piece)?.pop_front()?;
+            let start = next_device.entry(node).or_insert(0);
+            devices = (*start..*start + piece).collect();
+            *start += piece;
+            nodes.push(node);
+        }
+        out.push(PyPlaced {
+            node: nodes[0],
+            nodes,
+            gpu_type: t,
+            model: m,
+            role,
+            index,
+            devices,
+        });
+        k = run;
+    }
+    Some(out)
+}
+
+/// Each node's contents mapped to a pattern of its class that holds them: by runs of
+/// identical nodes where the sizes form a chain (cost independent of the pool's size), else
+/// from the full placement.
+pub(super) fn pattern_usage(c: &Candidates, sol: &Solution) -> Option<Vec<(usize, i64)>> {
+    let types = c.scenario.gpu_types.len();
+    let patterns: Vec<plan::Pattern> = (0..types)
+        .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
+        .collect();
+    let mut per_type: Vec<std::collections::BTreeMap<i64, i64>> = vec![Default::default(); types];
+    for ch in sol.iter().flatten() {
+        for (row, n) in ch.parts() {
+            let it = c.rows[row].item?;
+            *per_type[it.gpu_type].entry(it.piece).or_default() += n * it.pieces;
+        }
+    }
+    let runs: Option<Vec<_>> = (0..types)
+        .map(|t| c.cluster.fill_runs(t, &per_type[t]))
+        .collect();
+    if let Some(runs) = runs {
+        let mut counts: std::collections::BTreeMap<usize, i64> = Default::default();
+        for (class, contents, nodes) in runs.into_iter().flatten() {
+            let j = patterns.iter().position(|p| {
+                p.class == class
+                    && contents.iter().all(|(s, k)| {
+                        p.items
+                            .iter()
+                            .find(|(ps, _)| ps == s)
+                            .is_some_and(|(_, pk)| pk >= k)
+                    })
+            })?;
+            *counts.entry(j).or_default() += nodes;
+        }
+        return Some(counts.into_iter().collect());
+    }
+    let placed = placement(c, sol, None)?;
+    let node_class: std::collections::HashMap<usize, usize> = c
+        .cluster
+        .node_ids
+        .iter()
+        .enumerate()
+        .flat_map(|(ci, ids)| ids.iter().map(move |&n| (n, ci)))
+        .collect();
+    let mut content: std::collections::BTreeMap<usize, std::collections::BTreeMap<i64, i64>> =
+        std::collections::BTreeMap::new();
+    for p in &placed {
+        for &node in &p.nodes {
+            *content
+                .entry(node)
+                .or_default()
+                .entry(p.devices.len() as i64)
+                .or_default() += 1;
+        }
+    }
+    let patterns: Vec<plan::Pattern> = (0..c.scenario.gpu_types.len())
+        .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
+        .collect();
+    let mut counts: std::collections::BTreeMap<usize, i64> = std::collections::BTreeMap::new();
+    for (node, items) in content {
+        let class = *node_class.get(&node)?;
+        let j = patterns.iter().position(|p| {
+            p.class == class
+                && items.iter().all(|(s, k)| {
+                    p.items
+                        .iter()
+                        .find(|(ps, _)| ps == s)
+                        .is_some_and(|(_, pk)| pk >= k)
+                })
+        })?;
+        *counts.entry(j).or_default() += 1;
+    }
+    Some(counts.into_iter().collect())
+}
+
+pub(super) fn by_patterns(
+    c: &Candidates,
+    t: usize,
+    counts: &std::collections::BTreeMap<i64, i64>,
+    patterns: &[plan::Pattern],
+    usage: &[(usize, i64)],
+) -> Option<std::collections::BTreeMap<i64, Vec<usize>>> {
+    let mut used_in_class: std::collections::HashMap<usize, usize> =
+        std::collections::HashMap::new();
+    let mut out: std::collections::BTreeMap<i64, Vec<usize>> = std::collections::BTreeMap::new();
+    for &(pi, n) in usage {
+        let p = patterns.get(pi)?;
+        if c.cluster.classes[p.class].gpu_type != t {
+            continue;
+        }
+        for _ in 0..n {
+            let used = used_in_class.entry(p.class).or_insert(0);
+            let node = *c.cluster.node_ids[p.class].get(*used)?;
+            *used += 1;
+            for &(s, k) in &p.items {
+                out.entry(s)
+                    .or_default()
+                    .extend(std::iter::repeat_n(node, k as usize));
+            }
+        }
+    }
+    for (s, &n) in counts {
+        let v = out.entry(*s).or_default();
+        if (v.len() as i64) < n {
+            return None;
+        }
+        v.truncate(n as usize);
+    }
+    Some(out)
+}
+
+/// Build a scenario's candidates (rows, pairs, patterns, order): the heavy step of every
+/// planner, with the GIL released. `time_limit_s`: from now, where exact node searches
+/// (here and in the closed-form help asked of the result) give way to their relaxations.
+#[pyfunction]
+#[pyo3(signature = (scenario, time_limit_s=None))]
+pub(super) fn candidates(
+    py: Python<'_>,
+    scenario: &PyScenario,
+    time_limit_s: Option<f64>,
+) -> PyResult<PyCandidates> {
+    let sc = scenario.inner.clone();
+    let deadline = deadline_in(time_limit_s);
+    let (c, order) = released(py, move || {
+        let _limit = plan::cluster::until(deadline);
+        let c = Candidates::build((*sc).clone());
+        // Too many node patterns: refused before anything lists them (memory bound).
+        let order = c.too_many_patterns().is_none().then(|| Order::new(&c));
+        (c, order)
+    })?;
+    let Some(order) = order else {
+        let why = c.too_many_patterns().unwrap_or_default();
+        return Err(pdtp_error(py, "InvalidArgumentError", why));
+    };
+    Ok(PyCandidates {
+        c: Arc::new(c),
+        order: Arc::new(order),
+        deadline,
+    })
+}
