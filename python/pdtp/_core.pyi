@@ -4,6 +4,10 @@ from collections.abc import Sequence
 from typing import Any, final
 
 __all__ = [
+    "resolve_sglang_connector",
+    "sglang_check_pair",
+    "sglang_connector_names",
+    "sglang_releases",
     "CAPACITY_SCALE",
     "ConnectorInfo",
     "CONSTANT_FIELDS",
