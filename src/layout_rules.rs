@@ -184,12 +184,7 @@ fn connector_violation(
         return None;
     }
     let pp = profile.rules.nixl_pp()?;
-    let conn = connector::connector(name)?;
-    let role = if side == "prefill" {
-        conn.prefill_role
-    } else {
-        conn.decode_role
-    };
+    let role = profile.object().role(side);
     if let Err(e) = nixl_pp_check(pp, role, l.pp) {
         return Some(Violation {
             code: "connector_pipeline_unsupported",

@@ -21,9 +21,9 @@ import pytest
 
 import pdtp
 from conftest import DATA
-from pdtp.deployment import launch as launch_facts
 from pdtp.deployment import ports as port_facts
-from pdtp.deployment import proxy as proxy_facts
+from pdtp.deployment.connectors import moriio as moriio_facts
+from pdtp.deployment.connectors import nixl as nixl_facts
 from pdtp.deployment.versions import NEWEST, OLDEST, Version, parse_version
 
 GOLDEN = json.loads((DATA / "vllm_launch_golden.json").read_text())
@@ -287,12 +287,12 @@ def test_release_thresholds_match_the_source():
     def keys(f):
         return set(f["moriio"]["extra_config_keys"]) if f["moriio"] else set()
 
-    assert first(lambda f: f["moriio"] is not None) == launch_facts.MORIIO_SINCE
-    assert first(lambda f: "backend" in keys(f)) == launch_facts.MORIIO_BACKEND_KEY_SINCE
-    assert first(lambda f: "read_mode" in keys(f)) == launch_facts.MORIIO_READ_MODE_KEY_SINCE
-    assert first(lambda f: "host_ip" in keys(f)) == launch_facts.MORIIO_HOST_IP_KEY_SINCE
+    assert first(lambda f: f["moriio"] is not None) == moriio_facts.MORIIO_SINCE
+    assert first(lambda f: "backend" in keys(f)) == moriio_facts.MORIIO_BACKEND_KEY_SINCE
+    assert first(lambda f: "read_mode" in keys(f)) == moriio_facts.MORIIO_READ_MODE_KEY_SINCE
+    assert first(lambda f: "host_ip" in keys(f)) == moriio_facts.MORIIO_HOST_IP_KEY_SINCE
     one = first(lambda f: "tp_rank" not in f["nixl"]["listener_binds"][0])
-    assert one == port_facts.NIXL_ONE_LISTENER_SINCE
+    assert one == nixl_facts.NIXL_ONE_LISTENER_SINCE
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -311,7 +311,7 @@ def test_proxy_is_the_release_example(version, connector):
     assert set(options) <= set(golden["options"]), set(options) - set(golden["options"])
     if connector == "moriio":
         if "--port" not in golden["options"]:
-            assert px.http_port == proxy_facts.MORIIO_FIXED_HTTP_PORT
+            assert px.http_port == moriio_facts.MORIIO_FIXED_HTTP_PORT
         if "--service-discovery-port" not in golden["options"]:
             assert golden["calls"]["service_discovery"] == str(px.discovery_port)
     else:
@@ -342,10 +342,10 @@ def test_moriio_offsets_follow_the_release():
     the bind adds the ranks in every release, the dial strides by TP from 0.27.0; for the
     layouts pdtp plans (DP ranks of TP 1, or DP 1) they agree."""
     old, new = Version(0, 26, 0), Version(0, 27, 0)
-    assert port_facts.moriio_offsets(old, 1, 1, 2) == (2, 2)
-    assert port_facts.moriio_offsets(new, 1, 1, 2) == (2, 3)
+    assert moriio_facts.moriio_offsets(old, 1, 1, 2) == (2, 2)
+    assert moriio_facts.moriio_offsets(new, 1, 1, 2) == (2, 3)
     for v in (old, new):
         for d in range(8):
-            assert port_facts.moriio_offsets(v, d, 0, 1) == (d, d)
-            port_facts.check_moriio_dials("x", v, 1, 8)
-        port_facts.check_moriio_dials("x", v, 8, 1)
+            assert moriio_facts.moriio_offsets(v, d, 0, 1) == (d, d)
+            moriio_facts.check_moriio_dials("x", v, 1, 8)
+        moriio_facts.check_moriio_dials("x", v, 8, 1)

@@ -57,6 +57,7 @@ __all__ = [
     "predict_decode",
     "predict_prefill",
     "remote_tp_rank",
+    "register_connector",
     "resolve_connector",
     "side_option",
     "stage_layers",
@@ -174,11 +175,35 @@ class ConnectorInfo:
     def requires_replicated_heads(self) -> bool: ...
     @property
     def summary(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def aliases(self) -> list[str]: ...
+    @property
+    def gpu_vendor(self) -> str | None: ...
+    @property
+    def mixes_vendor(self) -> str | None: ...
+    @property
+    def default_for(self) -> list[str]: ...
 
 def resolve_connector(key: str) -> ConnectorInfo:
     """``"name"`` or ``"name@X.Y.Z"`` resolved; unknown names/versions raise pdtp errors."""
 
 def connector_names() -> list[str]: ...
+def register_connector(
+    name: str,
+    kv_connector: str,
+    prefill_role: str,
+    decode_role: str,
+    rules_of: str,
+    summary: str,
+    gpu_vendor: str | None = None,
+    mixes_vendor: str | None = None,
+    mode: str | None = None,
+    aliases: Sequence[str] = ...,
+) -> None:
+    """Add a connector with the rules of ``rules_of`` for the rest of the process."""
+
 def vllm_releases() -> list[str]:
     """Every vLLM release the golden data covers, oldest first."""
 

@@ -12,7 +12,13 @@ from typing import Any
 
 from . import _core
 from ._validate import MAX_TP, flag, optional_positive_int, positive_int, public_api
-from .connectors import Connector, default_connector, gpu_violation, resolve_connector
+from .connectors import (
+    NO_GPU_VENDOR,
+    Connector,
+    default_connector,
+    gpu_violation,
+    resolve_connector,
+)
 from .errors import (
     ArgumentTypeError,
     InvalidArgumentError,
@@ -261,7 +267,7 @@ def check(
     shape = model_shape(rules_model)
     note = None
     if connector is None:
-        connector, note = default_connector(ctx.gpu.vendor if ctx is not None else "AMD")
+        connector, note = default_connector(ctx.gpu.vendor if ctx is not None else NO_GPU_VENDOR)
         note = note if ctx is not None else None
     conn = resolve_connector(connector, vllm_version)
     acks = optional_positive_int("max_acks", max_acks, maximum=MAX_TP)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._table import ranges, table
+from .connectors import NO_GPU_CONNECTOR, connector_help, connector_names
 from .errors import PdtpError
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -104,11 +105,7 @@ def _layout(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-CONNECTOR_HELP = (
-    "moriio (MoRIIO READ mode; the default on AMD GPUs), moriio-write (MoRIIO WRITE mode), "
-    "nixl (the default on NVIDIA GPUs: MoRIIO needs AMD's MoRI), nixl-legacy (NIXL before "
-    "vLLM 0.14.0)"
-)
+CONNECTOR_HELP = connector_help()
 VLLM_VERSION_HELP = (
     "the vLLM release whose rules apply and whose launch settings are written (default: the "
     "newest pdtp knows; a newer one uses the newest known rules)"
@@ -429,8 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--tpot", metavar="MS", help="TPOT bounds in ms or none (default 50)")
     sw.add_argument(
         "--connector",
-        help="moriio (default on AMD GPUs), moriio-write, nixl (default on NVIDIA GPUs), "
-        "nixl-legacy, or a list; name@X.Y.Z pins a vLLM release per connector",
+        help=f"{CONNECTOR_HELP}, or a list; name@X.Y.Z pins a vLLM release per connector",
     )
     _add_vllm_version_flag(
         sw, "the vLLM release whose rules apply to every connector (default: the newest)"
@@ -1656,7 +1652,11 @@ def _add_simulate_parser(sub: Any) -> None:
     d = sm.add_argument_group("deployment (default: the plan `pdtp solve` picks for --gpus)")
     d.add_argument("--gpus", type=int, help="GPU budget to solve for")
     d.add_argument("--gpu", default=None, help="GPU type (default mi300x)")
-    d.add_argument("--connector", default="moriio", help="moriio (default), nixl, nixl-legacy")
+    d.add_argument(
+        "--connector",
+        default=NO_GPU_CONNECTOR,
+        help=", ".join(f"{n} (default)" if n == NO_GPU_CONNECTOR else n for n in connector_names()),
+    )
     d.add_argument("--prefill-tp", "-P", type=int, metavar="P")
     d.add_argument("--prefill-instances", type=int, default=1, metavar="N")
     d.add_argument("--decode-tp", "-D", type=int, metavar="D")
@@ -1947,7 +1947,7 @@ def _cmd_plot_latency(args: argparse.Namespace) -> int:
             gpus,
             gpu=args.gpu or "mi300x",
             workload=_sim_workload(args, None),
-            connector=args.connector or "moriio",
+            connector=args.connector or NO_GPU_CONNECTOR,
         )
         base = target.workload
     rates = None

@@ -6,6 +6,10 @@ the Rust core (``src/connector/``), each holding for a range of releases and pro
 vLLM's own code of every release (``tests/data/golden/``); this module names and resolves
 them. ``Connector.key`` (``"nixl@0.20.0"``) is the string every ``_core`` function takes.
 
+A connector is one object in the core (its name, engine, vendors, roles and rules per
+release) and one module in ``pdtp/deployment/connectors/`` (how it is launched); this module
+and that package are the only places that know connectors by name.
+
 Versions: any release from the oldest known (:data:`VLLM_RELEASES`) on. A version newer than
 the newest known uses the newest known rules (:attr:`Connector.rules_version` says which).
 """
@@ -47,6 +51,16 @@ class Connector:
     #: MoRIIO's replicated-KV-head guard applies to unequal TP sizes.
     requires_replicated_heads: bool
     summary: str
+    #: The serving engine whose releases key the rules (``"vllm"``).
+    engine: str = "vllm"
+    #: Other names that resolve to this connector.
+    aliases: tuple[str, ...] = ()
+    #: The only GPU vendor its worker starts on (None: any).
+    gpu_vendor: str | None = None
+    #: The vendor whose GPU types it may pair with each other (None: one GPU type only).
+    mixes_vendor: str | None = None
+    #: The GPU vendors on which pdtp picks it when no connector is named.
+    default_for: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -81,11 +95,26 @@ def _resolve(key: str) -> Connector:
         mode=info.mode,
         requires_replicated_heads=info.requires_replicated_heads,
         summary=info.summary,
+        engine=info.engine,
+        aliases=tuple(info.aliases),
+        gpu_vendor=info.gpu_vendor,
+        mixes_vendor=info.mixes_vendor,
+        default_for=tuple(info.default_for),
     )
 
 
 def connector_names() -> list[str]:
     return list(_core.connector_names())
+
+
+def _known_names() -> dict[str, str]:
+    """Every name and alias -> the connector's name."""
+    out = {}
+    for name in connector_names():
+        out[name] = name
+        for alias in _resolve(name).aliases:
+            out[alias] = name
+    return out
 
 
 @public_api
@@ -138,18 +167,73 @@ def resolve_connector(name: Any, vllm_version: str | None = None) -> Connector:
     version = vllm_version if vllm_version is not None else (keyed or None)
     norm = base.strip().lower().replace("_", "-")
     names = connector_names()
-    if norm not in names:
+    known = _known_names()
+    if norm not in known:
         import difflib  # only for the error's suggestion
 
-        close = difflib.get_close_matches(norm, names, n=3, cutoff=0.3)
+        close = difflib.get_close_matches(norm, list(known), n=3, cutoff=0.3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise UnknownNameError(f"connector must be one of {', '.join(names)}, got {base!r}{hint}")
+    norm = known[norm]
     return _resolve(norm if version is None else f"{norm}@{version.strip()}")
 
 
-#: The connector pdtp picks when none is named, per GPU vendor: MoRIIO needs AMD's MoRI
-#: (ROCm only), so NVIDIA GPUs get NIXL.
-DEFAULT_CONNECTOR: dict[str, str] = {"AMD": "moriio", "NVIDIA": "nixl"}
+def register_connector(
+    name: str,
+    *,
+    kv_connector: str,
+    rules_of: str,
+    prefill_role: str = "kv_both",
+    decode_role: str = "kv_both",
+    summary: str = "",
+    gpu_vendor: str | None = None,
+    mixes_vendor: str | None = None,
+    mode: str | None = None,
+    aliases: tuple[str, ...] = (),
+) -> Connector:
+    """Add a connector to the core for the rest of the process: vLLM class
+    ``kv_connector``, the ``kv_role`` of each side, the rules of the known connector
+    ``rules_of`` (a new kind of rule is code in ``src/connector/`` and ``src/check.rs``),
+    the only vendor it starts on and the vendor whose GPU types it pairs. It then checks
+    and plans like a built-in one; ``pdtp deploy`` launches it once a module for its class
+    is registered (:func:`pdtp.deployment.connectors.register`). Raises
+    :class:`~pdtp.errors.InvalidArgumentError` naming the field at fault."""
+    text = {"name": name, "kv_connector": kv_connector, "rules_of": rules_of}
+    text.update(prefill_role=prefill_role, decode_role=decode_role, summary=summary)
+    optional = {"gpu_vendor": gpu_vendor, "mixes_vendor": mixes_vendor, "mode": mode}
+    for field, value in [*text.items(), *((k, v) for k, v in optional.items() if v is not None)]:
+        if not isinstance(value, str):
+            raise ArgumentTypeError(f"{field} must be a string, got {type(value).__name__}")
+    if isinstance(aliases, str) or not all(isinstance(a, str) for a in aliases):
+        raise ArgumentTypeError("aliases must be a sequence of strings")
+    _core.register_connector(
+        name,
+        kv_connector,
+        prefill_role,
+        decode_role,
+        rules_of,
+        summary,
+        gpu_vendor,
+        mixes_vendor,
+        mode,
+        list(aliases),
+    )
+    return resolve_connector(name)
+
+
+#: The connector pdtp picks when none is named, per GPU vendor (each core object's
+#: ``default_for``): MoRIIO needs AMD's MoRI (ROCm only), so NVIDIA GPUs get NIXL.
+DEFAULT_CONNECTOR: dict[str, str] = {
+    vendor: name for name in connector_names() for vendor in _resolve(name).default_for
+}
+
+
+#: The GPU vendor pdtp assumes without a GPU to go by (``check`` and ``transfer_map`` without
+#: ``gpu=``), and so the connector it picks then.
+NO_GPU_VENDOR = "AMD"
+NO_GPU_CONNECTOR: str = DEFAULT_CONNECTOR[NO_GPU_VENDOR]
+#: The connectors ``pdtp plot pairs`` compares by default: each vendor's default.
+VENDOR_DEFAULTS: tuple[str, ...] = tuple(dict.fromkeys(DEFAULT_CONNECTOR.values()))
 
 
 def default_connector(vendors: Any) -> tuple[str, str]:
@@ -166,6 +250,39 @@ def default_connector(vendors: Any) -> tuple[str, str]:
     if found == ["NVIDIA"]:
         return DEFAULT_CONNECTOR["NVIDIA"], "the default on NVIDIA GPUs"
     return DEFAULT_CONNECTOR["NVIDIA"], "the default for a pool with NVIDIA GPUs"
+
+
+def connector_help() -> str:
+    """Every connector for ``--help``: ``moriio (READ mode; the default on AMD GPUs), …``."""
+    out = []
+    for name in connector_names():
+        c = _resolve(name)
+        notes = [f"{c.mode.upper()} mode"] if c.mode else []
+        notes += [f"the default on {v} GPUs" for v in c.default_for]
+        if c.gpu_vendor:
+            notes.append(f"{c.gpu_vendor} GPUs only")
+        out.append(f"{name} ({'; '.join(notes)})" if notes else name)
+    return ", ".join(out)
+
+
+def check_release(vllm_version: str) -> None:
+    """Raise unless some connector covers ``vllm_version`` (the error is that of the
+    connector covering the most releases, which names the widest range)."""
+    widest = max(connector_names(), key=lambda n: len(connectors_releases(n)))
+    resolve_connector(widest, vllm_version)
+
+
+@cache
+def connectors_releases(name: str) -> tuple[str, ...]:
+    """The releases of :data:`VLLM_RELEASES` connector ``name`` resolves at."""
+    out = []
+    for release in VLLM_RELEASES:
+        try:
+            resolve_connector(name, release)
+        except InvalidArgumentError:
+            continue
+        out.append(release)
+    return tuple(out)
 
 
 def gpu_violation(connector: Connector, vendor: str) -> Any:

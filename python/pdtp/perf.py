@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._validate import MAX_TP, optional_positive_int, positive_int, positive_number, public_api
-from .connectors import resolve_connector
+from .connectors import NO_GPU_CONNECTOR, resolve_connector
 from .constants import Constants, constants_for
 from .errors import InvalidArgumentError
 from .layout import Layout
@@ -458,7 +458,7 @@ def evaluate(
     prefill_instances: int | None = None,
     decode_tp: Any = None,
     decode_instances: int | None = None,
-    connector: str = "moriio",
+    connector: str = NO_GPU_CONNECTOR,
     max_acks: int | None = None,
     constants: Any = None,
     gpu_memory_utilization: float = DEFAULT_UTILIZATION,

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _core
+from .connectors import NO_GPU_CONNECTOR, VENDOR_DEFAULTS
 from .errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = [
@@ -346,7 +347,7 @@ def pairs_grid(
 
 def pairs_chart(
     models: Any = PAIR_MODELS,
-    connectors: Iterable[str] = ("moriio", "nixl"),
+    connectors: Iterable[str] = VENDOR_DEFAULTS,
     path: str | os.PathLike[str] | None = None,
     *,
     max_tp: int = 8,
@@ -681,7 +682,7 @@ def cli_main(args: Any) -> int:
 
         model = names(args.models, ())
         gpu = names(args.gpu, ["mi300x"])
-        connector = names(args.connector, ["moriio"])
+        connector = names(args.connector, [NO_GPU_CONNECTOR])
         if len(model) != 1 or len(gpu) != 1 or len(connector) != 1:
             raise InvalidArgumentError(
                 "a pareto chart is one model on one GPU type and connector: give --models "
@@ -712,7 +713,7 @@ def cli_main(args: Any) -> int:
     else:
         fig = pairs_chart(
             names(args.models, PAIR_MODELS),
-            names(args.connector, ["moriio", "nixl"]),
+            names(args.connector, list(VENDOR_DEFAULTS)),
             args.output,
             max_tp=args.max_tp or 8,
             title=args.title,

@@ -11,7 +11,7 @@ from typing import Any
 from . import _core
 from ._validate import flag, positive_int, public_api
 from .check import MAX_HEADS, CheckWarning, ModelShape, check
-from .connectors import resolve_connector
+from .connectors import NO_GPU_CONNECTOR, resolve_connector
 from .layout import Layout
 
 # One row per rank is returned, so the sizes are bounded to keep the output printable.
@@ -157,7 +157,7 @@ def transfer_map(
     *,
     kv_heads: int,
     is_mla: bool = False,
-    connector: str | None = "moriio",
+    connector: str | None = NO_GPU_CONNECTOR,
     num_layers: int | None = None,
     vllm_version: str | None = None,
 ) -> TransferMap:
@@ -187,7 +187,7 @@ def transfer_map(
     h = positive_int("kv_heads", kv_heads, maximum=MAX_HEADS)
     mla = flag("is_mla", is_mla)
     # None: the default without a GPU to go by (as ``check``): MoRIIO READ.
-    conn = resolve_connector("moriio" if connector is None else connector, vllm_version)
+    conn = resolve_connector(NO_GPU_CONNECTOR if connector is None else connector, vllm_version)
     layers = None if num_layers is None else positive_int("num_layers", num_layers, maximum=1 << 20)
     if not (pl.is_tp_only and dl.is_tp_only):
         from .violations import layout_rules
@@ -259,17 +259,10 @@ _NOT_MAP_RULES = {
 def _pairing(pl: Layout, dl: Layout, kv_connector: str) -> DataParallelPairing | None:
     if pl.dp == 1 and dl.dp == 1:
         return None
-    if kv_connector == "MoRIIOConnector":
-        return DataParallelPairing(
-            pl.dp, dl.dp, 'kv_transfer_params["remote_dp_rank"] (the router pins it)', pl.dp, True
-        )
-    return DataParallelPairing(
-        pl.dp,
-        dl.dp,
-        "the prefill engine id in kv_transfer_params (the router picks it)",
-        pl.dp,
-        False,
-    )
+    from .deployment.connectors import connector_of  # the connector's module says how
+
+    how = connector_of(kv_connector).pairing(pl.dp)
+    return DataParallelPairing(pl.dp, dl.dp, how.pinned_by, how.handshakes, how.eager)
 
 
 def _stages(layout: Layout, layers: int | None) -> tuple[tuple[int, int], ...]:

@@ -19,6 +19,7 @@ mod golden;
 mod sglang_golden;
 
 use std::fmt;
+use std::sync::RwLock;
 
 pub use parallel::{
     moriio_bind_offset, moriio_dial_offset, moriio_dp_ports_match, nixl_handshake_peers,
@@ -34,11 +35,65 @@ pub const RELEASES: &[&str] = &[
     "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 ];
 
-/// A connector's identity and launch settings (the same in every release).
+/// The serving engine a connector runs in: it numbers the releases a connector's rules are
+/// keyed by. A new engine is a variant here with its release list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Vllm,
+}
+
+impl Engine {
+    /// Every release of the engine the golden data covers, oldest first.
+    pub fn releases(self) -> &'static [&'static str] {
+        match self {
+            Engine::Vllm => RELEASES,
+        }
+    }
+
+    /// The engine's name in pdtp's data (`"vllm"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vllm",
+        }
+    }
+
+    /// How messages name the engine (`vLLM 0.33.0`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vLLM",
+        }
+    }
+
+    /// The argument that pins a release (`vllm_version`).
+    pub fn version_field(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vllm_version",
+        }
+    }
+
+    fn release(self, i: usize) -> Version {
+        Version::parse(self.releases()[i]).expect("release lists hold valid versions")
+    }
+
+    /// The newest release pdtp knows of the engine (its connectors' default version).
+    pub fn newest(self) -> Version {
+        self.release(self.releases().len() - 1)
+    }
+}
+
+/// One KV connector, everything pdtp knows of it outside its rules: identity, engine, the
+/// vendors it runs on and pairs, its launch settings. Its rules per release are the
+/// [`PROFILES`] rows named `rows_of`. Planners, checks and bindings ask this object; nothing
+/// matches on a connector's name. A new connector is one entry in [`CONNECTORS`] (plus its
+/// rows, or `rows_of` an existing connector's).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Connector {
     /// The name users pass (`connector="moriio"`).
     pub name: &'static str,
+    /// Other names that resolve to this connector (matched like the name).
+    pub aliases: &'static [&'static str],
+    /// The serving engine whose releases key the rules.
+    pub engine: Engine,
     /// vLLM's `kv_connector` class name for `--kv-transfer-config`.
     pub kv_connector: &'static str,
     /// `kv_role` per side: producer/consumer, or `kv_both` on every instance.
@@ -56,6 +111,35 @@ pub struct Connector {
     /// AMD's MoRI (ROCm only); without it `MoRIIOConnectorWorker.__init__` raises
     /// [`MORIIO_UNAVAILABLE`] when the engine starts its workers.
     pub gpu_vendor: Option<&'static str>,
+    /// The vendor whose GPU types the connector may pair with each other (prefill on one
+    /// type, decode on another); `None`: the same GPU type on both sides only. No connector
+    /// crosses vendors.
+    pub mixes_vendor: Option<&'static str>,
+    /// The GPU vendors on which pdtp picks this connector when none is named.
+    pub default_for: &'static [&'static str],
+}
+
+impl Connector {
+    /// The `kv_role` of an instance of `side` (`"prefill"`, else decode's).
+    pub fn role(&self, side: &str) -> &'static str {
+        if side == "prefill" {
+            self.prefill_role
+        } else {
+            self.decode_role
+        }
+    }
+
+    /// Whether the connector's worker starts on GPUs of `vendor` (`AMD`/`NVIDIA`);
+    /// `check::gpu_violation` says why not.
+    pub fn runs_on(&self, vendor: &str) -> bool {
+        self.gpu_vendor
+            .is_none_or(|v| v.eq_ignore_ascii_case(vendor))
+    }
+
+    /// Whether `key` (lower case, `-` for `_`) names this connector.
+    fn called(&self, key: &str) -> bool {
+        self.name == key || self.aliases.contains(&key)
+    }
 }
 
 /// `MoRIIOConnectorWorker.__init__`'s `RuntimeError` when `mori` cannot be imported (every
@@ -66,6 +150,8 @@ pub const MORIIO_UNAVAILABLE: &str = "MoRIIO is not available. Please ensure the
 pub const CONNECTORS: &[Connector] = &[
     Connector {
         name: "moriio",
+        aliases: &[],
+        engine: Engine::Vllm,
         kv_connector: "MoRIIOConnector",
         prefill_role: "kv_producer",
         decode_role: "kv_consumer",
@@ -74,9 +160,13 @@ pub const CONNECTORS: &[Connector] = &[
         before: None,
         summary: "AMD MoRIIO, READ mode (decode ranks read prefill blocks whole)",
         gpu_vendor: Some("AMD"),
+        mixes_vendor: Some("AMD"),
+        default_for: &["AMD"],
     },
     Connector {
         name: "moriio-write",
+        aliases: &[],
+        engine: Engine::Vllm,
         kv_connector: "MoRIIOConnector",
         prefill_role: "kv_producer",
         decode_role: "kv_consumer",
@@ -85,9 +175,13 @@ pub const CONNECTORS: &[Connector] = &[
         before: None,
         summary: "AMD MoRIIO, WRITE mode (prefill ranks write into decode ranks; vLLM's default)",
         gpu_vendor: Some("AMD"),
+        mixes_vendor: Some("AMD"),
+        default_for: &[],
     },
     Connector {
         name: "nixl",
+        aliases: &[],
+        engine: Engine::Vllm,
         kv_connector: "NixlConnector",
         prefill_role: "kv_both",
         decode_role: "kv_both",
@@ -96,9 +190,13 @@ pub const CONNECTORS: &[Connector] = &[
         before: None,
         summary: "NVIDIA NIXL (pull): one TP divides the other; heads are re-sliced",
         gpu_vendor: None,
+        mixes_vendor: Some("NVIDIA"),
+        default_for: &["NVIDIA"],
     },
     Connector {
         name: "nixl-legacy",
+        aliases: &[],
+        engine: Engine::Vllm,
         kv_connector: "NixlConnector",
         prefill_role: "kv_both",
         decode_role: "kv_both",
@@ -107,6 +205,8 @@ pub const CONNECTORS: &[Connector] = &[
         before: Some(Version::new(0, 14, 0)),
         summary: "NIXL before vLLM 0.14.0: decode TP must be a multiple of prefill TP",
         gpu_vendor: None,
+        mixes_vendor: Some("NVIDIA"),
+        default_for: &[],
     },
 ];
 
@@ -554,32 +654,198 @@ impl fmt::Display for ResolveError {
 
 impl std::error::Error for ResolveError {}
 
-fn release(i: usize) -> Version {
-    Version::parse(RELEASES[i]).expect("RELEASES holds valid versions")
+/// The newest vLLM release pdtp knows (the default version).
+pub fn newest() -> Version {
+    Engine::Vllm.newest()
 }
 
-/// The newest release pdtp knows (the default version).
-pub fn newest() -> Version {
-    release(RELEASES.len() - 1)
+/// Connectors added at run time ([`register`]), each with its own copy of its rows.
+static REGISTERED: RwLock<Vec<(&'static Connector, &'static [ConnectorProfile])>> =
+    RwLock::new(Vec::new());
+
+/// At most this many connectors are registered at run time (each is kept for the process).
+pub const MAX_REGISTERED: usize = 64;
+
+fn registered() -> Vec<(&'static Connector, &'static [ConnectorProfile])> {
+    REGISTERED.read().map(|r| r.clone()).unwrap_or_default()
+}
+
+/// Every connector: the built-in table, then those registered at run time.
+pub fn all() -> Vec<&'static Connector> {
+    CONNECTORS
+        .iter()
+        .chain(registered().into_iter().map(|(c, _)| c))
+        .collect()
 }
 
 pub fn names() -> Vec<&'static str> {
-    CONNECTORS.iter().map(|c| c.name).collect()
+    all().into_iter().map(|c| c.name).collect()
 }
 
-/// The connector called `name` (case-insensitive, `_` and `-` alike).
+fn normalized(name: &str) -> String {
+    name.trim().to_ascii_lowercase().replace('_', "-")
+}
+
+/// The connector called `name` or one of its aliases (case-insensitive, `_` and `-` alike).
 pub fn connector(name: &str) -> Option<&'static Connector> {
-    let key = name.trim().to_ascii_lowercase().replace('_', "-");
-    CONNECTORS.iter().find(|c| c.name == key)
+    let key = normalized(name);
+    all().into_iter().find(|c| c.called(&key))
 }
 
 fn rows(connector: &Connector) -> impl Iterator<Item = &'static ConnectorProfile> + '_ {
+    let extra: &'static [ConnectorProfile] = registered()
+        .into_iter()
+        .find(|(c, _)| c.name == connector.rows_of)
+        .map_or(&[], |(_, r)| r);
     PROFILES
         .iter()
+        .chain(extra)
         .filter(move |p| p.connector == connector.rows_of)
 }
 
-/// Resolve `"name"` or `"name@X.Y.Z"`.
+/// A connector to add at run time: the fields of [`Connector`], its rules those of the
+/// existing connector `rules_of` (a new kind of rule is code: a [`Rules`] variant and its
+/// flow in `check.rs`).
+#[derive(Debug, Clone, Default)]
+pub struct ConnectorSpec {
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub kv_connector: String,
+    pub prefill_role: String,
+    pub decode_role: String,
+    pub mode: Option<String>,
+    pub rules_of: String,
+    pub summary: String,
+    pub gpu_vendor: Option<String>,
+    pub mixes_vendor: Option<String>,
+}
+
+const KV_ROLES: [&str; 3] = ["kv_producer", "kv_consumer", "kv_both"];
+const VENDORS: [&str; 2] = ["AMD", "NVIDIA"];
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_owned().into_boxed_str())
+}
+
+/// Add a connector for the rest of the process: it resolves, checks and plans like the
+/// built-in ones (its rows are copies of `rules_of`'s, under its own name). Errors name the
+/// field and what is allowed.
+pub fn register(spec: &ConnectorSpec) -> Result<&'static Connector, String> {
+    let name = normalized(&spec.name);
+    let aliases: Vec<String> = spec.aliases.iter().map(|a| normalized(a)).collect();
+    let valid = |n: &str| {
+        !n.is_empty()
+            && n.len() <= 64
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+            && !n.contains('@')
+    };
+    if let Some(bad) = std::iter::once(&name).chain(&aliases).find(|n| !valid(n)) {
+        return Err(format!(
+            "connector name must be 1-64 letters, digits, '-' or '.', got {bad:?}"
+        ));
+    }
+    if let Some(taken) = std::iter::once(&name)
+        .chain(&aliases)
+        .find(|n| connector(n).is_some())
+    {
+        return Err(format!("connector name {taken:?} is taken"));
+    }
+    let base = connector(&spec.rules_of).ok_or_else(|| {
+        format!(
+            "rules_of must be one of {}, got {:?}",
+            names().join(", "),
+            spec.rules_of
+        )
+    })?;
+    for (field, role) in [
+        ("prefill_role", &spec.prefill_role),
+        ("decode_role", &spec.decode_role),
+    ] {
+        if !KV_ROLES.contains(&role.as_str()) {
+            return Err(format!(
+                "{field} must be one of {}, got {role:?}",
+                KV_ROLES.join(", ")
+            ));
+        }
+    }
+    let vendor = |field: &str, v: &Option<String>| -> Result<Option<&'static str>, String> {
+        match v {
+            None => Ok(None),
+            Some(v) => VENDORS
+                .into_iter()
+                .find(|x| x.eq_ignore_ascii_case(v))
+                .map(Some)
+                .ok_or_else(|| format!("{field} must be AMD, NVIDIA or None, got {v:?}")),
+        }
+    };
+    let gpu_vendor = vendor("gpu_vendor", &spec.gpu_vendor)?;
+    let mixes_vendor = vendor("mixes_vendor", &spec.mixes_vendor)?;
+    let ident = |field: &str, v: &str| {
+        if v.is_empty()
+            || v.len() > 128
+            || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            Err(format!("{field} must be a Python class name, got {v:?}"))
+        } else {
+            Ok(leak(v))
+        }
+    };
+    let kv_connector = ident("kv_connector", &spec.kv_connector)?;
+    if spec.summary.len() > 512 {
+        return Err("summary must be at most 512 characters".into());
+    }
+    let rules: Vec<(Version, Rules)> = rows(base).map(|p| (p.since, p.rules)).collect();
+    let mut table = REGISTERED
+        .write()
+        .map_err(|_| "the connector registry is poisoned")?;
+    if table.len() >= MAX_REGISTERED {
+        return Err(format!(
+            "at most {MAX_REGISTERED} connectors may be registered"
+        ));
+    }
+    // Checked again under the lock: another thread may have taken the name meanwhile.
+    if table
+        .iter()
+        .any(|(c, _)| std::iter::once(&name).chain(&aliases).any(|n| c.called(n)))
+    {
+        return Err(format!("connector name {name:?} is taken"));
+    }
+    let name: &'static str = leak(&name);
+    let conn: &'static Connector = Box::leak(Box::new(Connector {
+        name,
+        aliases: Box::leak(
+            aliases
+                .iter()
+                .map(|a| leak(a))
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        ),
+        engine: base.engine,
+        kv_connector,
+        prefill_role: leak(&spec.prefill_role),
+        decode_role: leak(&spec.decode_role),
+        mode: spec.mode.as_deref().map(leak),
+        rows_of: name,
+        before: base.before,
+        summary: leak(&spec.summary),
+        gpu_vendor,
+        mixes_vendor,
+        default_for: &[],
+    }));
+    let copied: Vec<ConnectorProfile> = rules
+        .into_iter()
+        .map(|(since, rules)| ConnectorProfile {
+            connector: name,
+            since,
+            rules,
+        })
+        .collect();
+    table.push((conn, Box::leak(copied.into_boxed_slice())));
+    Ok(conn)
+}
+
+/// Resolve `"name"` or `"name@X.Y.Z"` (X.Y.Z a release of the connector's engine).
 pub fn resolve(key: &str) -> Result<Resolved, ResolveError> {
     let (name, version) = match key.split_once('@') {
         Some((n, v)) => (n, Some(v)),
@@ -591,21 +857,23 @@ pub fn resolve(key: &str) -> Result<Resolved, ResolveError> {
             names().join(", ")
         ))
     })?;
+    let engine = conn.engine;
+    let (label, field) = (engine.label(), engine.version_field());
     let first = rows(conn).next().expect("every connector has rows").since;
-    let known: Vec<Version> = (0..RELEASES.len())
-        .map(release)
+    let known: Vec<Version> = (0..engine.releases().len())
+        .map(|i| engine.release(i))
         .filter(|r| *r >= first && conn.before.is_none_or(|b| *r < b))
         .collect();
     let (oldest, latest) = (known[0], *known.last().expect("a known release"));
     let covered = match conn.before {
-        Some(_) => format!("vLLM {oldest} to {latest}"),
-        None => format!("vLLM {oldest} to {latest} (newer releases use {latest}'s rules)"),
+        Some(_) => format!("{label} {oldest} to {latest}"),
+        None => format!("{label} {oldest} to {latest} (newer releases use {latest}'s rules)"),
     };
     let version = match version {
         None => latest,
         Some(text) => Version::parse(text).ok_or_else(|| {
             ResolveError::BadVersion(format!(
-                "vllm_version must be a release like \"{latest}\", got {text:?}; \
+                "{field} must be a release like \"{latest}\", got {text:?}; \
                  {} covers {covered}",
                 conn.name
             ))
@@ -613,20 +881,19 @@ pub fn resolve(key: &str) -> Result<Resolved, ResolveError> {
     };
     if version < oldest {
         return Err(ResolveError::BadVersion(format!(
-            "vllm_version={version}: {} is not in vLLM {version}; pdtp covers {covered}",
+            "{field}={version}: {} is not in {label} {version}; pdtp covers {covered}",
             conn.name
         )));
     }
     if let Some(before) = conn.before {
         if version >= before {
             return Err(ResolveError::BadVersion(format!(
-                "vllm_version={version}: {} is NIXL before vLLM {before} (decode TP a \
-                 multiple of prefill TP); for vLLM {version} use connector=\"nixl\"",
-                conn.name
+                "{field}={version}: {} ({}); for {label} {version} use connector=\"{}\"",
+                conn.name, conn.summary, conn.rows_of
             )));
         }
     }
-    let rules_version = version.min(newest());
+    let rules_version = version.min(engine.newest());
     let profile = rows(conn)
         .filter(|p| p.since <= rules_version)
         .last()
@@ -645,9 +912,15 @@ pub fn profile(key: &str) -> Option<&'static ConnectorProfile> {
 }
 
 impl ConnectorProfile {
+    /// The connector whose rules this row holds (a `rows_of` connector reads the same rows
+    /// and resolves to its own object through [`resolve`]).
+    pub fn object(&self) -> &'static Connector {
+        connector(self.connector).expect("every profile row names a connector")
+    }
+
     /// vLLM's `kv_connector` class of this row's connector.
     pub fn kv_connector(&self) -> &'static str {
-        connector(self.connector).map_or("", |c| c.kv_connector)
+        self.object().kv_connector
     }
 
     /// MoRIIO's replicated-KV-head guard applies (unequal sizes need MLA or min(P, D) >= H).
@@ -668,7 +941,9 @@ mod tests {
 
     #[test]
     fn releases_are_ascending_and_rows_start_at_releases() {
-        let all: Vec<Version> = (0..RELEASES.len()).map(release).collect();
+        let all: Vec<Version> = (0..RELEASES.len())
+            .map(|i| Engine::Vllm.release(i))
+            .collect();
         assert!(all.windows(2).all(|w| w[0] < w[1]));
         for p in PROFILES {
             assert!(all.contains(&p.since), "{} {}", p.connector, p.since);
@@ -677,6 +952,72 @@ mod tests {
             let since: Vec<Version> = rows(c).map(|p| p.since).collect();
             assert!(!since.is_empty() && since.windows(2).all(|w| w[0] < w[1]));
         }
+    }
+
+    #[test]
+    fn the_object_answers_for_its_connector() {
+        let moriio = connector("MoRIIO").unwrap();
+        assert!(moriio.runs_on("amd") && !moriio.runs_on("NVIDIA"));
+        assert_eq!(moriio.role("prefill"), "kv_producer");
+        assert_eq!(moriio.role("decode"), "kv_consumer");
+        let nixl = connector("nixl").unwrap();
+        assert!(nixl.runs_on("AMD") && nixl.runs_on("NVIDIA"));
+        assert_eq!(nixl.mixes_vendor, Some("NVIDIA"));
+        // nixl-legacy reads nixl's rows: its rows' object is nixl's.
+        let legacy = resolve("nixl-legacy").unwrap();
+        assert_eq!(legacy.profile.object().name, "nixl");
+        assert_eq!(legacy.profile.kv_connector(), "NixlConnector");
+        for c in CONNECTORS {
+            assert_eq!(connector(c.name), Some(c));
+            assert!(c.aliases.iter().all(|a| connector(a) == Some(c)));
+            assert!(rows(c).next().is_some(), "{} has no rows", c.name);
+            let newest = c.engine.newest();
+            assert!(c.engine.releases().contains(&newest.to_string().as_str()));
+        }
+    }
+
+    #[test]
+    fn a_registered_connector_resolves_with_its_own_facts() {
+        let spec = ConnectorSpec {
+            name: "Toy_Pull".into(),
+            aliases: vec!["toy-alias".into()],
+            kv_connector: "ToyConnector".into(),
+            prefill_role: "kv_producer".into(),
+            decode_role: "kv_consumer".into(),
+            rules_of: "nixl".into(),
+            summary: "a test connector with NIXL's rules".into(),
+            gpu_vendor: Some("nvidia".into()),
+            mixes_vendor: None,
+            ..Default::default()
+        };
+        let conn = register(&spec).unwrap();
+        assert_eq!((conn.name, conn.gpu_vendor), ("toy-pull", Some("NVIDIA")));
+        assert!(register(&spec).unwrap_err().contains("is taken"));
+        let r = resolve("toy-alias@0.20.0").unwrap();
+        assert_eq!(r.connector, conn);
+        // Its own rows (NIXL's rules), whose object is the toy, not NIXL.
+        assert_eq!(r.profile.connector, "toy-pull");
+        assert_eq!(
+            r.profile.rules,
+            resolve("nixl@0.20.0").unwrap().profile.rules
+        );
+        assert_eq!(r.profile.object().kv_connector, "ToyConnector");
+        assert!(!r.profile.object().runs_on("AMD"));
+        assert!(names().contains(&"toy-pull"));
+        let bad = |f: fn(&mut ConnectorSpec)| {
+            let mut s = ConnectorSpec {
+                name: "toy-bad".into(),
+                ..spec.clone()
+            };
+            s.aliases.clear();
+            f(&mut s);
+            register(&s).unwrap_err()
+        };
+        assert!(bad(|s| s.rules_of = "nope".into()).starts_with("rules_of must be one of"));
+        assert!(bad(|s| s.prefill_role = "x".into()).starts_with("prefill_role must be"));
+        assert!(bad(|s| s.gpu_vendor = Some("intel".into())).starts_with("gpu_vendor must"));
+        assert!(bad(|s| s.kv_connector = "a b".into()).starts_with("kv_connector must"));
+        assert!(bad(|s| s.name = "x@1".into()).starts_with("connector name must"));
     }
 
     #[test]

@@ -96,6 +96,24 @@ impl Rules {
         }
     }
 
+    /// `(bound, dialed)`: the offset from the handshake port rank (`dp_rank`, `tp_rank`) of
+    /// an instance of TP `tp` binds, and the one a peer of the same TP size dials to reach
+    /// it, in this row (`None`: the connector derives no per-rank ports, as NIXL).
+    pub fn port_offsets(
+        &self,
+        dp_rank: i64,
+        tp_rank: i64,
+        tp: i64,
+    ) -> Option<Result<(i64, i64), RuleError>> {
+        let (_, dp_dial) = self.moriio_dials()?;
+        let bound = moriio_bind_offset(dp_rank, tp_rank);
+        // A peer of the same TP size reaches rank t of remote DP rank k (no TP remap).
+        Some(
+            moriio_dial_offset(Dial::SameRank, dp_dial, dp_rank, tp, tp_rank, tp)
+                .map(|dialed| (bound, dialed)),
+        )
+    }
+
     /// NIXL's pipeline handling in this row (`None` for MoRIIO).
     pub fn nixl_pp(&self) -> Option<NixlPp> {
         match self {
@@ -116,5 +134,14 @@ mod tests {
             assert!(moriio_dp_ports_match(dial, 8, 1));
             assert!(!moriio_dp_ports_match(dial, 2, 2));
         }
+    }
+
+    #[test]
+    fn port_offsets_follow_the_row() {
+        let at = |key: &str| crate::connector::profile(key).unwrap().rules;
+        // Bound dp + tp in every release; dialed dp·tp + t from 0.27.0.
+        assert_eq!(at("moriio@0.26.0").port_offsets(1, 1, 2), Some(Ok((2, 2))));
+        assert_eq!(at("moriio@0.27.0").port_offsets(1, 1, 2), Some(Ok((2, 3))));
+        assert_eq!(at("nixl").port_offsets(1, 1, 2), None);
     }
 }

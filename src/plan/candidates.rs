@@ -393,20 +393,15 @@ pub struct Candidates {
 }
 
 /// The vendor whose GPU types a connector may pair with each other (prefill on one type,
-/// decode on another): MoRIIO moves KV between AMD GPUs, NIXL between NVIDIA GPUs; no
-/// connector crosses vendors.
+/// decode on another): the connector object's `mixes_vendor`; no connector crosses vendors.
 pub fn mixing_vendor(profile: &ConnectorProfile) -> Option<Vendor> {
-    match profile.kv_connector() {
-        "MoRIIOConnector" => Some(Vendor::Amd),
-        "NixlConnector" => Some(Vendor::Nvidia),
-        _ => None,
-    }
+    profile.object().mixes_vendor.and_then(Vendor::parse)
 }
 
-/// Whether the connector's worker starts on GPUs of `vendor` (`check::gpu_violation`).
+/// Whether the connector's worker starts on GPUs of `vendor` (`check::gpu_violation` says
+/// why not).
 pub fn runs_on(profile: &ConnectorProfile, vendor: Vendor) -> bool {
-    crate::connector::connector(profile.connector)
-        .is_none_or(|c| crate::check::gpu_violation(c, vendor.name()).is_none())
+    profile.object().runs_on(vendor.name())
 }
 
 /// The fewest instances of capacity `rps` whose sum reaches `demand` (floating point, as a

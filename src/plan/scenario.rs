@@ -22,6 +22,13 @@ impl Vendor {
             Vendor::Nvidia => "NVIDIA",
         }
     }
+
+    /// The vendor called `name` (`AMD`/`NVIDIA`, any case).
+    pub fn parse(name: &str) -> Option<Vendor> {
+        [Vendor::Amd, Vendor::Nvidia]
+            .into_iter()
+            .find(|v| v.name().eq_ignore_ascii_case(name))
+    }
 }
 
 /// One GPU type of the pool.

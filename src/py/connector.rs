@@ -28,9 +28,7 @@ pub(super) fn connector_gpu_violation(
     vendor: &str,
 ) -> PyResult<Option<ViolationTuple>> {
     let prof = profile(py, connector)?;
-    let conn = crate::connector::connector(prof.connector)
-        .ok_or_else(|| invalid(py, format!("unknown connector {connector:?}")))?;
-    Ok(check::gpu_violation(conn, vendor).map(violation_tuple))
+    Ok(check::gpu_violation(prof.object(), vendor).map(violation_tuple))
 }
 
 /// MoRIIO's port offsets for rank (`dp_rank`, `tp_rank`) of an instance of TP `tp` under a
@@ -55,15 +53,10 @@ pub(super) fn moriio_port_offsets(
             format!("need 0 <= dp_rank, 0 <= tp_rank < tp <= 2^20; got dp_rank={dp_rank}, tp_rank={tp_rank}, tp={tp}"),
         ));
     }
-    let Some((_, dp_dial)) = prof.rules.moriio_dials() else {
-        return Ok(None);
-    };
-    let bound = connector::moriio_bind_offset(dp_rank, tp_rank);
-    // A peer of the same TP size reaches rank t of remote DP rank k (SameRank: no TP remap).
-    let dialed =
-        connector::moriio_dial_offset(connector::Dial::SameRank, dp_dial, dp_rank, tp, tp_rank, tp)
-            .map_err(|e| invalid(py, e.message().to_string()))?;
-    Ok(Some((bound, dialed)))
+    prof.rules
+        .port_offsets(dp_rank, tp_rank, tp)
+        .transpose()
+        .map_err(|e| invalid(py, e.message().to_string()))
 }
 
 // ---- connector profiles per vLLM release ------------------------------------------------
@@ -81,6 +74,11 @@ pub(super) struct ConnectorInfo {
     mode: Option<&'static str>,
     requires_replicated_heads: bool,
     summary: &'static str,
+    engine: &'static str,
+    aliases: Vec<&'static str>,
+    gpu_vendor: Option<&'static str>,
+    mixes_vendor: Option<&'static str>,
+    default_for: Vec<&'static str>,
 }
 
 /// Resolve `"name"` or `"name@X.Y.Z"`; unknown names and versions raise pdtp's errors.
@@ -98,7 +96,47 @@ pub(super) fn resolve_connector(py: Python<'_>, key: &str) -> PyResult<Connector
         mode: r.connector.mode,
         requires_replicated_heads: r.profile.requires_replicated_heads(),
         summary: r.connector.summary,
+        engine: r.connector.engine.name(),
+        aliases: r.connector.aliases.to_vec(),
+        gpu_vendor: r.connector.gpu_vendor,
+        mixes_vendor: r.connector.mixes_vendor,
+        default_for: r.connector.default_for.to_vec(),
     })
+}
+
+/// Add a connector for the rest of the process (`connector::register`); a bad field raises
+/// `InvalidArgumentError` naming it.
+#[pyfunction]
+#[pyo3(signature = (name, kv_connector, prefill_role, decode_role, rules_of, summary, gpu_vendor=None, mixes_vendor=None, mode=None, aliases=Vec::new()))]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn register_connector(
+    py: Python<'_>,
+    name: String,
+    kv_connector: String,
+    prefill_role: String,
+    decode_role: String,
+    rules_of: String,
+    summary: String,
+    gpu_vendor: Option<String>,
+    mixes_vendor: Option<String>,
+    mode: Option<String>,
+    aliases: Vec<String>,
+) -> PyResult<()> {
+    let spec = connector::ConnectorSpec {
+        name,
+        aliases,
+        kv_connector,
+        prefill_role,
+        decode_role,
+        mode,
+        rules_of,
+        summary,
+        gpu_vendor,
+        mixes_vendor,
+    };
+    connector::register(&spec)
+        .map(|_| ())
+        .map_err(|m| invalid(py, m))
 }
 
 /// Every connector name, in listing order.

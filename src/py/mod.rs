@@ -39,6 +39,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(transfer_map, m)?)?;
     m.add_class::<ConnectorInfo>()?;
     m.add_function(wrap_pyfunction!(resolve_connector, m)?)?;
+    m.add_function(wrap_pyfunction!(register_connector, m)?)?;
     m.add_function(wrap_pyfunction!(connector_names, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_releases, m)?)?;
     m.add_function(wrap_pyfunction!(sglang_releases, m)?)?;

@@ -19,15 +19,13 @@ from typing import Any
 from .._model import KV_DTYPE_BYTES
 from ..errors import ArgumentTypeError, InvalidArgumentError, UnknownNameError
 from ..layout import Layout
+from .connectors import connector_of, named
 from .versions import Version, resolve_version
 
 ROLES = ("prefill", "decode")
 # An aggregated plan's one kind of instance (prefill and decode in the same engine).
 AGGREGATED = "aggregated"
 ALL_ROLES = (*ROLES, AGGREGATED)
-# The KV connectors (vLLM class names) pdtp deploy writes launch settings for.
-MORIIO = "MoRIIOConnector"
-NIXL = "NixlConnector"
 # vLLM's online quantization methods pdtp writes (``--quantization``).
 QUANTIZATIONS = ("fp8",)
 _VENDOR_OF_ENV = {"HIP_VISIBLE_DEVICES": "AMD", "CUDA_VISIBLE_DEVICES": "NVIDIA"}
@@ -82,7 +80,8 @@ class PlannedInstance:
 
 @dataclass(frozen=True)
 class PlanView:
-    """What ``pdtp deploy`` needs from a plan. ``moriio_read_mode`` is None for NIXL;
+    """What ``pdtp deploy`` needs from a plan. ``moriio_read_mode`` is None for a connector
+    without modes (NIXL);
     ``vllm_version`` is None when the plan does not say (deploy then uses its argument or
     the newest supported release)."""
 
@@ -226,21 +225,14 @@ def _view(
         try:
             profile = resolve_connector(connector)
         except UnknownNameError:
-            if not connector.startswith("moriio"):
+            # A mode the rules data does not name yet ("moriio-x"): its connector's launch.
+            module = named(connector)
+            if module is None:
                 raise
-            # A MoRIIO mode the rules data does not name yet ("moriio-write"): same launch.
-            profile = resolve_connector("moriio")
+            profile = module.core
         kv_connector = kv_connector or profile.kv_connector
         roles = (roles[0] or profile.prefill_role, roles[1] or profile.decode_role)
-    if kv_connector not in (MORIIO, NIXL):
-        raise InvalidArgumentError(
-            f"plan 'kv_connector' must be {MORIIO} or {NIXL} for pdtp deploy, got {kv_connector!r}"
-        )
-    if read_mode is None and kv_connector == MORIIO:
-        # pdtp checks "moriio" with READ-mode rules; "moriio-write" is WRITE mode.
-        read_mode = connector != "moriio-write"
-    if kv_connector != MORIIO:
-        read_mode = None
+    read_mode = connector_of(kv_connector).read_mode(connector, read_mode)
     env = visible_devices_env or (catalog_gpu.visible_devices_env if catalog_gpu else None)
     if env not in _VENDOR_OF_ENV:
         raise InvalidArgumentError(

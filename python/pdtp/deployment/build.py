@@ -14,9 +14,10 @@ from typing import Any
 
 from .._validate import public_api
 from ..errors import InvalidArgumentError
-from .adapter import AGGREGATED, MORIIO, PlannedInstance, PlanView, view_of
+from .adapter import AGGREGATED, PlannedInstance, PlanView, view_of
+from .connectors import connector_of
 from .hosts import LOCALHOST, check_host, is_ip, node_hosts, read_hosts_file
-from .launch import MORIIO_BACKEND_KEY_SINCE, MORIIO_SINCE, Launch, launch
+from .launch import Launch, launch
 from .ports import (
     BoundPort,
     InstancePorts,
@@ -188,9 +189,7 @@ class Deployment:
     def connector_label(self) -> str:
         if self.aggregated:
             return "aggregated (no KV transfer)"
-        if self.view.kv_connector == MORIIO:
-            return f"MoRIIO {'READ' if self.read_mode else 'WRITE'} mode"
-        return "NIXL"
+        return connector_of(self.view.kv_connector).label(self.read_mode)
 
     @cached_property
     def _by_node(self) -> dict[int, list[DeployedInstance]]:
@@ -372,14 +371,9 @@ def build(
         chosen, why = _backend(view, placed, version, backend)
     if why:
         notes.append(why)
-    if view.kv_connector == MORIIO and not aggregated:
+    if not aggregated:
         not_ip = sorted({hosts[i.node] for i in placed if not is_ip(hosts[i.node])})
-        if not_ip:
-            notes.append(
-                f"MoRIIO advertises each instance's host ({', '.join(not_ip)}) to its peers for "
-                "the KV transfer: give the nodes' IP addresses on the RDMA network if those "
-                "names resolve elsewhere"
-            )
+        notes += connector_of(view.kv_connector).host_notes(not_ip)
     instances = []
     for inst in placed:
         inst_ports = instance_ports(view.kv_connector, inst, bases)
@@ -468,10 +462,8 @@ def _version(view: PlanView, requested: Any) -> Version:
     names one (and ship the plan's connector: that is said first)."""
     wanted = resolve_version(requested) if requested is not None else None
     for v in (wanted, view.vllm_version):
-        if v is not None and view.kv_connector == MORIIO and v < MORIIO_SINCE:
-            raise InvalidArgumentError(
-                f"vllm_version {v} has no MoRIIOConnector (it ships from {MORIIO_SINCE})"
-            )
+        if v is not None:
+            connector_of(view.kv_connector).check_version(v)
     if wanted is None:
         return view.vllm_version or resolve_version(None)
     if view.vllm_version is not None and wanted != view.vllm_version:
@@ -509,40 +501,13 @@ def _hosts(
 def _backend(
     view: PlanView, placed: tuple[PlannedInstance, ...], version: Version, requested: Any
 ) -> tuple[str | None, str]:
-    """MoRIIO's transport and why (RDMA across nodes; xGMI when one node suffices)."""
+    """The connector's transport and why (MoRIIO: RDMA across nodes; xGMI when one node
+    suffices)."""
     if requested is not None and requested not in BACKENDS:
         raise InvalidArgumentError(
             f"backend must be one of {', '.join(BACKENDS)}, got {requested!r}"
         )
-    if view.kv_connector != MORIIO:
-        if requested is not None:
-            raise InvalidArgumentError("backend applies to MoRIIO only (NIXL picks its transport)")
-        return None, ""
-    if version < MORIIO_BACKEND_KEY_SINCE:
-        if requested == "xgmi":
-            raise InvalidArgumentError(
-                f"backend xgmi needs vLLM {MORIIO_BACKEND_KEY_SINCE} or later (MoRIIO in "
-                f"{version} has RDMA only)"
-            )
-        return None, f"MoRIIO in vLLM {version} transfers over RDMA only (no backend key)"
-    one_node = len({i.node for i in placed}) == 1
-    if requested == "xgmi" and not one_node:
-        raise InvalidArgumentError("backend xgmi works within one node; this plan spans several")
-    if requested is not None:
-        return requested, ""
-    if not one_node:
-        return "rdma", "backend rdma: instances on different nodes exchange KV over the NICs"
-    prefill_tp = max((i.tp for i in placed if i.role == "prefill"), default=0)
-    decode_tp = max((i.tp for i in placed if i.role == "decode"), default=0)
-    if decode_tp > prefill_tp:
-        return "rdma", (
-            "backend rdma although one node holds everything: MoRIIO's xGMI transfer fails when "
-            "the decode TP is larger than the prefill TP (vLLM's MoRIIO guide)"
-        )
-    return "xgmi", (
-        "backend xgmi: every instance is on one node, so KV moves over the GPU fabric (growing "
-        "beyond this node restarts every instance on RDMA; backend='rdma' avoids that)"
-    )
+    return connector_of(view.kv_connector).backend(placed, version, requested)
 
 
 def launch_lines(

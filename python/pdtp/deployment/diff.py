@@ -23,6 +23,7 @@ from ..errors import InvalidArgumentError
 from ..planning.plan import Plan
 from .adapter import PlannedInstance, PlanView, view_of
 from .build import DeployedInstance, Deployment, HostsNeededError, K8sOptions, build
+from .connectors import connector_of
 from .scripts import _comment
 
 
@@ -50,16 +51,13 @@ class DeployDiff:
     @property
     def restart_proxy(self) -> str:
         """Why the proxy must restart with the target's command ('' when it need not):
-        NIXL's proxy takes a fixed instance list; MoRIIO's never forgets a registration."""
+        the connector's (NIXL's proxy takes a fixed instance list; MoRIIO's never forgets a
+        registration)."""
         if not self.changed:
             return ""
-        if self.target.view.kv_connector != "MoRIIOConnector":
-            return "vLLM's NIXL proxy only knows the instances it was started with"
-        if self.stop:
-            return "vLLM's MoRIIO proxy keeps routing to instances that stopped"
-        if self.old.proxy != self.target.proxy:
-            return "the proxy's command changes"
-        return ""
+        return connector_of(self.target.view.kv_connector).restart_proxy(
+            bool(self.stop), self.old.proxy != self.target.proxy
+        )
 
     def _where(self, i: DeployedInstance) -> str:
         return f"node {i.node} ({i.host})" if self.hosts_known else f"node {i.node}"

@@ -21,8 +21,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..layout import Layout
-from .adapter import AGGREGATED, MORIIO, ROLES, PlannedInstance
-from .launch import MORIIO_BACKEND_KEY_SINCE, launch
+from .adapter import AGGREGATED, ROLES, PlannedInstance
+from .connectors import connector_of
+from .launch import launch
 from .ports import instance_ports
 from .proxy import Backend, proxy
 
@@ -58,11 +59,7 @@ def render(dep: Deployment) -> list[dict[str, Any]]:
     name = opts.name
     image = opts.image or default_image(v.vendor, str(dep.vllm_version))
     proxy_service = f"{name}-proxy"
-    backend = (
-        "rdma"
-        if v.kv_connector == MORIIO and dep.vllm_version >= MORIIO_BACKEND_KEY_SINCE
-        else None
-    )
+    backend = connector_of(v.kv_connector).k8s_backend(dep.vllm_version)
     roles = [r for r in (*ROLES, AGGREGATED) if any(i.role == r for i in dep.instances)]
     objects: list[dict[str, Any]] = []
     backends = []
@@ -277,7 +274,7 @@ def _proxy_objects(dep: Deployment, name: str, image: str, px: Any) -> list[dict
     script = " && ".join([*steps, f"exec python3 {path} {shlex.join(px.args)}"])
     ports = [{"name": "http", "containerPort": px.http_port}]
     svc_ports = [{"name": "http", "port": px.http_port, "targetPort": "http"}]
-    if dep.view.kv_connector == MORIIO:
+    if connector_of(dep.view.kv_connector).registers_with_proxy:
         ports.append({"name": "registration", "containerPort": px.discovery_port})
         svc_ports.append(
             {"name": "registration", "port": px.discovery_port, "targetPort": "registration"}

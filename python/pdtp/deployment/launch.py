@@ -3,14 +3,9 @@ as the plan's vLLM release reads them.
 
 Release facts (each checked against vLLM's source in tests/test_deploy_vllm.py):
 
-- MoRIIO ships from 0.14.0. Its mode: until 0.22.x only the environment variable
-  ``VLLM_MORIIO_CONNECTOR_READ_MODE`` selects READ; from 0.23.0 only
-  ``kv_connector_extra_config.read_mode`` does (the variable is ignored). WRITE is the default
-  in every release, so pdtp always states the mode. The transport ``backend`` key exists from
-  0.22.0 (RDMA only before); ``host_ip`` from 0.24.0 (before, the advertised address is
-  ``VLLM_HOST_IP`` or whatever ``get_ip()`` guesses).
-- NIXL advertises ``VLLM_NIXL_SIDE_CHANNEL_HOST`` (default ``localhost``: unreachable from
-  another node) and listens on ``VLLM_NIXL_SIDE_CHANNEL_PORT``.
+- The connector's ``kv_connector_extra_config`` and environment come from its module in
+  ``deployment/connectors/`` (MoRIIO's mode, backend and host keys per release; NIXL's side
+  channel).
 - Aggregated instances (one engine doing both phases) get no ``--kv-transfer-config`` and no
   connector environment: a router spreads requests over them.
 - ``--quantization fp8`` (online FP8 quantization of a 16-bit checkpoint) when the plan sized
@@ -29,24 +24,19 @@ their lines from :func:`launch`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from .._shell import command_line
 from ..errors import InvalidArgumentError
 from ..layout import Layout
-from .adapter import MORIIO, PlannedInstance, PlanView
+from .adapter import PlannedInstance, PlanView
+from .connectors import connector_of
 from .ports import InstancePorts, PortBases
 from .versions import Version
 
-MORIIO_SINCE = Version(0, 14, 0)
-MORIIO_BACKEND_KEY_SINCE = Version(0, 22, 0)
-MORIIO_READ_MODE_KEY_SINCE = Version(0, 23, 0)
-MORIIO_HOST_IP_KEY_SINCE = Version(0, 24, 0)
 # `vllm serve --nnodes/--node-rank/--master-addr` (multi-node without Ray) from 0.11.1.
 MULTINODE_SINCE = Version(0, 11, 1)
-MORIIO_READ_MODE_ENV = "VLLM_MORIIO_CONNECTOR_READ_MODE"
 # vLLM's ROCm platform refuses HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES that differ, so on
 # AMD both are set (an inherited CUDA_VISIBLE_DEVICES would otherwise stop the instance).
 _AMD_DEVICE_ENVS = ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
@@ -138,8 +128,8 @@ def launch(
     leader_host: str | None = None,
 ) -> Launch:
     """``host`` is the address peers reach this instance at (a node's address, or
-    ``$(POD_IP)`` in Kubernetes); ``backend`` MoRIIO's transport (None: the release's only
-    one). ``visible_devices=False`` leaves device selection to a device plugin. An instance
+    ``$(POD_IP)`` in Kubernetes); ``backend`` the connector's transport (None: its own
+    choice). ``visible_devices=False`` leaves device selection to a device plugin. An instance
     spanning nodes meets at ``leader_host`` (its first node): DP ranks with
     ``--data-parallel-size-local`` / ``--data-parallel-address``, pipeline stages with
     ``--nnodes`` / ``--node-rank`` / ``--master-addr`` (vLLM >= 0.11.1); the other nodes run
@@ -151,34 +141,23 @@ def launch(
         env += [(name, devices) for name in names]
     role = view.prefill_role if inst.role == "prefill" else view.decode_role
     config: dict[str, Any] = {"kv_connector": view.kv_connector, "kv_role": role}
-    if inst.aggregated:
+    conn = None if inst.aggregated else connector_of(view.kv_connector)
+    if conn is None:
         config = {}
-    elif view.kv_connector == MORIIO:
-        extra: dict[str, Any] = {
-            "proxy_ip": proxy_host,
-            "proxy_ping_port": bases.proxy_discovery,
-            "http_port": ports.http,
-            "handshake_port": ports.handshake,
-            "notify_port": ports.notify,
-        }
-        mode = "true" if view.moriio_read_mode else "false"
-        if version >= MORIIO_READ_MODE_KEY_SINCE:
-            extra["read_mode"] = mode
-        else:
-            env.append((MORIIO_READ_MODE_ENV, mode))
-        if version >= MORIIO_BACKEND_KEY_SINCE and backend is not None:
-            extra["backend"] = backend
-        if version >= MORIIO_HOST_IP_KEY_SINCE:
-            extra["host_ip"] = host
-        else:
-            env.append(("VLLM_HOST_IP", host))
-        config["kv_connector_extra_config"] = extra
     else:
-        assert ports.side_channel is not None
-        # Peers reach this instance's side channel at the host's address (the default,
-        # localhost, works on one node only).
-        env.append(("VLLM_NIXL_SIDE_CHANNEL_HOST", host))
-        env.append(("VLLM_NIXL_SIDE_CHANNEL_PORT", str(ports.side_channel)))
+        extra, conn_env = conn.transfer(
+            view,
+            inst,
+            ports,
+            version=version,
+            host=host,
+            proxy_host=proxy_host,
+            bases=bases,
+            backend=backend,
+        )
+        env += conn_env
+        if extra is not None:
+            config["kv_connector_extra_config"] = extra
     argv = ["vllm", "serve", view.model_ref, *layout_args(inst.layout)]
     if inst.parts > 1:
         if inst.dp == 1 and version < MULTINODE_SINCE:
@@ -198,6 +177,6 @@ def launch(
         argv += ["--kv-cache-dtype", "fp8"]
     if view.served_model_name is not None:
         argv += ["--served-model-name", view.served_model_name]
-    if config:
-        argv += ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
+    if conn is not None:
+        argv += conn.transfer_argv(config)
     return Launch(tuple(env), tuple(argv), config)

@@ -4,15 +4,9 @@ An instance is given a few base ports in its launch; each of its ranks then bind
 derives from them:
 
 - the HTTP API server binds ``--port`` (once per instance);
-- MoRIIO (every release since 0.14.0): each (DP rank, TP rank) binds its handshake listener at
-  ``handshake_port + get_port_offset(dp_rank, tp_rank)`` and its notify socket at
-  ``notify_port + get_port_offset(dp_rank, tp_rank)`` (``MoRIIOConfig.from_vllm_config`` in
-  ``moriio_common.py``, ``side_channel_port`` in ``moriio_connector.py``). Note that vLLM
-  calls ``get_port_offset`` *without* ``tp_size``, so the offset is ``dp_rank + tp_rank``,
-  not ``dp_rank · tp_size + tp_rank``;
-- NIXL in vLLM 0.11.0: each TP rank listens at ``VLLM_NIXL_SIDE_CHANNEL_PORT + dp_rank ·
-  tp_size + tp_rank``; from 0.11.1 one listener per engine at ``VLLM_NIXL_SIDE_CHANNEL_PORT +
-  data-parallel rank/index``.
+- the KV connector's ranks bind the ports its module in ``deployment/connectors/`` derives
+  (MoRIIO: handshake and notify per (DP rank, TP rank) at ``dp_rank + tp_rank``; NIXL: one
+  side channel per engine, per TP rank in vLLM 0.11.0).
 
 So each port family gets ``base + the instance's first device number on its node``: every
 offset above is smaller than the instance's device count (``dp + tp − 1 ≤ dp · tp``), so an
@@ -27,25 +21,29 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, fields, replace
-from functools import lru_cache
 from typing import Any
 
 from .._validate import short_repr
 from ..errors import ArgumentTypeError, InvalidArgumentError
-from .adapter import MORIIO, NIXL, PlannedInstance
+from .adapter import PlannedInstance
+from .connectors import connector_of, port_offset
 from .versions import Version
+
+__all__ = [
+    "BoundPort",
+    "InstancePorts",
+    "PortBases",
+    "bound_ports",
+    "check_disjoint",
+    "instance_bound_ports",
+    "instance_ports",
+    "port_offset",
+    "proxy_bound_ports",
+]
 
 EPHEMERAL_START = 32768
 # vLLM's example bases leave 200 ports between families (MoRIIO handshake 6300, notify 6500).
 SPREAD_ABOVE = 200
-# NIXL's side channel became one listener per engine after 0.11.0 (per TP rank before).
-NIXL_ONE_LISTENER_SINCE = Version(0, 11, 1)
-# MoRIIO folds a rank's global data_parallel_rank to its rank on the node
-# (``fold_local_rank(data_parallel_rank, data_parallel_size_local)`` before
-# ``get_port_offset`` in ``MoRIIOConfig.from_vllm_config``): the headless node of a
-# multi-node DP instance binds handshake_port + 0.. again. Read in the 0.32.0 and 0.33.0
-# sources; older releases are taken to bind the global rank.
-MORIIO_FOLDS_DP_RANK_SINCE = Version(0, 32, 0)
 
 
 @dataclass(frozen=True)
@@ -136,58 +134,6 @@ class BoundPort:
         return {"port": self.port, "owner": self.owner, "purpose": self.purpose}
 
 
-def port_offset(dp_rank: int, tp_rank: int, tp_size: int = 1) -> int:
-    """vLLM's ``get_port_offset`` (moriio_common.py): MoRIIO's bind calls it without
-    ``tp_size`` in every release; its dial passes ``tp_size`` from 0.27.0
-    (:func:`moriio_offsets` takes both from the core, per release)."""
-    return dp_rank * tp_size + tp_rank
-
-
-@lru_cache(maxsize=4096)
-def moriio_offsets(version: Version, dp_rank: int, tp_rank: int, tp: int) -> tuple[int, int]:
-    """``(bound, dialed)``: the offset from ``handshake_port`` MoRIIO rank (dp_rank, tp_rank)
-    binds, and the one a peer dials to reach it, as release ``version`` derives them (the
-    Rust core's per-release facts, proven against vLLM's code by the layout golden data: the
-    bind adds the ranks in every release; the dial adds them before 0.27.0 and strides by TP
-    from 0.27.0)."""
-    from .. import _core
-
-    try:
-        got = _core.moriio_port_offsets(f"moriio@{version}", dp_rank, tp_rank, tp)
-    except Exception:  # a release without MoRIIO: launch refuses it elsewhere
-        got = None
-    if got is None:
-        off = port_offset(dp_rank, tp_rank)
-        return off, off
-    return got
-
-
-def check_moriio_dials(owner: str, version: Version, tp: int, dp: int) -> None:
-    problem = _dial_problem(version, tp, dp)
-    if problem:
-        raise InvalidArgumentError(f"{owner}: {problem}")
-
-
-@lru_cache(maxsize=256)
-def _dial_problem(version: Version, tp: int, dp: int) -> str:
-    """Raise when a peer would dial one of the instance's MoRIIO ranks at a port that rank
-    does not bind (``version``'s dial against its bind). Two ranks binding one offset (DP > 1
-    with TP > 1 in every release so far) is left to :func:`check_disjoint`, which names both;
-    pdtp's planners give MoRIIO data-parallel instances TP 1, where bind and dial agree."""
-    offsets = [moriio_offsets(version, d, t, tp) for d in range(dp) for t in range(tp)]
-    if len({bound for bound, _ in offsets}) < len(offsets):
-        return ""
-    for i, (bound, dialed) in enumerate(offsets):
-        if bound != dialed:
-            d, t = divmod(i, tp)
-            return (
-                f"MoRIIO (vLLM {version}) rank (dp {d}, tp {t}) binds "
-                f"handshake_port + {bound} but a peer dials + {dialed}: give MoRIIO "
-                "data-parallel instances tp=1 (pdtp's planners do)"
-            )
-    return ""
-
-
 def instance_bound_ports(
     version: Version, kv_connector: str, inst: PlannedInstance, ports: InstancePorts
 ) -> list[BoundPort]:
@@ -221,13 +167,9 @@ def instance_ports(kv_connector: str, inst: PlannedInstance, bases: PortBases) -
     slot = min(inst.devices)
     if inst.aggregated:
         return InstancePorts(http=bases.http + slot)
-    if kv_connector == MORIIO:
-        return InstancePorts(
-            http=bases.http + slot,
-            handshake=bases.moriio_handshake + slot,
-            notify=bases.moriio_notify + slot,
-        )
-    return InstancePorts(http=bases.http + slot, side_channel=bases.nixl_side_channel + slot)
+    return InstancePorts(
+        http=bases.http + slot, **connector_of(kv_connector).instance_ports(bases, slot)
+    )
 
 
 def bound_ports(
@@ -247,41 +189,18 @@ def bound_ports(
     ``kv_connector`` None: no connector (an aggregated instance)."""
     out = [BoundPort(ports.http, owner, "HTTP API (--port)")] if api else []
     dps = range(dp) if dp_ranks is None else dp_ranks
-    ranks = [(d, t) for d in dps for t in range(tp)]
-    if kv_connector == MORIIO:
-        assert ports.handshake is not None and ports.notify is not None
-        check_moriio_dials(owner, version, tp, dp)
-        fold = dps.start if version >= MORIIO_FOLDS_DP_RANK_SINCE else 0
-        for d, t in ranks:
-            # vLLM passes no tp_size here (see the module docstring).
-            off = moriio_offsets(version, d - fold, t, tp)[0]
-            out.append(
-                BoundPort(ports.handshake + off, owner, f"MoRIIO handshake (dp {d}, tp {t})")
-            )
-            out.append(BoundPort(ports.notify + off, owner, f"MoRIIO notify (dp {d}, tp {t})"))
-    elif kv_connector == NIXL:
-        assert ports.side_channel is not None
-        if version >= NIXL_ONE_LISTENER_SINCE:
-            for d in dps:
-                out.append(BoundPort(ports.side_channel + d, owner, f"NIXL side channel (dp {d})"))
-        else:
-            for d, t in ranks:
-                out.append(
-                    BoundPort(
-                        ports.side_channel + port_offset(d, t, tp),
-                        owner,
-                        f"NIXL side channel (dp {d}, tp {t})",
-                    )
-                )
+    if kv_connector is not None:
+        conn = connector_of(kv_connector)
+        for port, purpose in conn.bound_ports(version, owner, ports, tp, dp, dps):
+            out.append(BoundPort(port, owner, purpose))
     return out
 
 
 def proxy_bound_ports(kv_connector: str | None, bases: PortBases) -> list[BoundPort]:
     out = [BoundPort(bases.proxy_http, "proxy", "proxy HTTP API")]
-    if kv_connector == MORIIO:
-        out.append(
-            BoundPort(bases.proxy_discovery, "proxy", "MoRIIO registration (proxy_ping_port)")
-        )
+    if kv_connector is not None:
+        for port, purpose in connector_of(kv_connector).proxy_ports(bases):
+            out.append(BoundPort(port, "proxy", purpose))
     return out
 
 

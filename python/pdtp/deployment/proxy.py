@@ -1,18 +1,11 @@
 """The proxy/router in front of a disaggregated deployment, run as vLLM's own examples run it.
 
 Every request goes to a prefill instance (``max_tokens=1``, ``do_remote_decode``) and then to a
-decode instance that pulls (NIXL, MoRIIO READ) or receives (MoRIIO WRITE) its KV cache.
-
-- MoRIIO: ``moriio_toy_proxy_server.py`` from vLLM's examples. Instances register themselves
-  (heartbeats to ``proxy_ip:proxy_ping_port``, carrying their HTTP address, handshake/notify
-  address, TP size and transfer mode) and the proxy embeds both peers' addresses in each
-  request id — the MoRIIO handshake needs it. It lives in
-  ``examples/online_serving/disaggregated_serving/`` until 0.20.x and
-  ``examples/disaggregated/disaggregated_serving/`` from 0.21.0; it takes ``--port`` from 0.21.0
-  (10001 fixed before) and ``--service-discovery-port`` from 0.33.0 (36367 fixed before); it
-  imports vLLM itself from 0.18.0 and hypercorn from 0.26.0.
-- NIXL: ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py``, given every prefill
-  and decode instance's host and HTTP port (same options in every supported release).
+decode instance that pulls (NIXL, MoRIIO READ) or receives (MoRIIO WRITE) its KV cache. Which
+proxy of vLLM's repository fronts a connector, with which arguments and packages per
+release, is the connector module's (``deployment/connectors/``): MoRIIO's
+``moriio_toy_proxy_server.py`` (instances register with it), NIXL's ``toy_proxy_server.py``
+(given every instance's host and port).
 
 Neither file ships in vLLM's wheel. pdtp bundles both as vLLM v0.33.0's sdist has them
 (``vendored/vllm-0.33.0/``, Apache-2.0, with vLLM's LICENSE): a deployment of that release
@@ -30,22 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgumentError
-from .adapter import MORIIO
+from .connectors import connector_of
+from .connectors.base import REPO_RAW
 from .ports import PortBases
 from .versions import Version
 
-REPO_RAW = "https://raw.githubusercontent.com/vllm-project/vllm"
-MORIIO_EXAMPLES_MOVED = Version(0, 21, 0)
-MORIIO_PORT_OPTION_SINCE = Version(0, 21, 0)
-MORIIO_DISCOVERY_OPTION_SINCE = Version(0, 33, 0)
-MORIIO_IMPORTS_VLLM_SINCE = Version(0, 18, 0)
-MORIIO_HYPERCORN_SINCE = Version(0, 26, 0)
-MORIIO_REGEX = (Version(0, 16, 0), Version(0, 19, 1))  # releases importing `regex`
-# The proxies' fixed ports before they became options (vLLM's defaults ever since).
-MORIIO_FIXED_HTTP_PORT = 10001
-MORIIO_FIXED_DISCOVERY_PORT = 36367
-NIXL_PROXY_PATH = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 ROUTER_FILE = "router.py"
 # The releases whose proxies pdtp carries (vendored/vllm-X/<file>.txt, from the sdist).
 VENDORED = Path(__file__).parent / "vendored"
@@ -76,8 +58,9 @@ class Proxy:
     args: tuple[str, ...]
     pip_packages: tuple[str, ...]
     needs_vllm: bool
-    #: "moriio" / "nixl" (vLLM's P/D proxies) or "router" (pdtp's, for aggregated plans).
-    kind: str = "moriio"
+    #: The connector module's ``proxy_kind`` (vLLM's P/D proxies: ``"moriio"``, ``"nixl"``)
+    #: or ``"router"`` (pdtp's, for aggregated plans).
+    kind: str = "router"
     #: The proxy's source as pdtp carries it (written next to the scripts, or into a
     #: ConfigMap), None when it must come from $PDTP_PROXY_PY or be downloaded at run time.
     bundled: str | None = None
@@ -123,7 +106,8 @@ def proxy(
     listen_host: str = "0.0.0.0",
 ) -> Proxy:
     """The proxy command of ``version`` for ``kv_connector`` listening on ``bases.proxy_http``
-    (and MoRIIO's registrations on ``bases.proxy_discovery``); ``kv_connector`` None: pdtp's
+    (and registrations on ``bases.proxy_discovery`` where the connector has them);
+    ``kv_connector`` None: pdtp's
     router over ``backends`` (an aggregated plan)."""
     tag = f"v{version}"
     if kv_connector is None:
@@ -142,57 +126,18 @@ def proxy(
             kind="router",
             bundled=(Path(__file__).parent / ROUTER_FILE).read_text(encoding="utf-8"),
         )
-    if kv_connector == MORIIO:
-        folder = (
-            "examples/disaggregated/disaggregated_serving"
-            if version >= MORIIO_EXAMPLES_MOVED
-            else "examples/online_serving/disaggregated_serving"
-        )
-        path = f"{folder}/moriio_toy_proxy_server.py"
-        args: list[str] = []
-        if version >= MORIIO_PORT_OPTION_SINCE:
-            args += ["--port", str(bases.proxy_http)]
-        else:
-            _fixed("proxy_http", bases.proxy_http, MORIIO_FIXED_HTTP_PORT, version)
-        if version >= MORIIO_DISCOVERY_OPTION_SINCE:
-            args += ["--service-discovery-port", str(bases.proxy_discovery)]
-        else:
-            _fixed("proxy_discovery", bases.proxy_discovery, MORIIO_FIXED_DISCOVERY_PORT, version)
-        packages = ["quart", "aiohttp", "msgpack", "pyzmq"]
-        if MORIIO_REGEX[0] <= version <= MORIIO_REGEX[1]:
-            packages.append("regex")
-        if version >= MORIIO_HYPERCORN_SINCE:
-            packages.append("hypercorn")
-        return Proxy(
-            host=host,
-            http_port=bases.proxy_http,
-            discovery_port=bases.proxy_discovery,
-            source_path=path,
-            source_url=f"{REPO_RAW}/{tag}/{path}",
-            args=tuple(args),
-            pip_packages=tuple(packages),
-            needs_vllm=version >= MORIIO_IMPORTS_VLLM_SINCE,
-            kind="moriio",
-            bundled=bundled(version, path),
-        )
-    prefill = [b for b in backends if b.role == "prefill"]
-    decode = [b for b in backends if b.role == "decode"]
-    args = ["--host", listen_host, "--port", str(bases.proxy_http)]
-    args += ["--prefiller-hosts", *(b.host for b in prefill)]
-    args += ["--prefiller-ports", *(str(b.port) for b in prefill)]
-    args += ["--decoder-hosts", *(b.host for b in decode)]
-    args += ["--decoder-ports", *(str(b.port) for b in decode)]
+    spec = connector_of(kv_connector).proxy(version, bases, backends, listen_host)
     return Proxy(
         host=host,
         http_port=bases.proxy_http,
-        discovery_port=None,
-        source_path=NIXL_PROXY_PATH,
-        source_url=f"{REPO_RAW}/{tag}/{NIXL_PROXY_PATH}",
-        args=tuple(args),
-        pip_packages=("fastapi", "httpx", "uvicorn"),
-        needs_vllm=False,
-        kind="nixl",
-        bundled=bundled(version, NIXL_PROXY_PATH),
+        discovery_port=spec.discovery_port,
+        source_path=spec.source_path,
+        source_url=f"{REPO_RAW}/{tag}/{spec.source_path}",
+        args=spec.args,
+        pip_packages=spec.pip_packages,
+        needs_vllm=spec.needs_vllm,
+        kind=spec.kind,
+        bundled=bundled(version, spec.source_path),
     )
 
 
@@ -202,11 +147,3 @@ def bundled(version: Version, path: str) -> str | None:
         return None
     name = path.rsplit("/", 1)[-1]
     return (VENDORED / f"vllm-{version}" / f"{name}.txt").read_text(encoding="utf-8")
-
-
-def _fixed(field: str, given: int, fixed: int, version: Version) -> None:
-    if given != fixed:
-        raise InvalidArgumentError(
-            f"ports.{field} must be {fixed} with vLLM {version}: its MoRIIO proxy has that port "
-            f"fixed, got {given}"
-        )

@@ -303,7 +303,7 @@ def no_pair(
 
 def mixing_note(sc: Scenario) -> str:
     """Which GPU types the connector may put on the two sides."""
-    vendor = {"MoRIIOConnector": "AMD", "NixlConnector": "NVIDIA"}.get(sc.connector.kv_connector)
+    vendor = sc.connector.mixes_vendor
     if vendor is None:
         return f"{sc.connector.name} pairs prefill and decode on the same GPU type only"
     return (

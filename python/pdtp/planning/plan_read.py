@@ -41,7 +41,6 @@ MAX_INSTANCES = 1 << 24
 MAX_GPUS_PER_NODE = 1 << 10
 MAX_GPUS = 1 << 40
 MAX_TEXT = 1 << 16
-AMD_ONLY = "MoRIIOConnector"  # needs AMD's MoRI: vLLM fails at worker start on CUDA
 
 
 def bad(path: str, what: str, value: Any) -> InvalidArgumentError:
@@ -350,7 +349,7 @@ def rules_of(model: Model, connector: Any, sides: Mapping[str, Any]) -> None:
 
 def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
     from .._model import KV_DTYPE_BYTES
-    from ..connectors import resolve_connector
+    from ..connectors import NO_GPU_CONNECTOR, gpu_violation, resolve_connector
     from ..perf import DEFAULT_UTILIZATION
     from ..violations import CheckWarning
     from ..workload import resolve_workload
@@ -391,7 +390,7 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
     gpu = "+".join(gpu_names)
 
     # The connector and its release: "moriio@0.25.0" (a key) names the release too.
-    conn_text = text(d, "connector", "moriio")
+    conn_text = text(d, "connector", NO_GPU_CONNECTOR)
     conn_name, _, key_version = conn_text.partition("@")
     version = text(d, "vllm_version", None, none=True) or key_version or None
     if key_version and version != key_version:
@@ -442,8 +441,9 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         raise InvalidArgumentError(
             f"plan['gpu'] names two GPU types ({gpu}): each side must name its 'gpu'"
         )
-    if rules and serving == "disagg" and conn.kv_connector == AMD_ONLY:
-        nvidia = [g.name for g in gpu_types if g.vendor != "AMD"]
+    if rules and serving == "disagg":
+        # A connector whose worker cannot start on a side's GPUs (MoRIIO off AMD).
+        nvidia = [g.name for g in gpu_types if gpu_violation(conn, g.vendor) is not None]
         if nvidia:
             raise InvalidArgumentError(
                 f"plan['connector'] is {conn.name}, which vLLM runs only on AMD GPUs (MoRIIO "

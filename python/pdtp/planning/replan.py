@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from .._validate import positive_int, positive_number, public_api, short_repr
 from ..check import MAX_TP
+from ..connectors import NO_GPU_CONNECTOR
 from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError
 from ..layout import Layout
 from ..perf import DEFAULT_GPU
@@ -387,15 +388,16 @@ def _current(current: Any, model: Any, gpu: Any, connector: Any) -> tuple[_Curre
 
 
 def _default_connector(gpu: str) -> str:
-    """The connector a deployment that names none runs: MoRIIO needs AMD GPUs."""
+    """The connector a deployment that names none runs: its GPUs' vendor's default."""
     from ..catalog import gpu as find_gpu
+    from ..connectors import NO_GPU_VENDOR, default_connector
     from ..errors import UnknownNameError
 
     try:
-        amd = all(find_gpu(g).vendor == "AMD" for g in gpu.split("+"))
+        vendors = {find_gpu(g).vendor for g in gpu.split("+")}
     except UnknownNameError:
-        amd = True  # Plan.from_dict names the unknown GPU
-    return "moriio" if amd else "nixl"
+        vendors = {NO_GPU_VENDOR}  # Plan.from_dict names the unknown GPU
+    return default_connector(vendors)[0]
 
 
 @public_api
@@ -504,7 +506,7 @@ def replan(
     weights = _move_cost(move_cost)
     single = not isinstance(max_gpus, Mapping) and not isinstance(nodes, Mapping)
     target_gpu = (gpu if gpu is not None else (cur.gpu or DEFAULT_GPU)) if single else gpu
-    target_conn = connector if connector is not None else (cur.connector or "moriio")
+    target_conn = connector if connector is not None else (cur.connector or NO_GPU_CONNECTOR)
     pool = scenario.resolve_pool(
         max_gpus, nodes, target_gpu, gpus_per_node, None, budget_field="max_gpus"
     )

@@ -1,0 +1,111 @@
+"""NIXL (``NixlConnector``, pull mode): how ``pdtp deploy`` launches it, per release.
+
+Release facts (each checked against vLLM's source in tests/test_deploy_vllm.py):
+
+- NIXL advertises ``VLLM_NIXL_SIDE_CHANNEL_HOST`` (default ``localhost``: unreachable from
+  another node) and listens on ``VLLM_NIXL_SIDE_CHANNEL_PORT``: in vLLM 0.11.0 each TP rank at
+  ``VLLM_NIXL_SIDE_CHANNEL_PORT + dp_rank · tp_size + tp_rank``; from 0.11.1 one listener per
+  engine at ``VLLM_NIXL_SIDE_CHANNEL_PORT + data-parallel rank/index``.
+- The proxy: ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py``, given every
+  prefill and decode instance's host and HTTP port (same options in every supported release).
+- Data parallel: the router picks a request's prefill engine and passes its id to decode,
+  which handshakes lazily with each prefill engine a request names.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..versions import Version
+from .base import KvConnector, Pairing, ProxySpec, port_offset
+
+if TYPE_CHECKING:
+    from ..adapter import PlannedInstance, PlanView
+    from ..ports import InstancePorts, PortBases
+
+# NIXL's side channel became one listener per engine after 0.11.0 (per TP rank before).
+NIXL_ONE_LISTENER_SINCE = Version(0, 11, 1)
+NIXL_PROXY_PATH = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
+
+
+class Nixl(KvConnector):
+    names = ("nixl", "nixl-legacy")
+    display = "NIXL"
+    proxy_kind = "nixl"
+
+    def transfer(
+        self,
+        view: PlanView,
+        inst: PlannedInstance,
+        ports: InstancePorts,
+        *,
+        version: Version,
+        host: str,
+        proxy_host: str,
+        bases: PortBases,
+        backend: str | None,
+    ) -> tuple[dict[str, Any] | None, list[tuple[str, str]]]:
+        assert ports.side_channel is not None
+        # Peers reach this instance's side channel at the host's address (the default,
+        # localhost, works on one node only).
+        return None, [
+            ("VLLM_NIXL_SIDE_CHANNEL_HOST", host),
+            ("VLLM_NIXL_SIDE_CHANNEL_PORT", str(ports.side_channel)),
+        ]
+
+    def instance_ports(self, bases: PortBases, slot: int) -> dict[str, int]:
+        return {"side_channel": bases.nixl_side_channel + slot}
+
+    def bound_ports(
+        self,
+        version: Version,
+        owner: str,
+        ports: InstancePorts,
+        tp: int,
+        dp: int,
+        dps: range,
+    ) -> list[tuple[int, str]]:
+        assert ports.side_channel is not None
+        if version >= NIXL_ONE_LISTENER_SINCE:
+            return [(ports.side_channel + d, f"NIXL side channel (dp {d})") for d in dps]
+        return [
+            (ports.side_channel + port_offset(d, t, tp), f"NIXL side channel (dp {d}, tp {t})")
+            for d in dps
+            for t in range(tp)
+        ]
+
+    def proxy(
+        self, version: Version, bases: PortBases, backends: list[Any], listen_host: str
+    ) -> ProxySpec:
+        prefill = [b for b in backends if b.role == "prefill"]
+        decode = [b for b in backends if b.role == "decode"]
+        args = ["--host", listen_host, "--port", str(bases.proxy_http)]
+        args += ["--prefiller-hosts", *(b.host for b in prefill)]
+        args += ["--prefiller-ports", *(str(b.port) for b in prefill)]
+        args += ["--decoder-hosts", *(b.host for b in decode)]
+        args += ["--decoder-ports", *(str(b.port) for b in decode)]
+        return ProxySpec(
+            source_path=NIXL_PROXY_PATH,
+            args=tuple(args),
+            pip_packages=("fastapi", "httpx", "uvicorn"),
+            needs_vllm=False,
+            discovery_port=None,
+            kind=self.proxy_kind,
+        )
+
+    def describe_proxy(self, discovery_port: int | None) -> str:
+        return (
+            "vLLM's NIXL reference proxy: it sends each request to a prefill instance, then to a "
+            "decode instance (round robin over the instances listed below)."
+        )
+
+    def restart_proxy(self, stops: bool, proxy_changes: bool) -> str:
+        return "vLLM's NIXL proxy only knows the instances it was started with"
+
+    def pairing(self, prefill_dp: int) -> Pairing:
+        return Pairing(
+            "the prefill engine id in kv_transfer_params (the router picks it)", prefill_dp, False
+        )
+
+
+CONNECTOR = Nixl()
