@@ -194,3 +194,48 @@ def test_readme_table_matches_live_counts():
                         )
                         accepted += not violations
         assert rows[f"vLLM `{label}"] == str(accepted), conn
+
+
+LAUNCH = json.loads((Path(__file__).parent / "data" / "sglang_launch_flags.json").read_text())
+
+
+@pytest.mark.parametrize("version", sglang.SGLANG_RELEASES)
+def test_launch_lines_use_only_flags_the_release_defines(version):
+    facts = LAUNCH["releases"][version]
+    defined = {f for f, there in facts["flags"].items() if there}
+    for name in sglang.SGLANG_CONNECTORS:
+        try:
+            conn = sglang.resolve_sglang_connector(name, sglang_version=version)
+        except PdtpError:
+            continue  # not in this release (MORI before 0.5.9)
+        choices = facts["choices"]["--disaggregation-transfer-backend"]
+        assert conn.transfer_backend in choices, (version, name)
+        for side in ("prefill", "decode"):
+            for dp, ep in ((1, 1), (8, 8)):
+                argv = sglang.launch_command(
+                    side, conn, "deepseek-ai/DeepSeek-R1", tp=8, dp=dp, ep=ep
+                )
+                used = {a for a in argv if a.startswith("--")}
+                assert used <= defined, (version, sorted(used - defined))
+                assert (
+                    argv[argv.index("--disaggregation-mode") + 1]
+                    in (facts["choices"]["--disaggregation-mode"])
+                )
+                assert argv[argv.index("--disaggregation-transfer-backend") + 1] in choices
+    # The facts the builder keys on are the release's own.
+    assert facts["flags"]["--attn-dp-size"] == sglang._since(version, sglang.ATTN_DP_SIZE_SINCE)
+    assert facts["flags"]["--pp-size"] == sglang._since(version, sglang.PP_SIZE_SINCE)
+    mori = "mori" in facts["choices"]["--disaggregation-transfer-backend"]
+    assert mori == sglang._since(version, sglang.MORI_SINCE)
+
+
+def test_launch_command_quotes_and_refuses_bad_input():
+    import shlex
+
+    argv = sglang.launch_command("prefill", "sglang-mooncake", "my model; rm -rf /", tp=2)
+    line = shlex.join(argv)
+    assert shlex.split(line) == argv and "'my model; rm -rf /'" in line
+    with pytest.raises(PdtpError, match="side must be"):
+        sglang.launch_command("both", "sglang-mooncake", "m", tp=2)
+    with pytest.raises(PdtpError, match="multiple of dp"):
+        sglang.launch_command("decode", "sglang-mooncake", "m", tp=6, dp=4)

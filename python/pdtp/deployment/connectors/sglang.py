@@ -182,3 +182,72 @@ def unequal_pairs_accepted(
                 verdict = _core.sglang_check_pair(conn.key, m.num_kv_heads, m.is_mla, p, d)
                 accepted += verdict["verdict"] == "ok"
     return accepted, loadable
+
+
+# ------------------------------------------------------------------ launch lines
+
+#: The first release whose CLI has ``--attn-dp-size`` (DP attention in one flag; before it,
+#: and still accepted as deprecated, ``--dp-size N --enable-dp-attention``).
+ATTN_DP_SIZE_SINCE = "0.5.22"
+#: The first release with ``--pp-size``.
+PP_SIZE_SINCE = "0.4.6.post2"
+#: The first release whose ``--disaggregation-transfer-backend`` accepts ``mori``.
+MORI_SINCE = "0.5.9"
+
+
+def _release_index(version: str) -> int:
+    """Position of ``version`` among the covered releases (newer ones count as the newest)."""
+    if version in SGLANG_RELEASES:
+        return SGLANG_RELEASES.index(version)
+    return len(SGLANG_RELEASES) - 1
+
+
+def _since(version: str, first: str) -> bool:
+    return _release_index(version) >= SGLANG_RELEASES.index(first)
+
+
+def launch_command(
+    side: str,
+    connector: Any,
+    model_path: str,
+    *,
+    tp: int,
+    dp: int = 1,
+    ep: int = 1,
+    host: str = "0.0.0.0",
+    port: int = 30000,
+    bootstrap_port: int = 8998,
+    sglang_version: str | None = None,
+) -> list[str]:
+    """The ``python -m sglang.launch_server`` argv of one SGLang P/D instance (``side``
+    ``prefill`` or ``decode``) for the connector's release; ``dp`` > 1 is DP attention.
+    Every flag is one the release defines (tests check them against its argument
+    definitions, ``tests/data/sglang_launch_flags.json``); join with :func:`shlex.join`.
+
+    >>> " ".join(launch_command("decode", "sglang-nixl", "m", tp=8, dp=8)[-6:])
+    '--attn-dp-size 8 --disaggregation-mode decode --disaggregation-transfer-backend nixl'
+    """
+    conn = resolve_sglang_connector(connector, sglang_version)
+    if side not in ("prefill", "decode"):
+        raise InvalidArgumentError(f"side must be 'prefill' or 'decode', got {side!r}")
+    for field, v in (("tp", tp), ("dp", dp), ("ep", ep), ("port", port)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InvalidArgumentError(f"{field} must be a positive int, got {v!r}")
+    if tp % dp:
+        raise InvalidArgumentError(f"tp={tp} must be a multiple of dp={dp} (DP attention)")
+    if conn.transfer_backend == "mori" and not _since(conn.sglang_version, MORI_SINCE):
+        raise InvalidArgumentError(f"sglang-mori needs SGLang {MORI_SINCE} or newer")
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", model_path]
+    argv += ["--host", host, "--port", str(port), "--tp-size", str(tp)]
+    if dp > 1:
+        if _since(conn.sglang_version, ATTN_DP_SIZE_SINCE):
+            argv += ["--attn-dp-size", str(dp)]
+        else:
+            argv += ["--dp-size", str(dp), "--enable-dp-attention"]
+    if ep > 1:
+        argv += ["--ep-size", str(ep)]
+    argv += ["--disaggregation-mode", side]
+    argv += ["--disaggregation-transfer-backend", conn.transfer_backend]
+    if side == "prefill":
+        argv += ["--disaggregation-bootstrap-port", str(bootstrap_port)]
+    return argv
