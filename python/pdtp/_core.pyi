@@ -4,6 +4,10 @@ from collections.abc import Sequence
 from typing import Any, final
 
 __all__ = [
+    "resolve_sglang_connector",
+    "sglang_check_pair",
+    "sglang_connector_names",
+    "sglang_releases",
     "CAPACITY_SCALE",
     "ConnectorInfo",
     "CONSTANT_FIELDS",
@@ -753,3 +757,19 @@ def max_rate_within_slo(
     ttft_slo_ms: float | None,
     tpot_slo_ms: float | None,
 ) -> RateSearch: ...
+def sglang_releases() -> list[str]:
+    """Every SGLang release the golden data covers, oldest first."""
+
+def sglang_connector_names() -> list[str]: ...
+def resolve_sglang_connector(
+    key: str,
+) -> tuple[str, str, str, str, str, str | None, str, str]: ...
+def sglang_check_pair(
+    key: str,
+    num_kv_heads: int,
+    is_mla: bool,
+    prefill: int,
+    decode: int,
+    prefill_pp: int = 1,
+    decode_pp: int = 1,
+) -> dict[str, Any]: ...

@@ -10,10 +10,13 @@
 //! or `"name@X.Y.Z"`. A release newer than the newest known resolves to the newest rules.
 
 mod parallel;
+pub mod sglang;
 mod version;
 
 #[cfg(test)]
 mod golden;
+#[cfg(test)]
+mod sglang_golden;
 
 use std::fmt;
 use std::sync::RwLock;
