@@ -281,6 +281,9 @@ pub struct Flow {
     /// Blocks a prefill rank holds past the read are reaped by vLLM's deferred-send timeout
     /// (MoRIIO 0.23.0 on); without it they are never freed.
     pub defer_timeout: bool,
+    /// `rotates` holds on MoRIIO's `xgmi` backend too (0.27.0-0.32.0); from 0.33.0 the
+    /// round-robin is `rdma`'s only and `xgmi` reads `sources` for every request.
+    pub rotates_on_xgmi: bool,
 }
 
 /// A connector violation with vLLM's class and text, raised in the handshake (`at` moves it).
@@ -525,6 +528,7 @@ fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<Flow, Viola
         scheduler_releases_all: false,
         idle_prefill: Vec::new(),
         defer_timeout: true,
+        rotates_on_xgmi: false,
     })
 }
 
@@ -644,7 +648,25 @@ fn moriio_read_flow(shape: &Shape, p: i64, d: i64, r: &MoriioReadRules) -> Resul
         scheduler_releases_all: false,
         idle_prefill: Vec::new(),
         defer_timeout: r.defer_timeout,
+        rotates_on_xgmi: r.round_robin_on_xgmi,
     };
+    // 0.18.0-0.22.1: every release ack is refused by the prefill's notify listener, which
+    // then exits; with no deferred-send timeout either, no request's prefill blocks are
+    // ever freed.
+    if r.release_rejected {
+        return Err(silent(
+            "release_acks_rejected",
+            consequence::LEAK,
+            "MoRIIO READ in vLLM 0.18.0-0.22.1: a decode rank releases the prefill's blocks \
+             with its request id (cmpl-…), but the prefill's notify listener accepts only \
+             transfer ids (tx…): it raises MoRIIOError \"Unhandled message format\" on the \
+             first release and stops listening, and with no deferred-send timeout before \
+             0.23.0 no request's prefill blocks are ever freed; the prefill instance's KV \
+             cache fills and it stops admitting requests (vLLM raises nothing to the user)"
+                .into(),
+            "use vLLM 0.14.0-0.17.1 or 0.23.0 or newer for MoRIIO READ, or moriio-write".into(),
+        ));
+    }
     // Before 0.23.0 nothing reaps a deferred send: a prefill rank no decode rank releases
     // keeps every request's blocks for good (the producer's scheduler frees a request only
     // once every worker reports it sent).
@@ -744,6 +766,7 @@ fn moriio_write_flow(
             scheduler_releases_all: true,
             idle_prefill: Vec::new(),
             defer_timeout: true,
+            rotates_on_xgmi: false,
         });
     }
     // Before 0.33.0: producer rank q dials one decode rank (its own index, or
@@ -774,6 +797,7 @@ fn moriio_write_flow(
             scheduler_releases_all: true,
             idle_prefill: (1..p).collect(),
             defer_timeout: true,
+            rotates_on_xgmi: false,
         });
     }
     if p != d {
@@ -826,6 +850,7 @@ fn moriio_write_flow(
         scheduler_releases_all: true,
         idle_prefill: Vec::new(),
         defer_timeout: true,
+        rotates_on_xgmi: false,
     })
 }
 
@@ -975,12 +1000,18 @@ fn flow_warnings(flow: &Flow, p: i64, d: i64) -> Vec<Warning> {
         } else {
             String::new()
         };
+        let backend = if flow.rotates_on_xgmi {
+            ""
+        } else {
+            // 0.33.0 `moriio_connector.py:3384`: `_spreads_replicated_reads`.
+            " (on MoRIIO's rdma backend; on xgmi every request reads the first of them)"
+        };
         out.push(Warning {
             code: "round_robin_source",
             message: format!(
                 "decode_tp={d} reading an MLA model from prefill_tp={p}: vLLM reads each \
                  request from the next prefill rank in turn (round-robin over ranks {}, \
-                 starting at the decode DP rank){also}",
+                 starting at the decode DP rank){backend}{also}",
                 shown(&rank.rotates)
             ),
             consequence: consequence::ROUND_ROBIN,
@@ -1060,7 +1091,7 @@ pub fn pair_ok(
                 || (0..d).all(|rank| heads(shape, p, rank) == heads(shape, d, rank));
             // Before 0.23.0 a prefill rank nobody releases leaks (P > D: ranks D.. unread).
             let freed = r.defer_timeout || p <= d;
-            sizes && guard && same_rank_heads && freed
+            sizes && guard && same_rank_heads && freed && !r.release_rejected
         }
         Rules::MoriioWrite(r) => match r.mapping {
             WriteMapping::TpMapping => {

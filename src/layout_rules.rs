@@ -173,7 +173,15 @@ fn connector_violation(
                     }
                 ),
                 error: VllmError::None,
-                when: Stage::Serving,
+                // Two ranks on one port: the second's handshake listener never binds and
+                // `register_kv_caches` waits for it (`ready_event.wait()`, 0.15.1
+                // `moriio_connector.py:1172`): the engine never starts. A dial to a port
+                // nobody bound waits in the handshake instead; both hang.
+                when: if moriio_ports_collide(l) {
+                    Stage::EngineStart
+                } else {
+                    Stage::Handshake
+                },
                 surfaced: None,
                 consequence: consequence::HANG,
             });
@@ -234,6 +242,26 @@ fn connector_violation(
         });
     }
     None
+}
+
+/// Two ranks of one instance bind one MoRIIO port: every release binds
+/// `handshake_port + dp_rank + tp_rank` (`get_port_offset(dp_rank, tp_rank)`).
+fn moriio_ports_collide(l: &Layout) -> bool {
+    l.dp > 1 && l.tp > 1
+}
+
+/// How soon a violation reaches the user: vLLM's stages in order, a silent hang in the
+/// handshake that waits for it, pdtp's own limits last.
+fn surfaces(v: &Violation) -> u8 {
+    match v.when {
+        Stage::ModelLoad => 0,
+        Stage::EngineStart => 1,
+        Stage::Handshake => 2,
+        Stage::Serving if v.consequence == consequence::HANG => 2,
+        Stage::FirstTransfer => 3,
+        Stage::Serving => 4,
+        Stage::Planning => 5,
+    }
 }
 
 /// MoRIIO READ before 0.27.0 reads every request from prefill DP rank 0's memory
@@ -304,8 +332,11 @@ pub fn pair_report(
         .drain(..tp_codes)
         .partition(|v| v.side != "pair");
     report.violations = load;
-    report.violations.extend(extra);
-    report.violations.extend(pair);
+    // The connector's violations in the order they reach the user (a TP handshake that
+    // hangs comes before a DP read that decodes wrong bytes); stable within a stage.
+    let mut connector: Vec<Violation> = extra.into_iter().chain(pair).collect();
+    connector.sort_by_key(surfaces);
+    report.violations.extend(connector);
     if !report.ok() {
         report.warnings.clear();
     }

@@ -465,10 +465,10 @@ def test_every_planning_command_takes_vllm_version(capsys, tmp_path):
     assert plan["prefill"]["tp"] == plan["decode"]["tp"]
     # Before 0.23.0 the launch line selects the mode with vLLM's environment variable.
     code, out, _ = run(
-        capsys, "solve", "llama-3.1-70b", "--gpus", "8", *pool, "--vllm-version", "0.20.0",
+        capsys, "solve", "llama-3.1-70b", "--gpus", "8", *pool, "--vllm-version", "0.17.1",
         "--mode", "disagg",
     )  # fmt: skip
-    assert "moriio (READ mode), vLLM 0.20.0" in out
+    assert "moriio (READ mode), vLLM 0.17.1" in out
     assert "VLLM_MORIIO_CONNECTOR_READ_MODE=true" in out and '"read_mode"' not in out
     code, out, _ = run(
         capsys, "size-for", "llama-3.1-70b", "--demand", "10", "--max-gpus", "64", *pool, *old,

@@ -230,7 +230,8 @@ def test_rules_differ_by_release_as_vllm_does():
 def test_launch_lines_state_moriio_mode():
     """The one launch-line maker states the mode where the release reads it."""
     for connector, flag in (("moriio", "true"), ("moriio-write", "false")):
-        for version, in_key in (("0.33.0", True), ("0.23.0", True), ("0.22.1", False)):
+        # (Not 0.18.0-0.22.1 for READ: pdtp refuses every READ pair there, see below.)
+        for version, in_key in (("0.33.0", True), ("0.23.0", True), ("0.17.1", False)):
             plan = {
                 "model": "deepseek-v2-lite",  # a plan file names a model pdtp can check
                 "model_id": "org/Model-7B-Instruct",
@@ -250,7 +251,7 @@ def test_launch_lines_state_moriio_mode():
 
 @pytest.mark.parametrize(
     ("connector", "version", "mode"),
-    [("moriio", "0.20.0", "read"), ("moriio-write", None, "write"), ("nixl", "0.11.0", None)],
+    [("moriio", "0.17.1", "read"), ("moriio-write", None, "write"), ("nixl", "0.11.0", None)],
 )
 def test_plans_carry_version_and_mode(connector, version, mode):
     gpu = "h100" if connector == "nixl" else "mi300x"
@@ -269,7 +270,7 @@ def test_plans_carry_version_and_mode(connector, version, mode):
         assert all("read_mode" not in line for line in lines)
         return
     flag = "true" if mode == "read" else "false"
-    if version == "0.20.0":  # before 0.23.0 the variable selects the mode
+    if version == "0.17.1":  # before 0.23.0 the variable selects the mode
         assert all(f"VLLM_MORIIO_CONNECTOR_READ_MODE={flag}" in line for line in lines)
         assert all("read_mode" not in line for line in lines)
     else:
@@ -385,7 +386,7 @@ def test_moriio_only_on_amd_and_default_follows_vendor():
         pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", connector="moriio", mode="disagg")
 
 
-@pytest.mark.parametrize("version", ["0.14.0", "0.22.1", "0.25.0", "0.26.0"])
+@pytest.mark.parametrize("version", ["0.14.0", "0.17.1", "0.25.0", "0.26.0"])
 def test_moriio_read_prefill_dp_reads_dp_rank_zero_before_027(version):
     # 0.14.0-0.26.0: `_read_blocks` reads `get_engine_name_with_dp(dst_engine_id, 0)` whatever
     # DP rank prefilled the request (0.26.0 moriio/moriio_connector.py:1983); 0.27.0 reads the
@@ -405,7 +406,7 @@ def test_moriio_read_prefill_dp_reads_dp_rank_zero_before_027(version):
     ).ok
 
 
-@pytest.mark.parametrize("version", ["0.14.0", "0.20.0", "0.22.1"])
+@pytest.mark.parametrize("version", ["0.14.0", "0.16.0", "0.17.1"])
 def test_moriio_read_prefill_larger_leaks_before_deferred_send_timeout(version):
     # The producer scheduler's deferred-send reaping (defer_timeout, 60 s) exists from 0.23.0
     # (0.23.0 moriio/moriio_connector.py:640-670, moriio_common.py:274); before, a prefill rank
@@ -485,6 +486,73 @@ def test_moriio_read_sizes_not_dividing_what_reaches_the_user(version, error, wh
     assert (r.verdict.kind, r.verdict.error, r.verdict.when) == ("invalid", error, when)
     if error == "HandshakeError":
         assert r.verdict.message.startswith("Eager MoRIIO handshake failed for")
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.20.0", "0.22.1"])
+def test_moriio_read_release_acks_rejected_018_to_0221(version):
+    # 0.18.0-0.22.1: the prefill's notify listener takes only messages starting with
+    # TRANSFER_PREFIX "tx" (0.18.0 moriio/moriio_engine.py:535, 0.22.1 :544), but a READ decode
+    # rank releases with its request id (`_pop_done_transfers`, 0.18.0 moriio_connector.py:1252):
+    # the listener raises MoRIIOError and exits (`_async_wait`), no request is ever reported
+    # sent, and nothing reaps deferred sends before 0.23.0. Every READ pair leaks.
+    for p, d in ((1, 1), (2, 2), (8, 8)):
+        r = pdtp.check(pdtp.ModelShape(8, 8), p, d, connector="moriio", vllm_version=version)
+        assert [v.code for v in r.violations] == ["release_acks_rejected"]
+        assert (r.verdict.kind, r.verdict.consequences) == ("broken", ("leak",))
+        assert "Unhandled message format" in r.violations[0].message
+    # Ranks dialling a prefill rank that does not exist hang first.
+    assert (
+        pdtp.check(pdtp.ModelShape(8, 8), 1, 2, connector="moriio", vllm_version=version)
+        .violations[0]
+        .code
+        == "unreachable_rank"
+    )
+    for fine in ("0.17.1", "0.23.0"):
+        assert pdtp.check(pdtp.ModelShape(8, 8), 2, 2, connector="moriio", vllm_version=fine).ok
+    # WRITE mode acks by transfer id: unaffected.
+    assert pdtp.check(
+        pdtp.ModelShape(8, 8), 2, 2, connector="moriio-write", vllm_version=version
+    ).ok
+
+
+def test_moriio_read_round_robin_not_on_xgmi_from_033():
+    # 0.33.0 `_spreads_replicated_reads` (moriio/moriio_connector.py:3384): the one-rank MLA
+    # decode round-robins only on the rdma backend; 0.27.0-0.32.0 on every backend.
+    new = pdtp.check(
+        pdtp.ModelShape(128, 128, True), 4, 1, connector="moriio", vllm_version="0.33.0"
+    )
+    rr = [w for w in new.warnings if w.consequence == "round_robin_source"]
+    assert rr and "on xgmi every request reads the first of them" in rr[0].message
+    old = pdtp.check(
+        pdtp.ModelShape(128, 128, True), 4, 1, connector="moriio", vllm_version="0.32.0"
+    )
+    rr = [w for w in old.warnings if w.consequence == "round_robin_source"]
+    assert rr and "xgmi" not in rr[0].message
+
+
+@pytest.mark.parametrize("version", ["0.15.1", "0.25.0", "0.33.0"])
+def test_moriio_dp_ports_collide_hang_at_engine_start(version):
+    # Every release binds handshake_port + dp_rank + tp_rank; a second rank on one port never
+    # binds its listener and `register_kv_caches` waits for it (`ready_event.wait()`, 0.15.1
+    # moriio/moriio_connector.py:1172): the engine never starts. Either side.
+    for pl, dl, side in (("tp2dp2", 2, "prefill"), (2, "tp2dp2", "decode")):
+        r = pdtp.check("llama-3.1-8b", pl, dl, connector="moriio", vllm_version=version)
+        v = r.violations[0]
+        assert (v.code, v.side, v.when, v.consequence) == (
+            "moriio_dp_ports_collide",
+            side,
+            "engine_start",
+            "hang",
+        )
+
+
+def test_moriio_connector_violations_in_the_order_they_surface():
+    # 0.15.1, prefill tp1dp2, decode tp2: decode rank 1 dials prefill (dp0 + tp1) = DP rank 1's
+    # port, and decode ranks past it dial ports nobody bound: the handshake hangs before any
+    # request is decoded from DP rank 0's blocks.
+    r = pdtp.check("llama-3.1-8b", "tp1dp2", 4, connector="moriio", vllm_version="0.15.1")
+    codes = [v.code for v in r.violations]
+    assert codes[0] == "unreachable_rank" and "moriio_reads_dp_rank_zero" in codes[1:]
 
 
 @pytest.mark.parametrize("version", ["0.23.0", "0.24.0", "0.25.0"])

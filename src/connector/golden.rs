@@ -124,6 +124,7 @@ fn same_error(v: &Violation, class: &str, message: &str) -> bool {
 /// reject it for a reason the recorded behaviour shows.
 fn compare_ok(
     connector: &str,
+    release: &str,
     (p, d, h, mla): (i64, i64, i64, bool),
     payload: &[Value],
     pdtp: &Result<Flow, Violation>,
@@ -164,9 +165,23 @@ fn compare_ok(
             let unreleased = freed.iter().any(|f| !f);
             match (pdtp, wrong) {
                 (Err(v), Some(_)) if v.code == "kv_heads_misrouted" => Ok(()),
-                // Before 0.23.0 nothing reaps them (no deferred-send timeout: the scheduler
-                // code, not these per-rank vectors; tests/test_rules.py names the lines).
-                (Err(v), None) if v.code == "unreleased_prefill_blocks" && unreleased => Ok(()),
+                // The per-rank vectors show prefill ranks no decode rank releases; whether
+                // their blocks are ever freed is the scheduler's (the deferred-send reaper):
+                // the release's flow data says (`pdtp_agrees_with_vllm_moriio_flow`).
+                (Err(v), None)
+                    if v.code == "unreleased_prefill_blocks"
+                        && unreleased
+                        && flow_never_reaps(release) =>
+                {
+                    Ok(())
+                }
+                // The per-rank vectors cannot see the ack path: the flow shows the prefill
+                // refusing every release (0.18.0-0.22.1).
+                (Err(v), None)
+                    if v.code == "release_acks_rejected" && flow_rejects_releases(release) =>
+                {
+                    Ok(())
+                }
                 (Err(v), _) => Err(format!("pdtp rejects what works: {v:?}")),
                 (Ok(_), Some(r)) => Err(format!(
                     "decode rank {r} copies prefill rank {} holding other heads, pdtp accepts",
@@ -313,7 +328,7 @@ fn compare_pairs(connector: &str, release: &str, data: &Value, tally: &mut Tally
                         );
                     } else {
                         let payload = maps[(code / 2) as usize].as_array().unwrap();
-                        let r = compare_ok(connector, (p, d, h, mla), payload, &flow);
+                        let r = compare_ok(connector, release, (p, d, h, mla), payload, &flow);
                         tally.check(r.is_ok(), || what(r.unwrap_err()));
                     }
                 }
@@ -446,8 +461,10 @@ fn pdtp_agrees_with_vllm_on_every_golden_vector() {
     let mut failures = Vec::new();
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
     for (connector, releases) in &index {
-        if connector == LAYOUT {
-            continue; // not a connector: `pdtp_agrees_with_vllm_on_parallel_connector_facts`
+        if connector == LAYOUT || connector.starts_with("flow-") {
+            // Not a connector's rule vectors: `pdtp_agrees_with_vllm_on_parallel_connector_facts`
+            // and `pdtp_agrees_with_vllm_moriio_flow`.
+            continue;
         }
         let mut by_file: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (release, file) in releases {
@@ -517,7 +534,7 @@ fn pdtp_agrees_with_vllm_on_every_golden_vector() {
 #[test]
 fn golden_covers_every_listed_release() {
     let index = index();
-    for connector in ["nixl", "moriio", "moriio-write", LAYOUT] {
+    for connector in ["nixl", "moriio", "moriio-write", LAYOUT, "flow-moriio"] {
         let releases: Vec<&str> = index[connector].keys().map(String::as_str).collect();
         let mut want: Vec<&str> = RELEASES.to_vec();
         want.sort();
@@ -703,4 +720,375 @@ fn pdtp_agrees_with_vllm_on_parallel_connector_facts() {
 #[test]
 fn fill_templates() {
     assert_eq!(fill("a {0} b {1}{{x}}", &[4, 8]), "a 4 b 8{x}");
+}
+
+// ------------------------------------------------------------------ the connector's flow
+//
+// `tools/vllm_flow.py` runs each release's MoRIIO modules whole (workers built by their own
+// `__init__`, `start_load_kv`, `get_finished`, the producer's ack counting and the
+// scheduler's deferred-send reaper) over a grid of TP, DP, head and MLA layouts, and records
+// what happens to each request: the verdict (the exception that reaches the user and when),
+// per decode rank the prefill (DP, TP) rank whose memory it read and the ranks it notified,
+// per prefill rank the acks received and whether it reported the request sent, and whether
+// the request's prefill blocks were freed by acks, by the timeout, or never.
+
+/// The prefill engine id the flow driver's decode ranks see (`host:handshake_port`), which
+/// vLLM's texts quote; pdtp's texts name it `{remote_engine_id}`.
+const FLOW_ENGINE: &str = "10.0.0.1:6301";
+
+struct FlowVector {
+    p: i64,
+    d: i64,
+    h: i64,
+    mla: bool,
+    pdp: i64,
+    ddp: i64,
+    backend: String,
+}
+
+/// What pdtp says of one flow vector: the pair's report and, for a TP-only layout, the flow.
+fn pdtp_flow_report(
+    v: &FlowVector,
+    profile: &super::ConnectorProfile,
+) -> (crate::check::PairReport, Result<Flow, Violation>) {
+    use crate::layout::Layout;
+    use crate::layout_rules::{pair_report, LayoutModel};
+    let shape = Shape {
+        num_attention_heads: 192, // every TP size of the grid divides it
+        num_kv_heads: v.h,
+        is_mla: v.mla,
+        hybrid: false,
+    };
+    let flow = connector_flow(&shape, v.p, v.d, profile);
+    let report = if v.pdp == 1 && v.ddp == 1 {
+        crate::check::check_pair(&shape, v.p, v.d, profile, None)
+    } else {
+        let m = LayoutModel {
+            shape,
+            num_layers: 64,
+            num_experts: 0,
+            supports_pp: true,
+        };
+        let lay = |tp, dp| Layout {
+            tp,
+            pp: 1,
+            dp,
+            ep: false,
+        };
+        pair_report(&m, &lay(v.p, v.pdp), &lay(v.d, v.ddp), profile, None)
+    };
+    (report, flow)
+}
+
+/// One vector: vLLM's recorded outcome against pdtp's report and flow.
+fn compare_flow_vector(
+    v: &FlowVector,
+    outcome: &Value,
+    profile: &super::ConnectorProfile,
+) -> Result<(), String> {
+    use crate::check::consequence;
+    let (report, flow) = pdtp_flow_report(v, profile);
+    let verdict = outcome[0].as_array().expect("verdict");
+    let first = report.violations.first();
+    let kind = verdict[0].as_str().unwrap();
+    if kind == "engine_start" {
+        // Two ranks of one side bind one port: the second's listener never binds and the
+        // engine start waits for it forever.
+        let side = verdict[2].as_str().unwrap();
+        return match first {
+            Some(x)
+                if x.consequence == consequence::HANG
+                    && x.when == crate::check::Stage::EngineStart
+                    && x.side == side =>
+            {
+                Ok(())
+            }
+            other => Err(format!(
+                "vLLM: {side} ports {:?} collide, the engine start hangs; pdtp {other:?}",
+                verdict[3]
+            )),
+        };
+    }
+    if kind != "ok" {
+        let class = verdict[1].as_str().unwrap();
+        let first = first.ok_or_else(|| format!("vLLM {verdict:?}; pdtp accepts"))?;
+        if class == "hang" {
+            // A handshake dials a port no prefill rank bound: it waits forever.
+            return if first.error == VllmError::None && first.consequence == consequence::HANG {
+                Ok(())
+            } else {
+                Err(format!("vLLM hangs in the {kind}; pdtp {first:?}"))
+            };
+        }
+        let message = fill(verdict[2].as_str().unwrap(), &[v.p, v.d, v.h])
+            .replace(FLOW_ENGINE, "{remote_engine_id}");
+        let (e, m) = first.user_error();
+        return if e.name() == class && m == message && first.when.name() == kind {
+            Ok(())
+        } else {
+            Err(format!(
+                "vLLM {class}({message:?}) at {kind}; pdtp {}({m:?}) at {}",
+                e.name(),
+                first.when.name()
+            ))
+        };
+    }
+    // vLLM raises nothing: what happened to each request.
+    let requests = outcome[1].as_array().expect("requests");
+    let mut wrong = None;
+    let mut leak = false;
+    let mut held = false;
+    for req in requests {
+        let pdp = req[0].as_i64().unwrap();
+        for (r, reads) in req[2].as_array().unwrap().iter().enumerate() {
+            for got in reads.as_array().unwrap() {
+                let (dp, tp) = (got[0].as_i64().unwrap(), got[1].as_i64().unwrap());
+                let heads_differ =
+                    vllm_heads(tp, v.p, v.h, v.mla) != vllm_heads(r as i64, v.d, v.h, v.mla);
+                if wrong.is_none() && (dp != pdp || heads_differ) {
+                    wrong = Some(format!(
+                        "decode rank {r} reads prefill DP {dp} TP {tp} for a request of DP {pdp}"
+                    ));
+                }
+            }
+        }
+        match req[6].as_str().unwrap() {
+            "never" => leak = true,
+            "timeout" => held = true,
+            _ => {}
+        }
+    }
+    if let Some(what) = wrong {
+        return match first {
+            Some(x) if x.error == VllmError::None && x.consequence == consequence::WRONG_BYTES => {
+                Ok(())
+            }
+            other => Err(format!("vLLM: {what} (wrong KV); pdtp {other:?}")),
+        };
+    }
+    if leak {
+        return match first {
+            Some(x) if x.error == VllmError::None && x.consequence == consequence::LEAK => Ok(()),
+            other => Err(format!(
+                "vLLM never frees a request's blocks; pdtp {other:?}"
+            )),
+        };
+    }
+    if let Some(x) = first {
+        return Err(format!("vLLM serves every request; pdtp refuses: {x:?}"));
+    }
+    let flow = flow.map_err(|x| format!("pdtp's report is clean but its flow fails: {x:?}"))?;
+    // Reads, notifications and acks, request by request (a rotating source advances per
+    // request on each decode DP rank, starting at that DP rank).
+    let xgmi = v.backend == "xgmi";
+    let mut seen = vec![0usize; v.ddp as usize];
+    let mut rotated = false;
+    for req in requests {
+        let ddp = req[1].as_i64().unwrap() as usize;
+        let j = seen[ddp];
+        seen[ddp] += 1;
+        let mut notified_count = vec![0i64; v.p as usize];
+        for (r, f) in flow.decode.iter().enumerate() {
+            // pdtp's `rotates` are the rdma backend's; on xgmi they hold where the flow says.
+            let fixed = f.rotates.is_empty() || (xgmi && !flow.rotates_on_xgmi);
+            let (src, releases) = if fixed {
+                (f.sources[0].0, f.releases.clone())
+            } else {
+                let s = f.rotates[(ddp + j) % f.rotates.len()];
+                let rel = if f.releases.len() == 1 {
+                    vec![s]
+                } else {
+                    f.releases.clone()
+                };
+                (s, rel)
+            };
+            let reads = ints(&req[2][r].as_array().unwrap()[0]);
+            if reads[1] != src {
+                return Err(format!(
+                    "request {j} on decode DP {ddp}: decode rank {r} reads prefill TP {}, pdtp {src}",
+                    reads[1]
+                ));
+            }
+            if !fixed && reads[1] != f.sources[0].0 {
+                rotated = true;
+            }
+            let notified: Vec<i64> = req[3][r]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n[1].as_i64().unwrap())
+                .collect();
+            if notified != releases {
+                return Err(format!(
+                    "decode rank {r} notifies prefill TP {notified:?}, pdtp releases {releases:?}"
+                ));
+            }
+            for q in releases {
+                notified_count[q as usize] += 1;
+            }
+        }
+        let acks = ints(&req[4]);
+        let sent: Vec<bool> = req[5]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_bool().unwrap())
+            .collect();
+        for q in 0..v.p as usize {
+            let want = notified_count[q] >= flow.expected_acks && notified_count[q] > 0;
+            if acks[q] != notified_count[q] || sent[q] != want {
+                return Err(format!(
+                    "prefill rank {q}: vLLM receives {} acks and reports sent={}; pdtp counts \
+                     {} releases, expects {} acks",
+                    acks[q], sent[q], notified_count[q], flow.expected_acks
+                ));
+            }
+        }
+    }
+    let warns = |c: &str| report.warnings.iter().any(|w| w.consequence == c);
+    let pdtp_held = warns(consequence::HELD_UNTIL_TIMEOUT)
+        || report
+            .warnings
+            .iter()
+            .any(|w| w.consequence == consequence::ROUND_ROBIN && w.message.contains("hold"));
+    if held != pdtp_held || (held && !flow.defer_timeout) {
+        return Err(format!(
+            "vLLM frees some request only by the deferred-send timeout: {held}; pdtp warns so: \
+             {pdtp_held} (defer_timeout {})",
+            flow.defer_timeout
+        ));
+    }
+    let pdtp_rotates = warns(consequence::ROUND_ROBIN) && (!xgmi || flow.rotates_on_xgmi);
+    if rotated != pdtp_rotates && requests.len() > 1 {
+        return Err(format!(
+            "vLLM rotates the prefill rank per request: {rotated}; pdtp's warnings {:?}",
+            report.warnings
+        ));
+    }
+    Ok(())
+}
+
+/// What a release's MoRIIO flow data shows over all its vectors: some request freed by the
+/// deferred-send timeout, some never freed, some prefill notify listener dying of a release
+/// message, and every request of every vector vLLM runs never freed.
+#[derive(Clone, Copy, Default)]
+struct FlowFacts {
+    timeout: bool,
+    never: bool,
+    listener_dies: bool,
+    all_never: bool,
+}
+
+fn flow_facts(release: &str) -> FlowFacts {
+    static FACTS: std::sync::OnceLock<BTreeMap<String, FlowFacts>> = std::sync::OnceLock::new();
+    let facts = FACTS.get_or_init(|| {
+        let mut out = BTreeMap::new();
+        let mut by_file: BTreeMap<String, FlowFacts> = BTreeMap::new();
+        for (release, file) in index().get("flow-moriio").cloned().unwrap_or_default() {
+            let Some(file) = file else { continue };
+            let seen = *by_file.entry(file.clone()).or_insert_with(|| {
+                let data = load(&file);
+                let mut f = FlowFacts {
+                    all_never: true,
+                    ..FlowFacts::default()
+                };
+                for o in data["outcomes"].as_array().unwrap() {
+                    for req in o[1].as_array().unwrap() {
+                        f.timeout |= req[6] == "timeout";
+                        f.never |= req[6] == "never";
+                        f.all_never &= req[6] == "never";
+                    }
+                    f.listener_dies |= !o[2].as_array().unwrap().is_empty();
+                }
+                f
+            });
+            out.insert(release, seen);
+        }
+        out
+    });
+    facts.get(release).copied().unwrap_or_default()
+}
+
+/// The release's scheduler never reaps a deferred send (flow data: some request never freed,
+/// none freed by a timeout).
+fn flow_never_reaps(release: &str) -> bool {
+    let f = flow_facts(release);
+    f.never && !f.timeout
+}
+
+/// The release's prefill refuses the READ release acks (flow data: a notify listener dies of
+/// a release and no request of any vector is ever freed).
+fn flow_rejects_releases(release: &str) -> bool {
+    let f = flow_facts(release);
+    f.listener_dies && f.all_never && !f.timeout
+}
+
+/// Every release's MoRIIO flow data, every vector, zero disagreements.
+#[test]
+fn pdtp_agrees_with_vllm_moriio_flow() {
+    let index = index();
+    let runs = index
+        .get("flow-moriio")
+        .expect("flow-moriio in the golden index");
+    let mut failures = Vec::new();
+    let mut total = 0u64;
+    let mut cache: BTreeMap<&str, Value> = BTreeMap::new();
+    for (release, file) in runs {
+        let Some(file) = file else {
+            assert!(resolve(&format!("moriio@{release}")).is_err(), "{release}");
+            continue;
+        };
+        let data = cache.entry(file.as_str()).or_insert_with(|| load(file));
+        let profile = resolve(&format!("moriio@{release}"))
+            .expect("moriio in this release")
+            .profile;
+        let outcomes = data["outcomes"].as_array().expect("outcomes");
+        let codes = ints(&data["codes"]);
+        let vectors = data["vectors"].as_array().expect("vectors");
+        assert_eq!(codes.len(), vectors.len());
+        let mut tally = Tally::default();
+        for (vec, &code) in vectors.iter().zip(&codes) {
+            let a = vec.as_array().unwrap();
+            if a[0] != "read" {
+                continue;
+            }
+            let v = FlowVector {
+                p: a[1].as_i64().unwrap(),
+                d: a[2].as_i64().unwrap(),
+                h: a[3].as_i64().unwrap(),
+                mla: a[4].as_bool().unwrap(),
+                pdp: a[5].as_i64().unwrap(),
+                ddp: a[6].as_i64().unwrap(),
+                backend: a[7].as_str().unwrap().to_string(),
+            };
+            let r = compare_flow_vector(&v, &outcomes[code as usize], profile);
+            tally.check(r.is_ok(), || {
+                format!(
+                    "flow moriio@{release} P{} D{} H{} mla={} dp {}x{} {}: {}",
+                    v.p,
+                    v.d,
+                    v.h,
+                    v.mla,
+                    v.pdp,
+                    v.ddp,
+                    v.backend,
+                    r.unwrap_err()
+                )
+            });
+        }
+        println!(
+            "flow moriio@{release} ({file}): {} vectors, {} disagreements",
+            tally.vectors,
+            tally.mismatches.len()
+        );
+        total += tally.vectors;
+        failures.extend(tally.mismatches);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} disagreements:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(total > 10_000, "{total}");
 }

@@ -361,6 +361,16 @@ pub struct MoriioReadRules {
     /// 0.27.0 on: a one-rank decode of an MLA model reading a TP > 1, DP 1 prefill
     /// round-robins the prefill rank per request (`_resolve_read_source`, `flexible`).
     pub round_robin_mla: bool,
+    /// The round-robin also applies on MoRIIO's `xgmi` backend (0.27.0-0.32.0); from 0.33.0
+    /// only on `rdma` (`_spreads_replicated_reads`: `backend != "xgmi"`, 0.33.0
+    /// `moriio_connector.py:3384`).
+    pub round_robin_on_xgmi: bool,
+    /// 0.18.0-0.22.1: the prefill's notify listener takes only messages starting with
+    /// `MoRIIOConstants.TRANSFER_PREFIX` (`"tx"`, 0.18.0 `moriio_engine.py:535`), but a READ
+    /// decode rank releases with its request id (`_pop_done_transfers` sends the
+    /// `_recving_transfers` key, vLLM's `cmpl-…` id): the first release raises `MoRIIOError`
+    /// in the listener thread, which exits. No request is ever reported sent.
+    pub release_rejected: bool,
 }
 
 /// `MoRIIOConstants.DEFAULT_DEFER_TIMEOUT` (0.23.0-0.33.0), in seconds.
@@ -516,6 +526,25 @@ pub static PROFILES: &[ConnectorProfile] = &[
             defer_timeout: false,
             eager_handshake: false,
             round_robin_mla: false,
+            round_robin_on_xgmi: false,
+            release_rejected: false,
+        }),
+    },
+    ConnectorProfile {
+        connector: "moriio",
+        since: v(0, 18, 0),
+        rules: Rules::MoriioRead(MoriioReadRules {
+            dial: Dial::SameRank,
+            dp_dial: DpDial::AddsRanks,
+            layer_check: LayerCheck::Nothing,
+            release: Release::ReadRank,
+            counted_acks: false,
+            dp_read: DpRead::RankZero,
+            defer_timeout: false,
+            eager_handshake: false,
+            round_robin_mla: false,
+            round_robin_on_xgmi: false,
+            release_rejected: true,
         }),
     },
     ConnectorProfile {
@@ -531,6 +560,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             defer_timeout: true,
             eager_handshake: false,
             round_robin_mla: false,
+            round_robin_on_xgmi: false,
+            release_rejected: false,
         }),
     },
     ConnectorProfile {
@@ -546,6 +577,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             defer_timeout: true,
             eager_handshake: false,
             round_robin_mla: false,
+            round_robin_on_xgmi: false,
+            release_rejected: false,
         }),
     },
     ConnectorProfile {
@@ -561,6 +594,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             defer_timeout: true,
             eager_handshake: true,
             round_robin_mla: true,
+            round_robin_on_xgmi: true,
+            release_rejected: false,
         }),
     },
     ConnectorProfile {
@@ -576,6 +611,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             defer_timeout: true,
             eager_handshake: true,
             round_robin_mla: true,
+            round_robin_on_xgmi: false,
+            release_rejected: false,
         }),
     },
     ConnectorProfile {

@@ -1,0 +1,1369 @@
+#!/usr/bin/env python3
+"""Golden data from vLLM's connector *flow*: what happens to a request, per release.
+
+    python tools/vllm_flow.py                      # every release in RELEASES (downloads wheels)
+    python tools/vllm_flow.py --source 0.33.0=/path/to/unpacked/wheel --versions 0.33.0
+
+``tools/vllm_golden.py`` runs vLLM's module-level rule functions and a few worker methods over
+a grid. This script runs the connector's **flow**: the MoRIIO modules of each release
+(``vllm/distributed/kv_transfer/kv_connector/v1/moriio/*.py``) are parsed with :mod:`ast`,
+every ``import`` is replaced by a stand-in (MoRI's ``IOEngine``, ZMQ sockets, ``torch``, vLLM's
+config and parallel-state getters; the standard library and numpy stay real), and the modules
+run as vLLM wrote them. Then, for one (prefill layout, decode layout, model) vector:
+
+1. every prefill rank and every decode rank is a real ``MoRIIOConnectorWorker`` built by its own
+   ``__init__`` (so the ports it binds are the release's: ``side_channel_port``, the notify
+   port), with its KV-cache state set as ``register_kv_caches`` leaves it (one layer, memory
+   descriptors naming the rank that owns them);
+2. the prefill scheduler's real ``request_finished`` produces the ``kv_transfer_params`` of
+   each request (one request per prefill DP rank and per prefill TP rank, routed as the
+   proxy routes them: ``remote_dp_rank``), and the decode's real ``MoRIIOConnectorMetadata``
+   turns them into ``reqs_to_recv``;
+3. each decode rank runs ``start_load_kv`` (handshake — background future or, from 0.27.0,
+   the eager all-DP handshake with its TP vote — then ``_read_blocks``) and ``get_finished``
+   (which sends the release notifications). ZMQ paths are resolved against the ports the
+   prefill workers bound: a handshake dialling a port nobody bound waits forever (recorded as
+   ``hang``); notifications are delivered to the bound worker's real ``_handle_message``;
+4. each prefill rank runs ``get_finished`` (its ack counting: ``resolve_moriio_transfer_ack``
+   where present) and the prefill scheduler's real ``update_connector_output`` runs once at the
+   step and once past its deferred-send deadline (0.23.0 on), with the clock under the
+   driver's control: a request is freed when every prefill worker reported it sent, or reaped
+   by the timeout, or never.
+
+Names the driver chooses as vLLM's deployment does: request ids ``cmpl-…`` (vLLM's OpenAI
+server), transfer ids ``<TRANSFER_PREFIX>-…`` (the MoRIIO proxy; ``tx`` from 0.18.0). A
+message handler that raises inside a listener thread ends that listener (vLLM's
+``_async_wait`` re-raises and exits): later messages to its port are lost. A
+``NameError``/``AttributeError``/``TypeError`` from vLLM's code means a stand-in is missing
+something and stops the run (``HarnessError``) instead of becoming golden data.
+
+Recorded per vector: the verdict (``ok`` or the exception class and message that reaches the
+user, and the stage: ``handshake`` / ``first_transfer``), per decode rank and request the
+prefill (DP, TP) rank whose memory it read and the ranks it notified, per prefill rank the
+acks expected vs received, and per request whether its prefill blocks were freed by acks, by
+the deferred-send timeout, or never.
+
+Output: ``tests/data/golden/flow-moriio-<digest>.json.gz`` (one file per run of releases with
+identical outcomes) and the ``flow-moriio`` part of ``tests/data/golden/index.json``.
+"""
+
+from __future__ import annotations
+import __future__ as _future
+
+import argparse
+import ast
+import builtins
+import collections
+import contextlib
+import enum
+import gzip
+import hashlib
+import importlib
+import json
+import re
+import sys
+import tempfile
+import threading as _threading
+import types
+import typing
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vllm_golden import RELEASES, fetch
+
+MORIIO = "vllm/distributed/kv_transfer/kv_connector/v1/moriio/"
+MODULES = (
+    "moriio_common",
+    "moriio_layout",
+    "moriio_tp_mapping",
+    "moriio_heartbeat",
+    "moriio_engine",
+    "moriio_connector",
+)
+OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden"
+_FLAGS = _future.annotations.compiler_flag
+
+# The grid. TP sizes: powers of two and a few non-divisors; KV heads as the issue lists them.
+TP_SIZES = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+KV_HEADS = [1, 2, 3, 4, 8, 12, 16, 64, 128]
+# Data-parallel layouts (prefill DP, decode DP), run at the TP sizes below.
+DP_LAYOUTS = [(1, 1), (2, 1), (4, 1), (1, 2), (2, 2)]
+DP_TP = [1, 2, 4, 8]
+DP_HEADS = [1, 8]
+BACKENDS = ("rdma", "xgmi")
+BLOCK_SIZE = 16
+
+
+DEBUG = bool(__import__("os").environ.get("FLOW_DEBUG"))
+
+
+class HarnessError(Exception):
+    """The stand-ins lack something the release's code reads: fix the driver."""
+
+
+class Hang(BaseException):
+    """A blocking call that never returns in vLLM (a recv on a port nobody bound)."""
+
+
+# ---------------------------------------------------------------- stand-ins
+
+
+class _Clock:
+    """time.monotonic/perf_counter/time under the driver's control; sleep never waits."""
+
+    now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    perf_counter = time = monotonic
+
+    def sleep(self, s: float) -> None:
+        # A loop that polls with sleep would spin: vLLM's own deadlines bound it.
+        self.now += max(s, 0.001)
+
+
+CLOCK = _Clock()
+time_mod = types.SimpleNamespace(
+    monotonic=CLOCK.monotonic,
+    perf_counter=CLOCK.monotonic,
+    time=CLOCK.monotonic,
+    sleep=CLOCK.sleep,
+    time_ns=lambda: int(CLOCK.now * 1e9),
+)
+
+
+class _Thread:
+    """Threads are never started: the driver calls what they would run."""
+
+    def __init__(self, *a: Any, target: Any = None, **k: Any):
+        self.target = target
+
+    def start(self) -> None:
+        pass
+
+    def join(self, *a: Any) -> None:
+        pass
+
+    def is_alive(self) -> bool:
+        return False
+
+
+threading_mod = types.SimpleNamespace(
+    Thread=_Thread,
+    Lock=_threading.Lock,
+    RLock=_threading.RLock,
+    Event=_threading.Event,
+    Condition=_threading.Condition,
+    current_thread=_threading.current_thread,
+)
+
+
+class _InlineExecutor:
+    """ThreadPoolExecutor running each task at submit (MoRIIO uses one worker: same order).
+    A task's exception stays in its future, as in a thread."""
+
+    def __init__(self, *a: Any, **k: Any):
+        pass
+
+    def submit(self, fn: Any, *a: Any, **k: Any) -> Future[Any]:
+        f: Future[Any] = Future()
+        try:
+            f.set_result(fn(*a, **k))
+        except Exception as e:
+            f.set_exception(e)
+        return f
+
+    def shutdown(self, *a: Any, **k: Any) -> None:
+        pass
+
+
+futures_mod = types.SimpleNamespace(
+    Future=Future, ThreadPoolExecutor=_InlineExecutor, as_completed=lambda fs: list(fs)
+)
+
+
+class _NullLogger:
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **k: None
+
+
+class _Loud:
+    """An imported name the driver does not provide: any use is a HarnessError."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Loud(f"{self._name}.{attr}")
+
+    def __call__(self, *a: Any, **k: Any) -> Any:
+        raise HarnessError(f"called {self._name}")
+
+    def __mro_entries__(self, bases: Any) -> tuple[type, ...]:
+        return (object,)
+
+
+class _Struct:
+    """msgspec.Struct: positional then keyword fields, class attributes as defaults."""
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        pass
+
+    def __init__(self, *args: Any, **kw: Any):
+        names = [n for c in reversed(type(self).__mro__) for n in getattr(c, "__annotations__", {})]
+        names = list(dict.fromkeys(names))
+        for n, v in zip(names, args, strict=False):
+            setattr(self, n, v)
+        for n, v in kw.items():
+            setattr(self, n, v)
+
+
+class _Codec:
+    def __init__(self, *a: Any, **k: Any):
+        pass
+
+    def decode(self, data: Any) -> Any:
+        return data
+
+    def encode(self, data: Any) -> Any:
+        return data
+
+
+msgspec_mod = types.SimpleNamespace(
+    Struct=_Struct,
+    msgpack=types.SimpleNamespace(
+        Decoder=_Codec, Encoder=_Codec, encode=lambda d: d, decode=lambda d, **k: d
+    ),
+    DecodeError=ValueError,
+    ValidationError=ValueError,
+    field=lambda default=None, **k: default,
+)
+
+
+class _Tensor:
+    def __init__(self, v: Any = 0, *a: Any, **k: Any):
+        self.v = v
+
+    def item(self) -> Any:
+        return self.v[0] if isinstance(self.v, list) else self.v
+
+
+class _Dist:
+    """torch.distributed: the TP group's all_reduce(MIN) of one vote, over the group's votes
+    (the driver runs the decode ranks' eager handshakes and sets each group's result)."""
+
+    class ReduceOp:
+        MIN = "min"
+        MAX = "max"
+        SUM = "sum"
+
+    votes: typing.ClassVar[dict[int, list[int]]] = {}
+
+    def all_reduce(self, t: _Tensor, group: Any = None, op: Any = None) -> None:
+        key = group.key if group is not None else 0
+        seen = DRIVER.votes_seen
+        seen[key] = min(seen.get(key, 1), t.item())
+        if op == "min":
+            t.v = [min(DRIVER.group_vote(key), t.item())]
+
+    def get_rank(self, *a: Any) -> int:
+        return 0
+
+    def is_initialized(self) -> bool:
+        return True
+
+
+DIST = _Dist()
+
+
+class _Torch(types.SimpleNamespace):
+    pass
+
+
+torch_mod = _Torch(
+    Tensor=_Tensor,
+    dtype=type("dtype", (), {}),
+    Stream=object,
+    Event=object,
+    device_type=object,
+    tensor=lambda v, **k: _Tensor(v),
+    int32="int32",
+    int64="int64",
+    float16="float16",
+    bfloat16="bfloat16",
+    uint8="uint8",
+    Size=tuple,
+    distributed=DIST,
+    cuda=types.SimpleNamespace(
+        current_stream=lambda *a: None,
+        Event=lambda *a, **k: types.SimpleNamespace(
+            record=lambda *a: None, synchronize=lambda: None
+        ),
+        synchronize=lambda *a: None,
+        current_device=lambda: 0,
+    ),
+    device=lambda *a, **k: "cpu",
+)
+
+
+class _Status:
+    """A MoRI transfer status that has completed."""
+
+    def Succeeded(self) -> bool:
+        return True
+
+    def Failed(self) -> bool:
+        return False
+
+    def InProgress(self) -> bool:
+        return False
+
+    def Wait(self) -> None:
+        pass
+
+    def Code(self) -> int:
+        return 0
+
+    def Message(self) -> str:
+        return ""
+
+
+class _Engine:
+    """MoRI's IOEngine: records the remote memory each read targets."""
+
+    def __init__(self, key: Any = None, config: Any = None):
+        self.key = key
+
+    def create_backend(self, *a: Any) -> None:
+        pass
+
+    def get_engine_desc(self) -> Any:
+        return types.SimpleNamespace(pack=lambda: self.key, key=self.key)
+
+    def register_remote_engine(self, desc: Any) -> None:
+        pass
+
+    def create_session(self, local: Any, remote: Any) -> Any:
+        return _Session(remote)
+
+    def allocate_transfer_uid(self) -> int:
+        return 0
+
+    def read(self, *a: Any, **k: Any) -> _Status:
+        return _Status()
+
+    def batch_read(self, *a: Any, **k: Any) -> _Status:
+        return _Status()
+
+
+class _Session:
+    """A MoRI session to one remote memory region: records every read of it."""
+
+    def __init__(self, remote: Any):
+        self.remote = remote
+
+    def batch_read(self, *a: Any, **k: Any) -> _Status:
+        DRIVER.log_read(self.remote.key)
+        return _Status()
+
+    read = batch_write = write = batch_read
+
+
+class _Desc:
+    @staticmethod
+    def unpack(packed: Any) -> Any:
+        return types.SimpleNamespace(key=packed, packed=packed)
+
+
+class _Backend(enum.Enum):
+    RDMA = "rdma"
+    XGMI = "xgmi"
+
+
+mori_io_mod = types.SimpleNamespace(
+    BackendType=_Backend,
+    IOEngine=_Engine,
+    IOEngineConfig=lambda *a, **k: None,
+    EngineDesc=_Desc,
+    MemoryDesc=_Desc,
+    PollCqMode=types.SimpleNamespace(POLLING=0, EVENT=1),
+    RdmaBackendConfig=lambda *a, **k: None,
+    XgmiBackendConfig=lambda *a, **k: None,
+    StatusCode=types.SimpleNamespace(SUCCESS=0, ERR_SQ_FULL=-1),
+)
+
+
+class _Socket:
+    """A ZMQ socket on the driver's network."""
+
+    def __init__(self, path: str, kind: Any):
+        self.path = path
+        self.port = int(path.rsplit(":", 1)[1])
+        self.kind = kind
+        self.frames: list[list[Any]] | None = None
+
+    def setsockopt(self, *a: Any) -> None:
+        pass
+
+    def send(self, msg: Any, *a: Any, **k: Any) -> None:
+        if msg == DRIVER.get_meta_msg:
+            self.frames = DRIVER.handshake_frames(self.port)
+            return
+        DRIVER.deliver(self.port, msg)
+
+    def send_multipart(self, parts: Any, *a: Any, **k: Any) -> None:
+        self.send(parts[-1])
+
+    def recv_multipart(self, *a: Any, **k: Any) -> list[Any]:
+        if not self.frames:
+            raise Hang(f"recv on port {self.port}: no rank bound it")
+        return self.frames.pop(0)
+
+    def recv(self, *a: Any, **k: Any) -> Any:
+        return self.recv_multipart()[-1]
+
+    def poll(self, *a: Any, **k: Any) -> int:
+        return 1 if self.frames else 0
+
+    def close(self, *a: Any, **k: Any) -> None:
+        pass
+
+
+class _Context:
+    def __init__(self, *a: Any, **k: Any):
+        pass
+
+    @classmethod
+    def instance(cls) -> _Context:
+        return cls()
+
+    def socket(self, *a: Any) -> Any:
+        raise HarnessError("zmq.Context.socket")
+
+    def destroy(self, *a: Any, **k: Any) -> None:
+        pass
+
+    def term(self) -> None:
+        pass
+
+
+zmq_mod = types.SimpleNamespace(
+    Context=_Context,
+    Socket=_Socket,
+    ROUTER=1,
+    DEALER=2,
+    REQ=3,
+    REP=4,
+    PUSH=5,
+    PULL=6,
+    RCVTIMEO=10,
+    SNDTIMEO=11,
+    LINGER=12,
+    IDENTITY=13,
+    POLLIN=1,
+    NOBLOCK=1,
+    Again=type("Again", (Exception,), {}),
+    ZMQError=type("ZMQError", (Exception,), {}),
+    error=types.SimpleNamespace(Again=Exception, ZMQError=Exception),
+)
+
+
+def _make_zmq_socket(ctx: Any = None, path: str = "", socket_type: Any = None, **k: Any) -> Any:
+    return _Socket(path, socket_type)
+
+
+class _RequestStatus(enum.Enum):
+    WAITING = 1
+    RUNNING = 2
+    FINISHED_STOPPED = 3
+    FINISHED_LENGTH_CAPPED = 4
+    FINISHED_ABORTED = 5
+    WAITING_FOR_REMOTE_KVS = 6
+    PREEMPTED = 7
+
+
+class _KVConnectorBase:
+    def __init__(self, *a: Any, **k: Any):
+        pass
+
+
+class _KVConnectorMetadata:
+    pass
+
+
+class _Role(enum.Enum):
+    SCHEDULER = 0
+    WORKER = 1
+
+
+def _ctx(fn: Any) -> Any:
+    return contextlib.contextmanager(fn)
+
+
+# Stand-ins by imported name (module-independent: vLLM moves helpers between modules).
+NAMES: dict[str, Any] = {
+    "init_logger": lambda *a: _NullLogger(),
+    "cdiv": lambda a, b: -(-a // b),
+    "KVConnectorBase_V1": _KVConnectorBase,
+    "KVConnectorMetadata": _KVConnectorMetadata,
+    "KVConnectorRole": _Role,
+    "RequestStatus": _RequestStatus,
+    "make_zmq_socket": _make_zmq_socket,
+    "make_zmq_path": lambda scheme, host, port=None: f"{scheme}://{host}:{port}",
+    "get_ip": lambda: "10.0.0.1",
+    "get_open_port": lambda: 40000,
+    "get_tensor_model_parallel_world_size": lambda: DRIVER.current.tp,
+    "get_tensor_model_parallel_rank": lambda: DRIVER.current.tp_rank,
+    "get_tp_group": lambda: DRIVER.current.tp_group,
+    "get_world_group": lambda: types.SimpleNamespace(rank=0, local_rank=0, world_size=1),
+    "get_attn_backend": lambda *a, **k: types.SimpleNamespace(get_name=lambda: "ROCM_ATTN"),
+    # The forward runs eagerly (no full CUDA graph): per-layer waits cover attention reads.
+    "get_forward_context": lambda: types.SimpleNamespace(cudagraph_runtime_mode=None),
+    "CUDAGraphMode": enum.Enum("CUDAGraphMode", "NONE PIECEWISE FULL FULL_AND_PIECEWISE"),
+    "current_platform": types.SimpleNamespace(
+        is_rocm=lambda: True, device_type="cuda", set_device=lambda *a: None
+    ),
+}
+MODULE_STUBS: dict[str, Any] = {
+    "time": time_mod,
+    "threading": threading_mod,
+    "concurrent.futures": futures_mod,
+    "msgspec": msgspec_mod,
+    "msgpack": msgpack,
+    "torch": torch_mod,
+    "torch.distributed": DIST,
+    "zmq": zmq_mod,
+    "mori.io": mori_io_mod,
+    "mori": types.SimpleNamespace(io=mori_io_mod),
+    "regex": re,
+}
+
+
+def stub_import(module: str, name: str | None) -> Any:
+    """What ``from module import name`` (or ``import module``) binds in the driver."""
+    if module in MODULE_STUBS:
+        mod = MODULE_STUBS[module]
+        if name is None:
+            return mod
+        if hasattr(mod, name):
+            return getattr(mod, name)
+        return _Loud(f"{module}.{name}")
+    if name is not None and name in NAMES:
+        return NAMES[name]
+    top = module.split(".")[0]
+    if top in sys.stdlib_module_names or top == "numpy":
+        mod = importlib.import_module(module)
+        return mod if name is None else getattr(mod, name)
+    if module.startswith("vllm.distributed.kv_transfer.kv_connector.v1.moriio."):
+        # A sibling module: run already (MODULES order), names in the shared namespace.
+        return _Sibling(name)
+    return _Loud(f"{module}.{name}" if name else module)
+
+
+class _Sibling:
+    def __init__(self, name: str | None):
+        self.name = name
+
+
+class _Imports(ast.NodeTransformer):
+    """Every import becomes assignments from :func:`stub_import`."""
+
+    def _assign(self, target: str, module: str, name: str | None) -> ast.stmt:
+        call = f"__stub__({module!r}, {name!r}, {target!r})"
+        return ast.parse(f"{target} = {call}").body[0]
+
+    def visit_Import(self, node: ast.Import) -> Any:
+        out = []
+        for a in node.names:
+            if a.asname:
+                out.append(self._assign(a.asname, a.name, None))
+            else:
+                top = a.name.split(".")[0]
+                out.append(self._assign(top, top, None))
+        return out
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> Any:
+        if node.module == "__future__":
+            return None
+        module = ("." * node.level) + (node.module or "")
+        if node.level:
+            module = "vllm.distributed.kv_transfer.kv_connector.v1.moriio." + (node.module or "")
+        return [self._assign(a.asname or a.name, module, a.name) for a in node.names] or None
+
+
+def run_modules(files: dict[str, str]) -> dict[str, Any]:
+    """Run the release's MoRIIO modules in one namespace, imports replaced."""
+    ns: dict[str, Any] = {"__builtins__": builtins, "__name__": "vllm_moriio_flow"}
+    sys.modules.setdefault("vllm_moriio_flow", types.ModuleType("vllm_moriio_flow"))
+
+    def __stub__(module: str, name: str | None, target: str) -> Any:
+        got = stub_import(module, name)
+        if isinstance(got, _Sibling):
+            if got.name in ns:
+                return ns[got.name]
+            return _Loud(f"{module}.{name}")
+        if name == "TYPE_CHECKING":
+            return False
+        return got
+
+    ns["__stub__"] = __stub__
+    for mod in MODULES:
+        src = files.get(MORIIO + mod + ".py")
+        if src is None:
+            continue
+        tree = _Imports().visit(ast.parse(src))
+        ast.fix_missing_locations(tree)
+        exec(compile(tree, f"<vllm {mod}>", "exec", _FLAGS), ns)
+    return ns
+
+
+# ---------------------------------------------------------------- the simulated deployment
+
+
+class Rank:
+    """Who the code now running is (what the parallel-state getters return)."""
+
+    def __init__(self, role: str, tp: int, tp_rank: int, dp: int, dp_rank: int):
+        self.role, self.tp, self.tp_rank, self.dp, self.dp_rank = role, tp, tp_rank, dp, dp_rank
+        self.tp_group = types.SimpleNamespace(
+            cpu_group=types.SimpleNamespace(key=(role, dp_rank)),
+            world_size=tp,
+            rank_in_group=tp_rank,
+        )
+
+
+class _Config(types.SimpleNamespace):
+    pass
+
+
+LAYER = "model.layers.0.self_attn.attn"
+HANDSHAKE_PORT = {"prefill": 6301, "decode": 7301}
+NOTIFY_PORT = {"prefill": 61005, "decode": 71005}
+
+
+class Driver:
+    """One vector: the prefill and decode workers of one release, on a simulated network."""
+
+    def __init__(self, ns: dict[str, Any]):
+        self.ns = ns
+        self.current = Rank("prefill", 1, 0, 1, 0)
+        consts = ns["MoRIIOConstants"]
+        self.get_meta_msg = consts.GET_META_MSG
+        self.votes: dict[Any, int] = {}
+        self.workers: dict[tuple[str, int, int], Any] = {}
+        self.votes_seen: dict[Any, int] = {}
+        self.sent: list[Any] = []
+        self.lost: list[int] = []
+        self.dead: dict[int, list[Any]] = {}
+        self.received: dict[tuple[int, int], list[Any]] = collections.defaultdict(list)
+
+    def log_read(self, key: Any) -> None:
+        w = self.current_worker
+        w.moriio_wrapper.__dict__.setdefault("_flow_reads", []).append(list(key)[1:])
+
+    # -- network
+    def handshake_frames(self, port: int) -> list[list[Any]] | None:
+        w = self.bound("side_channel_port", port)
+        if w is None:
+            return None
+        return [[b"", self.agent_metadata(w)], [b"", msgpack.dumps(self.layer_meta(w))]]
+
+    def bound(self, attr: str, port: int) -> Any:
+        hits = [
+            w
+            for (side, _, _), w in self.workers.items()
+            if side == "prefill" and self.port_of(w, attr) == port
+        ]
+        if len(hits) > 1:
+            raise PortCollision(f"{len(hits)} prefill ranks bound port {port}")
+        return hits[0] if hits else None
+
+    @staticmethod
+    def port_of(w: Any, attr: str) -> int:
+        if attr == "notify":
+            return int(w.moriio_wrapper.notify_port)
+        return int(getattr(w, attr))
+
+    def deliver(self, port: int, msg: Any) -> None:
+        w = self.bound("notify", port)
+        if w is None:
+            self.lost.append(port)
+            self.sent.append(None)
+            return
+        self.sent.append([w.dp_rank, w.tp_rank])
+        if port in self.dead:
+            return  # that rank's notify listener has died: nothing reads the port
+        with self.as_rank(w):
+            try:
+                w.moriio_wrapper._handle_message(msg)
+            except HarnessError:
+                raise
+            except Exception as e:
+                # The notify listener thread (`async_wait_reqid`'s `_async_wait`) logs it,
+                # re-raises it as HandshakeError and exits: later messages are never read.
+                self.dead[port] = _error(e)[:2]
+                return
+        self.received[(w.dp_rank, w.tp_rank)].append(msg)
+
+    def agent_metadata(self, w: Any) -> Any:
+        cls = self.ns["MoRIIOAgentMetadata"]
+        fields = {
+            "engine_id": w.engine_id,
+            "agent_metadata": ("engine", w.dp_rank, w.tp_rank),
+            "kv_caches_base_addr": [0],
+            "num_blocks": 64,
+            "block_len": 1,
+            "attn_backend_name": "ROCM_ATTN",
+            "backend_name": "ROCM_ATTN",
+            "tp_size": self.current.tp,
+        }
+        fields.update(getattr(w, "_flow_meta_extra", {}))
+        m = cls.__new__(cls)
+        m.__dict__.update(fields)
+        return m
+
+    def layer_meta(self, w: Any) -> dict[str, list[Any]]:
+        return {LAYER: [["mem", w.dp_rank, w.tp_rank]]}
+
+    # -- running as one rank
+    @contextlib.contextmanager
+    def as_rank(self, w: Any) -> Any:
+        saved, saved_w = self.current, getattr(self, "current_worker", None)
+        self.current = w._flow_rank
+        self.current_worker = w
+        setter = self.ns.get("set_role")
+        if setter is not None:
+            role = self.ns["ROLE"]
+            setter(role.PRODUCER if w._flow_rank.role == "prefill" else role.CONSUMER)
+        try:
+            yield
+        finally:
+            self.current = saved
+            self.current_worker = saved_w
+            setter = self.ns.get("set_role")
+            if setter is not None and saved_w is not None:
+                role = self.ns["ROLE"]
+                setter(role.PRODUCER if saved_w._flow_rank.role == "prefill" else role.CONSUMER)
+
+    def group_vote(self, key: Any) -> int:
+        return self.votes.get(key, 1)
+
+
+class PortCollision(Exception):
+    pass
+
+
+DRIVER: Driver = None  # type: ignore[assignment]
+
+
+class _Envs:
+    """vllm.envs: the MoRIIO variables the driver sets, vLLM's defaults otherwise."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name in self.values:
+            return self.values[name]
+        if name.endswith(("_TIMEOUT", "_PORT")) or "TIMEOUT" in name:
+            return 30
+        if name.startswith("VLLM_MORIIO"):
+            return None
+        raise HarnessError(f"envs.{name}")
+
+
+ENVS = _Envs()
+MODULE_STUBS["vllm.envs"] = ENVS
+MODULE_STUBS["vllm"] = types.SimpleNamespace(envs=ENVS)
+NAMES["envs"] = ENVS
+
+
+class _Spec:
+    """A KV-cache spec (attention or MLA): the driver's layer_to_spec values."""
+
+    block_size = BLOCK_SIZE
+    sliding_window = None
+    attention_chunk_size = None
+
+
+# vLLM's KV-cache spec classes (vllm/v1/kv_cache_interface.py), as the hierarchy the
+# connector's isinstance checks see: name -> base.
+SPEC_BASES = {
+    "KVCacheSpec": None,
+    "AttentionSpec": "KVCacheSpec",
+    "FullAttentionSpec": "AttentionSpec",
+    "MLAAttentionSpec": "FullAttentionSpec",
+    "SlidingWindowSpec": "AttentionSpec",
+    "SlidingWindowMLASpec": "SlidingWindowSpec",
+    "ChunkedLocalAttentionSpec": "AttentionSpec",
+    "CrossAttentionSpec": "AttentionSpec",
+    "MambaSpec": "KVCacheSpec",
+    "UniformTypeKVCacheSpecs": "KVCacheSpec",
+}
+
+
+def _spec_classes(ns: dict[str, Any]) -> None:
+    """The spec classes the modules imported: the driver's, in vLLM's hierarchy."""
+    made: dict[str, type] = {}
+    for name, base in SPEC_BASES.items():
+        made[name] = type(name, (made[base] if base else _Spec,), {})
+        if name not in ns or isinstance(ns.get(name), _Loud):
+            ns[name] = made[name]
+    if isinstance(ns.get("is_full_attention_spec"), _Loud):
+        # vLLM's helper: a FullAttentionSpec, or a uniform wrapper of them (none here).
+        ns["is_full_attention_spec"] = lambda spec: isinstance(spec, ns["FullAttentionSpec"])
+
+
+class Release:
+    """One release's MoRIIO modules, run."""
+
+    def __init__(self, version: str, files: dict[str, str]):
+        self.version = version
+        self.files = files
+        self.ns = run_modules(files)
+        _spec_classes(self.ns)
+        layout = files.get(MORIIO + "moriio_layout.py", "")
+        self.ns["_flow_standard_mla"] = "num_states" in layout
+        # Block ids per KV-cache group (`BlockIds`, 0.30.0 on: `local_block_ids[group_idx]`).
+        self.grouped_blocks = "BlockIds" in files.get(MORIIO + "moriio_connector.py", "")
+        for name in ("MoRIIOConnectorWorker", "MoRIIOConnectorScheduler"):
+            if name not in self.ns:
+                raise SystemExit(f"{version}: no {name}")
+        self.digest = hashlib.sha256(
+            "\n".join(files.get(MORIIO + m + ".py", "") for m in MODULES).encode()
+        ).hexdigest()[:16]
+
+    def config(
+        self, side: str, tp: int, dp: int, dp_rank: int, h: int, mla: bool, read: bool, backend: str
+    ) -> Any:
+        extra = {
+            "proxy_ip": "",
+            "proxy_ping_port": 36367,
+            "http_port": 8100 if side == "prefill" else 8200,
+            "handshake_port": HANDSHAKE_PORT[side],
+            "notify_port": NOTIFY_PORT[side],
+            "backend": backend,
+            "read_mode": "true" if read else "false",
+            "host_ip": f"10.0.{0 if side == 'prefill' else 1}.1",
+        }
+        role = "kv_producer" if side == "prefill" else "kv_consumer"
+        return _Config(
+            kv_transfer_config=_Config(
+                is_kv_producer=side == "prefill",
+                is_kv_consumer=side == "decode",
+                kv_role=role,
+                kv_connector_extra_config=extra,
+                engine_id=side,
+                kv_connector="MoRIIOConnector",
+            ),
+            parallel_config=_Config(
+                data_parallel_rank=dp_rank,
+                data_parallel_rank_local=dp_rank,
+                data_parallel_size=dp,
+                data_parallel_size_local=dp,
+                tensor_parallel_size=tp,
+                pipeline_parallel_size=1,
+                enable_expert_parallel=False,
+            ),
+            cache_config=_Config(
+                block_size=BLOCK_SIZE, cache_dtype="auto", mamba_cache_mode="none"
+            ),
+            num_lookahead_tokens=0,
+            speculative_config=None,
+            model_config=_Config(
+                use_mla=mla,
+                get_head_size=lambda: 576 if mla else 128,
+                dtype="bfloat16",
+                get_total_num_kv_heads=lambda: h,
+                get_num_kv_heads=lambda pc=None: 1 if mla else max(1, h // tp),
+                hf_text_config=_Config(),
+            ),
+            scheduler_config=_Config(
+                max_num_batched_tokens=8192, disable_hybrid_kv_cache_manager=False
+            ),
+        )
+
+
+def flow_vector(
+    rel: Release,
+    read: bool,
+    p: int,
+    d: int,
+    h: int,
+    mla: bool,
+    pdp: int = 1,
+    ddp: int = 1,
+    backend: str = "rdma",
+) -> dict[str, Any]:
+    """One deployment's first requests, as the release's code runs them; the decode TP
+    groups' handshake votes (0.27.0 on) are taken from a first run."""
+    first = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, {})
+    votes = first.pop("_votes", {})
+    if any(v == 0 for v in votes.values()):
+        again = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, votes)
+        again.pop("_votes", None)
+        return again
+    return first
+
+
+def _error(e: BaseException) -> list[Any]:
+    tb = e.__traceback__
+    where = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith("<vllm"):
+            where.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    kind = "hang" if isinstance(e, Hang) else type(e).__name__
+    return [kind, "" if isinstance(e, Hang) else str(e), where]
+
+
+def _flow(
+    rel: Release,
+    read: bool,
+    p: int,
+    d: int,
+    h: int,
+    mla: bool,
+    pdp: int,
+    ddp: int,
+    backend: str,
+    votes: dict[Any, int],
+) -> dict[str, Any]:
+    global DRIVER
+    ns = rel.ns
+    ENVS.values = {"VLLM_MORIIO_CONNECTOR_READ_MODE": read}
+    drv = DRIVER = Driver(ns)
+    drv.votes = dict(votes)
+    drv.lost = []
+    drv.received = collections.defaultdict(list)
+    DIST.votes = {}
+    CLOCK.now = 1000.0
+    Worker = ns["MoRIIOConnectorWorker"]
+    # 1. every rank's worker, by its own __init__ (ports as the release binds them).
+    for side, tp, dp in (("prefill", p, pdp), ("decode", d, ddp)):
+        for k in range(dp):
+            for r in range(tp):
+                rank = Rank(side, tp, r, dp, k)
+                drv.current = rank
+                w = Worker.__new__(Worker)
+                w._flow_rank = rank
+                cfg = rel.config(side, tp, dp, k, h, mla, read, backend)
+                with drv.as_rank(w):
+                    init_worker(Worker, w, cfg, side, ns, mla)
+                    attach_kv_state(w, tp, h, mla, ns)
+                drv.workers[(side, k, r)] = w
+    # Each rank's handshake listener binds its side_channel_port before the engine starts
+    # (register_kv_caches waits for it): a second rank on one port never gets its bind, and
+    # the engine start waits forever. The notify ports use the same offsets.
+    for side in ("prefill", "decode"):
+        ports = collections.Counter(
+            drv.port_of(w, "side_channel_port") for (s, _, _), w in drv.workers.items() if s == side
+        )
+        clash = sorted(port for port, n in ports.items() if n > 1)
+        if clash:
+            return {"verdict": ["engine_start", "hang", side, clash]}
+    # 2. requests: for each prefill DP rank, two requests it prefilled (P where one decode rank
+    # may rotate its source over the P prefill ranks), routed to the decode DP ranks in turn;
+    # one new request per decode step.
+    reqs = []
+    n = max(p, 2) if d == 1 else 2
+    for k in range(pdp):
+        for _ in range(n):
+            i = len(reqs)
+            # vLLM's proxy names requests "cmpl-..."; 0.14-0.24 accept only such acks.
+            consts = ns["MoRIIOConstants"]
+            xp = getattr(consts, "TRANSFER_PREFIX", getattr(consts, "COMPLETION_PREFIX", ""))
+            reqs.append({"id": f"cmpl-req-{i}", "xfer": f"{xp}-xfer-{i}", "pdp": k, "ddp": i % ddp})
+    meta_cls = ns["MoRIIOConnectorMetadata"]
+    out: dict[str, Any] = {"verdict": ["ok"], "requests": []}
+    for req in reqs:
+        k, e = req["pdp"], req["ddp"]
+        # The prefill side's step: its workers learn the transfer id (start_load_kv).
+        for r in range(p):
+            w = drv.workers[("prefill", k, r)]
+            pm = meta_cls()
+            _set_meta(pm, req, producer=True)
+            with drv.as_rank(w):
+                w.start_load_kv(pm)
+        reads: list[Any] = []
+        for r in range(d):
+            w = drv.workers[("decode", e, r)]
+            dm = meta_cls()
+            _set_meta(dm, req, producer=False, rel=rel, p=p, pdp=pdp)
+            before = len(w.moriio_wrapper.__dict__.get("_flow_reads", []))
+            sent_before = len(drv.sent)
+            with drv.as_rank(w):
+                try:
+                    w.start_load_kv(dm)
+                    w.get_finished()
+                except (Exception, Hang) as ex:
+                    # vLLM raises no NameError/AttributeError/TypeError for a layout it
+                    # runs: those mean the stand-ins lack something (fix the driver).
+                    if isinstance(ex, (HarnessError, NameError, AttributeError, TypeError)):
+                        raise HarnessError(f"{type(ex).__name__}: {ex}") from ex
+                    if DEBUG:
+                        raise
+                    stage = _stage(_error(ex)[2])
+                    out["verdict"] = [stage, *_error(ex)[:2], r]
+                    out["_votes"] = dict(drv.votes_seen)
+                    return out
+            got = w.moriio_wrapper.__dict__.get("_flow_reads", [])[before:]
+            reads.append(
+                {
+                    "read": sorted({tuple(x) for x in got}),
+                    "notified": drv.sent[sent_before:],
+                }
+            )
+        req["decode"] = reads
+        # The prefill workers count the acks; the scheduler frees, reaps or keeps the blocks.
+        done = []
+        acks = []
+        for r in range(p):
+            w = drv.workers[("prefill", k, r)]
+            with drv.as_rank(w):
+                sending, _ = w.get_finished()
+            done.append(req["id"] in sending)
+            acks.append(len(drv.received.pop((k, r), [])))
+        req["acks"] = acks
+        req["sent"] = done
+        req["freed"] = "acks" if all(done) else _reaped(rel, req, p, pdp, h, mla, read, backend)
+        out["requests"].append(req)
+    out["_votes"] = dict(drv.votes_seen)
+    out["lost"] = drv.lost
+    out["listener_errors"] = sorted({tuple(e) for e in drv.dead.values()})
+    return out
+
+
+def _stage(where: list[str]) -> str:
+    if any("handshake" in f for f in where):
+        return "handshake"
+    return "first_transfer"
+
+
+def _set_meta(m: Any, req: dict[str, Any], producer: bool, **k: Any) -> None:
+    m.transfer_id_to_request_id = {req["xfer"]: req["id"]}
+    if producer:
+        m.reqs_to_recv = {}
+        m.reqs_to_send = {req["id"]: CLOCK.now + 3600}
+        return
+    rel, p, pdp = k["rel"], k["p"], k["pdp"]
+    cls = rel.ns["ReqMeta"]
+    fields = {
+        "transfer_id": req["xfer"],
+        "local_block_ids": [[1]] if rel.grouped_blocks else [1],
+        "remote_block_ids": [[1]] if rel.grouped_blocks else [1],
+        "remote_engine_id": "prefill",
+        "remote_host": "10.0.0.1",
+        "remote_port": HANDSHAKE_PORT["prefill"],
+        "remote_handshake_port": HANDSHAKE_PORT["prefill"],
+        "remote_notify_port": NOTIFY_PORT["prefill"],
+        "tp_size": p,
+        "remote_dp_size": pdp,
+        "remote_dp_rank": req["pdp"],
+    }
+    import dataclasses
+    import inspect
+
+    if dataclasses.is_dataclass(cls):
+        names = [f.name for f in dataclasses.fields(cls)]
+    else:
+        names = list(inspect.signature(cls).parameters)
+    m.reqs_to_recv = {req["id"]: cls(**{n: fields[n] for n in names if n in fields})}
+    m.reqs_to_send = {}
+
+
+def _reaped(
+    rel: Release, req: dict[str, Any], p: int, pdp: int, h: int, mla: bool, read: bool, backend: str
+) -> str:
+    """The prefill scheduler's real request_finished, then update_connector_output past any
+    deadline: ``timeout`` if it frees the request, else ``never``."""
+    ns = rel.ns
+    sched_cls = ns["MoRIIOConnectorScheduler"]
+    if not hasattr(sched_cls, "update_connector_output"):
+        return "never"
+    cfg = rel.config("prefill", p, pdp, req["pdp"], h, mla, read, backend)
+    drv = DRIVER
+    w = drv.workers[("prefill", req["pdp"], 0)]
+    with drv.as_rank(w):
+        code = sched_cls.__init__.__code__
+        if "kv_cache_config" in code.co_varnames[: code.co_argcount]:
+            s = sched_cls(cfg, "prefill", kv_cache_config(ns, mla))
+        else:
+            s = sched_cls(cfg, "prefill")
+        request = _Config(
+            request_id=req["id"],
+            status=_RequestStatus.FINISHED_LENGTH_CAPPED,
+            kv_transfer_params={"do_remote_decode": True, "transfer_id": req["xfer"]},
+            num_computed_tokens=BLOCK_SIZE,
+            num_tokens=BLOCK_SIZE,
+            prompt_token_ids=[0] * BLOCK_SIZE,
+            is_finished=lambda: True,
+        )
+        t0 = CLOCK.now
+        # Block ids per KV-cache group where the release's scheduler takes them so.
+        grouped = "BlockIds" in str(sched_cls.request_finished.__annotations__.get("block_ids"))
+        delay, _ = s.request_finished(request, ([1],) if grouped else [1])
+        if not delay:
+            raise HarnessError("request_finished did not defer the free")
+        output = _Config(finished_sending=set(), finished_recving=set())
+        CLOCK.now = t0 + 7200.0
+        s.update_connector_output(output)
+        CLOCK.now = t0
+        return "timeout" if req["id"] in (output.finished_sending or set()) else "never"
+
+
+def kv_cache_config(ns: dict[str, Any], mla: bool) -> Any:
+    """One attention (or MLA) layer in one KV-cache group."""
+    spec = ns["MLAAttentionSpec"] if mla else ns["FullAttentionSpec"]
+    return _Config(
+        kv_cache_groups=[_Config(layer_names=[LAYER], kv_cache_spec=spec())],
+        transfer_group_index_by_layer={LAYER: 0},
+        transfer_groups=[_Config(layer_names=[LAYER], kv_cache_spec=spec())],
+        num_blocks=NUM_BLOCKS,
+        kv_cache_tensors=[],
+        transfer_group_ids=(0,),
+        select_transfer_block_ids=lambda ids: tuple(ids),
+    )
+
+
+def init_worker(Worker: Any, w: Any, cfg: Any, side: str, ns: dict[str, Any], mla: bool) -> None:
+    params = list(Worker.__init__.__code__.co_varnames[1 : Worker.__init__.__code__.co_argcount])
+    kwargs: dict[str, Any] = {"vllm_config": cfg, "engine_id": side}
+    if "kv_cache_config" in params:
+        kwargs["kv_cache_config"] = kv_cache_config(ns, mla)
+    Worker.__init__(w, **{k: v for k, v in kwargs.items() if k in params})
+
+
+class _KVTensor:
+    """The facts of a KV-cache tensor the offset code reads (shape, strides, element size)."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.shape = shape
+        self.dtype = "bfloat16"
+
+    def stride(self, dim: int | None = None) -> Any:
+        out, acc = [], 1
+        for n in reversed(self.shape):
+            out.append(acc)
+            acc *= n
+        st = tuple(reversed(out))
+        return st if dim is None else st[dim]
+
+    def element_size(self) -> int:
+        return 2
+
+    def data_ptr(self) -> int:
+        return 0
+
+    def numel(self) -> int:
+        return int(__import__("math").prod(self.shape))
+
+    def is_contiguous(self) -> bool:
+        return True
+
+
+NUM_BLOCKS = 64
+
+
+def head_layout(ns: dict[str, Any], heads: int) -> Any:
+    """vLLM's HeadLayout of a dense [2, blocks, block_size, heads, head_dim] cache."""
+    hb = 128 * 2
+    return ns["HeadLayout"](
+        num_heads=heads,
+        num_tokens=BLOCK_SIZE,
+        head_bytes=hb,
+        block_stride=BLOCK_SIZE * heads * hb,
+        head_stride=hb,
+        token_stride=heads * hb,
+        plane_offsets=(0, NUM_BLOCKS * BLOCK_SIZE * heads * hb),
+    )
+
+
+def attach_kv_state(w: Any, tp: int, h: int, mla: bool, ns: dict[str, Any]) -> None:
+    """What register_kv_caches leaves: one layer, memory descriptors naming the rank."""
+    heads = 1 if mla else max(1, h // tp)
+    shape = (NUM_BLOCKS, BLOCK_SIZE, 576) if mla else (2, NUM_BLOCKS, BLOCK_SIZE, heads, 128)
+    if mla and ns.get("_flow_standard_mla"):
+        shape = (NUM_BLOCKS, 1, BLOCK_SIZE, 576)  # 0.33.0: the standardized [B, H, N, C] view
+    spec = ns["MLAAttentionSpec"] if mla else ns["FullAttentionSpec"]
+    w.layer_name_to_local_kv_cache_metadata = {LAYER: [["mem", w.dp_rank, w.tp_rank]]}
+    w.moriio_wrapper.local_memory_registered = True
+    w.kv_caches = {LAYER: _KVTensor(shape)}
+    w.kv_cache_shape = shape
+    sp = spec()
+    sp.num_heads, sp.num_states, sp.state_content_size_bytes = 1, BLOCK_SIZE, 576 * 2
+    w.layer_to_spec = {LAYER: sp}
+    w.layer_names = [LAYER]
+    w.kv_layer_mr_offset = {}
+    if "HeadLayout" in ns and not mla:
+        w.kv_head_layouts = {LAYER: head_layout(ns, heads)}
+    elif "HeadLayout" in ns:
+        w.kv_head_layouts = {}
+    w._flow_meta_extra = {
+        "num_blocks": NUM_BLOCKS,
+        "kv_head_layouts": {k: v.to_wire() for k, v in getattr(w, "kv_head_layouts", {}).items()},
+        "attention_block_sizes": {},
+    }
+
+
+# ---------------------------------------------------------------- grid, encoding, main
+
+
+def loads(h: int, tp: int, mla: bool) -> bool:
+    """A TP size loads the model's KV heads (vLLM's QKV split): vectors where a side does
+    not load never reach the connector."""
+    return mla or (tp % h == 0 if tp >= h else h % tp == 0)
+
+
+def grid() -> list[tuple[Any, ...]]:
+    """(mode, P, D, H, MLA, prefill DP, decode DP, backend) of every vector."""
+    out = []
+    for mode in ("read",):
+        for mla in (False, True):
+            heads = [1, 8, 128] if mla else KV_HEADS
+            for h in heads:
+                for p in TP_SIZES:
+                    for d in TP_SIZES:
+                        if loads(h, p, mla) and loads(h, d, mla):
+                            out.append((mode, p, d, h, mla, 1, 1, "rdma"))
+                            if mla and d == 1:
+                                out.append((mode, p, d, h, mla, 1, 1, "xgmi"))
+            for h in DP_HEADS:
+                for pdp, ddp in DP_LAYOUTS:
+                    if (pdp, ddp) == (1, 1):
+                        continue
+                    for p in DP_TP:
+                        for d in DP_TP:
+                            if loads(h, p, mla) and loads(h, d, mla):
+                                out.append((mode, p, d, h, mla, pdp, ddp, "rdma"))
+    return out
+
+
+def template(message: str, args: tuple[int, ...]) -> str:
+    from vllm_golden import template as tpl
+
+    return tpl(message, args)
+
+
+def compact(v: tuple[Any, ...], got: dict[str, Any]) -> list[Any]:
+    """One vector's outcome, compact: [verdict, requests] where each request is
+    [prefill DP rank, decode DP rank, reads, notified, acks, sent, freed]; reads and notified
+    list, per decode rank, the (DP rank, TP rank) pairs."""
+    _, p, d, h = v[:4]
+    verdict = got["verdict"]
+    if verdict[0] not in ("ok", "engine_start") and verdict[1] != "hang":
+        verdict = [verdict[0], verdict[1], template(verdict[2], (p, d, h)), verdict[3]]
+    reqs = [
+        [
+            r["pdp"],
+            r["ddp"],
+            [x["read"] for x in r["decode"]],
+            [x["notified"] for x in r["decode"]],
+            r["acks"],
+            r["sent"],
+            r["freed"],
+        ]
+        for r in got.get("requests", [])
+    ]
+    # Exceptions a prefill rank's notify listener died of (logged only: vLLM's
+    # `_async_wait`), as (class, message) pairs.
+    errors = [[c, template(m, (p, d, h))] for c, m in got.get("listener_errors", [])]
+    return [verdict, reqs, errors]
+
+
+def moriio_files(path: Path) -> dict[str, str]:
+    """The MoRIIO modules of one release (an unpacked tree or a wheel)."""
+    import zipfile
+
+    files: dict[str, str] = {}
+    if path.is_dir():
+        for f in (path / MORIIO).glob("*.py"):
+            files[MORIIO + f.name] = f.read_text()
+    else:
+        with zipfile.ZipFile(path) as z:
+            for name in z.namelist():
+                if name.startswith(MORIIO) and name.endswith(".py"):
+                    files[name] = z.read(name).decode()
+    return files
+
+
+def generate(version: str, files: dict[str, str]) -> dict[str, Any]:
+    rel = Release(version, files)
+    vectors = grid()
+    table: list[Any] = []
+    index: dict[str, int] = {}
+    codes = []
+    for v in vectors:
+        mode, p, d, h, mla, pdp, ddp, backend = v
+        got = flow_vector(rel, mode == "read", p, d, h, mla, pdp, ddp, backend)
+        item = compact(v, got)
+        key = json.dumps(item, sort_keys=True)
+        if key not in index:
+            index[key] = len(table)
+            table.append(item)
+        codes.append(index[key])
+    return {
+        "format": 1,
+        "part": "flow-moriio",
+        "vectors": [list(v) for v in vectors],
+        "outcomes": table,
+        "codes": codes,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--versions", help="comma-separated releases (default: every MoRIIO release)")
+    ap.add_argument(
+        "--source", action="append", default=[], help="VERSION=PATH: an unpacked wheel or a .whl"
+    )
+    ap.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "pdtp-vllm-wheels"))
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args(argv)
+    versions = args.versions.split(",") if args.versions else RELEASES
+    sources = dict(s.split("=", 1) for s in args.source)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    index_path = out / "index.json"
+    index = json.loads(index_path.read_text()) if index_path.exists() else {}
+    runs = index.setdefault("flow-moriio", {})
+    done: dict[str, str] = {}  # source digest -> golden file
+    for v in versions:
+        path = Path(sources[v]) if v in sources else fetch(v, Path(args.cache))
+        files = moriio_files(path)
+        if not any(f.endswith("moriio_connector.py") for f in files):
+            runs[v] = None
+            print(f"flow-moriio {v}: no MoRIIO in this release", flush=True)
+            continue
+        digest = hashlib.sha256("\n".join(files[k] for k in sorted(files)).encode()).hexdigest()[
+            :16
+        ]
+        if digest not in done:
+            data = generate(v, files)
+            data["source_digest"] = digest
+            blob = json.dumps(data, separators=(",", ":"), sort_keys=True)
+            name = f"flow-moriio-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json.gz"
+            if not (out / name).exists():
+                with gzip.open(out / name, "wt", compresslevel=9) as f:
+                    f.write(blob)
+            done[digest] = name
+        runs[v] = done[digest]
+        print(f"flow-moriio {v}: {runs[v]}", flush=True)
+        index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    used = {n for part in index.values() for n in part.values() if n}
+    for f in out.glob("flow-*.json.gz"):
+        if f.name not in used:
+            f.unlink()
+
+
+if __name__ == "__main__":
+    main()
