@@ -565,3 +565,50 @@ def test_predict_serving_takes_the_engine_release():
     assert "no release given" in base.constants_note
     with pytest.raises(pdtp.PdtpError, match="release"):
         pdtp.predict_serving("llama-3.3-70b", **args, release=59)  # type: ignore[arg-type]
+
+
+# ---- which TTFT an SLO bounds: the mean, in the planners and the simulator -------------------
+
+
+def test_the_slo_names_the_mean_ttft_and_refuses_a_median_it_cannot_predict():
+    from pdtp.workload import TTFT_STATISTICS
+
+    w = pdtp.Workload()
+    assert w.ttft_statistic == "mean" and TTFT_STATISTICS == ("mean",)
+    assert w.to_dict()["ttft_statistic"] == "mean"
+    assert pdtp.Workload(**w.to_dict()) == w
+    for bad in ("median", "p50", "", 0.5):
+        with pytest.raises(pdtp.PdtpError, match="ttft_statistic.*mean.*slo_percentile"):
+            pdtp.Workload(ttft_statistic=bad)  # type: ignore[arg-type]
+    with pytest.raises(pdtp.PdtpError, match="ttft_statistic"):
+        pdtp.solve("llama-3.1-8b", gpus=2, gpu="h100", workload={"ttft_statistic": "median"})
+    plan = pdtp.solve("llama-3.1-8b", gpus=2, gpu="h100", workload={"ttft_statistic": "mean"})
+    assert plan.slo_basis == "mean" and plan.workload.ttft_statistic == "mean"
+    back = pdtp.Plan.from_dict(plan.to_dict())
+    assert back.workload == plan.workload
+
+
+def test_the_simulator_judges_the_slo_on_the_statistic_it_names():
+    from pdtp.simulate import slo_met
+
+    plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
+    r = pdtp.simulate(plan, rate_rps=0.5 * plan.requests_per_s, requests=2000)
+    mean_ttft, mean_tpot = r.ttft_ms.mean, r.tpot_ms.mean
+    assert slo_met(r) == (mean_ttft <= r.ttft_slo_ms and mean_tpot <= r.tpot_slo_ms)
+    # The mean is the statistic: an SLO between the mean and the max TTFT separates them.
+    between = (mean_ttft + r.ttft_ms.max) / 2
+    assert r.ttft_ms.mean < between < r.ttft_ms.max
+    tight = pdtp.simulate(
+        plan,
+        rate_rps=0.5 * plan.requests_per_s,
+        requests=2000,
+        workload=dataclasses.replace(plan.workload, ttft_ms=between),
+    )
+    assert slo_met(tight) and not tight.meets_slo(0.9999)
+    below = dataclasses.replace(plan.workload, ttft_ms=0.99 * mean_ttft)
+    r2 = pdtp.simulate(plan, rate_rps=0.5 * plan.requests_per_s, requests=2000, workload=below)
+    assert not slo_met(r2)
+    assert slo_met(r2, 0.001) == r2.meets_slo(0.001)
+    for bad in ("median", 1.0, 0):
+        with pytest.raises(pdtp.PdtpError, match="statistic"):
+            slo_met(r, bad)

@@ -1924,7 +1924,7 @@ def _length_range_arg(text: str | None) -> tuple[float, float] | None:
 def _cmd_simulate(args: argparse.Namespace) -> int:
     import time
 
-    from .simulate import simulate
+    from .simulate import simulate, slo_met
 
     cfg, base_workload, title = _sim_target(args)
     w = _sim_workload(args, base_workload)
@@ -2005,7 +2005,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     print(
         f"\nthroughput {r.throughput_rps:,.2f} req/s = {r.output_tokens_per_s:,.0f} output "
         f"tok/s; goodput {r.goodput_rps:,.2f} req/s ({r.slo_attainment:.1%} of requests "
-        f"within both SLOs); p90 SLOs {'met' if r.meets_slo(0.9) else 'MISSED'}\n"
+        f"within both SLOs); SLOs on the mean (as planned) {'met' if slo_met(r) else 'MISSED'}, "
+        f"at p90 {'met' if r.meets_slo(0.9) else 'MISSED'}\n"
     )
     side_rows = [
         [s.role, s.instances, f"{s.utilization:.0%}", f"{s.mean_decode_batch:,.1f}",

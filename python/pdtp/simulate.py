@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._core import RateSearch, SimConfig, SimResult, SimTrace
-from ._validate import positive_int, positive_number, public_api
+from ._validate import positive_int, positive_number, public_api, short_repr
 from .engine import vllm_batch_defaults
 from .errors import ArgumentTypeError, InvalidArgumentError
 from .layout import Layout
@@ -47,6 +47,7 @@ __all__ = [
     "max_rate_within_slo",
     "sim_config",
     "simulate",
+    "slo_met",
     "vllm_scheduler_defaults",
 ]
 
@@ -442,6 +443,34 @@ def simulate(
         concurrency=conc,
         trace=tr,
     )
+
+
+def slo_met(result: SimResult, statistic: Any = "mean") -> bool:
+    """Whether a simulation meets its SLOs on ``statistic``: ``"mean"`` (what
+    ``Workload.ttft_statistic`` names and plans are predicted on: the mean TTFT and the mean
+    TPOT over the requests) or a quantile in (0, 1) (``SimResult.meets_slo``). Unbounded SLOs
+    always hold.
+
+    >>> import pdtp
+    >>> from pdtp.simulate import slo_met
+    >>> plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
+    >>> slo_met(pdtp.simulate(plan, rate_rps=0.5 * plan.requests_per_s, requests=2000))
+    True
+    """
+    if isinstance(statistic, str):
+        if statistic != "mean":
+            raise InvalidArgumentError(
+                f"statistic must be 'mean' or a quantile in (0, 1) such as 0.9, got "
+                f"{short_repr(statistic)}"
+            )
+        ttft, tpot = result.ttft_slo_ms, result.tpot_slo_ms
+        return (ttft is None or result.ttft_ms.mean <= ttft) and (
+            tpot is None or result.tpot_ms.mean <= tpot
+        )
+    q = positive_number("statistic", statistic)
+    if not q < 1:
+        raise InvalidArgumentError(f"statistic must be 'mean' or a quantile in (0, 1), got {q}")
+    return bool(result.meets_slo(q))
 
 
 @public_api
