@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 
 use crate::check::{self, Shape};
 
-use crate::rules::{self};
+use crate::rules;
 
 use super::connector::*;
 use super::errors::*;

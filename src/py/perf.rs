@@ -6,9 +6,9 @@ use pyo3::types::PyDict;
 
 use crate::perf::{self, Constants, Workload};
 
-use crate::layout_rules::{self};
+use crate::layout_rules;
 use crate::perf::fit::{self as perf_fit, FitOptions, FitPoint, Prior};
-use crate::perf::serving::{self};
+use crate::perf::serving;
 use crate::perf::StepBatch;
 use crate::plan::{self, SideOption};
 
@@ -110,7 +110,7 @@ pub(super) fn layout_option(
     consts: &Bound<'_, PyDict>,
     work: &Bound<'_, PyDict>,
     layout_: LayoutTuple,
-    role: &str,
+    role: RoleArg,
     util: f64,
     max_num_batched_tokens: f64,
 ) -> PyResult<(SideRow, f64, i64, f64)> {
@@ -120,7 +120,7 @@ pub(super) fn layout_option(
         constants(consts)?,
         workload(work)?,
     );
-    let role = role_of(py, role)?;
+    let role = role.0;
     let (lm, l) = (layout_model(rules_model), layout(layout_));
     let o = released(py, move || {
         let mut o = plan::candidates::operating_point(
@@ -228,7 +228,7 @@ pub(super) fn predict_serving(
     work: &Bound<'_, PyDict>,
 ) -> PyResult<Option<ServingPoint>> {
     let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
-    let w = serving_workload(py, work)?;
+    let w = serving_workload(work)?;
     let l = self::layout(layout);
     shielded(py, || {
         serving::serving(&m, &g, &c, &l, &w).map(ServingPoint::from)
@@ -293,11 +293,7 @@ pub(super) fn fit_points(py: Python<'_>, points: Vec<PointTuple<'_>>) -> PyResul
                 .into_iter()
                 .map(|(name, index)| match Constants::field_index(&name) {
                     Some(f) => Ok((f, index)),
-                    None => Err(pdtp_error(
-                        py,
-                        "InvalidArgumentError",
-                        format!("unknown constant {name:?}"),
-                    )),
+                    None => Err(invalid(py, format!("unknown constant {name:?}"))),
                 })
                 .collect::<PyResult<Vec<_>>>()?;
             Ok(FitPoint {
@@ -305,7 +301,7 @@ pub(super) fn fit_points(py: Python<'_>, points: Vec<PointTuple<'_>>) -> PyResul
                 gpu: gpu_perf(&g)?,
                 constants: constants(&c)?,
                 layout: layout(l),
-                workload: serving_workload(py, &w)?,
+                workload: serving_workload(&w)?,
                 params,
                 measured: [measured.0, measured.1, measured.2],
             })
@@ -332,9 +328,8 @@ pub(super) fn fit_constants(
 ) -> PyResult<(Vec<f64>, f64, usize, bool)> {
     let pts = fit_points(py, points)?;
     if lo.len() != x0.len() || hi.len() != x0.len() {
-        return Err(pdtp_error(
+        return Err(invalid(
             py,
-            "InvalidArgumentError",
             "x0, lo and hi must have one entry per parameter".into(),
         ));
     }
