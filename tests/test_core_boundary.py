@@ -11,9 +11,9 @@ import pdtp
 from pdtp import _core
 from pdtp.catalog import gpu as find_gpu
 from pdtp.catalog import resolve_model
+from pdtp.constants import constants_for
 from pdtp.layout import layout_model
 from pdtp.perf import constant_inputs, gpu_inputs, model_inputs
-from pdtp.constants import constants_for
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def _scenario(parts: dict[str, object], **kw: object) -> _core.Scenario:
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"mode": "both"}, "mode must be one of auto, disagg, agg, got \"both\""),
+        ({"mode": "both"}, 'mode must be one of auto, disagg, agg, got "both"'),
         ({"objective": "speed"}, "objective must be one of throughput, tokens_per_dollar, gpus"),
         ({"layouts": (["tp", "sp"], [])}, "layout family must be one of tp, ep, dp, pp"),
         (
@@ -58,7 +58,7 @@ def _scenario(parts: dict[str, object], **kw: object) -> _core.Scenario:
                 "move_cost": (1.0, 1.0, 1.0, 1.0),
                 "running": ((0, "prefil", (1, 1, 1, False), 1), (0, "decode", (1, 1, 1, False), 1)),
             },
-            "role must be one of prefill, decode, aggregated, got \"prefil\"",
+            'role must be one of prefill, decode, aggregated, got "prefil"',
         ),
     ],
 )
@@ -113,7 +113,5 @@ def test_placement_and_feasibility_come_from_the_core(parts: dict[str, object]) 
     assert len(placed) == ch.prefill_instances + ch.decode_instances
     used = [(p.node, d) for p in placed for d in p.devices]
     assert len(used) == len(set(used))
-    too_many = [
-        _core.Choice(ch.prefill, ch.decode, ch.prefill_instances + 64, ch.decode_instances)
-    ]
+    too_many = [_core.Choice(ch.prefill, ch.decode, ch.prefill_instances + 64, ch.decode_instances)]
     assert c.feasible(too_many) is False
