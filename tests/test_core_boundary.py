@@ -115,3 +115,41 @@ def test_placement_and_feasibility_come_from_the_core(parts: dict[str, object]) 
     assert len(used) == len(set(used))
     too_many = [_core.Choice(ch.prefill, ch.decode, ch.prefill_instances + 64, ch.decode_instances)]
     assert c.feasible(too_many) is False
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+def test_tp_shorthand_predicts_as_the_tp_only_side_path(tp: int) -> None:
+    """``predict_prefill/predict_decode(tp=N)`` go through the layout API (layout ``tpN``);
+    the planner's TP-only side rows (``side_option``) are an independent path to the same
+    numbers."""
+    from pdtp.perf import resolve_context, side_point
+    from pdtp.workload import Workload
+
+    ctx = resolve_context("llama-3.1-70b", "h100")
+    isl, osl = 2048, 512
+    w = Workload(isl=isl, osl=osl)
+    p = pdtp.predict_prefill("llama-3.1-70b", gpu="h100", tp=tp, isl=isl)
+    side = side_point(ctx, w, tp, prefill=True)
+    assert p.ttft_ms == pytest.approx(side.latency_ms, rel=1e-12)
+    assert p.requests_per_s == pytest.approx(side.requests_per_s, rel=1e-12)
+    assert p.weights_fit == side.fits_weights
+    d = pdtp.predict_decode("llama-3.1-70b", gpu="h100", tp=tp, isl=isl, osl=osl, batch=8)
+    dec = side_point(ctx, w, tp, prefill=False)
+    assert d.max_batch == dec.max_batch
+    if dec.batch == 8:
+        assert d.tpot_ms == pytest.approx(dec.latency_ms, rel=1e-12)
+
+
+def test_pair_rules_are_the_layout_rules_of_tp_layouts() -> None:
+    from pdtp.layout import Layout, loadable_tp_sizes
+    from pdtp.violations import layout_rules, pair_rules
+
+    m = resolve_model("llama-3.1-70b")
+    for conn in ("nixl", "moriio@0.32.0"):
+        for p in (1, 2, 4, 8, 16):
+            for d in (1, 2, 4, 8, 16):
+                assert pair_rules(m, p, d, conn, None) == layout_rules(
+                    m, Layout(p), Layout(d), conn, None
+                )
+    # 64 heads, 8 KV heads: TP divides the heads and divides or is a multiple of 8.
+    assert loadable_tp_sizes(m, 128) == [1, 2, 4, 8, 16, 32, 64]

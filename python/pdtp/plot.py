@@ -21,8 +21,8 @@ import pathlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import _core
 from .errors import ArgumentTypeError, InvalidArgumentError
+from .layout import loadable_tp_sizes
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -386,9 +386,7 @@ def pairs_chart(
         loadable = {
             int(t)
             for m in ms
-            for t in _core.loadable_sizes(
-                m.num_attention_heads, m.num_kv_heads, m.is_mla, max(1, max_tp)
-            )
+            for t in loadable_tp_sizes(m, max(1, max_tp))
         }
         tps = sorted(loadable) or list(range(1, max_tp + 1))
     states = list(_CELLS)

@@ -76,3 +76,20 @@ pub(super) fn layout_load_violations(
     let v = shielded(py, || layout_rules::load_violations(&m, &l, side, prof))?;
     Ok(v.into_iter().map(violation_tuple).collect())
 }
+
+/// Whether one instance of each layout loads the model (vLLM's load rules: heads and KV
+/// heads by TP, pipeline support and depth, experts for expert parallel).
+#[pyfunction]
+pub(super) fn layouts_load(
+    py: Python<'_>,
+    model: LayoutModelTuple,
+    layouts: Vec<LayoutTuple>,
+) -> PyResult<Vec<bool>> {
+    let m = layout_model(model);
+    shielded(py, || {
+        layouts
+            .into_iter()
+            .map(|l| layout_rules::loads(&m, &layout(l)))
+            .collect()
+    })
+}
