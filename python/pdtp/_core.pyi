@@ -174,6 +174,7 @@ def layout_option(
     util: float,
     max_num_batched_tokens: float,
 ) -> tuple[_SideRow, float, int, float]: ...
+
 _SpaceRow = tuple[str, tuple[int, int, int, bool], int, float, float, float, int, int]
 _SpacePlan = tuple[int, int, int, int, int]
 

@@ -383,11 +383,7 @@ def pairs_chart(
         tps = sorted(set(sizes))
     else:
         # Sizes that load at least one of the models (others would be all grey).
-        loadable = {
-            int(t)
-            for m in ms
-            for t in loadable_tp_sizes(m, max(1, max_tp))
-        }
+        loadable = {int(t) for m in ms for t in loadable_tp_sizes(m, max(1, max_tp))}
         tps = sorted(loadable) or list(range(1, max_tp + 1))
     states = list(_CELLS)
     grids = {(m.name, c): pairs_grid(m, c, tps, max_acks=max_acks) for m in ms for c in cs}
