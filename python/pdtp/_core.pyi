@@ -45,23 +45,19 @@ __all__ = [
     "Stage",
     "candidates",
     "check_layouts",
-    "check_pair",
     "connector_gpu_violation",
     "connector_names",
     "expected_ack_count",
     "layout_load_violations",
     "layout_option",
-    "loadable_sizes",
+    "layouts_load",
     "moriio_port_offsets",
     "parse_layout",
-    "predict_decode",
-    "predict_prefill",
     "remote_tp_rank",
     "register_connector",
     "resolve_connector",
     "side_option",
     "stage_layers",
-    "sweep_budgets",
     "sweep_space",
     "transfer_map",
     "vllm_releases",
@@ -79,8 +75,6 @@ _Nums = dict[str, float]
 _Work = dict[str, float | None]
 # (tp, loads, fits_weights, fits_kv, latency_s, meets_slo, batch, max_batch, rps, units)
 _SideRow = tuple[int, bool, bool, bool, float, bool, int, int, float, int]
-# (prefill_tp, prefill_instances, decode_tp, decode_instances, value_units, gpus_used)
-_CandRow = tuple[int, int, int, int, int, int]
 
 def remote_tp_rank(local_tp_rank: int, local_tp_size: int, remote_tp_size: int) -> int:
     """vLLM's ``get_moriio_remote_tp_rank``: the remote rank a local rank reads from."""
@@ -99,16 +93,6 @@ _Violation = tuple[str, str, str, str, str, str, str, str, str]
 _Warning = tuple[str, str, str]
 
 def connector_gpu_violation(connector: str, vendor: str) -> _Violation | None: ...
-def check_pair(
-    num_attention_heads: int,
-    num_kv_heads: int,
-    is_mla: bool,
-    prefill_tp: int,
-    decode_tp: int,
-    connector: str,
-    max_acks: int | None = None,
-    hybrid: bool = False,
-) -> tuple[list[_Violation], list[_Warning]]: ...
 def alternatives(
     num_attention_heads: int,
     num_kv_heads: int,
@@ -122,9 +106,6 @@ def alternatives(
     limit: int,
     hybrid: bool = False,
 ) -> list[tuple[int, int]]: ...
-def loadable_sizes(
-    num_attention_heads: int, num_kv_heads: int, is_mla: bool, bound: int
-) -> list[int]: ...
 def transfer_map(
     prefill_tp: int, decode_tp: int, kv_heads: int, is_mla: bool, connector: str
 ) -> tuple[
@@ -150,6 +131,7 @@ def moriio_port_offsets(
 def layout_load_violations(
     model: _LayoutModel, layout_: tuple[int, int, int, bool], side: str, connector: str
 ) -> list[_Violation]: ...
+def layouts_load(model: _LayoutModel, layouts: list[tuple[int, int, int, bool]]) -> list[bool]: ...
 
 @final
 class ConnectorInfo:
@@ -207,19 +189,6 @@ def register_connector(
 def vllm_releases() -> list[str]:
     """Every vLLM release the golden data covers, oldest first."""
 
-def predict_prefill(
-    model: _Nums, gpu: _Nums, consts: _Nums, tp: int, isl: float, util: float
-) -> tuple[float, float, float, bool, float, bool]: ...
-def predict_decode(
-    model: _Nums,
-    gpu: _Nums,
-    consts: _Nums,
-    tp: int,
-    isl: float,
-    osl: float,
-    batch: float,
-    util: float,
-) -> tuple[float, int, float, bool]: ...
 def side_option(
     model: _Nums, gpu: _Nums, consts: _Nums, work: _Work, tp: int, prefill: bool, util: float
 ) -> _SideRow: ...
@@ -234,9 +203,6 @@ def layout_option(
     util: float,
     max_num_batched_tokens: float,
 ) -> tuple[_SideRow, float, int, float]: ...
-def sweep_budgets(
-    scenario: Scenario, budgets: list[int]
-) -> tuple[list[_SideRow], list[_SideRow], list[tuple[_CandRow | None, _CandRow | None, bool]]]: ...
 
 _SpaceRow = tuple[str, tuple[int, int, int, bool], int, float, float, float, int, int]
 _SpacePlan = tuple[int, int, int, int, int]
@@ -540,7 +506,7 @@ def predict_serving(
 ) -> ServingPoint | None: ...
 def layout_sides(
     model: _Nums, gpu: _Nums, consts: _Nums, layout: _Layout, work: _Work, util: float
-) -> tuple[bool, float, float, float, float, int, int, float, float]: ...
+) -> tuple[bool, float, float, float, float, int, int, float, float, float, bool]: ...
 def fit_constants(
     points: Sequence[_PointTuple],
     priors: Sequence[tuple[int, int | None, float]],

@@ -23,7 +23,7 @@ from .errors import (
     ArgumentTypeError,
     InvalidArgumentError,
 )
-from .layout import Layout, is_hybrid
+from .layout import Layout, is_hybrid, loadable_tp_sizes
 from .violations import CheckWarning, Violation, layout_rules, load_rules, pair_rules
 
 # Largest KV/attention head count accepted (far above any real model; keeps arithmetic small).
@@ -319,9 +319,7 @@ def check(
             )
     alts: tuple[tuple[int, int] | tuple[str, str], ...] = ()
     if violations and n_alt:
-        loadable = _core.loadable_sizes(
-            shape.num_attention_heads, shape.num_kv_heads, shape.is_mla, bound
-        )
+        loadable = loadable_tp_sizes(shape, bound)
         memo: dict[tuple[str, Layout], bool] = {}
 
         def fits_memory(side: str, lay: Layout) -> bool:

@@ -151,6 +151,14 @@ def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool]:
     )
 
 
+def loadable_tp_sizes(model: Any, bound: int) -> list[int]:
+    """TP sizes 1..``bound`` one instance of ``model`` loads with (the TP-only layouts
+    ``tpN`` whose load rules pass: heads and KV heads by TP)."""
+    sizes = range(1, max(0, bound) + 1)
+    loads = _core.layouts_load(layout_model(model), [(t, 1, 1, False) for t in sizes])
+    return [t for t, ok in zip(sizes, loads) if ok]
+
+
 def is_hybrid(model: Any) -> bool:
     """The model has Mamba-type layers (layers without a KV cache: Mamba, Mamba-2, Gated
     DeltaNet, …), as vLLM's NIXL worker reads it (``_has_mamba``). A ``ModelShape`` says so

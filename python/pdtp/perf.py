@@ -197,7 +197,8 @@ def predict_prefill(
     constants: Any = None,
     gpu_memory_utilization: float = DEFAULT_UTILIZATION,
 ) -> PrefillPrediction:
-    """Prefill of one ``isl``-token request on one instance of ``tp`` GPUs.
+    """Prefill of one ``isl``-token request on one instance of ``tp`` GPUs (shorthand for
+    the TP-only layout: ``tp=8`` is the layout ``tp8``, predicted as every layout is).
 
     >>> import pdtp
     >>> p = pdtp.predict_prefill("llama-3.1-70b", gpu="h100", tp=8, isl=2048)
@@ -208,9 +209,9 @@ def predict_prefill(
     tp = positive_int("tp", tp, maximum=MAX_TP)
     isl = positive_int("isl", isl, maximum=MAX_TOKENS)
     m, g, c = ctx.inputs
-    t, ttft, rps, fits, kv_tokens, weights_ok = _core.predict_prefill(
-        m, g, c, tp, float(isl), ctx.gpu_memory_utilization
-    )
+    work = {"isl": float(isl), "osl": 1.0, "ttft_s": None, "tpot_s": None}
+    sides = _core.layout_sides(m, g, c, (tp, 1, 1, False), work, ctx.gpu_memory_utilization)
+    weights_ok, _, t, ttft, rps, *_, kv_tokens, fits = sides
     return PrefillPrediction(
         tp, isl, t * 1e3, ttft * 1e3, rps, weights_ok, fits and weights_ok, int(kv_tokens)
     )
@@ -230,6 +231,7 @@ def predict_decode(
 ) -> DecodePrediction:
     """One decode step at ``batch`` sequences of mean context ``isl + osl/2`` tokens.
     ``max_batch`` is the largest batch whose full sequences (isl + osl) fit in KV memory.
+    ``tp=8`` is shorthand for the TP-only layout ``tp8``.
 
     >>> import pdtp
     >>> d = pdtp.predict_decode("llama-3.1-70b", gpu="h100", tp=8, isl=2048, osl=512, batch=32)
@@ -242,9 +244,12 @@ def predict_decode(
     osl = positive_int("osl", osl, maximum=MAX_TOKENS)
     batch = positive_int("batch", batch, maximum=1 << 24)
     m, g, c = ctx.inputs
-    step, max_batch, kv_tokens, weights_ok = _core.predict_decode(
-        m, g, c, tp, float(isl), float(osl), float(batch), ctx.gpu_memory_utilization
-    )
+    layout = (tp, 1, 1, False)
+    work = {"isl": float(isl), "osl": float(osl), "ttft_s": None, "tpot_s": None}
+    sides = _core.layout_sides(m, g, c, layout, work, ctx.gpu_memory_utilization)
+    weights_ok, max_batch, kv_tokens = sides[0], sides[6], sides[9]
+    context = float(isl) + float(osl) / 2.0
+    step = _core.step_time(m, g, c, layout, float(batch), float(batch) * context, 0.0, 0.0)
     return DecodePrediction(
         tp, isl, osl, batch, step * 1e3, batch / step, max_batch, weights_ok, int(kv_tokens)
     )

@@ -21,9 +21,9 @@ import pathlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import _core
 from .connectors import NO_GPU_CONNECTOR, VENDOR_DEFAULTS
 from .errors import ArgumentTypeError, InvalidArgumentError
+from .layout import loadable_tp_sizes
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -384,13 +384,7 @@ def pairs_chart(
         tps = sorted(set(sizes))
     else:
         # Sizes that load at least one of the models (others would be all grey).
-        loadable = {
-            int(t)
-            for m in ms
-            for t in _core.loadable_sizes(
-                m.num_attention_heads, m.num_kv_heads, m.is_mla, max(1, max_tp)
-            )
-        }
+        loadable = {int(t) for m in ms for t in loadable_tp_sizes(m, max(1, max_tp))}
         tps = sorted(loadable) or list(range(1, max_tp + 1))
     states = list(_CELLS)
     grids = {(m.name, c): pairs_grid(m, c, tps, max_acks=max_acks) for m in ms for c in cs}

@@ -91,28 +91,16 @@ class CheckWarning:
 
 
 @int64_arguments
-def _check_pair(
-    num_attention_heads: int,
-    num_kv_heads: int,
-    is_mla: bool,
-    prefill_tp: int,
-    decode_tp: int,
+def _check_layouts(
+    model: tuple[int, int, bool, int, int, bool, bool],
+    prefill: tuple[int, int, int, bool],
+    decode: tuple[int, int, int, bool],
     connector: str,
     max_acks: int | None,
-    hybrid: bool = False,
 ) -> Any:
-    """``_core.check_pair``, an integer beyond 64 bits named (``max_acks=2**70``), not
+    """``_core.check_layouts``, an integer beyond 64 bits named (``max_acks=2**70``), not
     PyO3's bare ``OverflowError``."""
-    return _core.check_pair(
-        num_attention_heads,
-        num_kv_heads,
-        is_mla,
-        prefill_tp,
-        decode_tp,
-        connector,
-        max_acks,
-        hybrid=hybrid,
-    )
+    return _core.check_layouts(model, prefill, decode, connector, max_acks)
 
 
 def pair_rules(
@@ -120,18 +108,16 @@ def pair_rules(
 ) -> tuple[list[Violation], tuple[CheckWarning, ...]]:
     """The connector's rule violations and warnings for one pair (``shape``: anything with
     ``num_attention_heads``, ``num_kv_heads``, ``is_mla``), in vLLM's order. ``connector``
-    is a ``_core`` key: ``"name"`` or ``"name@X.Y.Z"``."""
-    from .layout import is_hybrid
+    is a ``_core`` key: ``"name"`` or ``"name@X.Y.Z"``. Shorthand of :func:`layout_rules`:
+    TP size ``t`` is the layout ``tp{t}``."""
+    from .layout import layout_model
 
-    raw_violations, raw_warnings = _check_pair(
-        shape.num_attention_heads,
-        shape.num_kv_heads,
-        shape.is_mla,
-        prefill_tp,
-        decode_tp,
+    raw_violations, raw_warnings = _check_layouts(
+        layout_model(shape),
+        (prefill_tp, 1, 1, False),
+        (decode_tp, 1, 1, False),
         connector,
         max_acks,
-        hybrid=is_hybrid(shape),
     )
     return [core_violation(v) for v in raw_violations], core_warnings(raw_warnings)
 
@@ -144,7 +130,7 @@ def layout_rules(
     ``model``: a ``pdtp.Model`` or anything with the attention numbers."""
     from .layout import layout_model
 
-    raw_violations, raw_warnings = _core.check_layouts(
+    raw_violations, raw_warnings = _check_layouts(
         layout_model(model), prefill.core, decode.core, connector, max_acks
     )
     return [core_violation(v) for v in raw_violations], core_warnings(raw_warnings)

@@ -8,16 +8,20 @@
 //! - [`order`]: what "best" means, for every planner, once;
 //! - [`relax`]: closed forms per pair: CP-SAT's hint and valid relaxation bounds;
 //! - [`oracle`]: the exhaustive search tests hold CP-SAT to;
-//! - [`rule_blind`]: the best plan among pairs the connector refuses.
+//! - [`rule_blind`]: the best plan among pairs the connector refuses;
+//! - [`placement`]: where a plan's instances run (nodes and devices);
+//! - [`feasible`]: whether a plan meets every constraint (independent of CP-SAT).
 //!
 //! The CP-SAT model itself is built in Python (`pdtp/planning/cpsat.py`) from these rows,
 //! patterns, stages, bounds and hints; it decides.
 
 pub mod candidates;
 pub mod cluster;
+pub mod feasible;
 pub mod layouts;
 pub mod oracle;
 pub mod order;
+pub mod placement;
 pub mod relax;
 pub mod rule_blind;
 pub mod scenario;

@@ -1,5 +1,5 @@
 //! Cross-checks of the planning core: the closed forms (hints, bounds), the oracle's
-//! dominance reductions and the sweep against the full enumeration, on sampled scenarios
+//! dominance reductions against the full enumeration, on sampled scenarios
 //! with partly free nodes, TP sizes that do not divide the node and two GPU types.
 
 use std::cmp::Ordering;
@@ -304,73 +304,6 @@ fn hints_are_the_optimum_and_bounds_are_valid() {
         }
     }
     assert!(exact > 200, "{exact}");
-}
-
-#[test]
-fn sweep_equals_the_oracle_at_every_budget() {
-    use crate::sweep::sweep_budgets;
-    let budgets: Vec<i64> = (0..=40).chain([63, 64, 65, 100]).collect();
-    for (perf, w) in [
-        (llama70(), workload()),
-        (small(4), workload()),
-        (five(), loose()),
-        (small(1), loose()),
-    ] {
-        for connector in ["moriio", "nixl", "nixl-legacy"] {
-            for max_tp in [None, Some(4), Some(16)] {
-                let mut template = scenario(
-                    vec![model(perf, &[h100()], w, 0.0)],
-                    vec![gpu_type("h100", Vendor::Nvidia, 0)],
-                    &[],
-                    connector,
-                    Objective::Throughput,
-                );
-                template.max_tp = max_tp;
-                // The sweep plans TP-only P/D splits.
-                template.mode = Mode::Disaggregated;
-                template.layouts.families = Some(Families {
-                    tp: true,
-                    ep: false,
-                    dp: false,
-                    pp: false,
-                });
-                let sweep = sweep_budgets(&template, &budgets);
-                for (&gpus, point) in budgets.iter().zip(&sweep.points) {
-                    let mut sc = template.clone();
-                    let (full, rest) = (gpus / 8, gpus % 8);
-                    sc.nodes = [(0, 8, full), (0, rest, 1)]
-                        .iter()
-                        .filter(|x| x.1 > 0 && x.2 > 0)
-                        .map(|&(t, free, count)| NodeClass {
-                            gpu_type: t,
-                            free,
-                            count,
-                        })
-                        .collect();
-                    let c = Candidates::build(sc);
-                    let order = Order::new(&c);
-                    let (best, _) = search(&c, &order, None, true);
-                    let got = point.best.map(|p| {
-                        (
-                            p.prefill_tp,
-                            p.prefill_instances,
-                            p.decode_tp,
-                            p.decode_instances,
-                        )
-                    });
-                    let want = best.and_then(|s| s[0]).map(|ch| {
-                        (
-                            c.rows[ch.pair.prefill].layout.tp,
-                            ch.prefill,
-                            c.rows[ch.pair.decode].layout.tp,
-                            ch.decode,
-                        )
-                    });
-                    assert_eq!(got, want, "gpus={gpus} {connector} max_tp={max_tp:?}");
-                }
-            }
-        }
-    }
 }
 
 #[test]

@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 
 use crate::check::{self, Shape};
 
-use crate::rules::{self};
+use crate::rules;
 
 use super::connector::*;
 use super::errors::*;
@@ -85,38 +85,6 @@ pub(super) fn warning_tuple(w: check::Warning) -> WarningTuple {
     (w.code, w.message, w.consequence)
 }
 
-/// `(violations, warnings)` for one pair; violations as
-/// `(code, side, message, hint, vllm_error)`, warnings as `(code, message)`.
-#[pyfunction]
-#[pyo3(signature = (num_attention_heads, num_kv_heads, is_mla, prefill_tp, decode_tp, connector, max_acks=None, hybrid=false))]
-#[allow(clippy::type_complexity, clippy::too_many_arguments)]
-pub(super) fn check_pair(
-    py: Python<'_>,
-    num_attention_heads: i64,
-    num_kv_heads: i64,
-    is_mla: bool,
-    prefill_tp: i64,
-    decode_tp: i64,
-    connector: &str,
-    max_acks: Option<i64>,
-    hybrid: bool,
-) -> PyResult<(Vec<ViolationTuple>, Vec<WarningTuple>)> {
-    let prof = profile(py, connector)?;
-    let shape = Shape {
-        num_attention_heads,
-        num_kv_heads,
-        is_mla,
-        hybrid,
-    };
-    let report = shielded(py, || {
-        check::check_pair(&shape, prefill_tp, decode_tp, prof, max_acks)
-    })?;
-    Ok((
-        report.violations.into_iter().map(violation_tuple).collect(),
-        report.warnings.into_iter().map(warning_tuple).collect(),
-    ))
-}
-
 #[pyfunction]
 #[pyo3(signature = (num_attention_heads, num_kv_heads, is_mla, prefill_tp, decode_tp, connector, max_acks, prefill_sizes, decode_sizes, limit, hybrid=false))]
 #[allow(clippy::too_many_arguments)]
@@ -153,21 +121,4 @@ pub(super) fn alternatives(
             limit,
         )
     })
-}
-
-#[pyfunction]
-pub(super) fn loadable_sizes(
-    py: Python<'_>,
-    num_attention_heads: i64,
-    num_kv_heads: i64,
-    is_mla: bool,
-    bound: i64,
-) -> PyResult<Vec<i64>> {
-    let shape = Shape {
-        num_attention_heads,
-        num_kv_heads,
-        is_mla,
-        hybrid: false,
-    };
-    shielded(py, || check::loadable_sizes(&shape, bound))
 }

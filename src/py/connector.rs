@@ -2,7 +2,7 @@
 
 use pyo3::prelude::*;
 
-use crate::check::{self};
+use crate::check;
 use crate::connector::{self, ConnectorProfile};
 
 use super::check::*;
@@ -10,10 +10,7 @@ use super::errors::*;
 
 /// `"name"` or `"name@X.Y.Z"` → the resolved connector, or pdtp's error naming what is valid.
 pub(super) fn resolved(py: Python<'_>, key: &str) -> PyResult<connector::Resolved> {
-    connector::resolve(key).map_err(|e| match e {
-        connector::ResolveError::UnknownName(m) => pdtp_error(py, "UnknownNameError", m),
-        connector::ResolveError::BadVersion(m) => pdtp_error(py, "InvalidArgumentError", m),
-    })
+    connector::resolve(key).map_err(|e| resolve_error(py, e))
 }
 
 pub(super) fn profile(py: Python<'_>, key: &str) -> PyResult<&'static ConnectorProfile> {

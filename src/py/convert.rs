@@ -10,7 +10,8 @@ use crate::layout::Layout;
 use crate::layout_rules::LayoutModel;
 use crate::perf::serving::{Engine, ServingWorkload};
 use crate::perf::WeightFormat;
-use crate::plan::Role;
+use crate::plan::{Mode, Role, Vendor};
+use crate::sim;
 
 use super::errors::*;
 
@@ -104,18 +105,6 @@ pub(super) fn workload(d: &Bound<'_, PyDict>) -> PyResult<Workload> {
     })
 }
 
-pub(super) fn role_of(py: Python<'_>, name: &str) -> PyResult<Role> {
-    match name {
-        "prefill" => Ok(Role::Prefill),
-        "decode" => Ok(Role::Decode),
-        "aggregated" => Ok(Role::Aggregated),
-        r => Err(invalid(
-            py,
-            format!("role must be prefill, decode or aggregated, got {r:?}"),
-        )),
-    }
-}
-
 // ---- performance model v2: step time, aggregated serving, calibration fit -------------------
 
 /// A layout from Python's `(tp, pp, dp, ep)`.
@@ -130,20 +119,8 @@ pub(super) fn layout(t: LayoutTuple) -> Layout {
     }
 }
 
-pub(super) fn engine(py: Python<'_>, name: &str) -> PyResult<Engine> {
-    match name {
-        "vllm" => Ok(Engine::Vllm),
-        "sglang" => Ok(Engine::Sglang),
-        other => Err(pdtp_error(
-            py,
-            "InvalidArgumentError",
-            format!("engine must be 'vllm' or 'sglang', got {other:?}"),
-        )),
-    }
-}
-
-pub(super) fn serving_workload(py: Python<'_>, d: &Bound<'_, PyDict>) -> PyResult<ServingWorkload> {
-    let name: String = match d.get_item("engine")? {
+pub(super) fn serving_workload(d: &Bound<'_, PyDict>) -> PyResult<ServingWorkload> {
+    let name: EngineArg = match d.get_item("engine")? {
         Some(v) => v.extract()?,
         None => return Err(pyo3::exceptions::PyKeyError::new_err("engine")),
     };
@@ -155,7 +132,7 @@ pub(super) fn serving_workload(py: Python<'_>, d: &Bound<'_, PyDict>) -> PyResul
         max_num_seqs: num(d, "max_num_seqs")?,
         max_num_batched_tokens: num(d, "max_num_batched_tokens")?,
         gpu_memory_utilization: num(d, "gpu_memory_utilization")?,
-        engine: engine(py, &name)?,
+        engine: name.0,
     })
 }
 
@@ -167,3 +144,168 @@ pub(super) fn deadline_in(time_limit_s: Option<f64>) -> Option<std::time::Instan
             .and_then(|d| std::time::Instant::now().checked_add(d))
     })
 }
+
+// ---- string arguments naming one of a fixed set of values --------------------------------
+
+/// A string argument naming one of a fixed set of values: extracts to the core's value (and
+/// the name given), or
+/// raises `InvalidArgumentError` naming the field and every allowed value (a non-string
+/// argument: PyO3's `TypeError` naming the parameter).
+macro_rules! choice {
+    ($(#[$doc:meta])* $name:ident($target:ty), $field:literal, [$($text:literal => $value:expr),+ $(,)?]) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub(super) struct $name(
+            pub(super) $target,
+            /// The name as given (not every caller reports it back).
+            #[allow(dead_code)]
+            pub(super) &'static str,
+        );
+
+        impl $name {
+            /// The accepted names, in the order the error lists them.
+            pub(super) const NAMES: &'static [&'static str] = &[$($text),+];
+        }
+
+        impl<'py> FromPyObject<'py> for $name {
+            fn extract_bound(ob: &Bound<'py, PyAny>) -> PyResult<Self> {
+                let text: String = ob.extract()?;
+                match text.as_str() {
+                    $($text => Ok($name($value, $text)),)+
+                    other => Err(invalid(
+                        ob.py(),
+                        format!(
+                            "{} must be one of {}, got {other:?}",
+                            $field,
+                            Self::NAMES.join(", ")
+                        ),
+                    )),
+                }
+            }
+        }
+    };
+}
+
+choice!(
+    /// A candidate row's role.
+    RoleArg(Role), "role", [
+    "prefill" => Role::Prefill,
+    "decode" => Role::Decode,
+    "aggregated" => Role::Aggregated,
+]);
+
+choice!(
+    /// The side of one instance whose layout loads (an aggregated one serves both phases).
+    SideArg(Role), "side", [
+    "prefill" => Role::Prefill,
+    "decode" => Role::Decode,
+    "aggregated" => Role::Aggregated,
+]);
+
+choice!(
+    /// Which serving modes a scenario plans.
+    ModeArg(Mode), "mode", [
+    "auto" => Mode::Auto,
+    "disagg" => Mode::Disaggregated,
+    "agg" => Mode::Aggregated,
+]);
+
+choice!(
+    /// One serving mode alone: whether it is the aggregated one.
+    AggregatedArg(bool), "mode", [
+    "agg" => true,
+    "disagg" => false,
+]);
+
+/// What a scenario optimises, before its data (`moves` takes the running plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ObjectiveKind {
+    Throughput,
+    TokensPerDollar,
+    FewestGpus,
+    Cost,
+    MaxMin,
+    Weighted,
+    Moves,
+}
+
+choice!(
+    /// A scenario's objective.
+    ObjectiveArg(ObjectiveKind), "objective", [
+    "throughput" => ObjectiveKind::Throughput,
+    "tokens_per_dollar" => ObjectiveKind::TokensPerDollar,
+    "gpus" => ObjectiveKind::FewestGpus,
+    "cost" => ObjectiveKind::Cost,
+    "max_min" => ObjectiveKind::MaxMin,
+    "weighted" => ObjectiveKind::Weighted,
+    "moves" => ObjectiveKind::Moves,
+]);
+
+/// One layout family of a scenario's layout space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Family {
+    Tp,
+    Ep,
+    Dp,
+    Pp,
+}
+
+choice!(
+    /// A layout family's name.
+    FamilyArg(Family), "layout family", [
+    "tp" => Family::Tp,
+    "ep" => Family::Ep,
+    "dp" => Family::Dp,
+    "pp" => Family::Pp,
+]);
+
+choice!(
+    /// A GPU type's vendor (its connectors and kernels).
+    VendorArg(Vendor), "vendor", [
+    "AMD" => Vendor::Amd,
+    "NVIDIA" => Vendor::Nvidia,
+]);
+
+choice!(
+    /// The serving engine whose scheduler the aggregated model follows.
+    EngineArg(Engine), "engine", [
+    "vllm" => Engine::Vllm,
+    "sglang" => Engine::Sglang,
+]);
+
+choice!(
+    /// The simulator's request router.
+    RouterArg(sim::Router), "router", [
+    "round_robin" => sim::Router::RoundRobin,
+    "least_loaded" => sim::Router::LeastLoaded,
+]);
+
+/// A simulated arrival process, before its burstiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ArrivalKind {
+    Poisson,
+    Gamma,
+    Constant,
+}
+
+choice!(
+    /// The simulator's arrival process.
+    ArrivalArg(ArrivalKind), "arrival", [
+    "poisson" => ArrivalKind::Poisson,
+    "gamma" => ArrivalKind::Gamma,
+    "constant" => ArrivalKind::Constant,
+]);
+
+/// A simulated latency metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Metric {
+    Ttft,
+    Tpot,
+}
+
+choice!(
+    /// A latency metric of a simulation's result.
+    MetricArg(Metric), "metric", [
+    "ttft" => Metric::Ttft,
+    "tpot" => Metric::Tpot,
+]);

@@ -3,7 +3,7 @@
 use pyo3::prelude::*;
 
 use crate::layout::Layout;
-use crate::layout_rules::{self};
+use crate::layout_rules;
 
 use super::check::*;
 use super::connector::*;
@@ -18,7 +18,7 @@ use super::errors::*;
 pub(super) fn parse_layout(py: Python<'_>, text: &str) -> PyResult<LayoutTuple> {
     Layout::parse(text)
         .map(|l| (l.tp, l.pp, l.dp, l.ep))
-        .map_err(|e| pdtp_error(py, "InvalidArgumentError", e))
+        .map_err(|e| invalid(py, e))
 }
 
 /// The `(first, end)` layers of each of `pp` pipeline stages (vLLM's `get_pp_indices`).
@@ -67,22 +67,29 @@ pub(super) fn layout_load_violations(
     py: Python<'_>,
     model: LayoutModelTuple,
     layout_: LayoutTuple,
-    side: &str,
+    side: SideArg,
     connector: &str,
 ) -> PyResult<Vec<ViolationTuple>> {
     let prof = profile(py, connector)?;
-    let side: &'static str = match side {
-        "prefill" => "prefill",
-        "decode" => "decode",
-        "aggregated" => layout_rules::AGGREGATED,
-        s => {
-            return Err(invalid(
-                py,
-                format!("side must be prefill, decode or aggregated, got {s:?}"),
-            ))
-        }
-    };
+    let side = side.0.name();
     let (m, l) = (layout_model(model), layout(layout_));
     let v = shielded(py, || layout_rules::load_violations(&m, &l, side, prof))?;
     Ok(v.into_iter().map(violation_tuple).collect())
+}
+
+/// Whether one instance of each layout loads the model (vLLM's load rules: heads and KV
+/// heads by TP, pipeline support and depth, experts for expert parallel).
+#[pyfunction]
+pub(super) fn layouts_load(
+    py: Python<'_>,
+    model: LayoutModelTuple,
+    layouts: Vec<LayoutTuple>,
+) -> PyResult<Vec<bool>> {
+    let m = layout_model(model);
+    shielded(py, || {
+        layouts
+            .into_iter()
+            .map(|l| layout_rules::loads(&m, &layout(l)))
+            .collect()
+    })
 }

@@ -33,9 +33,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_kv_heads, m)?)?;
     m.add_function(wrap_pyfunction!(expected_ack_count, m)?)?;
     m.add_function(wrap_pyfunction!(connector_gpu_violation, m)?)?;
-    m.add_function(wrap_pyfunction!(check_pair, m)?)?;
     m.add_function(wrap_pyfunction!(alternatives, m)?)?;
-    m.add_function(wrap_pyfunction!(loadable_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(transfer_map, m)?)?;
     m.add_class::<ConnectorInfo>()?;
     m.add_function(wrap_pyfunction!(resolve_connector, m)?)?;
@@ -50,13 +48,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_layers, m)?)?;
     m.add_function(wrap_pyfunction!(check_layouts, m)?)?;
     m.add_function(wrap_pyfunction!(layout_load_violations, m)?)?;
+    m.add_function(wrap_pyfunction!(layouts_load, m)?)?;
     m.add_function(wrap_pyfunction!(moriio_port_offsets, m)?)?;
-    m.add_function(wrap_pyfunction!(predict_prefill, m)?)?;
-    m.add_function(wrap_pyfunction!(predict_decode, m)?)?;
     m.add_function(wrap_pyfunction!(side_option, m)?)?;
     m.add_function(wrap_pyfunction!(layout_option, m)?)?;
     m.add_function(wrap_pyfunction!(candidates, m)?)?;
-    m.add_function(wrap_pyfunction!(sweep_budgets, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_space, m)?)?;
     m.add_class::<PyModelSpec>()?;
     m.add_class::<PyGpuType>()?;

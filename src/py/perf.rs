@@ -4,81 +4,16 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::perf::{self, Constants, Workload};
+use crate::perf::{self, Constants};
 
-use crate::layout_rules::{self};
+use crate::layout_rules;
 use crate::perf::fit::{self as perf_fit, FitOptions, FitPoint, Prior};
-use crate::perf::serving::{self};
+use crate::perf::serving;
 use crate::perf::StepBatch;
 use crate::plan::{self, SideOption};
 
 use super::convert::*;
 use super::errors::*;
-
-/// Prefill of one request on one instance: `(t_p, ttft, requests_per_s, fits,
-/// kv_capacity_tokens, weights_fit)`.
-#[pyfunction]
-pub(super) fn predict_prefill(
-    py: Python<'_>,
-    model: &Bound<'_, PyDict>,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
-    tp: i64,
-    isl: f64,
-    util: f64,
-) -> PyResult<(f64, f64, f64, bool, f64, bool)> {
-    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
-    let w = Workload {
-        isl,
-        osl: 1.0,
-        ttft: None,
-        tpot: None,
-    };
-    shielded(py, || {
-        let p = perf::prefill_point(&m, &g, &c, tp, &w, util);
-        (
-            p.time,
-            p.ttft,
-            p.requests_per_s,
-            p.fits,
-            perf::kv_capacity_tokens(&m, &g, &c, tp, util),
-            perf::weights_fit(&m, &g, &c, tp, util),
-        )
-    })
-}
-
-/// Decode at a given batch: `(step_time, max_batch, kv_capacity_tokens, weights_fit)`.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn predict_decode(
-    py: Python<'_>,
-    model: &Bound<'_, PyDict>,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
-    tp: i64,
-    isl: f64,
-    osl: f64,
-    batch: f64,
-    util: f64,
-) -> PyResult<(f64, i64, f64, bool)> {
-    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
-    let w = Workload {
-        isl,
-        osl,
-        ttft: None,
-        tpot: None,
-    };
-    shielded(py, || {
-        let step = perf::decode_step_time(&m, &g, &c, tp, batch, isl + osl / 2.0);
-        let point = perf::decode_point(&m, &g, &c, tp, &w, util);
-        (
-            step,
-            point.max_batch,
-            perf::kv_capacity_tokens(&m, &g, &c, tp, util),
-            perf::weights_fit(&m, &g, &c, tp, util),
-        )
-    })
-}
 
 pub(super) type SideRow = (i64, bool, bool, bool, f64, bool, i64, i64, f64, i64);
 
@@ -110,7 +45,7 @@ pub(super) fn layout_option(
     consts: &Bound<'_, PyDict>,
     work: &Bound<'_, PyDict>,
     layout_: LayoutTuple,
-    role: &str,
+    role: RoleArg,
     util: f64,
     max_num_batched_tokens: f64,
 ) -> PyResult<(SideRow, f64, i64, f64)> {
@@ -120,7 +55,7 @@ pub(super) fn layout_option(
         constants(consts)?,
         workload(work)?,
     );
-    let role = role_of(py, role)?;
+    let role = role.0;
     let (lm, l) = (layout_model(rules_model), layout(layout_));
     let o = released(py, move || {
         let mut o = plan::candidates::operating_point(
@@ -228,7 +163,7 @@ pub(super) fn predict_serving(
     work: &Bound<'_, PyDict>,
 ) -> PyResult<Option<ServingPoint>> {
     let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
-    let w = serving_workload(py, work)?;
+    let w = serving_workload(work)?;
     let l = self::layout(layout);
     shielded(py, || {
         serving::serving(&m, &g, &c, &l, &w).map(ServingPoint::from)
@@ -236,7 +171,10 @@ pub(super) fn predict_serving(
 }
 
 /// Per-layout side numbers: `(weights_fit, max_sequences(isl + osl), prefill time,
-/// ttft, prefill requests/s, decode batch, decode max_batch, tpot, decode requests/s)`.
+/// ttft, prefill requests/s, decode batch, decode max_batch, tpot, decode requests/s,
+/// kv_capacity_tokens, prefill fits)`: the KV tokens one data-parallel rank holds, and
+/// whether one prompt's KV cache fits beside the weights. TP size `t` is the layout
+/// `(t, 1, 1, false)`: what `pdtp.predict_prefill`/`predict_decode` read.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
 pub(super) fn layout_sides(
@@ -247,7 +185,7 @@ pub(super) fn layout_sides(
     layout: LayoutTuple,
     work: &Bound<'_, PyDict>,
     util: f64,
-) -> PyResult<(bool, f64, f64, f64, f64, i64, i64, f64, f64)> {
+) -> PyResult<(bool, f64, f64, f64, f64, i64, i64, f64, f64, f64, bool)> {
     let (m, g, c, w) = (
         model_perf(model)?,
         gpu_perf(gpu)?,
@@ -268,6 +206,8 @@ pub(super) fn layout_sides(
             d.max_batch,
             d.tpot,
             d.requests_per_s,
+            perf::max_sequences(&m, &g, &c, &l, util, 1.0),
+            p.fits,
         )
     })
 }
@@ -293,11 +233,7 @@ pub(super) fn fit_points(py: Python<'_>, points: Vec<PointTuple<'_>>) -> PyResul
                 .into_iter()
                 .map(|(name, index)| match Constants::field_index(&name) {
                     Some(f) => Ok((f, index)),
-                    None => Err(pdtp_error(
-                        py,
-                        "InvalidArgumentError",
-                        format!("unknown constant {name:?}"),
-                    )),
+                    None => Err(invalid(py, format!("unknown constant {name:?}"))),
                 })
                 .collect::<PyResult<Vec<_>>>()?;
             Ok(FitPoint {
@@ -305,7 +241,7 @@ pub(super) fn fit_points(py: Python<'_>, points: Vec<PointTuple<'_>>) -> PyResul
                 gpu: gpu_perf(&g)?,
                 constants: constants(&c)?,
                 layout: layout(l),
-                workload: serving_workload(py, &w)?,
+                workload: serving_workload(&w)?,
                 params,
                 measured: [measured.0, measured.1, measured.2],
             })
@@ -332,9 +268,8 @@ pub(super) fn fit_constants(
 ) -> PyResult<(Vec<f64>, f64, usize, bool)> {
     let pts = fit_points(py, points)?;
     if lo.len() != x0.len() || hi.len() != x0.len() {
-        return Err(pdtp_error(
+        return Err(invalid(
             py,
-            "InvalidArgumentError",
             "x0, lo and hi must have one entry per parameter".into(),
         ));
     }

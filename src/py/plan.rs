@@ -6,9 +6,9 @@ use pyo3::types::PyDict;
 use std::sync::Arc;
 
 use crate::plan::{
-    self, cluster::TooLarge, oracle, relax, rule_blind, Candidates, Choice, Families, GpuType,
+    self, feasible, oracle, placement, relax, rule_blind, Candidates, Choice, Families, GpuType,
     LayoutSpace, Mode, ModelSpec, MoveCost, NodeClass, Objective, Order, Pair, Role, Running,
-    Scenario, Sense, Solution, Value, Vendor,
+    Scenario, Sense, Solution, Value,
 };
 
 use super::connector::*;
@@ -68,22 +68,12 @@ impl PyGpuType {
     fn new(
         py: Python<'_>,
         name: String,
-        vendor: &str,
+        vendor: VendorArg,
         constants: &Bound<'_, PyDict>,
         node_size: i64,
         price: i64,
         max_num_batched_tokens: f64,
     ) -> PyResult<Self> {
-        let vendor = match vendor {
-            "AMD" => Vendor::Amd,
-            "NVIDIA" => Vendor::Nvidia,
-            v => {
-                return Err(invalid(
-                    py,
-                    format!("vendor must be AMD or NVIDIA, got {v:?}"),
-                ))
-            }
-        };
         if node_size < 1
             || price < 0
             || max_num_batched_tokens.is_nan()
@@ -100,7 +90,7 @@ impl PyGpuType {
         Ok(PyGpuType {
             inner: GpuType {
                 name,
-                vendor,
+                vendor: vendor.0,
                 constants: self::constants(constants)?,
                 node_size,
                 price,
@@ -124,11 +114,11 @@ pub(super) struct PyScenario {
 }
 
 /// A running side from Python: `(gpu type, role, (tp, pp, dp, ep), instances)`.
-pub(super) type RunningArg = (Option<usize>, String, LayoutTuple, i64);
+pub(super) type RunningArg = (Option<usize>, RoleArg, LayoutTuple, i64);
 
 /// The layout space from Python: `None` (pdtp's default) or `(families, explicit)` with
 /// families a list of names (`tp`, `ep`, `dp`, `pp`) and explicit layouts as tuples.
-pub(super) type LayoutsArg = Option<(Option<Vec<String>>, Vec<LayoutTuple>)>;
+pub(super) type LayoutsArg = Option<(Option<Vec<FamilyArg>>, Vec<LayoutTuple>)>;
 
 pub(super) fn layout_space(py: Python<'_>, arg: LayoutsArg) -> PyResult<LayoutSpace> {
     let Some((families, explicit)) = arg else {
@@ -144,17 +134,11 @@ pub(super) fn layout_space(py: Python<'_>, arg: LayoutsArg) -> PyResult<LayoutSp
                 pp: false,
             };
             for n in names {
-                match n.as_str() {
-                    "tp" => f.tp = true,
-                    "ep" => f.ep = true,
-                    "dp" => f.dp = true,
-                    "pp" => f.pp = true,
-                    other => {
-                        return Err(invalid(
-                            py,
-                            format!("layout family must be tp, ep, dp or pp, got {other:?}"),
-                        ))
-                    }
+                match n.0 {
+                    Family::Tp => f.tp = true,
+                    Family::Ep => f.ep = true,
+                    Family::Dp => f.dp = true,
+                    Family::Pp => f.pp = true,
                 }
             }
             Some(f)
@@ -170,7 +154,10 @@ pub(super) fn layout_space(py: Python<'_>, arg: LayoutsArg) -> PyResult<LayoutSp
 #[pymethods]
 impl PyScenario {
     #[new]
-    #[pyo3(signature = (*, models, gpu_types, nodes, connector, objective, max_tp=None, max_acks=None, gpu_memory_utilization=0.9, move_cost=None, running=None, mode="disagg", layouts=None))]
+    #[pyo3(signature = (*, models, gpu_types, nodes, connector, objective, max_tp=None, max_acks=None, gpu_memory_utilization=0.9, move_cost=None, running=None, mode=ModeArg(Mode::Disaggregated, "disagg"), layouts=None))]
+    #[pyo3(
+        text_signature = "(*, models, gpu_types, nodes, connector, objective, max_tp=None, max_acks=None, gpu_memory_utilization=0.9, move_cost=None, running=None, mode='disagg', layouts=None)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -178,13 +165,13 @@ impl PyScenario {
         gpu_types: Vec<PyRef<'_, PyGpuType>>,
         nodes: Vec<(usize, i64, i64)>,
         connector: &str,
-        objective: &str,
+        objective: ObjectiveArg,
         max_tp: Option<i64>,
         max_acks: Option<i64>,
         gpu_memory_utilization: f64,
         move_cost: Option<(f64, f64, f64, f64)>,
         running: Option<(RunningArg, RunningArg)>,
-        mode: &str,
+        mode: ModeArg,
         layouts: LayoutsArg,
     ) -> PyResult<Self> {
         let types: Vec<GpuType> = gpu_types.iter().map(|g| g.inner.clone()).collect();
@@ -230,34 +217,21 @@ impl PyScenario {
                 "gpu_memory_utilization must be in (0, 1]".into(),
             ));
         }
-        let run = |r: RunningArg| -> PyResult<Running> {
-            Ok(Running {
-                gpu_type: r.0,
-                role: role_of(py, &r.1)?,
-                layout: layout(r.2),
-                instances: r.3,
-            })
-        };
-        let mode = match mode {
-            "auto" => Mode::Auto,
-            "disagg" => Mode::Disaggregated,
-            "agg" => Mode::Aggregated,
-            m => {
-                return Err(invalid(
-                    py,
-                    format!("mode must be auto, disagg or agg, got {m:?}"),
-                ))
-            }
+        let run = |r: RunningArg| Running {
+            gpu_type: r.0,
+            role: r.1 .0,
+            layout: layout(r.2),
+            instances: r.3,
         };
         let layouts = layout_space(py, layouts)?;
-        let objective = match objective {
-            "throughput" => Objective::Throughput,
-            "tokens_per_dollar" => Objective::TokensPerDollar,
-            "gpus" => Objective::FewestGpus,
-            "cost" => Objective::Cost,
-            "max_min" => Objective::MaxMin,
-            "weighted" => Objective::Weighted,
-            "moves" => {
+        let objective = match objective.0 {
+            ObjectiveKind::Throughput => Objective::Throughput,
+            ObjectiveKind::TokensPerDollar => Objective::TokensPerDollar,
+            ObjectiveKind::FewestGpus => Objective::FewestGpus,
+            ObjectiveKind::Cost => Objective::Cost,
+            ObjectiveKind::MaxMin => Objective::MaxMin,
+            ObjectiveKind::Weighted => Objective::Weighted,
+            ObjectiveKind::Moves => {
                 let ((s, t, r, g), (p, d)) = match (move_cost, running) {
                     (Some(w), Some(run)) => (w, run),
                     _ => {
@@ -274,11 +248,10 @@ impl PyScenario {
                         restart: r,
                         gpu: g,
                     },
-                    prefill: run(p)?,
-                    decode: run(d)?,
+                    prefill: run(p),
+                    decode: run(d),
                 }
             }
-            o => return Err(invalid(py, format!("unknown objective {o:?}"))),
         };
         Ok(PyScenario {
             inner: Arc::new(Scenario {
@@ -290,7 +263,7 @@ impl PyScenario {
                 max_acks,
                 gpu_memory_utilization,
                 objective,
-                mode,
+                mode: mode.0,
                 layouts,
             }),
             connector_key: connector.to_string(),
@@ -464,6 +437,20 @@ pub(super) struct PyPlaced {
     index: i64,
     #[pyo3(get)]
     devices: Vec<i64>,
+}
+
+impl From<placement::Placed> for PyPlaced {
+    fn from(p: placement::Placed) -> Self {
+        PyPlaced {
+            node: p.node,
+            nodes: p.nodes,
+            gpu_type: p.gpu_type,
+            model: p.model,
+            role: p.role,
+            index: p.index,
+            devices: p.devices,
+        }
+    }
 }
 
 /// Re-plan data: weights as integers and each running side's row, instances and size.
@@ -718,7 +705,7 @@ impl PyCandidates {
     fn usage(&self, py: Python<'_>, solution: PySolution<'_>) -> PyResult<Vec<(usize, i64)>> {
         let sol = self.solution(py, solution)?;
         let c = self.c.clone();
-        Ok(released(py, move || pattern_usage(&c, &sol))?.unwrap_or_default())
+        Ok(released(py, move || placement::pattern_usage(&c, &sol))?.unwrap_or_default())
     }
 
     /// The fraction step count (fleet fractions are multiples of 1/this).
@@ -729,8 +716,9 @@ impl PyCandidates {
 
     /// A valid bound on stage `stage`'s optimum given earlier stages' values (None: no
     /// bound from the relaxation).
-    fn bound(&self, stage: usize, fixed: Vec<i128>) -> Option<i128> {
-        relax::bound(&self.c, &self.order, stage, &fixed)
+    fn bound(&self, py: Python<'_>, stage: usize, fixed: Vec<i128>) -> PyResult<Option<i128>> {
+        let (c, o) = (self.c.clone(), self.order.clone());
+        released(py, move || relax::bound(&c, &o, stage, &fixed))
     }
 
     /// A feasible plan to start CP-SAT from (single-model planners).
@@ -782,34 +770,8 @@ impl PyCandidates {
     /// demand, and instances that fit the nodes (None: too large to check exactly).
     fn feasible(&self, py: Python<'_>, solution: PySolution<'_>) -> PyResult<Option<bool>> {
         let sol = self.solution(py, solution)?;
-        let c = &self.c;
-        for ch in sol.iter().flatten() {
-            if !c.pairs.contains(&ch.pair) {
-                return Ok(Some(false));
-            }
-            if c.scenario.objective.serves_demand() {
-                if ch
-                    .parts()
-                    .any(|(r, n)| c.rows[r].need.is_none_or(|need| n < need))
-                {
-                    return Ok(Some(false));
-                }
-            } else if ch.prefill < 1 || ch.decode < 1 {
-                return Ok(Some(false));
-            }
-        }
-        if !c.scenario.objective.is_fleet() && sol.iter().all(|x| x.is_none()) {
-            return Ok(Some(false));
-        }
-        let mut need = Vec::new();
-        for ch in sol.iter().flatten() {
-            need.extend(ch.parts().map(|(r, n)| (c.rows[r].item.unwrap(), n)));
-        }
-        Ok(match c.cluster.fits(&need) {
-            Ok(ok) => Some(ok),
-            Err(TooLarge) => (c.cluster.classes.iter().map(|k| k.count).sum::<i64>() <= 64)
-                .then(|| oracle::packs(&c.cluster, c, &sol)),
-        })
+        let c = self.c.clone();
+        released(py, move || feasible::feasible(&c, &sol))
     }
 
     /// The exhaustive oracle: the best plan and whether it finished within `time_limit_s`.
@@ -828,17 +790,8 @@ impl PyCandidates {
 
     /// The best plan of one mode only (`agg` or `disagg`), by the closed forms: the
     /// alternative a plan of the other mode is compared with.
-    fn best_of_mode(&self, py: Python<'_>, mode: &str) -> PyResult<Option<OutSolution>> {
-        let aggregated = match mode {
-            "agg" => true,
-            "disagg" => false,
-            m => {
-                return Err(invalid(
-                    py,
-                    format!("mode must be agg or disagg, got {m:?}"),
-                ))
-            }
-        };
+    fn best_of_mode(&self, py: Python<'_>, mode: AggregatedArg) -> PyResult<Option<OutSolution>> {
+        let aggregated = mode.0;
         let (c, o, until) = (self.c.clone(), self.order.clone(), self.deadline);
         let best = released(py, move || {
             let _limit = plan::cluster::until(until);
@@ -868,14 +821,16 @@ impl PyCandidates {
     ) -> PyResult<Vec<PyPlaced>> {
         let sol = self.solution(py, solution)?;
         let c = self.c.clone();
-        let placed = released(py, move || placement(&c, &sol, usage.as_deref()))?;
-        placed.ok_or_else(|| {
-            pdtp_error(
-                py,
-                "PdtpError",
-                "internal error: the plan's instances could not be placed (please report)".into(),
-            )
-        })
+        let placed = released(py, move || placement::place(&c, &sol, usage.as_deref()))?;
+        placed
+            .map(|v| v.into_iter().map(PyPlaced::from).collect())
+            .ok_or_else(|| {
+                bug(
+                    py,
+                    "internal error: the plan's instances could not be placed (please report)"
+                        .into(),
+                )
+            })
     }
 }
 
@@ -885,193 +840,6 @@ pub(super) fn py_pair(p: &Pair) -> PyPair {
         prefill: p.prefill,
         decode: p.decode,
     }
-}
-
-/// Instances → nodes: every GPU type's items by the exact closed forms, else by the
-/// pattern usage a CP-SAT solution gives. Linear in nodes and instances.
-pub(super) fn placement(
-    c: &Candidates,
-    sol: &Solution,
-    usage: Option<&[(usize, i64)]>,
-) -> Option<Vec<PyPlaced>> {
-    // Items in plan order: (type, piece, (model, role, index)).
-    let mut items: Vec<(usize, i64, usize, &'static str, i64)> = Vec::new();
-    for (m, ch) in sol.iter().enumerate() {
-        let Some(ch) = ch else { continue };
-        for (row, n) in ch.parts() {
-            let r = &c.rows[row];
-            let it = r.item?;
-            for i in 0..n {
-                for _ in 0..it.pieces {
-                    items.push((it.gpu_type, it.piece, m, r.role.name(), i));
-                }
-            }
-        }
-    }
-    let types = c.scenario.gpu_types.len();
-    // Per type: node number of each item of each size, in order.
-    let mut slots: Vec<std::collections::BTreeMap<i64, std::collections::VecDeque<usize>>> =
-        Vec::new();
-    let patterns: Vec<plan::Pattern> = (0..types)
-        .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
-        .collect();
-    for t in 0..types {
-        let mut counts = std::collections::BTreeMap::new();
-        for it in items.iter().filter(|it| it.0 == t) {
-            *counts.entry(it.1).or_insert(0i64) += 1;
-        }
-        let placed = match c.cluster.place(t, &counts) {
-            Ok(p) => p,
-            Err(TooLarge) => by_patterns(c, t, &counts, &patterns, usage?)?,
-        };
-        slots.push(placed.into_iter().map(|(s, v)| (s, v.into())).collect());
-    }
-    // Devices: each node hands out its free devices in order.
-    let mut next_device: std::collections::HashMap<usize, i64> = std::collections::HashMap::new();
-    let mut out: Vec<PyPlaced> = Vec::new();
-    let mut k = 0;
-    while k < items.len() {
-        let (t, piece, m, role, index) = items[k];
-        let mut run = k;
-        while run < items.len()
-            && items[run].2 == m
-            && items[run].3 == role
-            && items[run].4 == index
-        {
-            run += 1;
-        }
-        // One instance: `run - k` items (several only when it spans whole nodes, each the
-        // same devices of another node).
-        let mut devices = Vec::new();
-        let mut nodes = Vec::new();
-        for _ in k..run {
-            let node = slots[t].get_mut(&piece)?.pop_front()?;
-            let start = next_device.entry(node).or_insert(0);
-            devices = (*start..*start + piece).collect();
-            *start += piece;
-            nodes.push(node);
-        }
-        out.push(PyPlaced {
-            node: nodes[0],
-            nodes,
-            gpu_type: t,
-            model: m,
-            role,
-            index,
-            devices,
-        });
-        k = run;
-    }
-    Some(out)
-}
-
-/// Each node's contents mapped to a pattern of its class that holds them: by runs of
-/// identical nodes where the sizes form a chain (cost independent of the pool's size), else
-/// from the full placement.
-pub(super) fn pattern_usage(c: &Candidates, sol: &Solution) -> Option<Vec<(usize, i64)>> {
-    let types = c.scenario.gpu_types.len();
-    let patterns: Vec<plan::Pattern> = (0..types)
-        .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
-        .collect();
-    let mut per_type: Vec<std::collections::BTreeMap<i64, i64>> = vec![Default::default(); types];
-    for ch in sol.iter().flatten() {
-        for (row, n) in ch.parts() {
-            let it = c.rows[row].item?;
-            *per_type[it.gpu_type].entry(it.piece).or_default() += n * it.pieces;
-        }
-    }
-    let runs: Option<Vec<_>> = (0..types)
-        .map(|t| c.cluster.fill_runs(t, &per_type[t]))
-        .collect();
-    if let Some(runs) = runs {
-        let mut counts: std::collections::BTreeMap<usize, i64> = Default::default();
-        for (class, contents, nodes) in runs.into_iter().flatten() {
-            let j = patterns.iter().position(|p| {
-                p.class == class
-                    && contents.iter().all(|(s, k)| {
-                        p.items
-                            .iter()
-                            .find(|(ps, _)| ps == s)
-                            .is_some_and(|(_, pk)| pk >= k)
-                    })
-            })?;
-            *counts.entry(j).or_default() += nodes;
-        }
-        return Some(counts.into_iter().collect());
-    }
-    let placed = placement(c, sol, None)?;
-    let node_class: std::collections::HashMap<usize, usize> = c
-        .cluster
-        .node_ids
-        .iter()
-        .enumerate()
-        .flat_map(|(ci, ids)| ids.iter().map(move |&n| (n, ci)))
-        .collect();
-    let mut content: std::collections::BTreeMap<usize, std::collections::BTreeMap<i64, i64>> =
-        std::collections::BTreeMap::new();
-    for p in &placed {
-        for &node in &p.nodes {
-            *content
-                .entry(node)
-                .or_default()
-                .entry(p.devices.len() as i64)
-                .or_default() += 1;
-        }
-    }
-    let patterns: Vec<plan::Pattern> = (0..c.scenario.gpu_types.len())
-        .flat_map(|t| c.cluster.patterns(t, &c.sizes[t]))
-        .collect();
-    let mut counts: std::collections::BTreeMap<usize, i64> = std::collections::BTreeMap::new();
-    for (node, items) in content {
-        let class = *node_class.get(&node)?;
-        let j = patterns.iter().position(|p| {
-            p.class == class
-                && items.iter().all(|(s, k)| {
-                    p.items
-                        .iter()
-                        .find(|(ps, _)| ps == s)
-                        .is_some_and(|(_, pk)| pk >= k)
-                })
-        })?;
-        *counts.entry(j).or_default() += 1;
-    }
-    Some(counts.into_iter().collect())
-}
-
-pub(super) fn by_patterns(
-    c: &Candidates,
-    t: usize,
-    counts: &std::collections::BTreeMap<i64, i64>,
-    patterns: &[plan::Pattern],
-    usage: &[(usize, i64)],
-) -> Option<std::collections::BTreeMap<i64, Vec<usize>>> {
-    let mut used_in_class: std::collections::HashMap<usize, usize> =
-        std::collections::HashMap::new();
-    let mut out: std::collections::BTreeMap<i64, Vec<usize>> = std::collections::BTreeMap::new();
-    for &(pi, n) in usage {
-        let p = patterns.get(pi)?;
-        if c.cluster.classes[p.class].gpu_type != t {
-            continue;
-        }
-        for _ in 0..n {
-            let used = used_in_class.entry(p.class).or_insert(0);
-            let node = *c.cluster.node_ids[p.class].get(*used)?;
-            *used += 1;
-            for &(s, k) in &p.items {
-                out.entry(s)
-                    .or_default()
-                    .extend(std::iter::repeat_n(node, k as usize));
-            }
-        }
-    }
-    for (s, &n) in counts {
-        let v = out.entry(*s).or_default();
-        if (v.len() as i64) < n {
-            return None;
-        }
-        v.truncate(n as usize);
-    }
-    Some(out)
 }
 
 /// Build a scenario's candidates (rows, pairs, patterns, order): the heavy step of every
@@ -1095,7 +863,7 @@ pub(super) fn candidates(
     })?;
     let Some(order) = order else {
         let why = c.too_many_patterns().unwrap_or_default();
-        return Err(pdtp_error(py, "InvalidArgumentError", why));
+        return Err(invalid(py, why));
     };
     Ok(PyCandidates {
         c: Arc::new(c),

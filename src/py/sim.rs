@@ -108,19 +108,10 @@ impl PySimConfig {
         model_name: String,
         gpu_name: String,
         pools: Vec<PoolSpec>,
-        router: &str,
+        router: RouterArg,
     ) -> PyResult<Self> {
         let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
-        let invalid = |msg: String| pdtp_error(py, "InvalidArgumentError", msg);
-        let (router, router_name) = match router {
-            "round_robin" => (sim::Router::RoundRobin, "round_robin"),
-            "least_loaded" => (sim::Router::LeastLoaded, "least_loaded"),
-            other => {
-                return Err(invalid(format!(
-                    "router must be one of round_robin, least_loaded, got {other:?}"
-                )))
-            }
-        };
+        let invalid = |msg: String| invalid(py, msg);
         let mut built: Vec<(String, sim::Pool)> = Vec::new();
         for (role, layout, instances, util, seqs, tokens) in pools {
             let layout = Layout::parse(&layout).map_err(|e| invalid(format!("{role}: {e}")))?;
@@ -164,7 +155,7 @@ impl PySimConfig {
         };
         let inner = sim::Config {
             deployment,
-            router,
+            router: router.0,
             slo: sim::Slo::default(),
         };
         shielded(py, || inner.validate())?.map_err(|e| sim_error(py, e))?;
@@ -173,7 +164,7 @@ impl PySimConfig {
             mode,
             model: model_name,
             gpu: gpu_name,
-            router: router_name,
+            router: router.1,
             pools: infos
                 .into_iter()
                 .map(|p| Py::new(py, p))
@@ -472,24 +463,13 @@ impl PySimResult {
     }
 
     /// The `q`-quantile (0–1) of `"ttft"` or `"tpot"` in milliseconds.
-    fn quantile(&self, py: Python<'_>, metric: &str, q: f64) -> PyResult<f64> {
+    fn quantile(&self, py: Python<'_>, metric: MetricArg, q: f64) -> PyResult<f64> {
         if !(0.0..=1.0).contains(&q) {
-            return Err(pdtp_error(
-                py,
-                "InvalidArgumentError",
-                format!("q must be in [0, 1], got {q}"),
-            ));
+            return Err(invalid(py, format!("q must be in [0, 1], got {q}")));
         }
-        let sorted = match metric {
-            "ttft" => &self.inner.ttft_sorted,
-            "tpot" => &self.inner.tpot_sorted,
-            other => {
-                return Err(pdtp_error(
-                    py,
-                    "InvalidArgumentError",
-                    format!("metric must be one of ttft, tpot, got {other:?}"),
-                ))
-            }
+        let sorted = match metric.0 {
+            Metric::Ttft => &self.inner.ttft_sorted,
+            Metric::Tpot => &self.inner.tpot_sorted,
         };
         Ok(sim::quantile(sorted, q) * 1e3)
     }
@@ -500,9 +480,8 @@ impl PySimResult {
     #[pyo3(signature = (percentile = 0.9, *, steady_state = false))]
     fn meets_slo(&self, py: Python<'_>, percentile: f64, steady_state: bool) -> PyResult<bool> {
         if !(percentile > 0.0 && percentile < 1.0) {
-            return Err(pdtp_error(
+            return Err(invalid(
                 py,
-                "InvalidArgumentError",
                 format!("percentile must be in (0, 1), got {percentile}"),
             ));
         }
@@ -569,20 +548,11 @@ pub(super) fn sim_lengths(isl: u32, osl: u32, length_range: Option<(f64, f64)>) 
     }
 }
 
-pub(super) fn sim_arrival(
-    py: Python<'_>,
-    arrival: &str,
-    burstiness: f64,
-) -> PyResult<sim::Arrival> {
-    match arrival {
-        "poisson" => Ok(sim::Arrival::Poisson),
-        "constant" => Ok(sim::Arrival::Constant),
-        "gamma" => Ok(sim::Arrival::Gamma { shape: burstiness }),
-        other => Err(pdtp_error(
-            py,
-            "InvalidArgumentError",
-            format!("arrival must be one of poisson, gamma, constant, got {other:?}"),
-        )),
+pub(super) fn sim_arrival(arrival: ArrivalArg, burstiness: f64) -> sim::Arrival {
+    match arrival.0 {
+        ArrivalKind::Poisson => sim::Arrival::Poisson,
+        ArrivalKind::Constant => sim::Arrival::Constant,
+        ArrivalKind::Gamma => sim::Arrival::Gamma { shape: burstiness },
     }
 }
 
@@ -616,13 +586,13 @@ pub(super) fn simulate(
     seed: u64,
     rate_rps: Option<f64>,
     concurrency: Option<u32>,
-    arrival: &str,
+    arrival: ArrivalArg,
     burstiness: f64,
     trace: Option<&PySimTrace>,
     ttft_slo_ms: Option<f64>,
     tpot_slo_ms: Option<f64>,
 ) -> PyResult<PySimResult> {
-    let arrival = sim_arrival(py, arrival, burstiness)?;
+    let arrival = sim_arrival(arrival, burstiness);
     let cfg = with_slo(config, ttft_slo_ms, tpot_slo_ms);
     let lengths = sim_lengths(isl, osl, length_range);
     let trace = trace.map(|t| &t.inner);
@@ -681,7 +651,7 @@ pub(super) fn max_rate_within_slo(
     length_range: Option<(f64, f64)>,
     requests: usize,
     seed: u64,
-    arrival: &str,
+    arrival: ArrivalArg,
     burstiness: f64,
     percentile: f64,
     tolerance: f64,
@@ -693,7 +663,7 @@ pub(super) fn max_rate_within_slo(
         percentile,
         requests,
         lengths: sim_lengths(isl, osl, length_range),
-        arrival: sim_arrival(py, arrival, burstiness)?,
+        arrival: sim_arrival(arrival, burstiness),
         seed,
         rel_tol: tolerance,
         growth: sim::GROWTH,

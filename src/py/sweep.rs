@@ -3,59 +3,7 @@
 use pyo3::prelude::*;
 
 use super::errors::*;
-use super::perf::*;
 use super::plan::*;
-
-pub(super) type CandRow = (i64, i64, i64, i64, i64, i64);
-pub(super) type SweepRow = (Option<CandRow>, Option<CandRow>, bool);
-
-pub(super) fn sweep_row(p: &crate::sweep::SweepPlan) -> CandRow {
-    (
-        p.prefill_tp,
-        p.prefill_instances,
-        p.decode_tp,
-        p.decode_instances,
-        p.value,
-        p.gpus_used,
-    )
-}
-
-/// One sweep scenario (one model, one GPU type) over many budgets: `(prefill_rows,
-/// decode_rows, points)`, one point per budget (in order) as `(best, rule_blind_best,
-/// rule_blind_valid)`; plans as `(prefill_tp, prefill_instances, decode_tp,
-/// decode_instances, value_units, gpus_used)`. Side rows cover TP 1..=min(max_tp, largest
-/// budget). Each budget is full nodes of the type's node size, the last one partial.
-#[pyfunction]
-#[allow(clippy::type_complexity)]
-pub(super) fn sweep_budgets(
-    py: Python<'_>,
-    scenario: &PyScenario,
-    budgets: Vec<i64>,
-) -> PyResult<(Vec<SideRow>, Vec<SideRow>, Vec<SweepRow>)> {
-    let sc = scenario.inner.clone();
-    if sc.models.len() != 1 || sc.gpu_types.len() != 1 {
-        return Err(invalid(
-            py,
-            "a sweep group has one model and one GPU type".into(),
-        ));
-    }
-    let sweep = released(py, move || crate::sweep::sweep_budgets(&sc, &budgets))?;
-    Ok((
-        sweep.prefill.iter().map(side_row).collect(),
-        sweep.decode.iter().map(side_row).collect(),
-        sweep
-            .points
-            .iter()
-            .map(|p| {
-                (
-                    p.best.as_ref().map(sweep_row),
-                    p.rule_blind.as_ref().map(sweep_row),
-                    p.rule_blind_valid,
-                )
-            })
-            .collect(),
-    ))
-}
 
 /// A candidate row of a space sweep: `(role, (tp, pp, dp, ep), gpus, requests_per_s,
 /// ttft_s, latency_s, batch, concurrency)`.

@@ -45,23 +45,13 @@ pub(super) fn transfer_map(
                 .collect(),
         )),
         Err(v) => {
-            let class = match v.error {
-                VllmError::ValueError => "RuleValueError",
-                VllmError::NotImplementedError => "RuleNotImplementedError",
-                VllmError::AssertionError => "RuleAssertionError",
-                VllmError::ZeroDivisionError => "RuleZeroDivisionError",
-                VllmError::MoRIIOError | VllmError::HandshakeError => "RuleConnectorError",
-                VllmError::RuntimeError => "RuleRuntimeError",
-                VllmError::KeyError => "RuleKeyError",
-                VllmError::None => "UnworkablePairError",
-            };
             // vLLM's text; where it has none (a bare assert) or names no cause, the hint.
             let message = match v.error {
                 _ if v.message.is_empty() => v.hint,
                 VllmError::ZeroDivisionError => format!("{} ({})", v.message, v.hint),
                 _ => v.message,
             };
-            Err(pdtp_error(py, class, message))
+            Err(vllm_error(py, v.error, message))
         }
     }
 }

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _core
 from ..errors import InfeasibleError
+from ..layout import loadable_tp_sizes
 from ..violations import pair_rules
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def _min_tp_for_weights(ctx: Context, weight_bytes: float) -> int | None:
     """Smallest TP size that loads the model and whose weight shard fits."""
     m = ctx.model
     room = ctx.gpu_memory_utilization * ctx.gpu.memory_bytes - ctx.constants.reserve_bytes
-    for tp in _core.loadable_sizes(m.num_attention_heads, m.num_kv_heads, m.is_mla, 1024):
+    for tp in loadable_tp_sizes(m, 1024):
         if room > 0 and weight_bytes / tp < room:
             return int(tp)
     return None
@@ -98,7 +99,7 @@ def explain(
         )
     loads = funnels["prefill"][0]
     if not loads:
-        loadable = _core.loadable_sizes(m.num_attention_heads, m.num_kv_heads, m.is_mla, 64)
+        loadable = loadable_tp_sizes(m, 64)
         nxt = next((t for t in loadable if t > bound), None)
         fix = f": allow tp={nxt} (max_tp and at least {2 * nxt} GPUs)" if nxt else ""
         what = (

@@ -549,41 +549,6 @@ def needs_prices(pool: Pool, objective: str) -> None:
         )
 
 
-def sweep_scenario(
-    ctx: Context, workload: Workload, connector: str, max_tp: int, max_acks: int | None
-) -> _core.Scenario:
-    """The core scenario of one sweep group (one model, one GPU type; each budget of the
-    sweep supplies its own nodes). Sweeps cover TP-only P/D splits: their rows have one TP
-    size per side (layouts and aggregated instances are ``solve``'s and ``pareto``'s)."""
-    m, g = ctx.model, ctx.gpu
-    return _core.Scenario(
-        models=[
-            _core.ModelSpec(
-                name=m.name,
-                model=model_inputs(m),
-                workload=workload._core_dict(),
-                gpus=[gpu_inputs(g, m.weight_dtype)],
-            )
-        ],
-        gpu_types=[
-            _core.GpuType(
-                name=g.name,
-                vendor=g.vendor,
-                constants=constant_inputs(ctx.constants),
-                node_size=g.gpus_per_node,
-            )
-        ],
-        nodes=[],
-        connector=connector,
-        objective="throughput",
-        max_tp=max_tp,
-        max_acks=max_acks,
-        gpu_memory_utilization=ctx.gpu_memory_utilization,
-        mode="disagg",
-        layouts=(["tp"], []),
-    )
-
-
 def build_for(
     question: PublicScenario,
     pool: Pool,
