@@ -18,6 +18,8 @@ from pdtp import catalog
 from pdtp.connectors import connector_names, resolve_connector
 from pdtp.deployment.connectors import sglang
 from pdtp.errors import PdtpError
+from pdtp.layout import loadable_tp_sizes
+from pdtp.violations import pair_rules
 
 GOLDEN = Path(__file__).parent / "data" / "sglang_golden.json.gz"
 
@@ -185,13 +187,11 @@ def test_readme_table_matches_live_counts():
     ):
         accepted = 0
         for m in models:
-            ok = set(pdtp._core.loadable_sizes(m.num_attention_heads, m.num_kv_heads, m.is_mla, 8))
+            ok = set(loadable_tp_sizes(m, 8))
             for p in (1, 2, 4, 8):
                 for d in (1, 2, 4, 8):
                     if p != d and p in ok and d in ok:
-                        violations, _ = pdtp._core.check_pair(
-                            m.num_attention_heads, m.num_kv_heads, m.is_mla, p, d, conn
-                        )
+                        violations, _ = pair_rules(m, p, d, conn, None)
                         accepted += not violations
         assert rows[f"vLLM `{label}"] == str(accepted), conn
 

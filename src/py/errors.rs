@@ -67,6 +67,11 @@ pub(super) fn resolve_error(py: Python<'_>, e: ResolveError) -> PyErr {
     }
 }
 
+/// A name pdtp does not know (the message lists the known ones).
+pub(super) fn unknown_name(py: Python<'_>, message: String) -> PyErr {
+    raise::<class::UnknownNameError>(py, message)
+}
+
 /// A simulator error: the input's fault, or (`internal`) pdtp's.
 pub(super) fn sim_error(py: Python<'_>, e: sim::SimError) -> PyErr {
     if e.internal {

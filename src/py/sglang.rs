@@ -10,12 +10,11 @@ use super::errors::*;
 fn resolved(py: Python<'_>, key: &str) -> PyResult<SglangResolved> {
     sglang::resolve_sglang(key).map_err(|e| {
         let name = key.split('@').next().unwrap_or("");
-        let kind = if sglang::backend(name).is_none() {
-            "UnknownNameError"
+        if sglang::backend(name).is_none() {
+            unknown_name(py, e.0)
         } else {
-            "InvalidArgumentError"
-        };
-        pdtp_error(py, kind, e.0)
+            invalid(py, e.0)
+        }
     })
 }
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from ... import _core
 from ...errors import ArgumentTypeError, InvalidArgumentError
+from ...layout import loadable_tp_sizes
 
 #: Every SGLang release pdtp's golden data covers, oldest first.
 SGLANG_RELEASES: tuple[str, ...] = tuple(_core.sglang_releases())
@@ -171,9 +172,7 @@ def unequal_pairs_accepted(
     conn = resolve_sglang_connector(connector, sglang_version)
     accepted = loadable = 0
     for m in models:
-        ok_sizes = set(
-            _core.loadable_sizes(m.num_attention_heads, m.num_kv_heads, m.is_mla, max(sizes))
-        )
+        ok_sizes = set(loadable_tp_sizes(m, max(sizes)))
         for p in sizes:
             for d in sizes:
                 if p == d or p not in ok_sizes or d not in ok_sizes:
