@@ -42,6 +42,7 @@ from importlib import resources
 from typing import Any
 
 from ._validate import positive_number
+from ._version import parse_version
 from .errors import ArgumentTypeError, InvalidArgumentError
 
 #: Serving engines the aggregated model knows (how they schedule prompts among decode steps).
@@ -135,8 +136,9 @@ def engine_release(image: Any) -> str:
 
 
 def release_key(release: str) -> tuple[int, ...]:
-    """A release as a comparable tuple (``""`` sorts first)."""
-    return tuple(int(x) for x in release.split(".")) if release else ()
+    """A release as a comparable tuple (``""`` sorts first), parsed as every release is
+    (:func:`pdtp._version.parse_version`)."""
+    return tuple(parse_version(release, "release")) if release else ()
 
 
 def release_range(release: str, measured: Iterable[str]) -> str:
