@@ -368,7 +368,9 @@ def engine_of(text: Any, where: str = "engine") -> str:
     )
 
 
-def inferencemax_launch(engine: str, gpu: GPU, model: str, precision: str) -> dict[str, Any]:
+def inferencemax_launch(
+    engine: str, gpu: GPU, model: str, precision: str, tp: int = 0
+) -> dict[str, Any]:
     """Engine settings of the InferenceMAX runs (launch scripts of Oct–Nov 2025 in
     ``benchmarks/*.sh`` of the InferenceMAX repository), which their result files do not record:
 
@@ -381,6 +383,18 @@ def inferencemax_launch(engine: str, gpu: GPU, model: str, precision: str) -> di
     - the client: ``--num-prompts 10×CONC --max-concurrency CONC --random-range-ratio 0.8``
       (lengths uniform in [0.8, 1] × nominal, so the prompt mean is 0.9 × isl)."""
     amd = gpu.vendor == "AMD"
+    if engine == "sglang" and gpu.name == "b200" and precision == "fp8" and tp == 4:
+        # InferenceX benchmarks/dsr1_fp8_b200.sh (SemiAnalysisAI/InferenceX@1fc5d73c), its
+        # TP=4 branch: --mem-fraction-static 0.95 --kv-cache-dtype fp8_e4m3
+        # --chunked-prefill-size 8192 --max-running-requests 32. The weights alone take
+        # 0.87 of a B200 at tp 4, more than SGLang's default fraction leaves (0.847).
+        return {
+            "kv_dtype": "fp8",
+            "max_num_batched_tokens": 8192,
+            "gpu_memory_utilization": 0.95,
+            "max_num_seqs": 32,
+            "random_range_ratio": 0.8,
+        }
     if engine == "sglang":
         kv = "fp8" if (gpu.name == "b200" and precision == "fp4") else None
         return {
@@ -457,7 +471,7 @@ def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
     concurrency = None if _missing(conc) else _integer(where, "concurrency", conc)
     defaults = engine_defaults(engine, gpu)
     if imax:
-        launch = inferencemax_launch(engine, gpu, names["model"], weight_dtype or "")
+        launch = inferencemax_launch(engine, gpu, names["model"], weight_dtype or "", tp)
         kv_dtype = kv_dtype or launch["kv_dtype"]
         max_num_batched = int(launch["max_num_batched_tokens"])
         util = float(launch["gpu_memory_utilization"])

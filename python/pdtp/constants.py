@@ -25,8 +25,9 @@ What each constant means (the step model is in ``src/perf/mod.rs``):
   ``step_overhead_s`` per engine step;
 - ``api_overhead_s``: per request, HTTP to first streamed token outside the GPU;
   ``schedule_wait_steps``: steps a new prompt waits before the scheduler runs its prefill;
-- ``reserve_bytes``: memory kept from the KV cache per GPU; ``ttft_queue_factor``: the
-  disaggregated TTFT's queueing factor; ``kv_transfer_*``: the P/D link;
+- ``reserve_bytes``: memory kept from the KV cache per GPU (0 for SGLang, whose
+  ``mem_fraction_static`` already leaves out activations and CUDA graphs);
+  ``ttft_queue_factor``: the disaggregated TTFT's queueing factor; ``kv_transfer_*``: the P/D link;
   ``max_num_seqs``: vLLM's cap on a decode batch.
 """
 
@@ -80,7 +81,10 @@ class Constants:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            v = positive_number(f.name, getattr(self, f.name))
+            value = getattr(self, f.name)
+            if f.name in _MAY_BE_ZERO and value == 0 and not isinstance(value, bool):
+                continue  # no reserve at all: SGLang's fraction already excludes it
+            v = positive_number(f.name, value)
             if f.name in _FRACTIONS and v > 1.0:
                 raise InvalidArgumentError(f"{f.name} must be in (0, 1], got {v}")
             if f.name in _RELATIVE and v > 2.0:
@@ -100,6 +104,7 @@ class Constants:
         return dataclasses.asdict(self)
 
 
+_MAY_BE_ZERO = {"reserve_bytes"}
 _FRACTIONS = {"mfu_prefill", "mfu_decode", "mfu_attention", "mbu", "kv_read_efficiency"}
 _RELATIVE = {
     "moe_weight_efficiency",
@@ -162,10 +167,8 @@ def _table() -> dict[str, Any]:
 @lru_cache(maxsize=64)
 def _defaults(gpu_name: str, engine: str, release: str = "") -> Constants:
     entry = _table()["gpus"].get(gpu_name)
-    if entry is None:
-        return GENERIC
-    values = dict(entry["vllm"])
-    if engine != "vllm":
+    values = {} if entry is None else dict(entry["vllm"])
+    if engine != "vllm" and entry is not None:
         values.update(entry.get(engine, {}))
     chosen = release_range(release, measured_releases(engine))
     if chosen:
@@ -173,6 +176,11 @@ def _defaults(gpu_name: str, engine: str, release: str = "") -> Constants:
         for name in RELEASE_CONSTANTS:
             if name in factors and name in values:
                 values[name] *= factors[name]
+    if engine == "sglang":
+        # SGLang's mem_fraction_static covers weights + KV pool only: the activations and
+        # CUDA graphs are what its rule already holds back (calibration.
+        # sglang_mem_fraction_static), so a runtime reserve on top would count them twice.
+        values.setdefault("reserve_bytes", 0.0)
     return GENERIC.replace(**values)
 
 
