@@ -53,6 +53,7 @@ pub(super) fn transfer_map(
                 VllmError::MoRIIOError | VllmError::HandshakeError => "RuleConnectorError",
                 VllmError::RuntimeError => "RuleRuntimeError",
                 VllmError::KeyError => "RuleKeyError",
+                VllmError::AttributeError | VllmError::KVTransferError => "UnworkablePairError",
                 VllmError::None => "UnworkablePairError",
             };
             // vLLM's text; where it has none (a bare assert) or names no cause, the hint.
