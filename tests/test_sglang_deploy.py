@@ -115,6 +115,8 @@ def test_json_and_plan_dict_and_refusals(plan, tmp_path):
     assert all(p.stat().st_mode & 0o100 for p in written if p.suffix == ".sh")
     with pytest.raises(InvalidArgumentError, match="format must be one of scripts, json"):
         d.files("k8s")
+    with pytest.raises(InvalidArgumentError, match="not Kubernetes manifests yet"):
+        pdtp.deploy(plan, need_hosts=False)
     # vLLM plans deploy as before.
     vllm = pdtp.deploy(pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x", mode="disagg"))
     assert "proxy.sh" in vllm.scripts()

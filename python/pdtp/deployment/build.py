@@ -332,6 +332,11 @@ def deploy(
     from .connectors.sglang_deploy import deploy_sglang, is_sglang_plan
 
     if is_sglang_plan(view):  # SGLang's launch lines and router, not vLLM's
+        if not need_hosts and node_hosts is None and hosts_file is None and view.nodes > 1:
+            raise InvalidArgumentError(
+                "pdtp deploy writes scripts and json for SGLang plans, not Kubernetes "
+                "manifests yet; give --node-hosts h0,h1,... with --format scripts or json"
+            )
         hosts, notes = _hosts(view.instances, node_hosts, hosts_file)
         return deploy_sglang(view, hosts, notes, proxy_host)
     opts: dict[str, Any] = dict(
