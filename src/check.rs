@@ -8,6 +8,7 @@
 //! work (a rank dials a peer rank that does not exist, or copies a block holding other KV
 //! heads, in releases before heterogeneous TP), pdtp reports its own violation.
 
+use crate::connector::{sglang, Engine};
 use crate::connector::{
     BlockLen, Connector, ConnectorProfile, Dial, FanInReplicated, LayerCheck, MoriioReadRules,
     MoriioWriteRules, NixlRatio, NixlRules, Release, Replicated, Rules, WriteMapping,
@@ -42,6 +43,10 @@ pub enum VllmError {
     KeyError,
     /// MoRIIO's `HandshakeError`.
     HandshakeError,
+    /// `AttributeError` (SGLang MORI 0.5.9's receiver).
+    AttributeError,
+    /// SGLang's `KVTransferError`: the request fails (`KVPoll.Failed`) with its text.
+    KVTransferError,
     None,
 }
 
@@ -104,6 +109,8 @@ impl VllmError {
             VllmError::RuntimeError => "RuntimeError",
             VllmError::KeyError => "KeyError",
             VllmError::HandshakeError => "HandshakeError",
+            VllmError::AttributeError => "AttributeError",
+            VllmError::KVTransferError => "KVTransferError",
             VllmError::None => "",
         }
     }
@@ -348,6 +355,7 @@ pub fn connector_flow(
         Rules::Nixl(r) => nixl_flow(shape, p, d, &r),
         Rules::MoriioRead(r) => moriio_read_flow(shape, p, d, &r),
         Rules::MoriioWrite(r) => moriio_write_flow(shape, p, d, &r),
+        Rules::Sglang(r) => sglang_flow(shape, p, d, &r),
     }
 }
 
@@ -858,6 +866,9 @@ fn moriio_write_flow(
 /// `NVIDIA`): MoRIIO on anything but AMD raises vLLM's `RuntimeError` when the engine starts
 /// its workers (`mori` is ROCm only).
 pub fn gpu_violation(connector: &Connector, vendor: &str) -> Option<Violation> {
+    if connector.engine == Engine::Sglang {
+        return sglang_gpu_violation(connector, vendor);
+    }
     let needs = connector.gpu_vendor?;
     if needs.eq_ignore_ascii_case(vendor) {
         return None;
@@ -1093,6 +1104,7 @@ pub fn pair_ok(
             let freed = r.defer_timeout || p <= d;
             sizes && guard && same_rank_heads && freed && !r.release_rejected
         }
+        Rules::Sglang(r) => sglang_flow(shape, p, d, &r).is_ok(),
         Rules::MoriioWrite(r) => match r.mapping {
             WriteMapping::TpMapping => {
                 rules::validate_write_tp_topology(p, d, h, shape.is_mla).is_ok()
@@ -1141,6 +1153,169 @@ pub fn alternatives(
         .take(limit)
         .map(|(_, a, b)| (a, b))
         .collect()
+}
+
+// ------------------------------------------------------------------ SGLang's backends
+
+/// SGLang's backend `connector` on GPUs of `vendor`: MORI is AMD's RDMA library (ROCm only);
+/// SGLang's MORI KV manager imports `mori.io`, which has no build for another vendor.
+fn sglang_gpu_violation(connector: &Connector, vendor: &str) -> Option<Violation> {
+    let needs = connector.gpu_vendor?;
+    if needs.eq_ignore_ascii_case(vendor) {
+        return None;
+    }
+    Some(Violation::new(
+        "connector_needs_amd_gpu",
+        "pair",
+        String::new(),
+        format!(
+            "{} runs only on {needs} GPUs: SGLang's MORI transfer backend imports AMD's MORI \
+             (ROCm), which a {vendor} GPU has no build of, and the instance fails when it \
+             starts. On {vendor} GPUs use connector=\"sglang-mooncake\" or \"sglang-nixl\"",
+            connector.name
+        ),
+        VllmError::RuntimeError,
+        Stage::EngineStart,
+    ))
+}
+
+/// An exception class SGLang's code raises, as pdtp names it.
+fn sglang_error(class: &str) -> VllmError {
+    match class {
+        "AssertionError" => VllmError::AssertionError,
+        "AttributeError" => VllmError::AttributeError,
+        "ZeroDivisionError" => VllmError::ZeroDivisionError,
+        "ValueError" => VllmError::ValueError,
+        "KVTransferError" => VllmError::KVTransferError,
+        _ => VllmError::RuntimeError,
+    }
+}
+
+/// What an SGLang backend does with prefill attention TP `p` and decode `d` (PP 1, DP 1):
+/// `sglang::pair_verdict` (proven against SGLang's code) read as a [`Flow`] or the violation.
+/// A decode rank reads its non-dummy targets and notifies every target (dummies too), so each
+/// target releases the request's blocks.
+pub fn sglang_flow(
+    shape: &Shape,
+    p: i64,
+    d: i64,
+    r: &sglang::SglangRules,
+) -> Result<Flow, Violation> {
+    let h = shape.num_kv_heads;
+    match sglang::pair_verdict(r, h, shape.is_mla, p, d, 1, 1) {
+        sglang::Verdict::Ok => {}
+        sglang::Verdict::Raises {
+            error,
+            message,
+            surfaces,
+        } => {
+            let (code, when, what) = match surfaces {
+                sglang::surfaces::DECODE_SCHEDULER => (
+                    "sglang_decode_bootstrap_raises",
+                    Stage::Handshake,
+                    "the decode scheduler raises it while bootstrapping the first request and dies",
+                ),
+                sglang::surfaces::PREFILL_SCHEDULER => (
+                    "sglang_head_slice_raises",
+                    Stage::FirstTransfer,
+                    "the prefill scheduler raises it at the first transfer and dies",
+                ),
+                sglang::surfaces::TRANSFER_THREAD => (
+                    "sglang_head_slice_raises",
+                    Stage::FirstTransfer,
+                    "the transfer thread raises it at the first transfer and dies: every \
+                     later transfer hangs",
+                ),
+                _ => (
+                    "sglang_request_fails",
+                    Stage::FirstTransfer,
+                    "every request fails with it (KVPoll.Failed)",
+                ),
+            };
+            return Err(Violation::new(
+                code,
+                "pair",
+                message,
+                format!(
+                    "prefill attention TP {p} -> decode attention TP {d}: {what}; use equal \
+                     sizes or sizes one divides (see the alternatives)"
+                ),
+                sglang_error(error),
+                when,
+            ));
+        }
+        sglang::Verdict::Hangs {
+            until_timeout,
+            idle_prefill,
+        } => {
+            let end = if until_timeout {
+                "until SGLang's bootstrap timeout fails the request"
+            } else {
+                "forever (this release has no bootstrap timeout)"
+            };
+            return Err(silent(
+                "sglang_prefill_ranks_unpaired",
+                consequence::HANG,
+                format!(
+                    "prefill attention TP {p} -> decode attention TP {d}: no decode rank joins \
+                     prefill ranks {} for a request, so they wait {end}",
+                    shown(&idle_prefill)
+                ),
+                divisible_hint(p, d),
+            ));
+        }
+        sglang::Verdict::Corrupts(why) => {
+            return Err(silent(
+                "sglang_wrong_kv_heads",
+                consequence::WRONG_BYTES,
+                why,
+                format!(
+                    "this SGLang release moves the wrong KV heads between attention TP {p} and \
+                     {d}: use equal sizes, or a release whose slicing handles them"
+                ),
+            ));
+        }
+    }
+    let mut acks = vec![0i64; p as usize];
+    let mut decode = Vec::with_capacity(d as usize);
+    for rank in 0..d {
+        let targets = match sglang::rank_outcome(r, p, d, shape.is_mla, rank, 1, 1, 1) {
+            sglang::RankOutcome::Reads(t) => t,
+            other => unreachable!("pair_verdict passed, rank {rank}: {other:?}"),
+        };
+        let mut sources = Vec::new();
+        for &(src, dummy) in &targets {
+            acks[src as usize] += 1;
+            if dummy {
+                continue;
+            }
+            let got = if shape.is_mla || p == d {
+                heads(shape, d, rank)
+            } else {
+                let theirs = heads(shape, p, src);
+                match sglang::head_slice(r, p, d, h, src, rank) {
+                    sglang::SliceOutcome::Heads(s, n, _) => {
+                        theirs[s as usize..(s + n) as usize].to_vec()
+                    }
+                    _ => theirs,
+                }
+            };
+            sources.push((src, got));
+        }
+        decode.push(DecodeFlow {
+            sources,
+            releases: targets.iter().map(|&(t, _)| t).collect(),
+            rotates: Vec::new(),
+        });
+    }
+    Ok(Flow {
+        decode,
+        expected_acks: acks.into_iter().max().unwrap_or(1),
+        scheduler_releases_all: false,
+        idle_prefill: Vec::new(),
+        defer_timeout: false,
+        rotates_on_xgmi: false,
+    })
 }
 
 /// Sizes 1..=bound that load the model.

@@ -16,6 +16,7 @@ from .connectors import (
     NO_GPU_VENDOR,
     Connector,
     default_connector,
+    engine_connector,
     gpu_violation,
     resolve_connector,
 )
@@ -224,6 +225,7 @@ def check(
     constants: Any = None,
     vllm_version: str | None = None,
     aggregated: Any = None,
+    sglang_version: str | None = None,
 ) -> CheckResult:
     """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``: MoRIIO READ mode,
     ``"moriio-write"``: MoRIIO WRITE mode, ``"nixl"``, ``"nixl-legacy"``) as vLLM
@@ -231,7 +233,8 @@ def check(
     TP size or a layout (``"tp2dp4ep"``, ``"tp8pp2"``, :class:`pdtp.Layout`): data-parallel
     ranks, expert parallel and pipeline stages are checked with vLLM's layout rules.
     ``aggregated=`` checks one aggregated instance's layout instead (no KV connector: the
-    load rules alone).
+    load rules alone). SGLang's backends (``"sglang-mooncake"``, ``"sglang-nixl"``,
+    ``"sglang-mori"``) are checked as SGLang ``sglang_version`` runs them (TP sizes only).
 
     ``connector=None`` picks the GPU vendor's default (``moriio`` on AMD GPUs and without
     ``gpu=``, ``nixl`` on NVIDIA; the result's ``connector_default`` says so). With ``gpu=``
@@ -252,6 +255,7 @@ def check(
     >>> r.ok, r.violations[0].code, r.alternatives[:2]
     (False, 'kv_heads_not_replicated', ((4, 4), (8, 8)))
     """
+    connector, vllm_version = engine_connector(connector, vllm_version, sglang_version)
     ctx = None
     if gpu is not None:
         if isinstance(model, ModelShape):
@@ -293,6 +297,13 @@ def check(
     tp_only = pl.is_tp_only and dl.is_tp_only
     bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
 
+    if not tp_only and conn.engine == "sglang":
+        raise InvalidArgumentError(
+            f"check with {conn.name} takes TP sizes (attention TP: TP / DP with "
+            "--enable-dp-attention), got layouts "
+            f"{str(pl)!r} and {str(dl)!r}; for DP attention use "
+            "pdtp.deployment.connectors.sglang.check_sglang_pair"
+        )
     if tp_only:
         violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
     else:

@@ -51,8 +51,11 @@ class Connector:
     #: MoRIIO's replicated-KV-head guard applies to unequal TP sizes.
     requires_replicated_heads: bool
     summary: str
-    #: The serving engine whose releases key the rules (``"vllm"``).
+    #: The serving engine whose releases key the rules (``"vllm"``, ``"sglang"``); for an
+    #: SGLang connector ``vllm_version`` and ``rules_version`` are SGLang releases.
     engine: str = "vllm"
+    #: How output names the engine (``"vLLM"``, ``"SGLang"``).
+    engine_label: str = "vLLM"
     #: Other names that resolve to this connector.
     aliases: tuple[str, ...] = ()
     #: The only GPU vendor its worker starts on (None: any).
@@ -74,7 +77,7 @@ class Connector:
             if self.rules_version != self.vllm_version
             else ""
         )
-        return f"{self.name}{mode}, vLLM {self.vllm_version}{newer}"
+        return f"{self.name}{mode}, {self.engine_label} {self.vllm_version}{newer}"
 
     def labelled(self, note: str | None) -> str:
         """:attr:`label` with why pdtp picked it (``"the default on NVIDIA GPUs"``)."""
@@ -96,6 +99,7 @@ def _resolve(key: str) -> Connector:
         requires_replicated_heads=info.requires_replicated_heads,
         summary=info.summary,
         engine=info.engine,
+        engine_label=info.engine_label,
         aliases=tuple(info.aliases),
         gpu_vendor=info.gpu_vendor,
         mixes_vendor=info.mixes_vendor,
@@ -104,12 +108,19 @@ def _resolve(key: str) -> Connector:
 
 
 def connector_names() -> list[str]:
+    """vLLM's connectors (what defaults, listings and ``--connector`` offer); SGLang's
+    backends (``sglang-*``) resolve too but run in another engine: :func:`all_connector_names`."""
+    return [n for n in _core.connector_names() if _resolve(n).engine == "vllm"]
+
+
+def all_connector_names() -> list[str]:
+    """Every connector the core knows, of every engine."""
     return list(_core.connector_names())
 
 
 def _known_names() -> dict[str, str]:
     """Every name and alias -> the connector's name."""
-    return _names_of(tuple(connector_names()))
+    return _names_of(tuple(all_connector_names()))
 
 
 @cache
@@ -165,14 +176,17 @@ def resolve_connector(name: Any, vllm_version: str | None = None) -> Connector:
             f"{type(vllm_version).__name__} {vllm_version!r}"
         )
     base, _, keyed = name.partition("@")
+    norm = base.strip().lower().replace("_", "-")
+    known = _known_names()
+    label = _resolve(known[norm]).engine_label if norm in known else "vLLM"
     if keyed and vllm_version is not None and keyed.strip() != vllm_version.strip():
         raise InvalidArgumentError(
-            f"connector {name!r} names vLLM {keyed} but vllm_version={vllm_version!r}: give one"
+            f"connector {name!r} names {label} {keyed} but "
+            f"{'sglang_version' if label == 'SGLang' else 'vllm_version'}={vllm_version!r}: "
+            "give one"
         )
     version = vllm_version if vllm_version is not None else (keyed or None)
-    norm = base.strip().lower().replace("_", "-")
-    names = connector_names()
-    known = _known_names()
+    names = all_connector_names()
     if norm not in known:
         import difflib  # only for the error's suggestion
 
@@ -181,6 +195,44 @@ def resolve_connector(name: Any, vllm_version: str | None = None) -> Connector:
         raise UnknownNameError(f"connector must be one of {', '.join(names)}, got {base!r}{hint}")
     norm = known[norm]
     return _resolve(norm if version is None else f"{norm}@{version.strip()}")
+
+
+def engine_connector(
+    connector: Any, vllm_version: str | None, sglang_version: str | None
+) -> tuple[Any, str | None]:
+    """``(connector, vllm_version)`` for the calls that take both ``vllm_version=`` and
+    ``sglang_version=``: an SGLang connector's release goes into its key
+    (``"sglang-nixl@0.5.9"``), which every later step resolves. The version of the other
+    engine is an :class:`~pdtp.errors.InvalidArgumentError`.
+
+    >>> engine_connector("sglang-nixl", None, "0.5.9")
+    ('sglang-nixl@0.5.9', None)
+    """
+    if sglang_version is not None and not isinstance(sglang_version, str):
+        raise ArgumentTypeError(
+            f"sglang_version must be a string like '0.5.9', got "
+            f"{type(sglang_version).__name__} {sglang_version!r}"
+        )
+    name = connector.name if isinstance(connector, Connector) else connector
+    sglang = isinstance(connector, Connector) and connector.engine == "sglang"
+    if isinstance(name, str):
+        norm = name.partition("@")[0].strip().lower().replace("_", "-")
+        known = _known_names()
+        sglang = norm in known and _resolve(known[norm]).engine == "sglang"
+    if sglang and vllm_version is not None:
+        raise InvalidArgumentError(
+            f"connector {name!r} runs in SGLang: give sglang_version=, not "
+            f"vllm_version={vllm_version!r}"
+        )
+    if sglang_version is None:
+        return connector, vllm_version
+    if not sglang:
+        raise InvalidArgumentError(
+            f"sglang_version={sglang_version!r} is for SGLang's connectors "
+            f"({', '.join(n for n in all_connector_names() if n.startswith('sglang-'))}), "
+            f"got connector={name!r}"
+        )
+    return resolve_connector(name, sglang_version.strip()).key, None
 
 
 def register_connector(

@@ -11,7 +11,7 @@ from typing import Any
 from . import _core
 from ._validate import flag, positive_int, public_api
 from .check import MAX_HEADS, ModelShape, check
-from .connectors import NO_GPU_CONNECTOR, resolve_connector
+from .connectors import NO_GPU_CONNECTOR, engine_connector, resolve_connector
 from .layout import Layout
 from .violations import CheckWarning
 
@@ -161,6 +161,7 @@ def transfer_map(
     connector: str | None = NO_GPU_CONNECTOR,
     num_layers: int | None = None,
     vllm_version: str | None = None,
+    sglang_version: str | None = None,
 ) -> TransferMap:
     """The transfer map of a valid pair under ``connector`` as vLLM ``vllm_version``
     (default: the newest release pdtp knows) runs it. An invalid pair raises the error vLLM
@@ -187,6 +188,7 @@ def transfer_map(
     d = positive_int("decode_tp", dl.tp, maximum=MAX_MAP_TP)
     h = positive_int("kv_heads", kv_heads, maximum=MAX_HEADS)
     mla = flag("is_mla", is_mla)
+    connector, vllm_version = engine_connector(connector, vllm_version, sglang_version)
     # None: the default without a GPU to go by (as ``check``): MoRIIO READ.
     conn = resolve_connector(NO_GPU_CONNECTOR if connector is None else connector, vllm_version)
     layers = None if num_layers is None else positive_int("num_layers", num_layers, maximum=1 << 20)

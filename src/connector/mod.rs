@@ -16,10 +16,12 @@ mod version;
 #[cfg(test)]
 mod golden;
 #[cfg(test)]
+mod sglang_check;
+#[cfg(test)]
 mod sglang_golden;
 
 use std::fmt;
-use std::sync::RwLock;
+use std::sync::{OnceLock, RwLock};
 
 pub use parallel::{
     moriio_bind_offset, moriio_dial_offset, moriio_dp_ports_match, nixl_handshake_peers,
@@ -40,6 +42,9 @@ pub const RELEASES: &[&str] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
     Vllm,
+    /// SGLang: its transfer backends' rules are [`sglang::SglangRules`] rows, its releases
+    /// carry `.postN` (`0.5.10.post1`).
+    Sglang,
 }
 
 impl Engine {
@@ -47,6 +52,7 @@ impl Engine {
     pub fn releases(self) -> &'static [&'static str] {
         match self {
             Engine::Vllm => RELEASES,
+            Engine::Sglang => sglang::SGLANG_RELEASES,
         }
     }
 
@@ -54,6 +60,7 @@ impl Engine {
     pub fn name(self) -> &'static str {
         match self {
             Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
         }
     }
 
@@ -61,6 +68,7 @@ impl Engine {
     pub fn label(self) -> &'static str {
         match self {
             Engine::Vllm => "vLLM",
+            Engine::Sglang => "SGLang",
         }
     }
 
@@ -68,11 +76,29 @@ impl Engine {
     pub fn version_field(self) -> &'static str {
         match self {
             Engine::Vllm => "vllm_version",
+            Engine::Sglang => "sglang_version",
+        }
+    }
+
+    /// A release of the engine from its text (`0.33.0`; SGLang's `0.5.10.post1`).
+    pub fn parse(self, text: &str) -> Option<Version> {
+        match self {
+            Engine::Vllm => Version::parse(text),
+            Engine::Sglang => sglang::parse_release(text),
+        }
+    }
+
+    /// A release as the engine writes it (`0.5.10.post1`, not `0.5.10.1`).
+    pub fn text(self, v: Version) -> String {
+        match self {
+            Engine::Vllm => v.to_string(),
+            Engine::Sglang => sglang::release_text(v),
         }
     }
 
     fn release(self, i: usize) -> Version {
-        Version::parse(self.releases()[i]).expect("release lists hold valid versions")
+        self.parse(self.releases()[i])
+            .expect("release lists hold valid versions")
     }
 
     /// The newest release pdtp knows of the engine (its connectors' default version).
@@ -206,6 +232,57 @@ pub const CONNECTORS: &[Connector] = &[
         summary: "NIXL before vLLM 0.14.0: decode TP must be a multiple of prefill TP",
         gpu_vendor: None,
         mixes_vendor: Some("NVIDIA"),
+        default_for: &[],
+    },
+    // SGLang: `kv_connector` is the backend's KV manager class (`--disaggregation-transfer-
+    // backend mooncake`), the roles its `--disaggregation-mode`; the rules are SGLang's rows.
+    Connector {
+        name: sglang::Backend::Mooncake.name(),
+        aliases: &[],
+        engine: Engine::Sglang,
+        kv_connector: "MooncakeKVManager",
+        prefill_role: "prefill",
+        decode_role: "decode",
+        mode: None,
+        rows_of: sglang::Backend::Mooncake.name(),
+        before: None,
+        summary: sglang::Backend::Mooncake.summary(),
+        gpu_vendor: None,
+        mixes_vendor: None,
+        default_for: &[],
+    },
+    // SGLang: `kv_connector` is the backend's KV manager class (`--disaggregation-transfer-
+    // backend nixl`), the roles its `--disaggregation-mode`; the rules are SGLang's rows.
+    Connector {
+        name: sglang::Backend::Nixl.name(),
+        aliases: &[],
+        engine: Engine::Sglang,
+        kv_connector: "NixlKVManager",
+        prefill_role: "prefill",
+        decode_role: "decode",
+        mode: None,
+        rows_of: sglang::Backend::Nixl.name(),
+        before: None,
+        summary: sglang::Backend::Nixl.summary(),
+        gpu_vendor: None,
+        mixes_vendor: None,
+        default_for: &[],
+    },
+    // SGLang: `kv_connector` is the backend's KV manager class (`--disaggregation-transfer-
+    // backend mori`), the roles its `--disaggregation-mode`; the rules are SGLang's rows.
+    Connector {
+        name: sglang::Backend::Mori.name(),
+        aliases: &[],
+        engine: Engine::Sglang,
+        kv_connector: "MoriKVManager",
+        prefill_role: "prefill",
+        decode_role: "decode",
+        mode: None,
+        rows_of: sglang::Backend::Mori.name(),
+        before: None,
+        summary: sglang::Backend::Mori.summary(),
+        gpu_vendor: sglang::Backend::Mori.gpu_vendor(),
+        mixes_vendor: None,
         default_for: &[],
     },
 ];
@@ -404,6 +481,8 @@ pub enum Rules {
     Nixl(NixlRules),
     MoriioRead(MoriioReadRules),
     MoriioWrite(MoriioWriteRules),
+    /// An SGLang transfer backend's rules (`sglang.rs`); `check::sglang_flow` reads them.
+    Sglang(sglang::SglangRules),
 }
 
 /// One connector's rules from release `since` until the connector's next row.
@@ -669,7 +748,11 @@ pub struct Resolved {
 impl Resolved {
     /// `"name@X.Y.Z"`: what `resolve` maps back to this.
     pub fn key(&self) -> String {
-        format!("{}@{}", self.connector.name, self.version)
+        format!(
+            "{}@{}",
+            self.connector.name,
+            self.connector.engine.text(self.version)
+        )
     }
 }
 
@@ -729,6 +812,22 @@ pub fn connector(name: &str) -> Option<&'static Connector> {
     all().into_iter().find(|c| c.called(&key))
 }
 
+/// SGLang's backends' rows, as [`ConnectorProfile`]s: one fact in one place
+/// (`sglang::SGLANG_PROFILES`), seen through the registry like vLLM's rows.
+fn sglang_rows() -> &'static [ConnectorProfile] {
+    static ROWS: OnceLock<Vec<ConnectorProfile>> = OnceLock::new();
+    ROWS.get_or_init(|| {
+        sglang::SGLANG_PROFILES
+            .iter()
+            .map(|p| ConnectorProfile {
+                connector: p.backend.name(),
+                since: sglang::parse_release(p.since).expect("SGLang rows start at releases"),
+                rules: Rules::Sglang(p.rules),
+            })
+            .collect()
+    })
+}
+
 fn rows(connector: &Connector) -> impl Iterator<Item = &'static ConnectorProfile> + '_ {
     let extra: &'static [ConnectorProfile] = registered()
         .into_iter()
@@ -736,6 +835,7 @@ fn rows(connector: &Connector) -> impl Iterator<Item = &'static ConnectorProfile
         .map_or(&[], |(_, r)| r);
     PROFILES
         .iter()
+        .chain(sglang_rows())
         .chain(extra)
         .filter(move |p| p.connector == connector.rows_of)
 }
@@ -902,30 +1002,34 @@ pub fn resolve(key: &str) -> Result<Resolved, ResolveError> {
         .filter(|r| *r >= first && conn.before.is_none_or(|b| *r < b))
         .collect();
     let (oldest, latest) = (known[0], *known.last().expect("a known release"));
+    let (oldest_text, latest_text) = (engine.text(oldest), engine.text(latest));
     let covered = match conn.before {
-        Some(_) => format!("{label} {oldest} to {latest}"),
-        None => format!("{label} {oldest} to {latest} (newer releases use {latest}'s rules)"),
+        Some(_) => format!("{label} {oldest_text} to {latest_text}"),
+        None => format!(
+            "{label} {oldest_text} to {latest_text} (newer releases use {latest_text}'s rules)"
+        ),
     };
     let version = match version {
         None => latest,
-        Some(text) => Version::parse(text).ok_or_else(|| {
+        Some(text) => engine.parse(text).ok_or_else(|| {
             ResolveError::BadVersion(format!(
-                "{field} must be a release like \"{latest}\", got {text:?}; \
+                "{field} must be a release like \"{latest_text}\", got {text:?}; \
                  {} covers {covered}",
                 conn.name
             ))
         })?,
     };
+    let version_text = engine.text(version);
     if version < oldest {
         return Err(ResolveError::BadVersion(format!(
-            "{field}={version}: {} is not in {label} {version}; pdtp covers {covered}",
+            "{field}={version_text}: {} is not in {label} {version_text}; pdtp covers {covered}",
             conn.name
         )));
     }
     if let Some(before) = conn.before {
         if version >= before {
             return Err(ResolveError::BadVersion(format!(
-                "{field}={version}: {} ({}); for {label} {version} use connector=\"{}\"",
+                "{field}={version_text}: {} ({}); for {label} {version_text} use connector=\"{}\"",
                 conn.name, conn.summary, conn.rows_of
             )));
         }

@@ -87,12 +87,12 @@ pub fn nixl_handshake_peers(pp: NixlPp, tp_rank: i64, remote_pp: i64) -> Option<
 }
 
 impl Rules {
-    /// MoRIIO's (dial, DP dial) in this row (`None` for NIXL).
+    /// MoRIIO's (dial, DP dial) in this row (`None` for NIXL and SGLang).
     pub fn moriio_dials(&self) -> Option<(Dial, DpDial)> {
         match self {
             Rules::MoriioRead(r) => Some((r.dial, r.dp_dial)),
             Rules::MoriioWrite(r) => Some((r.dial, r.dp_dial)),
-            Rules::Nixl(_) => None,
+            Rules::Nixl(_) | Rules::Sglang(_) => None,
         }
     }
 

@@ -118,7 +118,7 @@ pub enum Backend {
 }
 
 impl Backend {
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Backend::Mooncake => "sglang-mooncake",
             Backend::Nixl => "sglang-nixl",
@@ -127,7 +127,7 @@ impl Backend {
     }
 
     /// `--disaggregation-transfer-backend`'s value.
-    pub fn flag(self) -> &'static str {
+    pub const fn flag(self) -> &'static str {
         match self {
             Backend::Mooncake => "mooncake",
             Backend::Nixl => "nixl",
@@ -137,14 +137,14 @@ impl Backend {
 
     /// The only GPU vendor the backend runs on (`None`: any). MORI is AMD's RDMA library
     /// (ROCm only); Mooncake and NIXL run on NVIDIA and AMD.
-    pub fn gpu_vendor(self) -> Option<&'static str> {
+    pub const fn gpu_vendor(self) -> Option<&'static str> {
         match self {
             Backend::Mori => Some("AMD"),
             _ => None,
         }
     }
 
-    pub fn summary(self) -> &'static str {
+    pub const fn summary(self) -> &'static str {
         match self {
             Backend::Mooncake => "SGLang with Mooncake's transfer engine (RDMA)",
             Backend::Nixl => "SGLang with NVIDIA NIXL",

@@ -20,7 +20,7 @@ use super::sglang::{
     SGLANG_RELEASES,
 };
 
-fn golden() -> Value {
+pub(super) fn golden() -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sglang_golden.json.gz");
     let mut text = String::new();
     GzDecoder::new(File::open(path).expect("sglang golden file"))
@@ -29,16 +29,16 @@ fn golden() -> Value {
     serde_json::from_str(&text).expect("json")
 }
 
-fn int(v: &Value) -> i64 {
+pub(super) fn int(v: &Value) -> i64 {
     v.as_i64().expect("int")
 }
 
-fn s(v: &Value) -> String {
+pub(super) fn s(v: &Value) -> String {
     v.as_str().expect("string").to_string()
 }
 
 /// SGLang's recorded rank outcome in pdtp's terms.
-fn recorded_rank(v: &Value) -> RankOutcome {
+pub(super) fn recorded_rank(v: &Value) -> RankOutcome {
     if let Some(e) = v.get("error") {
         return RankOutcome::Raises(Box::leak(s(&e[0]).into_boxed_str()), s(&e[1]));
     }
@@ -55,7 +55,7 @@ fn recorded_rank(v: &Value) -> RankOutcome {
     )
 }
 
-fn recorded_slice(v: &Value) -> SliceOutcome {
+pub(super) fn recorded_slice(v: &Value) -> SliceOutcome {
     if v.get("whole").is_some() {
         return SliceOutcome::Whole;
     }

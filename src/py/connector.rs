@@ -72,6 +72,7 @@ pub(super) struct ConnectorInfo {
     requires_replicated_heads: bool,
     summary: &'static str,
     engine: &'static str,
+    engine_label: &'static str,
     aliases: Vec<&'static str>,
     gpu_vendor: Option<&'static str>,
     mixes_vendor: Option<&'static str>,
@@ -84,8 +85,8 @@ pub(super) fn resolve_connector(py: Python<'_>, key: &str) -> PyResult<Connector
     let r = resolved(py, key)?;
     Ok(ConnectorInfo {
         name: r.connector.name,
-        vllm_version: r.version.to_string(),
-        rules_version: r.rules_version.to_string(),
+        vllm_version: r.connector.engine.text(r.version),
+        rules_version: r.connector.engine.text(r.rules_version),
         key: r.key(),
         kv_connector: r.connector.kv_connector,
         prefill_role: r.connector.prefill_role,
@@ -94,6 +95,7 @@ pub(super) fn resolve_connector(py: Python<'_>, key: &str) -> PyResult<Connector
         requires_replicated_heads: r.profile.requires_replicated_heads(),
         summary: r.connector.summary,
         engine: r.connector.engine.name(),
+        engine_label: r.connector.engine.label(),
         aliases: r.connector.aliases.to_vec(),
         gpu_vendor: r.connector.gpu_vendor,
         mixes_vendor: r.connector.mixes_vendor,

@@ -105,6 +105,8 @@ class PlanView:
     #: vLLM's ``--quantization`` the weights need (``"fp8"``: a 16-bit checkpoint planned
     #: with FP8 weights is quantized on load), None when the checkpoint loads as it is.
     quantization: str | None = None
+    #: The SGLang release of an SGLang connector's plan (``vllm_version`` is then None).
+    sglang_version: str | None = None
 
     @cached_property
     def aggregated(self) -> bool:
@@ -262,6 +264,7 @@ def _view(
         kv_connector = kv_connector or profile.kv_connector
         roles = (roles[0] or profile.prefill_role, roles[1] or profile.decode_role)
     read_mode = connector_of(kv_connector).read_mode(connector, read_mode)
+    sglang = connector_of(kv_connector).proxy_kind == "sglang_router"
     env = visible_devices_env or (catalog_gpu.visible_devices_env if catalog_gpu else None)
     if env not in _VENDOR_OF_ENV:
         raise InvalidArgumentError(
@@ -298,7 +301,8 @@ def _view(
         prefill_role=roles[0],
         decode_role=roles[1],
         moriio_read_mode=read_mode,
-        vllm_version=None if version is None else resolve_version(version),
+        vllm_version=None if version is None or sglang else resolve_version(version),
+        sglang_version=str(version) if sglang and version is not None else None,
         gpu=catalog_gpu.name if catalog_gpu else gpu,
         vendor=_VENDOR_OF_ENV[env],
         visible_devices_env=env,

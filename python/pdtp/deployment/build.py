@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._validate import public_api
 from ..errors import InvalidArgumentError
@@ -42,6 +43,9 @@ _IMAGE_REF = re.compile(
     r"(?::[\w][\w.-]{0,127})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
 )
+
+if TYPE_CHECKING:
+    from .connectors.sglang_deploy import SglangDeployment
 
 
 def _short(value: Any) -> str:
@@ -300,7 +304,7 @@ def deploy(
     image: str | None = None,
     need_hosts: bool = True,
     model_path: str | os.PathLike[str] | None = None,
-) -> Deployment:
+) -> Deployment | SglangDeployment:
     """Make ``plan`` (a :class:`pdtp.Plan` or its JSON dict) concrete: per node its
     instances' devices, ports and ``vllm serve`` lines, and the proxy/router they all
     register with / are reached through.
@@ -325,6 +329,16 @@ def deploy(
     ['LICENSE-vllm.txt', 'README.md', 'moriio_toy_proxy_server.py', 'node-0.sh', 'proxy.sh']
     """
     view = view_of(plan, model_path)
+    from .connectors.sglang_deploy import deploy_sglang, is_sglang_plan
+
+    if is_sglang_plan(view):  # SGLang's launch lines and router, not vLLM's
+        if not need_hosts and node_hosts is None and hosts_file is None and view.nodes > 1:
+            raise InvalidArgumentError(
+                "pdtp deploy writes scripts and json for SGLang plans, not Kubernetes "
+                "manifests yet; give --node-hosts h0,h1,... with --format scripts or json"
+            )
+        hosts, notes = _hosts(view.instances, node_hosts, hosts_file)
+        return deploy_sglang(view, hosts, notes, proxy_host)
     opts: dict[str, Any] = dict(
         node_hosts=node_hosts,
         hosts_file=hosts_file,
@@ -546,6 +560,9 @@ def launch_lines(
         ports={"http": base_port},
         need_hosts=False,
     )
+    if not isinstance(dep, Deployment):  # SGLang: its launch lines, then its router's
+        lines = [f"{i.line()}  # node {i.node}, {i.role} {i.index}" for i in dep.instances]
+        return [*lines, f"{shlex.join(dep.router_argv)}  # SGLang's P/D router"]
     out = []
     for inst in dep.instances:
         p = inst.planned

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from .._validate import public_api
+from ..connectors import engine_connector
 from ..errors import InfeasibleError, InvalidArgumentError
 from ..scenario import OBJECTIVES as _OBJECTIVES
 from ..scenario import Scenario, SolverConfig, scenario_of, solver_of
@@ -43,6 +44,7 @@ def solve(
     mode: str | None = None,
     layouts: Any = None,
     solver: SolverConfig | None = None,
+    sglang_version: str | None = None,
 ) -> Plan:
     """The best valid plan of a GPU pool for ``model``: a P/D split or aggregated instances.
 
@@ -74,6 +76,10 @@ def solve(
     comma-separated string. The default: TP sizes; TP+EP and DP+EP for MoE models; PP only where no
     layout inside one node holds the weights.
 
+    ``connector="sglang-mooncake"`` (``"sglang-nixl"``, ``"sglang-mori"``) plans SGLang's
+    P/D at ``sglang_version`` (default: the newest SGLang release pdtp knows): only pairs that
+    release accepts.
+
     ``slo_percentile=0.9`` plans on goodput: the SLOs must hold at p90 under Poisson
     arrivals, not on means. CP-SAT still searches on the analytic model; the best split of
     each of the best few (prefill, decode) pairs is then simulated
@@ -91,6 +97,7 @@ def solve(
     ('OPTIMAL', True)
     """
     started = time.perf_counter()
+    connector, vllm_version = engine_connector(connector, vllm_version, sglang_version)
     sc = scenario_of(
         model,
         gpus=gpus,
