@@ -9,6 +9,7 @@ import pathlib
 import shutil
 import sys
 import tempfile
+import time
 
 import pytest
 from hypothesis import settings
@@ -61,3 +62,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for line in _SKIPPED:
             print(f"  {line}", file=sys.stderr)
         session.exitstatus = 1
+
+
+class HangGuard:
+    """A bound on the polls of a test that waits for a started process to come up. Nothing
+    here measures speed: on a busy machine the polls simply take longer. It only stops a test
+    that would otherwise wait forever, saying what never happened."""
+
+    def __init__(self, polls: int, interval_s: float) -> None:
+        self.polls, self.left, self.interval_s = polls, polls, interval_s
+
+    def tick(self, what: str) -> None:
+        self.left -= 1
+        if self.left < 0:
+            pytest.fail(f"{what} (still waiting after {self.polls} polls: hang guard)")
+        time.sleep(self.interval_s)

@@ -19,7 +19,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 import pytest
 
 import pdtp
-from conftest import REPO
+from conftest import REPO, HangGuard
 from test_deploy_vllm import plan_dict
 
 STANDIN = REPO / "tests" / "standin_vllm.py"
@@ -122,17 +121,16 @@ def run_deployment(dep: Any, tmp_path: Path, requests: int = 1) -> tuple[list[st
                                           stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True))  # fmt: skip
         # Ready when every instance's /health answers (as the deployment's README says).
-        deadline = time.monotonic() + START_LIMIT_S
+        guard = HangGuard(polls=int(START_LIMIT_S / 0.2), interval_s=0.2)
         for inst in (i for i in dep.instances if i.serves_api):
             while get(f"http://127.0.0.1:{inst.ports.http}/health") != 200:
                 for p, script in zip(procs, ("proxy.sh", "node-0.sh")):
                     assert p.poll() is None, (tmp_path / f"{script}.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, _logs(tmp_path)
-                time.sleep(0.2)
+                guard.tick(f"no /health answer: {_logs(tmp_path)}")
         url = f"http://127.0.0.1:{dep.proxy.http_port}/v1/completions"
         body = {"model": dep.request_model, "prompt": "San Francisco is a", "max_tokens": 8}
         texts: list[str] = []
-        deadline = time.monotonic() + START_LIMIT_S
+        guard = HangGuard(polls=int(START_LIMIT_S / 0.3), interval_s=0.3)
         status, text = 0, ""
         while len(texts) < requests:
             for p, script in zip(procs, ("proxy.sh", "node-0.sh")):
@@ -141,8 +139,7 @@ def run_deployment(dep: Any, tmp_path: Path, requests: int = 1) -> tuple[list[st
             if status == 200:
                 texts.append(json.loads(text)["choices"][0]["text"])
                 continue
-            assert time.monotonic() < deadline, (status, text, _logs(tmp_path))
-            time.sleep(0.3)
+            guard.tick(f"no completion ({status}, {text!r}): {_logs(tmp_path)}")
         return texts, Path(env["RECORD"])
     finally:
         for p in procs:

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import pdtp
 import pdtp.sweeps as SW
+from conftest import HangGuard
 from hostile import expect_cli_error_here
 from pdtp._sweep_output import arrow_table
 from pdtp.errors import OutputFileError
@@ -239,10 +240,10 @@ def _holder(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, Path]:
     for f in (ready, go):
         f.unlink(missing_ok=True)
     proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(out), str(ready), str(go)])
-    deadline = time.monotonic() + 120
+    guard = HangGuard(polls=12_000, interval_s=0.01)
     while not ready.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "the holder did not start"
-        time.sleep(0.01)
+        assert proc.poll() is None, "the holder exited before it was ready"
+        guard.tick("the holder did not start")
     return proc, go
 
 
