@@ -358,8 +358,9 @@ def predict_disaggregated(run: dict[str, Any], table: Table) -> dict[str, float]
     prefill_rps = run["prefill_workers"] * dp_pre * per_step / t_step
     # The prompt's KV moves once, each prefill TP rank sending its share in parallel.
     kv_bytes = dec.model.kv_bytes_per_sequence(round(isl))
-    transfer = kv_bytes / max(pl[0], 1) / cp["kv_transfer_bandwidth"] + cp["kv_transfer_latency_s"]
-    ttft_base = cp["api_overhead_s"] + t_one + transfer
+    bandwidth, latency = float(c_pre.kv_transfer_bandwidth), float(c_pre.kv_transfer_latency_s)
+    transfer = kv_bytes / max(pl[0], 1) / bandwidth + latency
+    ttft_base = float(c_pre.api_overhead_s) + t_one + transfer
     conc = float(dec.concurrency or 1)
     workers = run["decode_workers"]
     cap = max_rank * dp_dec if max_rank > 0 else math.inf

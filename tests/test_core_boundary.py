@@ -153,3 +153,28 @@ def test_pair_rules_are_the_layout_rules_of_tp_layouts() -> None:
                 )
     # 64 heads, 8 KV heads: TP divides the heads and divides or is a multiple of 8.
     assert loadable_tp_sizes(m, 128) == [1, 2, 4, 8, 16, 32, 64]
+
+
+def test_performance_inputs_are_typed_values_built_once() -> None:
+    """A model's, GPU's and constants' inputs are core values, converted when built and cached
+    per value (an equal Model shares them); the core calls take nothing else."""
+    import dataclasses
+
+    m = resolve_model("llama-3.1-8b")
+    g = find_gpu("h100")
+    mi, gi = model_inputs(m), gpu_inputs(g, m.weight_dtype)
+    ci = constant_inputs(constants_for(g.name))
+    assert isinstance(mi, _core.ModelInputs) and isinstance(gi, _core.GpuInputs)
+    assert isinstance(ci, _core.ConstantInputs)
+    assert model_inputs(dataclasses.replace(m)) is mi and gpu_inputs(g, m.weight_dtype) is gi
+    # Another weight dtype is another GPU input (the GEMM peak follows the dtype).
+    assert gpu_inputs(g, "fp8") is not gi
+    layout = (1, 1, 1, False)
+    step = _core.step_time(mi, gi, ci, layout, 8.0, 8000.0, 0.0, 0.0)
+    assert step > 0
+    with pytest.raises(TypeError):
+        _core.step_time({"num_layers": 32.0}, gi, ci, layout, 8.0, 8000.0, 0.0, 0.0)  # type: ignore[arg-type]
+    with pytest.raises(KeyError, match="num_layers"):
+        _core.ModelInputs(hidden_size=4096.0)
+    with pytest.raises(KeyError, match="memory_bytes"):
+        _core.GpuInputs()

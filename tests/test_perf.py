@@ -392,24 +392,22 @@ def test_constants_have_one_field_list_owned_by_rust():
             continue
         for factors in ranges.values():
             assert set(factors) - {"rows"} <= set(RELEASE_CONSTANTS)
-    # Every field crosses the binding: a dict lacking one is refused naming it.
+    # Every field crosses the binding once, when the typed value is built: one lacking a
+    # field is refused naming it, and so is a name outside the list.
     from pdtp.perf import constant_inputs, gpu_inputs, model_inputs
 
     m = pdtp.model("llama-3.1-8b")
-    inputs = constant_inputs(Constants())
+    values = {k: float(v) for k, v in Constants().to_dict().items()}
     args = (model_inputs(m), gpu_inputs(pdtp.gpu("h100"), m.weight_dtype))
-    assert _core.step_time(*args, inputs, (1, 1, 1, False), 1.0, 100.0, 0.0, 0.0) > 0
+    inputs = _core.ConstantInputs(**values)
+    assert _core.step_time(*args, inputs, (1, 1, 1, False), 1.0, 100.0, 0.0, 0.0) == (
+        _core.step_time(*args, constant_inputs(Constants()), (1, 1, 1, False), 1.0, 100.0, 0.0, 0.0)
+    )
     for name in rust:
-        with pytest.raises(Exception, match=name):
-            _core.step_time(
-                *args,
-                {k: v for k, v in inputs.items() if k != name},
-                (1, 1, 1, False),
-                1.0,
-                100.0,
-                0.0,
-                0.0,
-            )
+        with pytest.raises(KeyError, match=name):
+            _core.ConstantInputs(**{k: v for k, v in values.items() if k != name})
+    with pytest.raises(pdtp.InvalidArgumentError, match='unknown constant "mbu_typo"'):
+        _core.ConstantInputs(**values, mbu_typo=0.5)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,9 @@ __all__ = [
     "CAPACITY_SCALE",
     "ConnectorInfo",
     "CONSTANT_FIELDS",
+    "ConstantInputs",
+    "GpuInputs",
+    "ModelInputs",
     "ServingPoint",
     "fit_constants",
     "layout_sides",
@@ -70,8 +73,27 @@ SIM_MAX_REQUESTS: int
 SIM_MAX_OUTPUT_TOKENS: int
 SIM_MAX_TRACE_BYTES: int
 
-# Inputs of the performance model: dicts of plain numbers built once per model / GPU.
-_Nums = dict[str, float]
+# Inputs of the performance model: typed values built once per model / GPU / constants
+# (pdtp.perf.model_inputs, gpu_inputs, constant_inputs), converted to the core's structs once.
+
+@final
+class ModelInputs:
+    """A model's performance inputs (the fields of ``pdtp.perf.model_inputs``)."""
+
+    def __new__(cls, **fields: float) -> ModelInputs: ...
+
+@final
+class GpuInputs:
+    """One GPU type's performance inputs at one weight dtype (``pdtp.perf.gpu_inputs``)."""
+
+    def __new__(cls, **fields: float) -> GpuInputs: ...
+
+@final
+class ConstantInputs:
+    """The performance constants, every name of ``CONSTANT_FIELDS`` and no other."""
+
+    def __new__(cls, **values: float) -> ConstantInputs: ...
+
 _Work = dict[str, float | None]
 # (tp, loads, fits_weights, fits_kv, latency_s, meets_slo, batch, max_batch, rps, units)
 _SideRow = tuple[int, bool, bool, bool, float, bool, int, int, float, int]
@@ -192,13 +214,19 @@ def vllm_releases() -> list[str]:
     """Every vLLM release the golden data covers, oldest first."""
 
 def side_option(
-    model: _Nums, gpu: _Nums, consts: _Nums, work: _Work, tp: int, prefill: bool, util: float
+    model: ModelInputs,
+    gpu: GpuInputs,
+    consts: ConstantInputs,
+    work: _Work,
+    tp: int,
+    prefill: bool,
+    util: float,
 ) -> _SideRow: ...
 def layout_option(
-    model: _Nums,
+    model: ModelInputs,
     rules_model: _LayoutModel,
-    gpu: _Nums,
-    consts: _Nums,
+    gpu: GpuInputs,
+    consts: ConstantInputs,
     work: _Work,
     layout_: tuple[int, int, int, bool],
     role: str,
@@ -223,9 +251,9 @@ class ModelSpec:
         cls,
         *,
         name: str,
-        model: _Nums,
+        model: ModelInputs,
         workload: _Work,
-        gpus: list[_Nums],
+        gpus: list[GpuInputs],
         demand_rps: float = 0.0,
         weight: float = 1.0,
         supports_pp: bool = False,
@@ -242,7 +270,7 @@ class GpuType:
         *,
         name: str,
         vendor: str,
-        constants: _Nums,
+        constants: ConstantInputs,
         node_size: int,
         price: int = 0,
         max_num_batched_tokens: float = ...,
@@ -469,7 +497,13 @@ def candidates(scenario: Scenario, time_limit_s: float | None = None) -> Candida
 _Layout = tuple[int, int, int, bool]
 _ServingWork = dict[str, float | str | None]
 _PointTuple = tuple[
-    _Nums, _Nums, _Nums, _Layout, _ServingWork, list[tuple[str, int]], tuple[float, float, float]
+    ModelInputs,
+    GpuInputs,
+    ConstantInputs,
+    _Layout,
+    _ServingWork,
+    list[tuple[str, int]],
+    tuple[float, float, float],
 ]
 
 CONSTANT_FIELDS: list[str]
@@ -494,9 +528,9 @@ class ServingPoint:
     def batch_limited(self) -> bool: ...
 
 def step_time(
-    model: _Nums,
-    gpu: _Nums,
-    consts: _Nums,
+    model: ModelInputs,
+    gpu: GpuInputs,
+    consts: ConstantInputs,
     layout: _Layout,
     decode_seqs: float,
     decode_context_tokens: float,
@@ -504,10 +538,15 @@ def step_time(
     prefill_attention_work: float,
 ) -> float: ...
 def predict_serving(
-    model: _Nums, gpu: _Nums, consts: _Nums, layout: _Layout, work: _ServingWork
+    model: ModelInputs, gpu: GpuInputs, consts: ConstantInputs, layout: _Layout, work: _ServingWork
 ) -> ServingPoint | None: ...
 def layout_sides(
-    model: _Nums, gpu: _Nums, consts: _Nums, layout: _Layout, work: _Work, util: float
+    model: ModelInputs,
+    gpu: GpuInputs,
+    consts: ConstantInputs,
+    layout: _Layout,
+    work: _Work,
+    util: float,
 ) -> tuple[bool, float, float, float, float, int, int, float, float, float, bool]: ...
 def fit_constants(
     points: Sequence[_PointTuple],
@@ -562,9 +601,9 @@ class SimConfig:
 
     def __new__(
         cls,
-        model: _Nums,
-        gpu: _Nums,
-        consts: _Nums,
+        model: ModelInputs,
+        gpu: GpuInputs,
+        consts: ConstantInputs,
         *,
         model_name: str,
         gpu_name: str,

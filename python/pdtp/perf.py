@@ -27,6 +27,11 @@ from ._gpu import DEFAULT_GPU as DEFAULT_GPU  # re-exported: the planners' defau
 from .engine import DEFAULT_UTILIZATION as DEFAULT_UTILIZATION
 
 # ---- inputs for the Rust core (built once per model / GPU, then cached) -------------------
+# Each is a typed core value (`_core.ModelInputs`, `_core.GpuInputs`, `_core.ConstantInputs`):
+# the binding layer converts the fields to the core's plain structs once, when it is built,
+# and every core call takes the value as it is. The caches are keyed by the frozen Model /
+# GPU / Constants value (equal values share one): a slot on the object itself would have to
+# be skipped by pickling, `dataclasses.replace` and `asdict` alike.
 
 
 _FORMAT_CODES = {"bf16": 0, "fp16": 0, "fp32": 0, "fp8": 1, "int8": 1, "fp4": 2, "int4": 3}
@@ -42,7 +47,7 @@ def weight_formats(model: Model) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=512)
-def model_inputs(model: Model) -> dict[str, float]:
+def model_inputs(model: Model) -> _core.ModelInputs:
     dense_format, expert_format = weight_formats(model)
     # The input embedding is gathered row by row, never streamed (tied: it is the lm_head).
     input_embedding = 0 if model.tie_word_embeddings else model.vocab_size * model.hidden_size
@@ -54,7 +59,7 @@ def model_inputs(model: Model) -> dict[str, float]:
     windowed = [g for g in model.attention_groups if g.window]
     num_windowed = sum(g.num_layers for g in windowed)
     window = sum(g.window * g.num_layers for g in windowed) / num_windowed if windowed else 0.0
-    return {
+    fields: dict[str, float] = {
         "num_layers": model.num_layers,
         "num_attention_layers": model.num_attention_layers,
         "num_moe_layers": model.num_moe_layers,
@@ -77,6 +82,7 @@ def model_inputs(model: Model) -> dict[str, float]:
         "dense_format": float(dense_format),
         "expert_format": float(expert_format),
     }
+    return _core.ModelInputs(**fields)
 
 
 def gemm_peak(gpu: GPU, weight_dtype: str) -> float:
@@ -95,8 +101,8 @@ DEFAULT_SCALEOUT_LATENCY = 10e-6
 
 
 @lru_cache(maxsize=512)
-def gpu_inputs(gpu: GPU, weight_dtype: str) -> dict[str, float]:
-    return {
+def gpu_inputs(gpu: GPU, weight_dtype: str) -> _core.GpuInputs:
+    fields: dict[str, float] = {
         "memory_bytes": float(gpu.memory_bytes),
         "hbm_bandwidth": float(gpu.hbm_bandwidth),
         "peak_flops": gemm_peak(gpu, weight_dtype),
@@ -106,11 +112,12 @@ def gpu_inputs(gpu: GPU, weight_dtype: str) -> dict[str, float]:
         "scaleout_bandwidth": float(gpu.scaleout_bandwidth or DEFAULT_SCALEOUT_BANDWIDTH),
         "scaleout_latency": float(gpu.scaleout_latency or DEFAULT_SCALEOUT_LATENCY),
     }
+    return _core.GpuInputs(**fields)
 
 
 @lru_cache(maxsize=512)
-def constant_inputs(c: Constants) -> dict[str, float]:
-    return {k: float(v) for k, v in c.to_dict().items()}
+def constant_inputs(c: Constants) -> _core.ConstantInputs:
+    return _core.ConstantInputs(**{k: float(v) for k, v in c.to_dict().items()})
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,7 @@ class Context:
     gpu_memory_utilization: float
 
     @property
-    def inputs(self) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    def inputs(self) -> tuple[_core.ModelInputs, _core.GpuInputs, _core.ConstantInputs]:
         return (
             model_inputs(self.model),
             gpu_inputs(self.gpu, self.model.weight_dtype),

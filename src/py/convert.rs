@@ -34,8 +34,9 @@ pub(super) fn layout_model(t: LayoutModelTuple) -> LayoutModel {
 }
 
 // ---- performance model and solver ------------------------------------------------------
-// Python hands each input over as a dict of plain numbers (built once per model/GPU and
-// cached on the Python side); a missing key is a bug in pdtp, reported as KeyError.
+// The typed inputs (`perf::ModelInputs`, `GpuInputs`, `ConstantInputs`) read their fields
+// here once, when Python builds them (once per model / GPU, cached there); the workload
+// dicts are read per call. A missing key is a bug in pdtp, reported as KeyError.
 
 pub(super) fn num(d: &Bound<'_, PyDict>, key: &str) -> PyResult<f64> {
     match d.get_item(key)? {

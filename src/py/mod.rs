@@ -72,6 +72,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(predict_points, m)?)?;
     m.add_class::<ServingPoint>()?;
     m.add("CONSTANT_FIELDS", Constants::FIELDS.to_vec())?;
+    m.add_class::<ModelInputs>()?;
+    m.add_class::<GpuInputs>()?;
+    m.add_class::<ConstantInputs>()?;
     // simulator
     m.add_class::<PySimConfig>()?;
     m.add_class::<PySimPool>()?;

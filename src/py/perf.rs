@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::perf::{self, Constants};
+use crate::perf::{self, Constants, GpuPerf, ModelPerf};
 
 use crate::layout_rules;
 use crate::perf::fit::{self as perf_fit, FitOptions, FitPoint, Prior};
@@ -39,22 +39,17 @@ pub(super) fn side_row(o: &SideOption) -> SideRow {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn layout_option(
     py: Python<'_>,
-    model: &Bound<'_, PyDict>,
+    model: &ModelInputs,
     rules_model: LayoutModelTuple,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
+    gpu: &GpuInputs,
+    consts: &ConstantInputs,
     work: &Bound<'_, PyDict>,
     layout_: LayoutTuple,
     role: RoleArg,
     util: f64,
     max_num_batched_tokens: f64,
 ) -> PyResult<(SideRow, f64, i64, f64)> {
-    let (m, g, c, w) = (
-        model_perf(model)?,
-        gpu_perf(gpu)?,
-        constants(consts)?,
-        workload(work)?,
-    );
+    let (m, g, c, w) = (model.0, gpu.0, consts.0, workload(work)?);
     let role = role.0;
     let (lm, l) = (layout_model(rules_model), layout(layout_));
     let o = released(py, move || {
@@ -79,17 +74,17 @@ pub(super) fn layout_option(
 #[allow(clippy::too_many_arguments)]
 pub(super) fn side_option(
     py: Python<'_>,
-    model: &Bound<'_, PyDict>,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
+    model: &ModelInputs,
+    gpu: &GpuInputs,
+    consts: &ConstantInputs,
     work: &Bound<'_, PyDict>,
     tp: i64,
     prefill: bool,
     util: f64,
 ) -> PyResult<SideRow> {
-    let m = model_perf(model)?;
+    let m = model.0;
     let shape = m.shape();
-    let (g, c, w) = (gpu_perf(gpu)?, constants(consts)?, workload(work)?);
+    let (g, c, w) = (gpu.0, consts.0, workload(work)?);
     shielded(py, || {
         side_row(&plan::side_option(
             &m, &shape, &g, &c, &w, util, tp, prefill,
@@ -103,16 +98,16 @@ pub(super) fn side_option(
 #[pyo3(signature = (model, gpu, consts, layout, decode_seqs, decode_context_tokens, prefill_tokens, prefill_attention_work))]
 pub(super) fn step_time(
     py: Python<'_>,
-    model: &Bound<'_, PyDict>,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
+    model: &ModelInputs,
+    gpu: &GpuInputs,
+    consts: &ConstantInputs,
     layout: LayoutTuple,
     decode_seqs: f64,
     decode_context_tokens: f64,
     prefill_tokens: f64,
     prefill_attention_work: f64,
 ) -> PyResult<f64> {
-    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let (m, g, c) = (model.0, gpu.0, consts.0);
     let batch = StepBatch {
         decode_seqs,
         decode_context_tokens,
@@ -156,13 +151,13 @@ impl From<serving::ServingPoint> for ServingPoint {
 #[pyfunction]
 pub(super) fn predict_serving(
     py: Python<'_>,
-    model: &Bound<'_, PyDict>,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
+    model: &ModelInputs,
+    gpu: &GpuInputs,
+    consts: &ConstantInputs,
     layout: LayoutTuple,
     work: &Bound<'_, PyDict>,
 ) -> PyResult<Option<ServingPoint>> {
-    let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+    let (m, g, c) = (model.0, gpu.0, consts.0);
     let w = serving_workload(work)?;
     let l = self::layout(layout);
     shielded(py, || {
@@ -179,19 +174,14 @@ pub(super) fn predict_serving(
 #[allow(clippy::type_complexity)]
 pub(super) fn layout_sides(
     py: Python<'_>,
-    model: &Bound<'_, PyDict>,
-    gpu: &Bound<'_, PyDict>,
-    consts: &Bound<'_, PyDict>,
+    model: &ModelInputs,
+    gpu: &GpuInputs,
+    consts: &ConstantInputs,
     layout: LayoutTuple,
     work: &Bound<'_, PyDict>,
     util: f64,
 ) -> PyResult<(bool, f64, f64, f64, f64, i64, i64, f64, f64, f64, bool)> {
-    let (m, g, c, w) = (
-        model_perf(model)?,
-        gpu_perf(gpu)?,
-        constants(consts)?,
-        workload(work)?,
-    );
+    let (m, g, c, w) = (model.0, gpu.0, consts.0, workload(work)?);
     let l = self::layout(layout);
     shielded(py, || {
         let p = perf::prefill_point_layout(&m, &g, &c, &l, &w, util);
@@ -216,9 +206,9 @@ pub(super) fn layout_sides(
 /// measured)` with params as `[(constant name, parameter index)]` and measured as
 /// `(tpot_s, ttft_s, output_tokens_per_s)` (NaN where not measured).
 pub(super) type PointTuple<'py> = (
-    Bound<'py, PyDict>,
-    Bound<'py, PyDict>,
-    Bound<'py, PyDict>,
+    PyRef<'py, ModelInputs>,
+    PyRef<'py, GpuInputs>,
+    PyRef<'py, ConstantInputs>,
     LayoutTuple,
     Bound<'py, PyDict>,
     Vec<(String, usize)>,
@@ -237,9 +227,9 @@ pub(super) fn fit_points(py: Python<'_>, points: Vec<PointTuple<'_>>) -> PyResul
                 })
                 .collect::<PyResult<Vec<_>>>()?;
             Ok(FitPoint {
-                model: model_perf(&m)?,
-                gpu: gpu_perf(&g)?,
-                constants: constants(&c)?,
+                model: m.0,
+                gpu: g.0,
+                constants: c.0,
                 layout: layout(l),
                 workload: serving_workload(&w)?,
                 params,
@@ -305,4 +295,69 @@ pub(super) fn predict_points(
     let pts = fit_points(py, points)?;
     let out = released(py, || perf_fit::predict_all(&pts, &x))?;
     Ok(out.into_iter().map(|v| (v[0], v[1], v[2])).collect())
+}
+
+// ---- typed performance inputs: converted once, then passed to every core call ------------
+// Python builds one of each per model / GPU (and weight dtype) / constants value and caches
+// it (`pdtp.perf.model_inputs` and siblings); every call above reads the plain struct inside,
+// never a dict. The fields are named as the struct's (`convert::model_perf` reads them).
+
+/// A model's performance inputs (`pdtp.perf.model_inputs` builds it).
+#[pyclass(frozen, module = "pdtp._core")]
+#[derive(Clone, Copy)]
+pub struct ModelInputs(pub(super) ModelPerf);
+
+#[pymethods]
+impl ModelInputs {
+    #[new]
+    #[pyo3(signature = (**fields))]
+    fn new(py: Python<'_>, fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        Ok(ModelInputs(model_perf(&fields_or_empty(py, fields))?))
+    }
+}
+
+/// One GPU type's performance inputs at one weight dtype (`pdtp.perf.gpu_inputs`).
+#[pyclass(frozen, module = "pdtp._core")]
+#[derive(Clone, Copy)]
+pub struct GpuInputs(pub(super) GpuPerf);
+
+#[pymethods]
+impl GpuInputs {
+    #[new]
+    #[pyo3(signature = (**fields))]
+    fn new(py: Python<'_>, fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        Ok(GpuInputs(gpu_perf(&fields_or_empty(py, fields))?))
+    }
+}
+
+/// The performance constants, every field of `CONSTANT_FIELDS` by name
+/// (`pdtp.perf.constant_inputs`); a name outside that list is refused.
+#[pyclass(frozen, module = "pdtp._core")]
+#[derive(Clone, Copy)]
+pub struct ConstantInputs(pub(super) Constants);
+
+#[pymethods]
+impl ConstantInputs {
+    #[new]
+    #[pyo3(signature = (**values))]
+    fn new(py: Python<'_>, values: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let d = fields_or_empty(py, values);
+        for key in d.keys() {
+            let key: String = key.extract()?;
+            if Constants::field_index(&key).is_none() {
+                return Err(invalid(
+                    py,
+                    format!(
+                        "unknown constant {key:?}; the constants are {}",
+                        Constants::FIELDS.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(ConstantInputs(constants(&d)?))
+    }
+}
+
+fn fields_or_empty<'py>(py: Python<'py>, d: Option<&Bound<'py, PyDict>>) -> Bound<'py, PyDict> {
+    d.cloned().unwrap_or_else(|| PyDict::new(py))
 }

@@ -14,6 +14,7 @@ use crate::plan::{
 use super::connector::*;
 use super::convert::*;
 use super::errors::*;
+use super::perf::{ConstantInputs, GpuInputs, ModelInputs};
 
 /// One model of a scenario: its performance inputs, workload, GPU numbers per pool type
 /// (the peak depends on its weight dtype), demand and weight.
@@ -29,9 +30,9 @@ impl PyModelSpec {
     #[allow(clippy::too_many_arguments)]
     fn new(
         name: String,
-        model: &Bound<'_, PyDict>,
+        model: &ModelInputs,
         workload: &Bound<'_, PyDict>,
-        gpus: Vec<Bound<'_, PyDict>>,
+        gpus: Vec<PyRef<'_, GpuInputs>>,
         demand_rps: f64,
         weight: f64,
         supports_pp: bool,
@@ -39,9 +40,9 @@ impl PyModelSpec {
         Ok(PyModelSpec {
             inner: ModelSpec {
                 name,
-                perf: model_perf(model)?,
+                perf: model.0,
                 workload: self::workload(workload)?,
-                gpu_perf: gpus.iter().map(gpu_perf).collect::<PyResult<_>>()?,
+                gpu_perf: gpus.iter().map(|g| g.0).collect(),
                 demand_rps,
                 weight,
                 supports_pp,
@@ -69,7 +70,7 @@ impl PyGpuType {
         py: Python<'_>,
         name: String,
         vendor: VendorArg,
-        constants: &Bound<'_, PyDict>,
+        constants: &ConstantInputs,
         node_size: i64,
         price: i64,
         max_num_batched_tokens: f64,
@@ -91,7 +92,7 @@ impl PyGpuType {
             inner: GpuType {
                 name,
                 vendor: vendor.0,
-                constants: self::constants(constants)?,
+                constants: constants.0,
                 node_size,
                 price,
                 max_num_batched_tokens,

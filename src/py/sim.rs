@@ -10,6 +10,7 @@ use crate::sim;
 
 use super::convert::*;
 use super::errors::*;
+use super::perf::{ConstantInputs, GpuInputs, ModelInputs};
 
 /// One kind of instance of a simulated deployment.
 #[pyclass(frozen, module = "pdtp._core", name = "SimPool")]
@@ -102,15 +103,15 @@ impl PySimConfig {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        model: &Bound<'_, PyDict>,
-        gpu: &Bound<'_, PyDict>,
-        consts: &Bound<'_, PyDict>,
+        model: &ModelInputs,
+        gpu: &GpuInputs,
+        consts: &ConstantInputs,
         model_name: String,
         gpu_name: String,
         pools: Vec<PoolSpec>,
         router: RouterArg,
     ) -> PyResult<Self> {
-        let (m, g, c) = (model_perf(model)?, gpu_perf(gpu)?, constants(consts)?);
+        let (m, g, c) = (model.0, gpu.0, consts.0);
         let invalid = |msg: String| invalid(py, msg);
         let mut built: Vec<(String, sim::Pool)> = Vec::new();
         for (role, layout, instances, util, seqs, tokens) in pools {
