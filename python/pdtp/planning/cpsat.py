@@ -83,7 +83,8 @@ def _lean_model_class(cp_model: Any) -> Any:
     """``CpModel`` without its camelCase aliases: OR-Tools adds ~60 of them to every new
     model (about 2 ms); pdtp only calls the snake_case methods."""
 
-    class _Lean(cp_model.CpModel):
+    # OR-Tools ships no types, so its class is Any to mypy: this is pdtp's one subclass of it.
+    class _Lean(cp_model.CpModel):  # type: ignore[misc]
         def _add_pre_pep8_methods(self) -> None:
             pass
 
@@ -95,7 +96,7 @@ class OneModel:
 
     def __init__(
         self,
-        cands: Any,
+        cands: _core.Candidates,
         *,
         presolve: bool = False,
         workers: int = 1,
@@ -317,6 +318,8 @@ class OneModel:
         only the difference (``up``/``down``), any other row starts every instance, and a
         running side whose row is not kept stops (and restarts) all of it."""
         mv = self.cands.moves
+        if mv is None:  # pragma: no cover - the core asks for "moves" only with its costs
+            raise ValueError("the moves term needs the scenario's move costs")
         m, rows, total = self.model, self.rows, 0
         running = {
             run_row: (run_n, run_gpus)

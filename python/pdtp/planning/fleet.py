@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._validate import positive_int, positive_number, public_api
 from ..errors import ArgumentTypeError, InfeasibleError, InvalidArgumentError
@@ -43,6 +43,10 @@ from . import infeasible, plan, scenario
 from .cpsat import MARGIN_S, Decision, OutOfTime
 from .decide import candidates, decide
 from .plan import Plan
+
+if TYPE_CHECKING:
+    from .. import _core
+    from .fleet_relax import Relaxed
 
 __all__ = ["OBJECTIVES", "FleetPlan", "solve_fleet"]
 
@@ -319,7 +323,7 @@ class _Bounds:
         expected = [(n, "min" if n == "gpus" else "max") for n in BOUNDED[first:]]
         self.known = first >= 0 and self.order == expected and (first == 0) == self.max_min
         self.dp_cells = MAX_DP_CELLS
-        self._relaxed: dict[int, Any] = {}
+        self._relaxed: dict[int, Relaxed] = {}
 
         def fits(t: int) -> bool:
             self._check_time()
@@ -365,7 +369,7 @@ class _Bounds:
     def _packs(self, idx: Any) -> bool:
         return _packs(self.fr.sizes(idx), self.caps)
 
-    def relaxed(self, lower_t: int) -> Any:
+    def relaxed(self, lower_t: int) -> Relaxed:
         """The relaxation with every counted model at fraction ≥ lower_t (cached)."""
         if lower_t not in self._relaxed:
             self._check_time()
@@ -458,7 +462,7 @@ class _Bounds:
         value = {"min_fraction": lower_t, "weighted_fraction": top, "gpus": gpus}
         if gpus is None:
             return None
-        return sum(coef * value[name] for name, coef in terms.items())
+        return int(sum(coef * value[name] for name, coef in terms.items()))
 
 
 @takes_scenario()
@@ -622,7 +626,7 @@ def _to_solution(entries: list[_Entry], cfgs: list[_Config]) -> list[Any]:
 
 def _decide(
     sc: scenario.Scenario,
-    cands: Any,
+    cands: _core.Candidates,
     entries: list[_Entry],
     started: float,
     limit: float,
@@ -740,7 +744,7 @@ def _closed_form(hint: list[Any] | None, bounds: _Bounds | None) -> Decision | N
     )
 
 
-def _usage_of(cands: Any, solution: list[Any]) -> list[tuple[int, int]] | None:
+def _usage_of(cands: _core.Candidates, solution: list[Any]) -> list[tuple[int, int]] | None:
     """Pattern usage for a closed-form plan (its first-fit packing)."""
     try:
         return list(cands.usage(solution))
@@ -781,7 +785,7 @@ class _Plans(Mapping[str, Plan]):
 
 def _result(
     sc: scenario.Scenario,
-    cands: Any,
+    cands: _core.Candidates,
     entries: list[_Entry],
     decision: Decision,
     objective: str,
