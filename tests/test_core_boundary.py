@@ -178,3 +178,49 @@ def test_performance_inputs_are_typed_values_built_once() -> None:
         _core.ModelInputs(hidden_size=4096.0)
     with pytest.raises(KeyError, match="memory_bytes"):
         _core.GpuInputs()
+
+
+@pytest.mark.parametrize(
+    ("model", "gpus", "gpu"),
+    # Plans that a next fit in plan order placed on more nodes, or elsewhere, and one with
+    # an instance spanning nodes (which Plan.placement() refused).
+    [("gemma-3-27b", 24, "h100"), ("llama-3.1-70b", 24, "h100"), ("deepseek-r1", 16, "h100")],
+)
+def test_a_plan_read_without_its_placement_deploys_as_planned(
+    model: str, gpus: int, gpu: str
+) -> None:
+    """One node-packing routine (``src/plan/placement.rs``): a plan whose JSON lost its
+    placement is placed by the planners' own routine, so its scripts, manifests and
+    ``Plan.placement()`` are those of the plan as solved (whole nodes, spans included)."""
+    from pdtp.planning.plan import Plan
+
+    p = pdtp.solve(model, gpus=gpus, gpu=gpu, mode="auto", layouts=["tp", "ep", "dp", "pp"])
+    d = p.to_dict()
+    d.pop("placement")
+    bare = Plan.from_dict(d)
+    assert not bare.assignment
+    assert bare.placement() == p.placement()
+    hosts = [f"10.0.0.{k}" for k in range(1, gpus // 8 + 1)]
+    for fmt in ("scripts", "k8s", "json"):
+        assert pdtp.deploy(bare, node_hosts=hosts).files(fmt) == pdtp.deploy(
+            p, node_hosts=hosts
+        ).files(fmt)
+
+
+def test_pack_fills_partly_used_nodes_and_names_what_no_node_holds() -> None:
+    # 7 x tp1 then 3 x tp3: 16 GPUs on two 8-GPU nodes (placing in plan order, each on the
+    # open node or a new one, took three).
+    instances = [("prefill", 1)] * 7 + [("decode", 3)] * 3
+    placed = _core.pack(instances, 8)
+    assert {p.node for p in placed} == {0, 1}
+    assert [(p.role, p.index) for p in placed] == [("prefill", k) for k in range(7)] + [
+        ("decode", k) for k in range(3)
+    ]
+    cells = [(p.node, d) for p in placed for d in p.devices]
+    assert len(cells) == 16 == len(set(cells))
+    span = _core.pack([("decode", 16)], 8)
+    assert [(s.nodes, s.devices) for s in span] == [([0, 1], list(range(8)))]
+    with pytest.raises(pdtp.InvalidArgumentError, match=r"plan\['decode'\]: an instance of 12"):
+        _core.pack([("prefill", 4), ("decode", 12)], 8)
+    with pytest.raises(pdtp.InvalidArgumentError, match="role must be one of"):
+        _core.pack([("both", 4)], 8)

@@ -55,6 +55,7 @@ __all__ = [
     "layout_option",
     "layouts_load",
     "moriio_port_offsets",
+    "pack",
     "parse_layout",
     "remote_tp_rank",
     "register_connector",
@@ -420,6 +421,10 @@ class Placed:
     def index(self) -> int: ...
     @property
     def devices(self) -> list[int]: ...
+
+def pack(instances: list[tuple[str, int]], gpus_per_node: int) -> list[Placed]:
+    """A plan's instances ``(role, GPUs)`` in plan order on nodes of ``gpus_per_node`` GPUs
+    when it lists no placement: the planners' placement on the fewest whole nodes."""
 
 @final
 class Moves:

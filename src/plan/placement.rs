@@ -1,12 +1,16 @@
 //! Where a plan's instances run: every GPU type's items placed by the exact closed forms
-//! (`Cluster::place`), else by the node-pattern usage a CP-SAT solution gives; and the
-//! pattern usage of a plan (the node part of a complete CP-SAT hint).
+//! (`Cluster::place`), else by the node-pattern usage a CP-SAT solution gives; the same
+//! placement for a plan read without one (`pack`: the fewest whole nodes that hold it);
+//! and the pattern usage of a plan (the node part of a complete CP-SAT hint). This is
+//! pdtp's one node-packing routine: the planners, `Plan.placement()` and `pdtp deploy` of a
+//! plan that lists no placement all place instances here.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::candidates::Candidates;
-use super::cluster::{Pattern, TooLarge};
+use super::cluster::{Cluster, Pattern, TooLarge};
 use super::order::Solution;
+use super::scenario::Role;
 
 /// One instance's place: its node (the first of `nodes` when it spans whole nodes), GPU
 /// type, model, role, index within its role and the devices it uses on each of its nodes
@@ -30,7 +34,7 @@ pub fn place(
     usage: Option<&[(usize, i64)]>,
 ) -> Option<Vec<Placed>> {
     // Items in plan order: (type, piece, (model, role, index)).
-    let mut items: Vec<(usize, i64, usize, &'static str, i64)> = Vec::new();
+    let mut items: Vec<PlanItem> = Vec::new();
     for (m, ch) in sol.iter().enumerate() {
         let Some(ch) = ch else { continue };
         for (row, n) in ch.parts() {
@@ -60,7 +64,18 @@ pub fn place(
         };
         slots.push(placed.into_iter().map(|(s, v)| (s, v.into())).collect());
     }
-    // Devices: each node hands out its free devices in order.
+    with_devices(&items, &mut slots)
+}
+
+/// Items (type, piece, model, role, index) in plan order, their nodes taken in order from
+/// `slots` (per type: piece size → node of each item): each node hands out its free
+/// devices in order, an instance spanning whole nodes the same devices of each.
+type PlanItem = (usize, i64, usize, &'static str, i64);
+
+fn with_devices(
+    items: &[PlanItem],
+    slots: &mut [BTreeMap<i64, VecDeque<usize>>],
+) -> Option<Vec<Placed>> {
     let mut next_device: HashMap<usize, i64> = HashMap::new();
     let mut out: Vec<Placed> = Vec::new();
     let mut k = 0;
@@ -97,6 +112,84 @@ pub fn place(
         k = run;
     }
     Some(out)
+}
+
+/// Why [`pack`] cannot place a plan's instances.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PackError {
+    /// Nodes of fewer than one GPU.
+    NodeSize(i64),
+    /// An instance of `gpus` GPUs (the `index`-th listed): less than one GPU, or larger than
+    /// a node and not whole nodes.
+    Instance { index: usize, gpus: i64 },
+    /// Sizes no closed form packs (more than two that do not divide each other).
+    Unplaced,
+}
+
+impl std::fmt::Display for PackError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PackError::NodeSize(n) => write!(f, "gpus_per_node must be at least 1, got {n}"),
+            PackError::Instance { gpus, .. } if *gpus < 1 => {
+                write!(f, "an instance needs at least one GPU, got {gpus}")
+            }
+            PackError::Instance { gpus, .. } => write!(
+                f,
+                "an instance of {gpus} GPUs is neither within one node nor whole nodes"
+            ),
+            PackError::Unplaced => write!(
+                f,
+                "these instance sizes have no closed-form placement (more than two sizes \
+                 that do not divide each other)"
+            ),
+        }
+    }
+}
+
+/// A plan's instances `(role, GPUs)`, in plan order, on nodes of `node_size` free GPUs when
+/// the plan lists no placement: the planners' own placement (`Cluster::place`, largest items
+/// first, each on the first node with room) on the fewest whole nodes that hold them. So a
+/// plan solved on whole nodes is placed as the planner placed it, and partly used nodes are
+/// filled before a new one is opened. Indices count within each role; an instance larger
+/// than a node takes whole nodes.
+pub fn pack(instances: &[(Role, i64)], node_size: i64) -> Result<Vec<Placed>, PackError> {
+    if node_size < 1 {
+        return Err(PackError::NodeSize(node_size));
+    }
+    let mut items: Vec<PlanItem> = Vec::new();
+    let mut per_role: HashMap<Role, i64> = HashMap::new();
+    let mut counts: BTreeMap<i64, i64> = BTreeMap::new();
+    for (k, &(role, gpus)) in instances.iter().enumerate() {
+        let (piece, pieces) = if (1..=node_size).contains(&gpus) {
+            (gpus, 1)
+        } else if gpus > node_size && gpus % node_size == 0 {
+            (node_size, gpus / node_size)
+        } else {
+            return Err(PackError::Instance { index: k, gpus });
+        };
+        let index = per_role.entry(role).or_insert(0);
+        for _ in 0..pieces {
+            items.push((0, piece, 0, role.name(), *index));
+        }
+        *index += 1;
+        *counts.entry(piece).or_insert(0) += pieces;
+    }
+    let total: i64 = counts.iter().map(|(s, n)| s * n).sum();
+    let pieces = items.len() as i64;
+    // One piece per node always packs; the fewest nodes usually do (sizes that do not
+    // divide the node may need one or two more).
+    for nodes in (total + node_size - 1) / node_size..=pieces {
+        let cluster = Cluster::uniform(node_size, nodes * node_size);
+        if let Ok(placed) = cluster.place(0, &counts) {
+            let mut slots = vec![placed.into_iter().map(|(s, v)| (s, v.into())).collect()];
+            if let Some(out) = with_devices(&items, &mut slots) {
+                return Ok(out);
+            }
+        }
+    }
+    // Only item sizes no closed form packs (three or more that do not divide each other)
+    // get here: a plan has at most two.
+    Err(PackError::Unplaced)
 }
 
 /// Each node's contents mapped to a pattern of its class that holds them: by runs of
@@ -356,5 +449,131 @@ mod tests {
             by_patterns(&c, 0, &BTreeMap::from([(1, 1 << 20)]), &[], &[]),
             None
         );
+    }
+
+    /// One packing checked: every instance listed once, in order, indices counted per role,
+    /// its GPUs on its own devices of each of its nodes (whole nodes when it spans several).
+    fn check_pack(instances: &[(Role, i64)], node: i64, placed: &[Placed]) -> usize {
+        assert_eq!(placed.len(), instances.len());
+        let mut used = HashSet::new();
+        let mut next: HashMap<&str, i64> = HashMap::new();
+        for (p, &(role, gpus)) in placed.iter().zip(instances) {
+            assert_eq!(p.role, role.name());
+            let index = next.entry(p.role).or_insert(0);
+            assert_eq!(p.index, *index);
+            *index += 1;
+            assert_eq!(p.node, p.nodes[0]);
+            assert_eq!(p.devices.len() as i64 * p.nodes.len() as i64, gpus);
+            if p.nodes.len() > 1 {
+                assert_eq!(p.devices, (0..node).collect::<Vec<_>>());
+            }
+            for &n in &p.nodes {
+                for &d in &p.devices {
+                    assert!((0..node).contains(&d), "device {d} of node {n}");
+                    assert!(used.insert((n, d)), "device {d} of node {n} used twice");
+                }
+            }
+        }
+        used.iter().map(|u| u.0).collect::<HashSet<_>>().len()
+    }
+
+    /// Whether `pieces` fit `bins` nodes of `node` GPUs (exhaustive: the test's own answer).
+    fn fits(pieces: &mut Vec<i64>, free: &mut Vec<i64>) -> bool {
+        let Some(p) = pieces.pop() else { return true };
+        for b in 0..free.len() {
+            // Bins with the same room are interchangeable: try the first of them only.
+            if free[b] >= p && !free[..b].contains(&free[b]) {
+                free[b] -= p;
+                let ok = fits(pieces, free);
+                free[b] += p;
+                if ok {
+                    pieces.push(p);
+                    return true;
+                }
+            }
+        }
+        pieces.push(p);
+        false
+    }
+
+    #[test]
+    fn pack_places_a_plan_on_the_fewest_whole_nodes() {
+        let sizes = [1, 2, 3, 4, 5, 6, 8, 16];
+        for node in [4, 8] {
+            for (&a, &b) in sizes.iter().flat_map(|a| sizes.iter().map(move |b| (a, b))) {
+                if (a > node && a % node != 0) || (b > node && b % node != 0) {
+                    continue;
+                }
+                for (na, nb) in (1..=4).flat_map(|x| (1..=4).map(move |y| (x, y))) {
+                    let mut inst = vec![(Role::Prefill, a); na];
+                    inst.extend(vec![(Role::Decode, b); nb]);
+                    let placed = pack(&inst, node).expect("a plan of two sizes packs");
+                    let nodes = check_pack(&inst, node, &placed);
+                    // No packing uses fewer nodes.
+                    let mut pieces: Vec<i64> = inst
+                        .iter()
+                        .flat_map(|&(_, g)| {
+                            let (piece, n) = if g > node { (node, g / node) } else { (g, 1) };
+                            std::iter::repeat_n(piece, n as usize)
+                        })
+                        .collect();
+                    pieces.sort_unstable();
+                    let fewer = nodes - 1;
+                    assert!(
+                        !fits(&mut pieces, &mut vec![node; fewer]),
+                        "{na}x{a} + {nb}x{b} on {node}-GPU nodes: {nodes} nodes, {fewer} hold it"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pack_is_the_planners_placement_on_whole_nodes() {
+        // A plan solved on whole nodes and read back without its placement lands where the
+        // planner put it.
+        let mut checked = 0;
+        for perf in [llama70(), small(4), five(), small_moe()] {
+            for count in 1..=3 {
+                let sc = scenario(
+                    vec![model(perf, &[h100()], workload(), 0.0)],
+                    vec![gpu_type("a", Vendor::Nvidia, 30_000)],
+                    &[(0, 8, count)],
+                    "nixl",
+                    Objective::Throughput,
+                );
+                let c = Candidates::build(sc);
+                let order = Order::new(&c);
+                let (Some(sol), _) = search(&c, &order, None, true) else {
+                    continue;
+                };
+                let planned = place(&c, &sol, None).expect("a feasible plan places");
+                let mut inst = Vec::new();
+                for ch in sol.iter().flatten() {
+                    for (row, n) in ch.parts() {
+                        let r = &c.rows[row];
+                        inst.extend(std::iter::repeat_n((r.role, r.gpus()), n as usize));
+                    }
+                }
+                assert_eq!(pack(&inst, 8).expect("packs"), planned);
+                checked += 1;
+            }
+        }
+        assert!(checked >= 6, "{checked} plans");
+    }
+
+    #[test]
+    fn pack_refuses_what_no_node_holds() {
+        assert_eq!(pack(&[(Role::Prefill, 1)], 0), Err(PackError::NodeSize(0)));
+        let bad = [(Role::Prefill, 4), (Role::Decode, 12)];
+        assert_eq!(
+            pack(&bad, 8),
+            Err(PackError::Instance { index: 1, gpus: 12 })
+        );
+        assert_eq!(
+            pack(&[(Role::Decode, 0)], 8),
+            Err(PackError::Instance { index: 0, gpus: 0 })
+        );
+        assert_eq!(pack(&[], 8), Ok(vec![]));
     }
 }

@@ -64,6 +64,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStage>()?;
     m.add_class::<PyPattern>()?;
     m.add_class::<PyPlaced>()?;
+    m.add_function(wrap_pyfunction!(pack, m)?)?;
     m.add_class::<PyMoves>()?;
     m.add_function(wrap_pyfunction!(step_time, m)?)?;
     m.add_function(wrap_pyfunction!(predict_serving, m)?)?;

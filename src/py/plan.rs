@@ -872,3 +872,33 @@ pub(super) fn candidates(
         deadline,
     })
 }
+
+/// A plan's instances `(role, GPUs)`, in plan order, on nodes of `gpus_per_node` GPUs when
+/// the plan lists no placement (`placement::pack`: the planners' placement on the fewest
+/// whole nodes). `Plan.placement()` and `pdtp deploy` of such a plan both read it.
+#[pyfunction]
+pub(super) fn pack(
+    py: Python<'_>,
+    instances: Vec<(RoleArg, i64)>,
+    gpus_per_node: i64,
+) -> PyResult<Vec<PyPlaced>> {
+    let items: Vec<(Role, i64)> = instances.iter().map(|(r, g)| (r.0, *g)).collect();
+    match shielded(py, || placement::pack(&items, gpus_per_node))? {
+        Ok(placed) => Ok(placed.into_iter().map(PyPlaced::from).collect()),
+        Err(placement::PackError::Instance { index, gpus }) => {
+            let role = items[index].0.name();
+            Err(invalid(
+                py,
+                if gpus < 1 {
+                    format!("plan['{role}']: an instance needs at least one GPU, got {gpus}")
+                } else {
+                    format!(
+                        "plan['{role}']: an instance of {gpus} GPUs is neither within one \
+                         node of {gpus_per_node} GPUs nor whole nodes"
+                    )
+                },
+            ))
+        }
+        Err(e) => Err(invalid(py, format!("plan: {e}"))),
+    }
+}

@@ -162,8 +162,8 @@ def view_of(plan: Any, model_path: Any = None) -> PlanView:
             "prefill": (plan.prefill.layout, plan.prefill.instances),
             "decode": (plan.decode.layout, plan.decode.instances),
         }
-    # The planner's placement; a plan read without one is placed here by first fit (which
-    # lays instances spanning nodes on whole nodes, unlike Plan.placement's TP-only fill).
+    # The planner's placement; a plan read without one is placed as the planners place
+    # (`_packed`: the same routine as Plan.placement()).
     placement = getattr(plan, "assignment", None) or None
     return _view(
         model_ref=(
@@ -317,7 +317,7 @@ def _instances(
     sides: dict[str, tuple[Layout, int]], gpus_per_node: int, placement: Any
 ) -> tuple[PlannedInstance, ...]:
     if placement is None:
-        placement = _first_fit(sides, gpus_per_node)
+        placement = _packed(sides, gpus_per_node)
     out = []
     for row in placement:
         if hasattr(row, "role"):  # a placement record (pdtp.Placement) with attributes
@@ -380,35 +380,20 @@ def _instances(
     return tuple(out)
 
 
-def _first_fit(
+def _packed(
     sides: dict[str, tuple[Layout, int]], gpus_per_node: int
 ) -> list[tuple[str, int, int, list[int], tuple[int, ...]]]:
-    """A placement for a plan that lists none: an instance larger than a node takes whole
-    fresh nodes (its GPUs split evenly, as the planners place it), the others first fit.
-    Linear in the instances (one open node at a time per size)."""
-    out: list[tuple[str, int, int, list[int], tuple[int, ...]]] = []
-    nodes = 0
-    open_node: int | None = None
-    used = 0
-    for role, (layout, n) in sides.items():
-        g = layout.gpus
-        if g > gpus_per_node and g % gpus_per_node:
-            raise InvalidArgumentError(
-                f"plan[{role!r}]: an instance of {g} GPUs ({layout}) is neither within one node "
-                f"of {gpus_per_node} GPUs nor whole nodes"
-            )
-        for index in range(n):
-            if g >= gpus_per_node:
-                span = tuple(range(nodes, nodes + g // gpus_per_node))
-                nodes += len(span)
-                out.append((role, index, span[0], list(range(gpus_per_node)), span))
-                continue
-            if open_node is None or used + g > gpus_per_node:
-                open_node, used = nodes, 0
-                nodes += 1
-            out.append((role, index, open_node, list(range(used, used + g)), (open_node,)))
-            used += g
-    return out
+    """A placement for a plan that lists none: the planners' own (``_core.pack``) on the
+    fewest whole nodes. It fills partly used nodes before opening one (a next fit in plan
+    order left holes: 7 × tp1 + 3 × tp3 solved on two 8-GPU nodes asked for three), and a
+    plan solved on whole nodes lands where the planner put it."""
+    from .. import _core
+
+    instances = [(role, layout.gpus) for role, (layout, n) in sides.items() for _ in range(n)]
+    return [
+        (p.role, p.index, p.node, list(p.devices), tuple(p.nodes))
+        for p in _core.pack(instances, gpus_per_node)
+    ]
 
 
 def _split_connector(key: str) -> tuple[str, str | None]:

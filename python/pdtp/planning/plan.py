@@ -368,17 +368,20 @@ class Plan:
         return json.dumps(self.to_dict(), **kwargs)
 
     def placement(self) -> list[tuple[str, int, int, list[int]]]:
-        """``(role, index, node, devices)`` per instance, prefill first: each instance's TP
-        group inside one node (as the planner placed it), devices numbered within the node
-        (or the node's free device ids when the pool listed them)."""
+        """``(role, index, node, devices)`` per instance, prefill first, as the planner placed
+        it: devices numbered within the node (or the node's free device ids when the pool
+        listed them); an instance spanning whole nodes names its first node. A plan read
+        without its placement is placed by the planners' own routine on the fewest whole
+        nodes (``_core.pack``, as ``pdtp deploy`` places it)."""
         if self.assignment:
             return [(p.role, p.instance, p.node, list(p.devices)) for p in self.assignment]
-        from .placement import place
+        from .. import _core
 
-        return place(
-            [(role, s.gpus_per_instance) for role, s in self.sides for _ in range(s.instances)],
-            self.gpus_per_node,
-        )
+        instances = [(r, s.gpus_per_instance) for r, s in self.sides for _ in range(s.instances)]
+        return [
+            (p.role, p.index, p.node, list(p.devices))
+            for p in _core.pack(instances, self.gpus_per_node)
+        ]
 
     def vllm_commands(
         self,
