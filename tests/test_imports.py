@@ -262,3 +262,149 @@ def test_the_layers_the_page_lists_are_the_import_graph():
         if a in layers and b in layers and layers[b] > layers[a] and (a, b) not in UPWARD
     ]
     assert not wrong, "\n".join(wrong)
+
+
+# ---- the model's walk through pdtp.solve ----------------------------------------------------
+# Following `model` through `pdtp.solve` (issue 24): every call into pdtp that receives it as
+# an argument — the value the user gave, or the resolved `pdtp.Model` (not the Model's own
+# methods: those are the model answering, not the model travelling) — is a stop; a stop whose
+# caller is in another module is a crossing (`public_api`'s wrapper in `_validate` is
+# transparent). The model must be resolved once (one crossing into the catalog, with what the
+# user gave), and travel downward: along every chain of nested stops it never returns to a
+# module it left, and every crossing goes to the same or a lower layer of
+# docs/architecture.md.
+
+
+def _walk(run: object, given: object) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """``(caller module, module, function, chain)`` per stop while ``run()`` runs; ``chain``
+    the modules of the enclosing stops, outermost first, then this one's."""
+    import sys
+
+    import pdtp
+    from pdtp._model import Model
+    from pdtp.perf import constant_inputs, gpu_inputs, model_inputs
+
+    for cached in (model_inputs, gpu_inputs, constant_inputs):  # cached calls are not seen
+        cached.cache_clear()
+    root = str(pathlib.Path(pdtp.__file__).parent)
+    mods = {str(p): name for name, p in _modules().items()}
+
+    def carries(v: object) -> bool:
+        return v is given or isinstance(v, Model) or (isinstance(given, str) and v == given)
+
+    stops: dict[object, tuple[str, ...]] = {}
+    out: list[tuple[str, str, str, tuple[str, ...]]] = []
+
+    def hook(frame, event, arg):  # type: ignore[no-untyped-def]
+        code = frame.f_code
+        if event != "call" or not code.co_filename.startswith(root):
+            return
+        n = code.co_argcount + code.co_kwonlyargcount
+        n += bool(code.co_flags & 4) + bool(code.co_flags & 8)
+        args = [a for a in code.co_varnames[:n] if a != "self" and a in frame.f_locals]
+        if not any(carries(frame.f_locals[a]) for a in args):
+            return
+        module = mods[code.co_filename]
+        caller, up = frame.f_back, "<user>"
+        while caller is not None and mods.get(caller.f_code.co_filename) == "pdtp._validate":
+            caller = caller.f_back
+        if caller is not None and caller.f_code.co_filename in mods:
+            up = mods[caller.f_code.co_filename]
+        outer = frame.f_back
+        while outer is not None and outer not in stops:
+            outer = outer.f_back
+        chain = (*(stops[outer] if outer is not None else ()), module)
+        stops[frame] = chain
+        out.append((up, module, code.co_name, chain))
+
+    sys.setprofile(hook)
+    try:
+        run()  # type: ignore[operator]
+    finally:
+        sys.setprofile(None)
+    return out
+
+
+def _returns(chain: tuple[str, ...]) -> list[str]:
+    """Modules a chain comes back to after leaving them."""
+    seen: list[str] = []
+    back = []
+    for m in chain:
+        if seen and seen[-1] == m:
+            continue
+        if m in seen:
+            back.append(m)
+        seen.append(m)
+    return back
+
+
+def _check_walk(walk: list[tuple[str, str, str, tuple[str, ...]]], given: object) -> None:
+    layers = _layers()
+    crossings = [(a, b, f) for a, b, f, _ in walk if a != b]
+    into_catalog = [(a, f) for a, b, f in crossings if b == "pdtp.catalog"]
+    assert into_catalog == [("pdtp.scenario", "resolve_model")], (
+        f"the model is resolved once (the public Scenario's), not {into_catalog}"
+    )
+    for *_, chain in walk:
+        assert not _returns(chain), f"the model returns to {_returns(chain)}: {chain}"
+    for a, b, f in crossings:
+        if a == "<user>":
+            continue
+        assert a in layers and b in layers, f"{a} or {b} has no layer in docs/architecture.md"
+        assert layers[b] <= layers[a], f"{a} (layer {layers[a]}) hands the model up to {b}.{f}"
+    # The walk is seen: the tracer follows the model into the catalog, the model's parser,
+    # the performance inputs and the layout facts.
+    reached = {b for _, b, _ in crossings}
+    assert {"pdtp.catalog", "pdtp.perf", "pdtp.layout"} <= reached, reached
+    if isinstance(given, str):
+        assert "pdtp._model" in reached
+
+
+def test_the_model_walks_through_solve_once_and_downward():
+    import pdtp
+
+    for given in ("llama-3.1-70b", pdtp.model("qwen3-30b-a3b")):
+        walk = _walk(lambda g=given: pdtp.solve(g, gpus=16, gpu="h100", mode="auto"), given)
+        _check_walk(walk, given)
+        # The mean-based planner enters each module from one place only.
+        callers: dict[str, set[str]] = {}
+        for a, b, _, _ in walk:
+            if a != b:
+                callers.setdefault(b, set()).add(a)
+        twice = {b: sorted(a) for b, a in callers.items() if len(a) > 1}
+        assert not twice, f"modules the model enters from two places: {twice}"
+
+
+def test_the_goodput_planners_walk_is_downward_too():
+    # slo_percentile: each candidate plan is simulated (the simulator reads the model from
+    # the plan, already resolved): the same crossings again per candidate, never a lookup.
+    import pdtp
+
+    given = "llama-3.1-8b"
+    walk = _walk(lambda: pdtp.solve(given, gpus=8, gpu="h100", slo_percentile=0.9), given)
+    _check_walk(walk, given)
+    assert any(b == "pdtp.perf" and a == "pdtp.simulate" for a, b, _, _ in walk)
+
+
+def test_the_walk_check_can_fail():
+    assert _returns(("pdtp.planning.solve", "pdtp.scenario", "pdtp.planning.solve")) == [
+        "pdtp.planning.solve"
+    ]
+    assert _returns(("a", "a", "b", "c")) == []
+    # Looking a resolved model up again is seen.
+    import pdtp
+    from pdtp.catalog import resolve_model
+
+    m = pdtp.model("llama-3.1-8b")
+
+    def again() -> None:
+        pdtp.solve(m, gpus=8, gpu="h100")
+        pdtp.evaluate(resolve_model(m), gpu="h100", aggregated="tp1", aggregated_instances=1)
+
+    walk = _walk(again, m)
+    try:
+        _check_walk(walk, m)
+    except AssertionError as e:
+        assert "resolved once" in str(e)
+    else:
+        raise AssertionError("a second lookup went unseen")

@@ -147,10 +147,11 @@ def resolve_context(
 ) -> Context:
     """``release`` (a vLLM version or engine image) picks the defaults of its measured
     release range (:func:`pdtp.constants.release_note`)."""
+    from ._model import Model
     from .catalog import gpu as find_gpu
     from .catalog import resolve_model
 
-    m = resolve_model(model)
+    m = model if isinstance(model, Model) else resolve_model(model)  # resolved once, above
     g = find_gpu(gpu)
     util = positive_number("gpu_memory_utilization", gpu_memory_utilization)
     if util > 1.0:

@@ -203,6 +203,7 @@ def config_from_plan(
     instances}`` with optional ``layout`` or ``pp``/``dp``/``ep``; optional
     ``gpu_memory_utilization`` and ``kv_dtype``): its aggregated instances or its P/D split,
     each side in its own layout."""
+    from ._model import Model
     from .catalog import resolve_model
 
     if isinstance(plan, Mapping):
@@ -237,7 +238,7 @@ def config_from_plan(
             "the simulator models one GPU type per deployment; this plan runs prefill on "
             f"{_side_gpu(plan, 'prefill')} and decode on {_side_gpu(plan, 'decode')}"
         )
-    m = resolve_model(model)
+    m = model if isinstance(model, Model) else resolve_model(model)  # a plan's own: resolved
     if kv_dtype:
         m = m.with_dtypes(kv_dtype=kv_dtype)
     limits = {

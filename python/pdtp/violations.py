@@ -127,11 +127,13 @@ def layout_rules(
 ) -> tuple[list[Violation], tuple[CheckWarning, ...]]:
     """The rule violations and warnings of a (prefill layout, decode layout) pair
     (``pdtp.Layout`` each; TP-only layouts give exactly :func:`pair_rules`' answer).
-    ``model``: a ``pdtp.Model`` or anything with the attention numbers."""
+    ``model``: a ``pdtp.Model``, anything with the attention numbers, or the facts
+    ``pdtp.layout.layout_model`` already read of it (a planner's, read once per scenario)."""
     from .layout import layout_model
 
+    facts = model if isinstance(model, tuple) else layout_model(model)
     raw_violations, raw_warnings = _check_layouts(
-        layout_model(model), prefill.core, decode.core, connector, max_acks
+        facts, prefill.core, decode.core, connector, max_acks
     )
     return [core_violation(v) for v in raw_violations], core_warnings(raw_warnings)
 

@@ -470,7 +470,7 @@ def build(
     pl, dl = Layout(*p.layout), Layout(*d.layout)
     warnings: tuple[CheckWarning, ...] = ()
     if not agg:
-        violations, found = layout_rules(entry.model, pl, dl, sc.connector_key, sc.max_acks)
+        violations, found = layout_rules(entry.layout_facts, pl, dl, sc.connector_key, sc.max_acks)
         warnings = () if violations else found
     return Plan(
         model=entry.model.name,
@@ -625,7 +625,7 @@ def rule_note(
     bp, bd = rows[b.prefill], rows[b.decode]
     served, mine = served_of(rows, b), served_of(rows, c)
     pl, dl = Layout(*bp.layout), Layout(*bd.layout)
-    broken, _ = layout_rules(sc.models[0].model, pl, dl, sc.connector_key, sc.max_acks)
+    broken, _ = layout_rules(sc.models[0].layout_facts, pl, dl, sc.connector_key, sc.max_acks)
     # A bare vLLM assert has no message: its hint says what failed.
     why = (broken[0].message or broken[0].hint) if broken else "rejected by the connector's rules"
     what = (

@@ -380,6 +380,14 @@ class ModelEntry:
         HF id, else the catalog name."""
         return self.model.serve_ref or self.model.hf_id or self.model.name
 
+    @cached_property
+    def layout_facts(self) -> tuple[int, int, bool, int, int, bool, bool]:
+        """What the layout rules read of the model (``pdtp.layout.layout_model``), read once
+        here and handed to every rule check of this scenario's plans."""
+        from ..layout import layout_model
+
+        return layout_model(self.model)
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -457,9 +465,9 @@ def build(
 ) -> Scenario:
     """Resolve and validate every input once; ``models`` lists ``(model, workload, demand,
     weight, name)``."""
+    from .._model import Model
     from ..catalog import resolve_model
     from ..constants import constants_for, constants_note
-    from ..layout import supports_pp
 
     core_mode = resolve_mode(mode)
     space = resolve_layouts(layouts)
@@ -478,7 +486,8 @@ def build(
     entries = []
     specs = []
     for model, workload, demand, weight, name in models:
-        m = resolve_model(model)
+        # A model the caller resolved (the public Scenario's) is not looked up again.
+        m = model if isinstance(model, Model) else resolve_model(model)
         w = resolve_workload(workload)
         entry = ModelEntry(name or m.name, m, w, demand, weight)
         entries.append(entry)
@@ -490,7 +499,7 @@ def build(
                 gpus=[gpu_inputs(g, m.weight_dtype) for g in pool.types],
                 demand_rps=demand,
                 weight=weight,
-                supports_pp=supports_pp(m),
+                supports_pp=entry.layout_facts[5],
             )
         )
     gpu_types = [
