@@ -564,7 +564,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--diff", nargs=2, metavar=("OLD", "NEW"), help="instances to stop/start between plans"
     )
-    w.add_argument("--format", choices=["scripts", "k8s", "json"], default="scripts")
+    w.add_argument(
+        "--format",
+        type=_deploy_format,
+        default="scripts",
+        help="a module of pdtp.deployment.formats: scripts (default), k8s or json as shipped",
+    )
     w.add_argument(
         "-o", "--output", metavar="DIR", help="write the files here (default: print them)"
     )
@@ -2237,3 +2242,14 @@ def main(
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def _deploy_format(text: str) -> str:
+    """``--format``: a format of ``pdtp.deployment.formats`` (one module per format), read
+    when the flag is parsed so that building the parser imports no deployment code."""
+    from .deployment.formats import format_of
+
+    try:
+        return format_of(text).name
+    except PdtpError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

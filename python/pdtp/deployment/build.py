@@ -31,6 +31,7 @@ from .ports import (
 from .proxy import Backend, Proxy, proxy
 from .versions import Version, resolve_version
 
+# The formats pdtp ships (deployment/formats/ holds one module each, and any added one).
 FORMATS = ("scripts", "k8s", "json")
 BACKENDS = ("rdma", "xgmi")
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -265,15 +266,12 @@ class Deployment:
         return json.dumps(self.to_dict(), **kwargs)
 
     def files(self, format: str = "scripts") -> dict[str, str]:
-        """The files of one ``format``: ``scripts`` (node-N.sh, proxy.sh, README.md), ``k8s``
-        (pdtp.yaml) or ``json`` (deployment.json)."""
-        if format == "scripts":
-            return self.scripts()
-        if format == "k8s":
-            return {f"{self.k8s_options.name}.yaml": self.manifests_yaml()}
-        if format == "json":
-            return {"deployment.json": self.to_json(indent=2) + "\n"}
-        raise InvalidArgumentError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+        """The files of one ``format`` (``pdtp.deployment.formats``: ``scripts``
+        (node-N.sh, proxy.sh, README.md), ``k8s`` (pdtp.yaml), ``json`` (deployment.json),
+        and any other format module there)."""
+        from .formats import format_of
+
+        return format_of(format).render(self)
 
     def write(self, directory: str | os.PathLike[str], format: str = "scripts") -> list[Path]:
         """Write :meth:`files` into ``directory`` (created); scripts are made executable."""
