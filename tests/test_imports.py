@@ -352,12 +352,10 @@ def _check_walk(walk: list[tuple[str, str, str, tuple[str, ...]]], given: object
             continue
         assert a in layers and b in layers, f"{a} or {b} has no layer in docs/architecture.md"
         assert layers[b] <= layers[a], f"{a} (layer {layers[a]}) hands the model up to {b}.{f}"
-    # The walk is seen: the tracer follows the model into the catalog, the model's parser,
-    # the performance inputs and the layout facts.
+    # The walk is seen: the tracer follows the model into the catalog, the performance
+    # inputs and the layout facts (the catalog's parse of a name is cached per process).
     reached = {b for _, b, _ in crossings}
     assert {"pdtp.catalog", "pdtp.perf", "pdtp.layout"} <= reached, reached
-    if isinstance(given, str):
-        assert "pdtp._model" in reached
 
 
 def test_the_model_walks_through_solve_once_and_downward():
