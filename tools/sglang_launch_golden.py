@@ -36,6 +36,10 @@ WANTED = (
     "--disaggregation-transfer-backend",
     "--disaggregation-bootstrap-port",
     "--disaggregation-ib-device",
+    # An instance spanning nodes: one launch per node.
+    "--nnodes",
+    "--node-rank",
+    "--dist-init-addr",
 )
 CHOICES = ("--disaggregation-mode", "--disaggregation-transfer-backend")
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "sglang_launch_flags.json"

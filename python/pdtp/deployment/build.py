@@ -332,13 +332,19 @@ def deploy(
     from .connectors.sglang_deploy import deploy_sglang, is_sglang_plan
 
     if is_sglang_plan(view):  # SGLang's launch lines and router, not vLLM's
-        if not need_hosts and node_hosts is None and hosts_file is None and view.nodes > 1:
+        if vllm_version is not None or backend is not None:
             raise InvalidArgumentError(
-                "pdtp deploy writes scripts and json for SGLang plans, not Kubernetes "
-                "manifests yet; give --node-hosts h0,h1,... with --format scripts or json"
+                f"{'vllm_version' if vllm_version is not None else 'backend'} applies to vLLM "
+                f"plans; this plan runs SGLang ({view.connector}, its release is the plan's)"
             )
+        k8s = K8sOptions(name=name, namespace=namespace, image=image)
+        no_hosts = node_hosts is None and hosts_file is None and view.nodes > 1
+        if no_hosts and not need_hosts:  # Kubernetes only: pods are addressed by DNS
+            stand_in = [f"node{n}" for n in range(view.nodes)]
+            dep = deploy_sglang(view, stand_in, [], proxy_host, ports, k8s, hosts_known=False)
+            return dep
         hosts, notes = _hosts(view.instances, node_hosts, hosts_file)
-        return deploy_sglang(view, hosts, notes, proxy_host)
+        return deploy_sglang(view, hosts, notes, proxy_host, ports, k8s)
     opts: dict[str, Any] = dict(
         node_hosts=node_hosts,
         hosts_file=hosts_file,
