@@ -344,3 +344,82 @@ def test_k8s_refusals(plan):
     assert "amd.com/gpu" in limits
     with pytest.raises(InvalidArgumentError, match="name must be a lowercase DNS label"):
         pdtp.deploy(plan, need_hosts=False, name="Bad_Name")
+
+
+# ---- the CLI: --sglang-version beside every --vllm-version -----------------------------------
+
+
+def _subcommands():
+    import argparse
+
+    from pdtp.cli import build_parser
+
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_every_command_with_vllm_version_takes_sglang_version():
+    with_vllm = {
+        name: sub
+        for name, sub in _subcommands().items()
+        if any("--vllm-version" in a.option_strings for a in sub._actions)
+    }
+    assert {"check", "map", "solve", "size-for", "replan", "deploy", "sweep"} <= set(with_vllm)
+    for name, sub in with_vllm.items():
+        (flag,) = [a for a in sub._actions if "--sglang-version" in a.option_strings]
+        assert "SGLang release" in flag.help and "sglang-nixl" in flag.help, name
+
+
+def run_cli(capsys, *argv):
+    from pdtp.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_sglang_version_selects_the_release_and_refuses_mixing(capsys, tmp_path):
+    pair = ("--model", "llama-3.1-70b", "-P", "4", "-D", "2", "--connector", "sglang-mooncake")
+    # 0.5.9 corrupts P > D without the head-offset modulo; 0.5.10 fixed it (the rules' data).
+    for version in ("0.5.9", "0.5.10"):
+        code, out, _ = run_cli(capsys, "check", *pair, "--sglang-version", version, "--json")
+        doc = json.loads(out)
+        want = pdtp.check("llama-3.1-70b", 4, 2, connector="sglang-mooncake",
+                          sglang_version=version)  # fmt: skip
+        assert (doc["ok"], doc["verdict"]["kind"]) == (want.ok, want.verdict.kind)
+    assert (
+        json.loads(run_cli(capsys, "check", *pair, "--sglang-version", "0.5.9", "--json")[1])["ok"]
+        != json.loads(run_cli(capsys, "check", *pair, "--sglang-version", "0.5.10", "--json")[1])[
+            "ok"
+        ]
+    )
+    # Mixed with vLLM: one line naming both flags, exit 2.
+    for argv, words in (
+        (("check", "--model", "llama-3.1-70b", "-P", "4", "-D", "2", "--connector", "nixl",
+          "--sglang-version", "0.5.9"), "--sglang-version 0.5.9 is for SGLang's connectors"),
+        (("check", *pair, "--vllm-version", "0.33.0"), "give --sglang-version"),
+        (("check", "--model", "llama-3.1-70b", "-P", "4", "-D", "2", "--sglang-version", "0.5.9"),
+         "needs an SGLang --connector"),
+        (("sweep", "--models", "llama-3.1-8b", "--gpus", "8", "--gpu", "h100", "--connector",
+          "nixl,moriio", "--sglang-version", "0.5.9"), "names none"),
+    ):  # fmt: skip
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and words in err and "Traceback" not in err, err
+    # solve and deploy: the release travels in the plan, and deploy --plan holds to it.
+    code, out, _ = run_cli(capsys, "solve", "llama-3.1-8b", "--gpus", "8", "--gpu", "h100",
+                           "--connector", "sglang-nixl", "--sglang-version", "0.5.9",
+                           "--mode", "disagg", "--json")  # fmt: skip
+    assert code == 0
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(out)
+    code, out, _ = run_cli(capsys, "deploy", "--plan", str(plan_file), "--format", "json")
+    doc = json.loads(out)
+    assert (doc["sglang_version"], doc["connector"]) == ("0.5.9", "sglang-nixl")
+    assert all(i["launch"][i["launch"].index("--disaggregation-transfer-backend") + 1] == "nixl"
+               for i in doc["instances"])  # fmt: skip
+    code, _, err = run_cli(capsys, "deploy", "--plan", str(plan_file), "--sglang-version", "0.5.10")
+    assert code == 2 and "differs from the plan's SGLang 0.5.9" in err
+    code, out, _ = run_cli(capsys, "deploy", "--plan", str(plan_file), "--format", "k8s")
+    assert code == 0 and "kind: LeaderWorkerSet" not in out
+    assert 'image: "lmsysorg/sglang:v0.5.9"' in out

@@ -304,6 +304,7 @@ def deploy(
     image: str | None = None,
     need_hosts: bool = True,
     model_path: str | os.PathLike[str] | None = None,
+    sglang_version: str | None = None,
 ) -> Deployment | SglangDeployment:
     """Make ``plan`` (a :class:`pdtp.Plan` or its JSON dict) concrete: per node its
     instances' devices, ports and ``vllm serve`` lines, and the proxy/router they all
@@ -319,6 +320,9 @@ def deploy(
     without addresses through for them alone (``hosts_known`` is then False).
     ``model_path`` (an HF id or a model folder) is what ``vllm serve`` loads instead of the
     plan's model reference: a plan of a model given as a config dict names none.
+    ``sglang_version`` is an SGLang plan's release (it must be the plan's when the plan names
+    one); an SGLang plan's ``ports`` are :class:`~pdtp.deployment.connectors.sglang_deploy.
+    SglangPorts` fields (``http``, ``bootstrap``, ``router``, ``prometheus``, ``dist_init``).
 
     >>> import pdtp
     >>> plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x", mode="disagg")
@@ -332,6 +336,18 @@ def deploy(
     from .connectors.sglang_deploy import deploy_sglang, is_sglang_plan
 
     if is_sglang_plan(view):  # SGLang's launch lines and router, not vLLM's
+        if sglang_version is not None:
+            if not isinstance(sglang_version, str):
+                raise InvalidArgumentError(
+                    f"sglang_version must be a string like '0.5.9', got {_short(sglang_version)}"
+                )
+            if view.sglang_version is not None and sglang_version.strip() != view.sglang_version:
+                raise InvalidArgumentError(
+                    f"sglang_version {sglang_version} differs from the plan's SGLang "
+                    f"{view.sglang_version}, whose rules it was checked with; solve again for "
+                    f"SGLang {sglang_version}"
+                )
+            view = replace(view, sglang_version=sglang_version.strip())
         if vllm_version is not None or backend is not None:
             raise InvalidArgumentError(
                 f"{'vllm_version' if vllm_version is not None else 'backend'} applies to vLLM "
@@ -345,6 +361,11 @@ def deploy(
             return dep
         hosts, notes = _hosts(view.instances, node_hosts, hosts_file)
         return deploy_sglang(view, hosts, notes, proxy_host, ports, k8s)
+    if sglang_version is not None:
+        raise InvalidArgumentError(
+            f"sglang_version applies to SGLang plans; this plan runs vLLM ({view.connector}): "
+            "give vllm_version"
+        )
     opts: dict[str, Any] = dict(
         node_hosts=node_hosts,
         hosts_file=hosts_file,
