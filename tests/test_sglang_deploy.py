@@ -423,3 +423,48 @@ def test_cli_sglang_version_selects_the_release_and_refuses_mixing(capsys, tmp_p
     code, out, _ = run_cli(capsys, "deploy", "--plan", str(plan_file), "--format", "k8s")
     assert code == 0 and "kind: LeaderWorkerSet" not in out
     assert 'image: "lmsysorg/sglang:v0.5.9"' in out
+
+
+# ---- the performance model knows the engine --------------------------------------------------
+
+
+def test_sglang_plans_are_estimated_with_sglangs_constants():
+    """An SGLang connector's instances are predicted with SGLang's constants (its scheduling
+    as fitted on its measured aggregated runs, per release), and the plan says so; the
+    same constants given explicitly give the same plan, vLLM's give another estimate."""
+    from pdtp.constants import constants_for, constants_note
+
+    args = ("llama-3.1-70b",)
+    kw = dict(gpus=16, gpu="h100", connector="sglang-nixl", mode="disagg")
+    p = pdtp.solve(*args, sglang_version="0.5.9", **kw)
+    assert p.constants_note == constants_note(None, "sglang", "0.5.9")
+    assert p.constants_note.startswith("sglang 0.5.9")
+    sglang_c = constants_for("h100", engine="sglang", release="0.5.9")
+    vllm_c = constants_for("h100", engine="vllm")
+    assert sglang_c != vllm_c
+    same = pdtp.solve(*args, sglang_version="0.5.9", constants=sglang_c, **kw)
+    assert (same.requests_per_s, same.prefill, same.decode) == (
+        p.requests_per_s,
+        p.prefill,
+        p.decode,
+    )
+    split = dict(
+        gpu="h100",
+        prefill_tp=p.prefill.tp,
+        prefill_instances=p.prefill.instances,
+        decode_tp=p.decode.tp,
+        decode_instances=p.decode.instances,
+    )
+    e = pdtp.evaluate(*args, connector="sglang-nixl@0.5.9", **split)
+    assert e.constants_note == p.constants_note
+    assert e.requests_per_s == pytest.approx(p.requests_per_s, rel=1e-6)
+    given = pdtp.evaluate(*args, connector="sglang-nixl@0.5.9", constants=sglang_c, **split)
+    assert (given.ttft_ms, given.tpot_ms) == (e.ttft_ms, e.tpot_ms)
+    other = pdtp.evaluate(*args, connector="sglang-nixl@0.5.9", constants=vllm_c, **split)
+    assert (other.ttft_ms, other.tpot_ms) != (e.ttft_ms, e.tpot_ms)
+    # A newer release than any measured one: the newest measured range's, said so.
+    newest = pdtp.solve(*args, **kw)
+    assert newest.constants_note == constants_note(None, "sglang", sglang.DEFAULT_SGLANG_VERSION)
+    # vLLM plans keep vLLM's.
+    v = pdtp.solve(*args, gpus=16, gpu="h100", connector="nixl", mode="disagg")
+    assert v.constants_note.startswith("vllm ")
