@@ -8,6 +8,7 @@ an error, as in SGLang's argparse) and serves what SGLang's P/D router asks of a
 ``/model_info``), ``/v1/models``, and the request routes ``/generate``, ``/v1/completions``,
 ``/v1/chat/completions``.
 
+Without ``--disaggregation-mode`` (an aggregated instance) it serves both phases itself.
 The KV hand-over is SGLang's in outline. A prefill instance runs the bootstrap server on
 ``--disaggregation-bootstrap-port`` (SGLang's ``CommonKVBootstrapServer``: ``GET /route`` with
 all ranks ``-1`` answers the prefill's parallel sizes, ``/health``) and, when a request
@@ -86,8 +87,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def main() -> None:
     args = parse(sys.argv[1:])
-    role = args.disaggregation_mode
-    assert role in ("prefill", "decode"), role
+    role = {"null": "aggregated"}.get(args.disaggregation_mode, args.disaggregation_mode)
     dp = args.attn_dp_size or (args.dp_size if args.enable_dp_attention else 1)
     engine = f"{role}-{args.port}"
     record = os.path.join(os.environ["RECORD"], f"{args.port}.jsonl")
@@ -148,6 +148,12 @@ def main() -> None:
                 f.write(json.dumps({"role": role, "path": self.path, "body": body}) + "\n")
             if self.path not in ("/generate", "/v1/completions", "/v1/chat/completions"):
                 self.reply({"error": "not found"}, 404)
+                return
+            if role == "aggregated":  # both phases here: no room, no KV to fetch
+                if "bootstrap_room" in body:
+                    self.reply({"error": "stand-in: a bootstrap room for an aggregated one"}, 400)
+                else:
+                    self.answer(f"served by {engine} alone")
                 return
             if "bootstrap_room" not in body:
                 self.reply({"error": "stand-in: a P/D instance needs bootstrap_room"}, 400)

@@ -468,3 +468,31 @@ def test_sglang_plans_are_estimated_with_sglangs_constants():
     # vLLM plans keep vLLM's.
     v = pdtp.solve(*args, gpus=16, gpu="h100", connector="nixl", mode="disagg")
     assert v.constants_note.startswith("vllm ")
+
+
+def test_aggregated_sglang_plans_deploy_sglang_and_its_worker_router(lws):
+    from test_deploy_kinds import validate
+
+    p = pdtp.solve("llama-3.1-8b", gpus=2, gpu="h100", connector="sglang-nixl",
+                   sglang_version="0.5.9", mode="agg")  # fmt: skip
+    d = pdtp.deploy(p)
+    assert d.aggregated and len(d.instances) == p.aggregated.instances
+    facts = LAUNCH["releases"]["0.5.9"]
+    defined = {f for f, there in facts["flags"].items() if there}
+    for i in d.instances:
+        argv = list(i.argv)
+        assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+        assert {a for a in argv if a.startswith("--")} <= defined
+        assert not any(a.startswith("--disaggregation") for a in argv)
+        assert i.bootstrap_port is None
+    argv = d.router_argv
+    assert argv[3] == "--worker-urls" and "--pd-disaggregation" not in argv
+    assert argv[4 : 4 + len(d.instances)] == [i.url for i in d.instances]
+    assert {a for a in argv if a.startswith("--")} <= set(ROUTER["flags"])
+    assert ROUTER["flags"]["--worker-urls"] == {"nargs": "*"}
+    assert "aggregated" in d.files("scripts")["README.md"].splitlines()[0]
+    assert pdtp.deploy(p.to_dict()).router_argv == argv
+    for doc in pdtp.deploy(p, need_hosts=False).manifests():
+        validate(doc, lws)
+    lines = p.vllm_commands()  # Plan's launch lines: SGLang's, then its router's
+    assert all("sglang" in x for x in lines) and lines[-1].endswith("# SGLang's aggregated router")

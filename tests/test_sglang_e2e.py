@@ -201,3 +201,45 @@ def test_requests_go_prefill_then_decode_through_sglangs_router(plan, router, tm
     # The router line that ran is deploy's (plus --mini-lb for the Python balancer).
     ran = shlex.split((out / "router.sh").read_text().splitlines()[-1].removeprefix("exec "))
     assert ran[: len(dep.router_argv)] == dep.router_argv
+
+
+def test_aggregated_sglang_plan_runs_sglang_behind_its_router(tmp_path):
+    """An aggregated plan of an SGLang connector launches SGLang (not vLLM), each instance
+    serving both phases, behind the router's --worker-urls; requests spread over them."""
+    pytest.importorskip("sglang_router", reason="pip install sglang-router==0.3.2")
+    plan = pdtp.solve("llama-3.1-8b", gpus=2, gpu="h100", connector="sglang-nixl", mode="agg")
+    assert plan.serving == "agg"
+    model = tmp_path / "model"
+    model.mkdir()
+    ports = {"http": free_base(8), "router": free_port(), "prometheus": free_port()}
+    dep = pdtp.deploy(plan, ports=ports, model_path=model)
+    assert {i.role for i in dep.instances} == {"aggregated"}
+    out = tmp_path / "out"
+    dep.write(out, "scripts")
+    assert "vllm" not in (out / "node-0.sh").read_text()
+    env = environment(tmp_path)
+    procs = [start(out / "node-0.sh", tmp_path, env), start(out / "router.sh", tmp_path, env)]
+    answers = []
+    try:
+        guard = HangGuard(POLLS, INTERVAL_S)
+        for inst in dep.instances:
+            while get(f"http://127.0.0.1:{inst.http_port}/health") != 200:
+                assert all(p.poll() is None for p in procs), logs(tmp_path)
+                guard.tick(f"{inst.name} never answered /health: {logs(tmp_path)}")
+        for k in range(4 * len(dep.instances)):
+            body = {"text": f"prompt {k}", "sampling_params": {"max_new_tokens": 4}}
+            while True:
+                assert all(p.poll() is None for p in procs), logs(tmp_path)
+                status, reply = post(f"http://127.0.0.1:{dep.router_port}/generate", body)
+                if status == 200:
+                    break
+                assert "stand-in:" not in reply, reply
+                guard.tick(f"no answer through the router ({status} {reply!r}): {logs(tmp_path)}")
+            answers.append(json.loads(reply)["text"])
+    finally:
+        stop(procs)
+    served = {i.http_port for i in dep.instances}
+    assert all(a.startswith("served by aggregated-") and a.endswith(" alone") for a in answers)
+    seen = records(Path(env["RECORD"]))
+    assert set(seen) <= served and sum(len(v) for v in seen.values()) == len(answers)
+    assert all("bootstrap_room" not in r["body"] for v in seen.values() for r in v)

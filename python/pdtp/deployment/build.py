@@ -588,8 +588,13 @@ def launch_lines(
         need_hosts=False,
     )
     if not isinstance(dep, Deployment):  # SGLang: its launch lines, then its router's
-        lines = [f"{i.line()}  # node {i.node}, {i.role} {i.index}" for i in dep.instances]
-        return [*lines, f"{shlex.join(dep.router_argv)}  # SGLang's P/D router"]
+        if not dep.hosts_known:  # the router's line names every instance's address
+            raise HostsNeededError(
+                f"the plan spans {view.nodes} nodes: SGLang's router line names each "
+                "instance's address; give node_hosts"
+            )
+        lines = [f"{i.line()}  # node {i.node}, {i.name}" for i in dep.instances]
+        return [*lines, f"{shlex.join(dep.router_argv)}  # SGLang's {dep.serving} router"]
     out = []
     for inst in dep.instances:
         p = inst.planned

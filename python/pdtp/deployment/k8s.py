@@ -371,7 +371,7 @@ def sglang_default_image(vendor: str, version: str) -> str:
 
 def render_sglang(dep: Any) -> list[dict[str, Any]]:
     """The Kubernetes objects of an SGLang P/D deployment (``SglangDeployment``)."""
-    from .connectors.sglang_deploy import instance_argv, router_argv
+    from .connectors.sglang_deploy import instance_argv, router_argv, worker_router_argv
 
     v = dep.view
     opts = dep.k8s_options
@@ -382,7 +382,8 @@ def render_sglang(dep: Any) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     prefills: list[tuple[str, int | None]] = []
     decodes: list[str] = []
-    for role in ROLES:
+    workers: list[str] = []  # aggregated instances
+    for role in (*ROLES, AGGREGATED):
         heads = [i for i in v.instances if i.role == role and i.part == 0]
         if not heads:
             continue
@@ -411,8 +412,7 @@ def render_sglang(dep: Any) -> list[dict[str, Any]]:
                         "spec": {"selector": labels, "ports": svc_ports},
                     }
                 )
-                url = f"http://{one}:{http}"
-                (prefills.append((url, boot)) if role == "prefill" else decodes.append(url))
+                _sglang_backend(role, f"http://{one}:{http}", boot, prefills, decodes, workers)
             continue
         labels = _labels(name, role)
         head = replace(heads[0], node=0, leader=0)
@@ -425,9 +425,13 @@ def render_sglang(dep: Any) -> list[dict[str, Any]]:
         objects.append(_lws(workload, labels, len(heads), parts, leader, worker, ns))
         for i in range(len(heads)):
             url = f"http://{workload}-{i}.{workload}:{http}"
-            (prefills.append((url, boot)) if role == "prefill" else decodes.append(url))
+            _sglang_backend(role, url, boot, prefills, decodes, workers)
     labels = _labels(name, "router")
-    argv = router_argv(prefills, decodes, dep.router_port, ports.prometheus)
+    argv = (
+        worker_router_argv(workers, dep.router_port, ports.prometheus)
+        if workers
+        else router_argv(prefills, decodes, dep.router_port, ports.prometheus)
+    )
     router = {
         "name": "router",
         "image": image,
@@ -463,6 +467,23 @@ def render_sglang(dep: Any) -> list[dict[str, Any]]:
         }
     )
     return objects
+
+
+def _sglang_backend(
+    role: str,
+    url: str,
+    boot: int,
+    prefills: list[tuple[str, int | None]],
+    decodes: list[str],
+    workers: list[str],
+) -> None:
+    """Add an instance's URL to the router's list for its role."""
+    if role == "prefill":
+        prefills.append((url, boot))
+    elif role == "decode":
+        decodes.append(url)
+    else:
+        workers.append(url)
 
 
 def _sglang_container(

@@ -223,7 +223,8 @@ def launch_command(
     sglang_version: str | None = None,
 ) -> list[str]:
     """The ``python -m sglang.launch_server`` argv of one SGLang P/D instance (``side``
-    ``prefill`` or ``decode``) for the connector's release; ``dp`` > 1 is DP attention,
+    ``prefill`` or ``decode``; ``aggregated``: an instance serving both phases, without
+    disaggregation flags) for the connector's release; ``dp`` > 1 is DP attention,
     ``pp`` > 1 pipeline stages. An instance over ``nnodes`` nodes is one launch per node
     (``node_rank`` 0 … ``nnodes`` − 1, every one with the whole instance's sizes) meeting at
     ``dist_init_addr`` (``HOST:PORT`` on node rank 0, SGLang's ``--dist-init-addr``); node
@@ -235,8 +236,10 @@ def launch_command(
     '--attn-dp-size 8 --disaggregation-mode decode --disaggregation-transfer-backend nixl'
     """
     conn = resolve_sglang_connector(connector, sglang_version)
-    if side not in ("prefill", "decode"):
-        raise InvalidArgumentError(f"side must be 'prefill' or 'decode', got {side!r}")
+    if side not in ("prefill", "decode", "aggregated"):
+        raise InvalidArgumentError(
+            f"side must be 'prefill', 'decode' or 'aggregated', got {side!r}"
+        )
     for field, v in (
         ("tp", tp),
         ("dp", dp),
@@ -281,6 +284,8 @@ def launch_command(
     if nnodes > 1:
         argv += ["--nnodes", str(nnodes), "--node-rank", str(node_rank)]
         argv += ["--dist-init-addr", str(dist_init_addr)]
+    if side == "aggregated":  # both phases in one engine: SGLang's default mode, no KV moves
+        return argv
     argv += ["--disaggregation-mode", side]
     argv += ["--disaggregation-transfer-backend", conn.transfer_backend]
     if side == "prefill":

@@ -25,6 +25,9 @@ from ...errors import ArgumentTypeError, InvalidArgumentError
 from .base import KvConnector
 from .sglang import launch_command
 
+#: An aggregated plan's instances (deploy.adapter's role name; not imported: no cycle).
+AGGREGATED = "aggregated"
+
 #: Ports per device slot: SGLang's HTTP port and the prefill's bootstrap server.
 HTTP_BASE = 30000
 BOOTSTRAP_BASE = 8998
@@ -103,9 +106,11 @@ class SglangKvConnector(KvConnector):
 
 
 def is_sglang_plan(view: Any) -> bool:
+    """A plan of an SGLang connector: P/D, or aggregated (planned with SGLang's rules and
+    constants, so SGLang runs it too)."""
     from . import connector_of
 
-    return not view.aggregated and isinstance(connector_of(view.kv_connector), SglangKvConnector)
+    return isinstance(connector_of(view.kv_connector), SglangKvConnector)
 
 
 @dataclass(frozen=True)
@@ -219,7 +224,20 @@ class SglangDeployment:
         return [i for i in self.instances if i.serves_api]
 
     @property
+    def aggregated(self) -> bool:
+        """Instances serving both phases behind the router (no KV transfer)."""
+        return any(i.role == AGGREGATED for i in self.instances)
+
+    @property
+    def serving(self) -> str:
+        return "aggregated" if self.aggregated else "P/D"
+
+    @property
     def router_argv(self) -> list[str]:
+        if self.aggregated:
+            return worker_router_argv(
+                [i.url for i in self.api_instances], self.router_port, self.ports.prometheus
+            )
         return router_argv(
             [(i.url, i.bootstrap_port) for i in self.api_instances if i.role == "prefill"],
             [i.url for i in self.api_instances if i.role == "decode"],
@@ -233,7 +251,7 @@ class SglangDeployment:
         for n, host in enumerate(self.nodes):
             lines = [
                 "#!/usr/bin/env bash",
-                f"# node {n} ({host}): SGLang {self.sglang_version} P/D instances, "
+                f"# node {n} ({host}): SGLang {self.sglang_version} {self.serving} instances, "
                 f"{self.connector}",
                 "set -euo pipefail",
             ]
@@ -247,7 +265,7 @@ class SglangDeployment:
         out["router.sh"] = "\n".join(
             [
                 "#!/usr/bin/env bash",
-                f"# SGLang's P/D router on {self.router_host} (pip install "
+                f"# SGLang's {self.serving} router on {self.router_host} (pip install "
                 f"sglang-router=={ROUTER_CHECKED}; flags checked against sglang-router "
                 f"{ROUTER_CHECKED})",
                 "set -euo pipefail",
@@ -265,7 +283,8 @@ class SglangDeployment:
             for i in self.instances
         ]
         lines = [
-            f"# SGLang {self.sglang_version} P/D deployment of {self.model} ({self.connector})",
+            f"# SGLang {self.sglang_version} {self.serving} deployment of {self.model} "
+            f"({self.connector})",
             "",
             "| launch | host | devices | TP | DP attention | HTTP | bootstrap |",
             "|---|---|---|---|---|---|---|",
@@ -279,9 +298,14 @@ class SglangDeployment:
             "-H 'Content-Type: application/json' "
             """-d '{"text": "Hello", "sampling_params": {"max_new_tokens": 16}}'""",
             "",
-            "The router sends each request to a prefill and a decode instance with the same "
-            "`bootstrap_room`; the decode pulls the KV cache from the prefill's bootstrap "
-            "address.",
+            (
+                "The router spreads requests over the instances, each serving both phases "
+                "(no KV transfer)."
+                if self.aggregated
+                else "The router sends each request to a prefill and a decode instance with the "
+                "same `bootstrap_room`; the decode pulls the KV cache from the prefill's "
+                "bootstrap address."
+            ),
         ]
         if self.notes:
             lines += ["", "Notes:", "", *[f"- {n}" for n in self.notes]]
@@ -304,6 +328,7 @@ class SglangDeployment:
         self._need_hosts("the JSON form (it holds the scripts)")
         return {
             "engine": "sglang",
+            "serving": "agg" if self.aggregated else "disagg",
             "connector": self.connector,
             "sglang_version": self.sglang_version,
             "model": self.model,
@@ -357,6 +382,13 @@ def router_argv(
         argv += ["--prefill", url, str(boot)]
     for url in decodes:
         argv += ["--decode", url]
+    return [*argv, "--host", "0.0.0.0", "--port", str(port), "--prometheus-port", str(prometheus)]
+
+
+def worker_router_argv(urls: list[str], port: int, prometheus: int) -> list[str]:
+    """SGLang's router over aggregated instances: ``python -m sglang_router.launch_router
+    --worker-urls URL … --host 0.0.0.0 --port PORT --prometheus-port P``."""
+    argv = ["python", "-m", "sglang_router.launch_router", "--worker-urls", *urls]
     return [*argv, "--host", "0.0.0.0", "--port", str(port), "--prometheus-port", str(prometheus)]
 
 
