@@ -496,3 +496,29 @@ def test_aggregated_sglang_plans_deploy_sglang_and_its_worker_router(lws):
         validate(doc, lws)
     lines = p.vllm_commands()  # Plan's launch lines: SGLang's, then its router's
     assert all("sglang" in x for x in lines) and lines[-1].endswith("# SGLang's aggregated router")
+
+
+@pytest.mark.parametrize("version", ["0.4.6", "0.5.9", sglang.DEFAULT_SGLANG_VERSION])
+def test_the_plans_kv_dtype_and_quantization_reach_sglangs_line(version):
+    """A plan sized with an FP8 KV cache and FP8 weights of a 16-bit checkpoint launches
+    SGLang with them (its defaults would hold a 16-bit cache and the checkpoint's weights),
+    both sides alike, with values the release accepts."""
+    from pdtp.catalog import resolve_model
+
+    m = resolve_model("llama-3.1-70b", weight_dtype="fp8", kv_dtype="fp8")
+    p = pdtp.solve(m, gpus=8, gpu="h100", connector="sglang-nixl", sglang_version=version,
+                   mode="disagg")  # fmt: skip
+    assert (p.kv_dtype, p.quantization) == ("fp8", "fp8")
+    facts = LAUNCH["releases"][version]
+    for i in pdtp.deploy(p).instances:
+        argv = list(i.argv)
+        assert _flag(argv, "--kv-cache-dtype") in facts["choices"]["--kv-cache-dtype"]
+        assert _flag(argv, "--kv-cache-dtype") == "fp8_e4m3"
+        assert _flag(argv, "--quantization") in facts["choices"]["--quantization"]
+        assert {a for a in argv if a.startswith("--")} <= {
+            f for f, there in facts["flags"].items() if there
+        }
+    plain = pdtp.solve("llama-3.1-8b", gpus=8, gpu="h100", connector="sglang-nixl",
+                       sglang_version=version, mode="disagg")  # fmt: skip
+    for i in pdtp.deploy(plain).instances:
+        assert "--kv-cache-dtype" not in i.argv and "--quantization" not in i.argv

@@ -220,6 +220,9 @@ def launch_command(
     nnodes: int = 1,
     node_rank: int = 0,
     dist_init_addr: str | None = None,
+    kv_cache_dtype: str | None = None,
+    quantization: str | None = None,
+    served_model_name: str | None = None,
     sglang_version: str | None = None,
 ) -> list[str]:
     """The ``python -m sglang.launch_server`` argv of one SGLang P/D instance (``side``
@@ -229,8 +232,11 @@ def launch_command(
     (``node_rank`` 0 … ``nnodes`` − 1, every one with the whole instance's sizes) meeting at
     ``dist_init_addr`` (``HOST:PORT`` on node rank 0, SGLang's ``--dist-init-addr``); node
     rank 0 serves the API, and a prefill's later nodes register with the bootstrap server on
-    that host. Every flag is one the release defines (tests check them against its argument
-    definitions, ``tests/data/sglang_launch_flags.json``); join with :func:`shlex.join`.
+    that host. ``kv_cache_dtype`` (SGLang's name: ``fp8_e4m3``), ``quantization``
+    (``fp8``: online FP8 of a 16-bit checkpoint) and ``served_model_name`` are written when
+    given (prefill and decode must agree on the KV dtype). Every flag is one the release
+    defines (tests check them against its argument definitions,
+    ``tests/data/sglang_launch_flags.json``); join with :func:`shlex.join`.
 
     >>> " ".join(launch_command("decode", "sglang-nixl", "m", tp=8, dp=8)[-6:])
     '--attn-dp-size 8 --disaggregation-mode decode --disaggregation-transfer-backend nixl'
@@ -264,6 +270,15 @@ def launch_command(
             f"an instance over nnodes={nnodes} nodes needs dist_init_addr 'HOST:PORT' (node rank "
             f"0's), got {dist_init_addr!r}"
         )
+    for field, text in (
+        ("kv_cache_dtype", kv_cache_dtype),
+        ("quantization", quantization),
+        ("served_model_name", served_model_name),
+    ):
+        if text is not None and (not isinstance(text, str) or not text or text.startswith("-")):
+            raise InvalidArgumentError(
+                f"{field} must be a name not starting with '-', got {text!r}"
+            )
     if pp > 1 and not _since(conn.sglang_version, PP_SIZE_SINCE):
         raise InvalidArgumentError(f"pp={pp} needs SGLang {PP_SIZE_SINCE} or newer (--pp-size)")
     if tp % dp:
@@ -284,6 +299,12 @@ def launch_command(
     if nnodes > 1:
         argv += ["--nnodes", str(nnodes), "--node-rank", str(node_rank)]
         argv += ["--dist-init-addr", str(dist_init_addr)]
+    if quantization is not None:
+        argv += ["--quantization", quantization]
+    if kv_cache_dtype is not None:
+        argv += ["--kv-cache-dtype", kv_cache_dtype]
+    if served_model_name is not None:
+        argv += ["--served-model-name", served_model_name]
     if side == "aggregated":  # both phases in one engine: SGLang's default mode, no KV moves
         return argv
     argv += ["--disaggregation-mode", side]

@@ -25,6 +25,9 @@ from ...errors import ArgumentTypeError, InvalidArgumentError
 from .base import KvConnector
 from .sglang import launch_command
 
+#: SGLang's ``--kv-cache-dtype`` for a plan's ``kv_dtype`` (absent: SGLang's own, the model's
+#: 16-bit dtype, as the plan's bf16).
+SGLANG_KV_DTYPE = {"fp8": "fp8_e4m3"}
 #: An aggregated plan's instances (deploy.adapter's role name; not imported: no cycle).
 AGGREGATED = "aggregated"
 
@@ -422,6 +425,11 @@ def instance_argv(
         nnodes=inst.parts,
         node_rank=inst.part,
         dist_init_addr=f"{leader_host}:{ports.dist_init + slot}" if inst.parts > 1 else None,
+        # What the plan sized the memory with: SGLang's defaults are a 16-bit KV cache and
+        # the checkpoint's own weights.
+        kv_cache_dtype=SGLANG_KV_DTYPE.get(view.kv_dtype),
+        quantization=view.quantization,
+        served_model_name=view.served_model_name,
     )
     if node_rank is not None and inst.parts > 1:
         argv[argv.index("--node-rank") + 1] = str(node_rank)
