@@ -522,3 +522,17 @@ def test_the_plans_kv_dtype_and_quantization_reach_sglangs_line(version):
                        sglang_version=version, mode="disagg")  # fmt: skip
     for i in pdtp.deploy(plain).instances:
         assert "--kv-cache-dtype" not in i.argv and "--quantization" not in i.argv
+
+
+def test_deploy_diff_of_sglang_plans_is_refused_in_words(plan, capsys, tmp_path):
+    """The moves between deployments are vLLM's; an SGLang plan is redeployed whole, said so
+    (replan still prints its plan, with the reason in place of the diff)."""
+    bigger = pdtp.solve("llama-3.1-70b", gpus=16, gpu="h100", connector="sglang-mooncake",
+                        sglang_version="0.5.9", mode="disagg")  # fmt: skip
+    with pytest.raises(InvalidArgumentError, match="deploy the new plan whole"):
+        pdtp.deploy_diff(plan, bigger, node_hosts=HOSTS4)
+    current = tmp_path / "current.json"
+    current.write_text(plan.to_json())
+    code, out, err = run_cli(capsys, "replan", "--current", str(current), "--demand",
+                             str(2 * plan.requests_per_s), "--max-gpus", "24")  # fmt: skip
+    assert code == 0 and "no deploy diff: deploy_diff covers vLLM plans" in out, err

@@ -1378,11 +1378,12 @@ def _not_deployable(*plans: Any) -> str | None:
     """Why `pdtp deploy` writes no deployment of one of these plans (None: it writes both):
     replan still prints its moves, without launch lines."""
     from .deployment.adapter import view_of
+    from .deployment.diff import sglang_refusal
     from .errors import InvalidArgumentError
 
     for plan in plans:
         try:
-            view_of(plan)
+            sglang_refusal(view_of(plan))
         except InvalidArgumentError as e:
             return str(e)
     return None
