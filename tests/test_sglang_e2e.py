@@ -59,6 +59,15 @@ def environment(tmp_path: Path) -> dict[str, str]:
             "NO_PROXY": "*", "HF_HUB_OFFLINE": "1"}  # fmt: skip
 
 
+def router_ports() -> dict[str, int]:
+    """Two distinct free ports: the router's HTTP API and its Prometheus exporter."""
+    router = free_port()
+    prometheus = free_port()
+    while prometheus == router:
+        prometheus = free_port()
+    return {"router": router, "prometheus": prometheus}
+
+
 def post(url: str, body: dict[str, Any]) -> tuple[int, str]:
     req = urllib.request.Request(url, json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})  # fmt: skip
@@ -115,12 +124,8 @@ def test_requests_go_prefill_then_decode_through_sglangs_router(plan, router, tm
     pytest.importorskip("sglang_router", reason="pip install sglang-router==0.3.2")
     model = tmp_path / "model"  # a local folder: the router reads no tokenizer from the Hub
     model.mkdir()
-    ports = {
-        "http": free_base(8),
-        "bootstrap": free_base(8),
-        "router": free_port(),
-        "prometheus": free_port(),
-    }
+    base = free_base(16)  # the HTTP family, then the bootstrap one: never overlapping
+    ports = {"http": base, "bootstrap": base + 8, **router_ports()}
     dep = pdtp.deploy(plan, ports=ports, model_path=model)
     assert {i.role for i in dep.instances} == {"prefill", "decode"}
     assert len(dep.instances) == plan.prefill.instances + plan.decode.instances
@@ -211,7 +216,7 @@ def test_aggregated_sglang_plan_runs_sglang_behind_its_router(tmp_path):
     assert plan.serving == "agg"
     model = tmp_path / "model"
     model.mkdir()
-    ports = {"http": free_base(8), "router": free_port(), "prometheus": free_port()}
+    ports = {"http": free_base(8), **router_ports()}
     dep = pdtp.deploy(plan, ports=ports, model_path=model)
     assert {i.role for i in dep.instances} == {"aggregated"}
     out = tmp_path / "out"
