@@ -17,7 +17,14 @@ from .._validate import public_api
 from ..errors import InvalidArgumentError
 from .adapter import AGGREGATED, PlannedInstance, PlanView, view_of
 from .connectors import connector_of
-from .hosts import LOCALHOST, check_host, is_ip, node_hosts, read_hosts_file
+from .hosts import (
+    LOCALHOST,
+    HostsNeededError,
+    check_host,
+    is_ip,
+    node_hosts,
+    read_hosts_file,
+)
 from .launch import Launch, launch
 from .ports import (
     BoundPort,
@@ -99,10 +106,6 @@ class DeployedInstance:
             "bound_ports": [b.to_dict() for b in self.bound],
             **self.launch.to_dict(),
         }
-
-
-class HostsNeededError(InvalidArgumentError):
-    """A plan spans several nodes and no host addresses were given."""
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from .._validate import public_api
 from ..errors import InvalidArgumentError
 from ..planning.plan import Plan
 from .adapter import PlannedInstance, PlanView, view_of
-from .build import DeployedInstance, Deployment, HostsNeededError, K8sOptions, build
+from .build import DeployedInstance, Deployment, K8sOptions, build
 from .connectors import connector_of
+from .hosts import HostsNeededError
 from .scripts import _comment
 
 

@@ -371,14 +371,11 @@ def sglang_default_image(vendor: str, version: str) -> str:
 
 def render_sglang(dep: Any) -> list[dict[str, Any]]:
     """The Kubernetes objects of an SGLang P/D deployment (``SglangDeployment``)."""
-    from .connectors.sglang_deploy import instance_argv, router_argv, worker_router_argv
-
     v = dep.view
     opts = dep.k8s_options
     name, ns = opts.name, opts.namespace
     image = opts.image or sglang_default_image(v.vendor, dep.sglang_version)
     ports = dep.ports
-    conn_key = f"{dep.connector}@{dep.sglang_version}"
     objects: list[dict[str, Any]] = []
     prefills: list[tuple[str, int | None]] = []
     decodes: list[str] = []
@@ -401,7 +398,7 @@ def render_sglang(dep: Any) -> list[dict[str, Any]]:
             for inst in heads:
                 one = f"{workload}-{inst.index}"
                 labels = {**_labels(name, role), "pdtp.dev/instance": one}
-                argv = instance_argv(v, inst, conn_key, ports, slot=0, leader_host="")
+                argv = dep.launch_argv(inst, leader_host="")
                 c = _sglang_container(argv, image, http, v.vendor, per_pod, extra_ports)
                 objects.append(_sglang_deployment(one, labels, c, ns))
                 objects.append(
@@ -416,10 +413,8 @@ def render_sglang(dep: Any) -> list[dict[str, Any]]:
             continue
         labels = _labels(name, role)
         head = replace(heads[0], node=0, leader=0)
-        leader_argv = instance_argv(v, head, conn_key, ports, slot=0, leader_host=LWS_LEADER)
-        worker_argv = instance_argv(
-            v, replace(head, part=1), conn_key, ports, slot=0, leader_host=LWS_LEADER
-        )
+        leader_argv = dep.launch_argv(head, leader_host=LWS_LEADER)
+        worker_argv = dep.launch_argv(replace(head, part=1), leader_host=LWS_LEADER)
         leader = _sglang_container(leader_argv, image, http, v.vendor, per_pod, extra_ports)
         worker = _sglang_container(worker_argv, image, http, v.vendor, per_pod, [], worker=True)
         objects.append(_lws(workload, labels, len(heads), parts, leader, worker, ns))
@@ -427,11 +422,7 @@ def render_sglang(dep: Any) -> list[dict[str, Any]]:
             url = f"http://{workload}-{i}.{workload}:{http}"
             _sglang_backend(role, url, boot, prefills, decodes, workers)
     labels = _labels(name, "router")
-    argv = (
-        worker_router_argv(workers, dep.router_port, ports.prometheus)
-        if workers
-        else router_argv(prefills, decodes, dep.router_port, ports.prometheus)
-    )
+    argv = dep.router_line(prefills, decodes, workers)
     router = {
         "name": "router",
         "image": image,

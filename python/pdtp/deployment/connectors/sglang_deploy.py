@@ -214,7 +214,7 @@ class SglangDeployment:
 
     def _need_hosts(self, what: str) -> None:
         if not self.hosts_known:
-            from ..build import HostsNeededError
+            from ..hosts import HostsNeededError
 
             raise HostsNeededError(
                 f"{what} need the nodes' addresses: the plan spans {len(self.nodes)} nodes; give "
@@ -234,6 +234,21 @@ class SglangDeployment:
     @property
     def serving(self) -> str:
         return "aggregated" if self.aggregated else "P/D"
+
+    def launch_argv(self, inst: Any, *, leader_host: str, slot: int = 0) -> list[str]:
+        """The launch argv of planned instance ``inst`` with this deployment's ports at device
+        ``slot``, meeting at ``leader_host`` (Kubernetes: every pod is its own slot 0)."""
+        conn_key = f"{self.connector}@{self.sglang_version}"
+        return instance_argv(self.view, inst, conn_key, self.ports, slot=slot,
+                             leader_host=leader_host)  # fmt: skip
+
+    def router_line(
+        self, prefills: list[tuple[str, int | None]], decodes: list[str], workers: list[str]
+    ) -> list[str]:
+        """The router's argv over these backends (``workers``: aggregated instances)."""
+        if workers:
+            return worker_router_argv(workers, self.router_port, self.ports.prometheus)
+        return router_argv(prefills, decodes, self.router_port, self.ports.prometheus)
 
     @property
     def router_argv(self) -> list[str]:
