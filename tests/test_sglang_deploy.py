@@ -262,6 +262,8 @@ def test_ports_are_honoured_and_checked(plan):
     # The bootstrap family over the HTTP one: two things on one port, refused by name.
     with pytest.raises(InvalidArgumentError, match=r"http=9000 \(ports 9000-9007\) and bootstrap"):
         pdtp.deploy(plan, node_hosts="10.0.0.1,10.0.0.2", ports={"http": 9000, "bootstrap": 9001})
+    with pytest.raises(InvalidArgumentError, match="past 65535"):
+        pdtp.deploy(plan, node_hosts="10.0.0.1,10.0.0.2", ports={"http": 65530})
     with pytest.raises(InvalidArgumentError, match="both bind port 30000"):
         pdtp.deploy(plan, node_hosts="10.0.0.1,10.0.0.2", ports={"router": 30000})
 

@@ -418,11 +418,9 @@ def instance_argv(
     *,
     slot: int,
     leader_host: str,
-    node_rank: Any = None,
 ) -> list[str]:
     """One launch's argv: ports from ``slot`` (the instance's first device on its node);
-    ``leader_host`` the node rank 0's address (``node_rank`` overrides the part number:
-    Kubernetes writes ``$LWS_WORKER_INDEX`` there)."""
+    ``leader_host`` the node rank 0's address."""
     # pdtp's layout counts TP per DP rank (tp2dp4: 8 GPUs); SGLang's --tp-size counts the
     # GPUs of a pipeline stage, DP attention splitting it (attention TP = tp_size / dp), and
     # its experts spread over all of them.
@@ -446,8 +444,6 @@ def instance_argv(
         quantization=view.quantization,
         served_model_name=view.served_model_name,
     )
-    if node_rank is not None and inst.parts > 1:
-        argv[argv.index("--node-rank") + 1] = str(node_rank)
     return argv
 
 
@@ -460,18 +456,13 @@ def deploy_sglang(
     k8s_options: Any = None,
     hosts_known: bool = True,
 ) -> SglangDeployment:
-    """The deployment of an SGLang P/D ``view`` on ``hosts`` (node N's address)."""
+    """The deployment of an SGLang ``view`` (P/D or aggregated) on ``hosts`` (node N's
+    address); ``hosts_known`` False: stand-in names, for the Kubernetes manifests alone."""
     from ...connectors import resolve_connector
     from ..hosts import check_host
 
     conn = resolve_connector(view.connector, view.sglang_version)
     bases = SglangPorts.of(ports)
-    top = max(bases.http, bases.bootstrap) + view.gpus_per_node - 1
-    if top > 65535:
-        raise InvalidArgumentError(
-            f"ports: the HTTP and bootstrap bases plus {view.gpus_per_node} GPUs a node pass "
-            f"65535; give lower bases"
-        )
     # Each family spans one port per GPU of a node (dist_init: SGLang's ports above it):
     # families that overlap would meet on some plan, so they are refused whatever this one.
     spans = {"http": (bases.http, view.gpus_per_node), "bootstrap": (bases.bootstrap,
@@ -480,6 +471,13 @@ def deploy_sglang(
         dp = max(i.dp for i in view.instances)
         spans["dist_init"] = (bases.dist_init, view.gpus_per_node + DIST_SPAN + dp)
     names = list(spans)
+    for a in names:
+        start, count = spans[a]
+        if start + count - 1 > 65535:
+            raise InvalidArgumentError(
+                f"ports: {a}={start} spans {count} ports on nodes of {view.gpus_per_node} GPUs, "
+                "past 65535; give a lower base"
+            )
     for a_i, a in enumerate(names):
         for b in names[a_i + 1 :]:
             (sa, na), (sb, nb) = spans[a], spans[b]
