@@ -36,8 +36,21 @@ WANTED = (
     "--disaggregation-transfer-backend",
     "--disaggregation-bootstrap-port",
     "--disaggregation-ib-device",
+    # An instance spanning nodes: one launch per node.
+    "--nnodes",
+    "--node-rank",
+    "--dist-init-addr",
+    # What the plan sized: the KV cache's dtype, online weight quantization, the served name.
+    "--kv-cache-dtype",
+    "--quantization",
+    "--served-model-name",
 )
-CHOICES = ("--disaggregation-mode", "--disaggregation-transfer-backend")
+CHOICES = (
+    "--disaggregation-mode",
+    "--disaggregation-transfer-backend",
+    "--kv-cache-dtype",
+    "--quantization",
+)
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "sglang_launch_flags.json"
 
 

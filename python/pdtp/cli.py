@@ -112,8 +112,59 @@ VLLM_VERSION_HELP = (
 )
 
 
+SGLANG_VERSION_HELP = (
+    "for an SGLang connector (sglang-mooncake, sglang-nixl, sglang-mori): the SGLang release "
+    "whose rules apply and whose launch lines are written (default: the newest pdtp knows; "
+    "not with a vLLM connector or --vllm-version)"
+)
+
+
 def _add_vllm_version_flag(p: Any, help: str = VLLM_VERSION_HELP) -> None:
+    """``--vllm-version`` and, beside it on every command, ``--sglang-version``."""
     p.add_argument("--vllm-version", metavar="X.Y.Z", help=help)
+    p.add_argument("--sglang-version", metavar="X.Y.Z", help=SGLANG_VERSION_HELP)
+
+
+def _fold_sglang_version(args: argparse.Namespace) -> None:
+    """``--sglang-version X`` into the connector's key (``sglang-nixl@X``), which every call
+    taking ``connector`` and ``vllm_version`` resolves: one meaning on every command. A vLLM
+    connector (or none) with it, or ``--vllm-version`` with an SGLang connector, is an error
+    naming both flags. ``deploy --plan`` checks it against the plan's own release instead."""
+    from .deployment.connectors.sglang import is_sglang_connector
+
+    version = getattr(args, "sglang_version", None)
+    given = getattr(args, "connector", None)
+    if getattr(args, "vllm_version", None) is not None and is_sglang_connector(given):
+        raise UsageError(
+            f"--vllm-version is for vLLM's connectors; --connector {given} runs in SGLang: "
+            "give --sglang-version"
+        )
+    if version is None:
+        return
+    from .connectors import engine_connector
+
+    if given is None:
+        if getattr(args, "diff", None):
+            raise UsageError("--sglang-version: --diff deploys each plan at its own release")
+        if getattr(args, "plan", None):
+            return  # deploy: the plan names its connector; deploy() compares the release
+        raise UsageError(
+            f"--sglang-version {version} needs an SGLang --connector (sglang-mooncake, "
+            "sglang-nixl or sglang-mori); the default engine is vLLM"
+        )
+    items = [c.strip() for c in given.split(",")] if isinstance(given, str) else [given]
+    if len(items) == 1:
+        args.connector, args.vllm_version = engine_connector(given, args.vllm_version, version)
+        return
+    # A list (sweep): the release applies to its SGLang connectors, which must be there.
+    if not any(is_sglang_connector(c) for c in items):
+        raise UsageError(
+            f"--sglang-version {version} is for SGLang's connectors (sglang-mooncake, "
+            f"sglang-nixl, sglang-mori); --connector {given} names none"
+        )
+    args.connector = ",".join(
+        engine_connector(c, None, version)[0] if is_sglang_connector(c) else c for c in items
+    )
 
 
 def _add_pair_flags(p: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -582,7 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--ports", metavar="K=V,...",
         help="port bases: http, moriio_handshake, moriio_notify, nixl_side_channel, proxy_http, "
-        "proxy_discovery",
+        "proxy_discovery (SGLang plans: http, bootstrap, router, prometheus, dist_init)",
     )  # fmt: skip
     w.add_argument("--name", default="pdtp", help="k8s: object name prefix (default pdtp)")
     w.add_argument("--namespace", help="k8s: namespace")
@@ -1332,11 +1383,12 @@ def _not_deployable(*plans: Any) -> str | None:
     """Why `pdtp deploy` writes no deployment of one of these plans (None: it writes both):
     replan still prints its moves, without launch lines."""
     from .deployment.adapter import view_of
+    from .deployment.diff import sglang_refusal
     from .errors import InvalidArgumentError
 
     for plan in plans:
         try:
-            view_of(plan)
+            sglang_refusal(view_of(plan))
         except InvalidArgumentError as e:
             return str(e)
     return None
@@ -1410,6 +1462,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
             return _print_infeasible(e, args, as_json=args.format == "json")
     dep = deploy(
         plan,
+        sglang_version=args.sglang_version,
         name=args.name,
         namespace=args.namespace,
         image=args.image,
@@ -2171,6 +2224,7 @@ def main(
             sub.error(f"unrecognized arguments: {' '.join(extras)}")
         args._parser, args._flags = sub, flag_names(sub)
         try:
+            _fold_sglang_version(args)
             code = COMMANDS[command](args)
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
             return code

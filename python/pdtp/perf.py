@@ -144,9 +144,11 @@ def resolve_context(
     constants: Any = None,
     gpu_memory_utilization: Any = DEFAULT_UTILIZATION,
     release: str = "",
+    engine: str = "vllm",
 ) -> Context:
     """``release`` (a vLLM version or engine image) picks the defaults of its measured
-    release range (:func:`pdtp.constants.release_note`)."""
+    release range (:func:`pdtp.constants.release_note`); ``engine`` whose constants
+    (``"sglang"`` for an SGLang connector's instances: its scheduling as fitted)."""
     from ._model import Model
     from .catalog import gpu as find_gpu
     from .catalog import resolve_model
@@ -158,7 +160,7 @@ def resolve_context(
         from .errors import InvalidArgumentError
 
         raise InvalidArgumentError(f"gpu_memory_utilization must be in (0, 1], got {util}")
-    return Context(m, g, constants_for(g.name, constants, release=release), util)
+    return Context(m, g, constants_for(g.name, constants, engine, release), util)
 
 
 # ---- per-side predictions -------------------------------------------------------------------
@@ -505,8 +507,11 @@ def evaluate(
     (True, 24)
     """
     conn = resolve_connector(connector, vllm_version)
-    ctx = resolve_context(model, gpu, constants, gpu_memory_utilization, conn.vllm_version)
-    note = constants_note(constants, "vllm", conn.vllm_version)
+    # The connector's engine and release pick the constants (SGLang's for sglang-*).
+    ctx = resolve_context(
+        model, gpu, constants, gpu_memory_utilization, conn.vllm_version, conn.engine
+    )
+    note = constants_note(constants, conn.engine, conn.vllm_version)
     w = resolve_workload(workload)
     acks = optional_positive_int("max_acks", max_acks)
     if aggregated is not None:

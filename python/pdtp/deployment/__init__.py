@@ -15,8 +15,9 @@ importing it never replaces the ``pdtp.deploy`` function.)
 from __future__ import annotations
 
 from .adapter import PlannedInstance, PlanView, view_of
-from .build import FORMATS, DeployedInstance, Deployment, HostsNeededError, K8sOptions, deploy
+from .build import FORMATS, DeployedInstance, Deployment, K8sOptions, deploy
 from .diff import DeployDiff, deploy_diff, replan_diff
+from .hosts import HostsNeededError
 from .ports import BoundPort, InstancePorts, PortBases
 from .versions import NEWEST, OLDEST, Version
 

@@ -17,7 +17,14 @@ from .._validate import public_api
 from ..errors import InvalidArgumentError
 from .adapter import AGGREGATED, PlannedInstance, PlanView, view_of
 from .connectors import connector_of
-from .hosts import LOCALHOST, check_host, is_ip, node_hosts, read_hosts_file
+from .hosts import (
+    LOCALHOST,
+    HostsNeededError,
+    check_host,
+    is_ip,
+    node_hosts,
+    read_hosts_file,
+)
 from .launch import Launch, launch
 from .ports import (
     BoundPort,
@@ -100,10 +107,6 @@ class DeployedInstance:
             "bound_ports": [b.to_dict() for b in self.bound],
             **self.launch.to_dict(),
         }
-
-
-class HostsNeededError(InvalidArgumentError):
-    """A plan spans several nodes and no host addresses were given."""
 
 
 @dataclass(frozen=True)
@@ -302,6 +305,7 @@ def deploy(
     image: str | None = None,
     need_hosts: bool = True,
     model_path: str | os.PathLike[str] | None = None,
+    sglang_version: str | None = None,
 ) -> Deployment | SglangDeployment:
     """Make ``plan`` (a :class:`pdtp.Plan` or its JSON dict) concrete: per node its
     instances' devices, ports and ``vllm serve`` lines, and the proxy/router they all
@@ -317,6 +321,9 @@ def deploy(
     without addresses through for them alone (``hosts_known`` is then False).
     ``model_path`` (an HF id or a model folder) is what ``vllm serve`` loads instead of the
     plan's model reference: a plan of a model given as a config dict names none.
+    ``sglang_version`` is an SGLang plan's release (it must be the plan's when the plan names
+    one); an SGLang plan's ``ports`` are :class:`~pdtp.deployment.connectors.sglang_deploy.
+    SglangPorts` fields (``http``, ``bootstrap``, ``router``, ``prometheus``, ``dist_init``).
 
     >>> import pdtp
     >>> plan = pdtp.solve("llama-3.1-8b", gpus=8, gpu="mi300x", mode="disagg")
@@ -330,13 +337,36 @@ def deploy(
     from .connectors.sglang_deploy import deploy_sglang, is_sglang_plan
 
     if is_sglang_plan(view):  # SGLang's launch lines and router, not vLLM's
-        if not need_hosts and node_hosts is None and hosts_file is None and view.nodes > 1:
+        if sglang_version is not None:
+            if not isinstance(sglang_version, str):
+                raise InvalidArgumentError(
+                    f"sglang_version must be a string like '0.5.9', got {_short(sglang_version)}"
+                )
+            if view.sglang_version is not None and sglang_version.strip() != view.sglang_version:
+                raise InvalidArgumentError(
+                    f"sglang_version {sglang_version} differs from the plan's SGLang "
+                    f"{view.sglang_version}, whose rules it was checked with; solve again for "
+                    f"SGLang {sglang_version}"
+                )
+            view = replace(view, sglang_version=sglang_version.strip())
+        if vllm_version is not None or backend is not None:
             raise InvalidArgumentError(
-                "pdtp deploy writes scripts and json for SGLang plans, not Kubernetes "
-                "manifests yet; give --node-hosts h0,h1,... with --format scripts or json"
+                f"{'vllm_version' if vllm_version is not None else 'backend'} applies to vLLM "
+                f"plans; this plan runs SGLang ({view.connector}, its release is the plan's)"
             )
+        k8s = K8sOptions(name=name, namespace=namespace, image=image)
+        no_hosts = node_hosts is None and hosts_file is None and view.nodes > 1
+        if no_hosts and not need_hosts:  # Kubernetes only: pods are addressed by DNS
+            stand_in = [f"node{n}" for n in range(view.nodes)]
+            dep = deploy_sglang(view, stand_in, [], proxy_host, ports, k8s, hosts_known=False)
+            return dep
         hosts, notes = _hosts(view.instances, node_hosts, hosts_file)
-        return deploy_sglang(view, hosts, notes, proxy_host)
+        return deploy_sglang(view, hosts, notes, proxy_host, ports, k8s)
+    if sglang_version is not None:
+        raise InvalidArgumentError(
+            f"sglang_version applies to SGLang plans; this plan runs vLLM ({view.connector}): "
+            "give vllm_version"
+        )
     opts: dict[str, Any] = dict(
         node_hosts=node_hosts,
         hosts_file=hosts_file,
@@ -559,8 +589,13 @@ def launch_lines(
         need_hosts=False,
     )
     if not isinstance(dep, Deployment):  # SGLang: its launch lines, then its router's
-        lines = [f"{i.line()}  # node {i.node}, {i.role} {i.index}" for i in dep.instances]
-        return [*lines, f"{shlex.join(dep.router_argv)}  # SGLang's P/D router"]
+        if not dep.hosts_known:  # the router's line names every instance's address
+            raise HostsNeededError(
+                f"the plan spans {view.nodes} nodes: SGLang's router line names each "
+                "instance's address; give node_hosts"
+            )
+        lines = [f"{i.line()}  # node {i.node}, {i.name}" for i in dep.instances]
+        return [*lines, f"{shlex.join(dep.router_argv)}  # SGLang's {dep.serving} router"]
     out = []
     for inst in dep.instances:
         p = inst.planned

@@ -22,8 +22,9 @@ from .._validate import public_api
 from ..errors import InvalidArgumentError
 from ..planning.plan import Plan
 from .adapter import PlannedInstance, PlanView, view_of
-from .build import DeployedInstance, Deployment, HostsNeededError, K8sOptions, build
+from .build import DeployedInstance, Deployment, K8sOptions, build
 from .connectors import connector_of
+from .hosts import HostsNeededError
 from .scripts import _comment
 
 
@@ -209,6 +210,7 @@ def deploy_diff(
     if isinstance(new, Mapping):
         new = Plan.from_dict(new)
     old_view, new_view = view_of(old), view_of(new)
+    sglang_refusal(old_view, new_view)
     # Each role's GPU type: a two-type plan may move a role to the other type.
     types = (_types(old), _types(new))
     try:
@@ -220,6 +222,20 @@ def deploy_diff(
     most = max(old_view.nodes, new_view.nodes) + len(new_view.instances)
     opts["node_hosts"] = [f"node{n}" for n in range(most)]
     return _diff(old_view, new_view, opts, types, hosts_known=False)
+
+
+def sglang_refusal(*views: PlanView) -> None:
+    """The moves between deployments are vLLM's (its proxy, ports and launch lines); an SGLang
+    plan is deployed whole: say so, naming what to run instead."""
+    from .connectors.sglang_deploy import is_sglang_plan
+
+    for v in views:
+        if is_sglang_plan(v):
+            raise InvalidArgumentError(
+                f"deploy_diff covers vLLM plans; this one runs SGLang ({v.connector}): deploy "
+                "the new plan whole (`pdtp deploy --plan NEW`) and restart its instances and "
+                "router"
+            )
 
 
 def _types(plan: Any) -> dict[str, str | None]:

@@ -11,6 +11,11 @@ from typing import Any
 
 from ..errors import ArgumentTypeError, InvalidArgumentError
 
+
+class HostsNeededError(InvalidArgumentError):
+    """A plan spans several nodes and no host addresses were given."""
+
+
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 LOCALHOST = "127.0.0.1"
 

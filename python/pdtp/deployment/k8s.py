@@ -341,3 +341,187 @@ def _meta(name: str, labels: dict[str, str], ns: str | None) -> dict[str, Any]:
     if ns is not None:
         meta["namespace"] = ns
     return meta
+
+
+# ---- SGLang P/D plans ------------------------------------------------------------------------
+#
+# SGLang's router sends each request to one prefill and one decode with the prefill's own
+# bootstrap address (taken from its URL), so every prefill must be reachable by a name of its
+# own: per single-node instance a Deployment of one pod and a Service of its name
+# (NAME-prefill-0), per role of multi-node instances a LeaderWorkerSet, whose group leaders
+# have stable names under its headless Service (NAME-prefill-0.NAME-prefill). The router runs
+# as a Deployment behind the Service NAME-router.
+
+#: SGLang's published images (NVIDIA): ``lmsysorg/sglang:v<version>``.
+SGLANG_IMAGE = "lmsysorg/sglang"
+
+
+def sglang_default_image(vendor: str, version: str) -> str:
+    """SGLang's image of the release (it carries sglang-router too). AMD's images are tagged
+    per ROCm and GPU generation, so they are given with ``--image``."""
+    from ..errors import InvalidArgumentError
+
+    if vendor != "NVIDIA":
+        raise InvalidArgumentError(
+            f"image: SGLang's {vendor} images are tagged per ROCm release and GPU (e.g. "
+            f"{SGLANG_IMAGE}:v{version}-rocm700-mi30x); give the one to run with --image"
+        )
+    return f"{SGLANG_IMAGE}:v{version}"
+
+
+def render_sglang(dep: Any) -> list[dict[str, Any]]:
+    """The Kubernetes objects of an SGLang P/D deployment (``SglangDeployment``)."""
+    v = dep.view
+    opts = dep.k8s_options
+    name, ns = opts.name, opts.namespace
+    image = opts.image or sglang_default_image(v.vendor, dep.sglang_version)
+    ports = dep.ports
+    objects: list[dict[str, Any]] = []
+    prefills: list[tuple[str, int | None]] = []
+    decodes: list[str] = []
+    workers: list[str] = []  # aggregated instances
+    for role in (*ROLES, AGGREGATED):
+        heads = [i for i in v.instances if i.role == role and i.part == 0]
+        if not heads:
+            continue
+        parts = heads[0].parts
+        per_pod = len(heads[0].devices)
+        # Every pod has its own IP: ports as for a node's first slot.
+        http, boot = ports.http, ports.bootstrap
+        workload = f"{name}-{role}"
+        svc_ports = [{"name": "http", "port": http, "targetPort": "http"}]
+        extra_ports = []
+        if role == "prefill":
+            svc_ports.append({"name": "bootstrap", "port": boot, "targetPort": "bootstrap"})
+            extra_ports = [{"name": "bootstrap", "containerPort": boot}]
+        if parts == 1:
+            for inst in heads:
+                one = f"{workload}-{inst.index}"
+                labels = {**_labels(name, role), "pdtp.dev/instance": one}
+                argv = dep.launch_argv(inst, leader_host="")
+                c = _sglang_container(argv, image, http, v.vendor, per_pod, extra_ports)
+                objects.append(_sglang_deployment(one, labels, c, ns))
+                objects.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Service",
+                        "metadata": _meta(one, labels, ns),
+                        "spec": {"selector": labels, "ports": svc_ports},
+                    }
+                )
+                _sglang_backend(role, f"http://{one}:{http}", boot, prefills, decodes, workers)
+            continue
+        labels = _labels(name, role)
+        head = replace(heads[0], node=0, leader=0)
+        leader_argv = dep.launch_argv(head, leader_host=LWS_LEADER)
+        worker_argv = dep.launch_argv(replace(head, part=1), leader_host=LWS_LEADER)
+        leader = _sglang_container(leader_argv, image, http, v.vendor, per_pod, extra_ports)
+        worker = _sglang_container(worker_argv, image, http, v.vendor, per_pod, [], worker=True)
+        objects.append(_lws(workload, labels, len(heads), parts, leader, worker, ns))
+        for i in range(len(heads)):
+            url = f"http://{workload}-{i}.{workload}:{http}"
+            _sglang_backend(role, url, boot, prefills, decodes, workers)
+    labels = _labels(name, "router")
+    argv = dep.router_line(prefills, decodes, workers)
+    router = {
+        "name": "router",
+        "image": image,
+        "command": ["python3", *argv[1:3]],
+        "args": argv[3:],
+        "ports": [
+            {"name": "http", "containerPort": dep.router_port},
+            {"name": "metrics", "containerPort": ports.prometheus},
+        ],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10},
+    }
+    objects.append(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": _meta(f"{name}-router", labels, ns),
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [router]}},
+            },
+        }
+    )
+    objects.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(f"{name}-router", labels, ns),
+            "spec": {
+                "selector": labels,
+                "ports": [{"name": "http", "port": dep.router_port, "targetPort": "http"}],
+            },
+        }
+    )
+    return objects
+
+
+def _sglang_backend(
+    role: str,
+    url: str,
+    boot: int,
+    prefills: list[tuple[str, int | None]],
+    decodes: list[str],
+    workers: list[str],
+) -> None:
+    """Add an instance's URL to the router's list for its role."""
+    if role == "prefill":
+        prefills.append((url, boot))
+    elif role == "decode":
+        decodes.append(url)
+    else:
+        workers.append(url)
+
+
+def _sglang_container(
+    argv: list[str],
+    image: str,
+    http_port: int,
+    vendor: str,
+    gpus: int,
+    extra_ports: list[dict[str, Any]],
+    *,
+    worker: bool = False,
+) -> dict[str, Any]:
+    """One SGLang pod's container. A LeaderWorkerSet worker runs through bash: its
+    ``--node-rank`` is its index in the group (``$LWS_WORKER_INDEX``)."""
+    argv = ["python3", *argv[1:]]
+    c: dict[str, Any] = {"name": "sglang", "image": image}
+    if worker:
+        words = [shlex.quote(w) for w in argv]
+        words[argv.index("--node-rank") + 1] = '"$LWS_WORKER_INDEX"'
+        c["command"], c["args"] = ["bash", "-c"], ["exec " + " ".join(words)]
+    else:
+        c["command"], c["args"] = argv[:3], argv[3:]
+    c["resources"] = {"limits": {GPU_RESOURCE[vendor]: gpus}}
+    c["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
+    if not worker:
+        c["ports"] = [{"name": "http", "containerPort": http_port}, *extra_ports]
+        c["startupProbe"] = {
+            "httpGet": {"path": "/health", "port": "http"},
+            "periodSeconds": STARTUP_PERIOD_S,
+            "failureThreshold": STARTUP_FAILURES,
+        }
+        c["readinessProbe"] = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10}
+    return c
+
+
+def _sglang_deployment(
+    name: str, labels: dict[str, str], container: dict[str, Any], ns: str | None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(name, labels, ns),
+        "spec": {
+            "replicas": 1,
+            # One pod of an instance at a time: two would both claim its bootstrap room table.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": _pod_spec(container)},
+        },
+    }

@@ -481,8 +481,11 @@ def build(
     if connector is None:  # the pool's vendor decides (MoRIIO needs AMD's MoRI)
         connector, note = default_connector(g.vendor for g in pool.types)
     conn, key = resolve_connector_key(connector, vllm_version)
-    # The plan's own vLLM release picks the constants where it has measured data.
-    consts = tuple(constants_for(g.name, constants, release=conn.vllm_version) for g in pool.types)
+    # The plan's engine (SGLang for an sglang-* connector: its scheduling as fitted on its
+    # aggregated runs, carried to P/D instances) and release pick the constants, the
+    # release's own where it has measured data.
+    engine = conn.engine
+    consts = tuple(constants_for(g.name, constants, engine, conn.vllm_version) for g in pool.types)
     entries = []
     specs = []
     for model, workload, demand, weight, name in models:
@@ -509,7 +512,7 @@ def build(
             constants=constant_inputs(c),
             node_size=size,
             price=0 if price is None else round(price * PRICE_SCALE),
-            max_num_batched_tokens=float(engine_defaults("vllm", g)["max_num_batched_tokens"]),
+            max_num_batched_tokens=float(engine_defaults(engine, g)["max_num_batched_tokens"]),
         )
         for g, c, size, price in zip(pool.types, consts, pool.node_size, pool.prices)
     ]
@@ -544,7 +547,7 @@ def build(
         mode=core_mode,
         layouts=space,
         connector_default=note,
-        constants_note=constants_note(constants, "vllm", conn.vllm_version),
+        constants_note=constants_note(constants, engine, conn.vllm_version),
     )
 
 

@@ -213,25 +213,74 @@ def launch_command(
     tp: int,
     dp: int = 1,
     ep: int = 1,
+    pp: int = 1,
     host: str = "0.0.0.0",
     port: int = 30000,
     bootstrap_port: int = 8998,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    dist_init_addr: str | None = None,
+    kv_cache_dtype: str | None = None,
+    quantization: str | None = None,
+    served_model_name: str | None = None,
     sglang_version: str | None = None,
 ) -> list[str]:
     """The ``python -m sglang.launch_server`` argv of one SGLang P/D instance (``side``
-    ``prefill`` or ``decode``) for the connector's release; ``dp`` > 1 is DP attention.
-    Every flag is one the release defines (tests check them against its argument
-    definitions, ``tests/data/sglang_launch_flags.json``); join with :func:`shlex.join`.
+    ``prefill`` or ``decode``; ``aggregated``: an instance serving both phases, without
+    disaggregation flags) for the connector's release; ``dp`` > 1 is DP attention,
+    ``pp`` > 1 pipeline stages. An instance over ``nnodes`` nodes is one launch per node
+    (``node_rank`` 0 … ``nnodes`` − 1, every one with the whole instance's sizes) meeting at
+    ``dist_init_addr`` (``HOST:PORT`` on node rank 0, SGLang's ``--dist-init-addr``); node
+    rank 0 serves the API, and a prefill's later nodes register with the bootstrap server on
+    that host. ``kv_cache_dtype`` (SGLang's name: ``fp8_e4m3``), ``quantization``
+    (``fp8``: online FP8 of a 16-bit checkpoint) and ``served_model_name`` are written when
+    given (prefill and decode must agree on the KV dtype). Every flag is one the release
+    defines (tests check them against its argument definitions,
+    ``tests/data/sglang_launch_flags.json``); join with :func:`shlex.join`.
 
     >>> " ".join(launch_command("decode", "sglang-nixl", "m", tp=8, dp=8)[-6:])
     '--attn-dp-size 8 --disaggregation-mode decode --disaggregation-transfer-backend nixl'
     """
     conn = resolve_sglang_connector(connector, sglang_version)
-    if side not in ("prefill", "decode"):
-        raise InvalidArgumentError(f"side must be 'prefill' or 'decode', got {side!r}")
-    for field, v in (("tp", tp), ("dp", dp), ("ep", ep), ("port", port)):
+    if side not in ("prefill", "decode", "aggregated"):
+        raise InvalidArgumentError(
+            f"side must be 'prefill', 'decode' or 'aggregated', got {side!r}"
+        )
+    for field, v in (
+        ("tp", tp),
+        ("dp", dp),
+        ("ep", ep),
+        ("pp", pp),
+        ("port", port),
+        ("bootstrap_port", bootstrap_port),
+        ("nnodes", nnodes),
+    ):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InvalidArgumentError(f"{field} must be a positive int, got {v!r}")
+    if isinstance(node_rank, bool) or not isinstance(node_rank, int) or not 0 <= node_rank < nnodes:
+        raise InvalidArgumentError(
+            f"node_rank must be an int in [0, nnodes={nnodes}), got {node_rank!r}"
+        )
+    if nnodes > 1 and not (
+        isinstance(dist_init_addr, str)
+        and dist_init_addr.rpartition(":")[0]
+        and dist_init_addr.rpartition(":")[2].isdigit()
+    ):
+        raise InvalidArgumentError(
+            f"an instance over nnodes={nnodes} nodes needs dist_init_addr 'HOST:PORT' (node rank "
+            f"0's), got {dist_init_addr!r}"
+        )
+    for field, text in (
+        ("kv_cache_dtype", kv_cache_dtype),
+        ("quantization", quantization),
+        ("served_model_name", served_model_name),
+    ):
+        if text is not None and (not isinstance(text, str) or not text or text.startswith("-")):
+            raise InvalidArgumentError(
+                f"{field} must be a name not starting with '-', got {text!r}"
+            )
+    if pp > 1 and not _since(conn.sglang_version, PP_SIZE_SINCE):
+        raise InvalidArgumentError(f"pp={pp} needs SGLang {PP_SIZE_SINCE} or newer (--pp-size)")
     if tp % dp:
         raise InvalidArgumentError(f"tp={tp} must be a multiple of dp={dp} (DP attention)")
     if conn.transfer_backend == "mori" and not _since(conn.sglang_version, MORI_SINCE):
@@ -245,6 +294,19 @@ def launch_command(
             argv += ["--dp-size", str(dp), "--enable-dp-attention"]
     if ep > 1:
         argv += ["--ep-size", str(ep)]
+    if pp > 1:
+        argv += ["--pp-size", str(pp)]
+    if nnodes > 1:
+        argv += ["--nnodes", str(nnodes), "--node-rank", str(node_rank)]
+        argv += ["--dist-init-addr", str(dist_init_addr)]
+    if quantization is not None:
+        argv += ["--quantization", quantization]
+    if kv_cache_dtype is not None:
+        argv += ["--kv-cache-dtype", kv_cache_dtype]
+    if served_model_name is not None:
+        argv += ["--served-model-name", served_model_name]
+    if side == "aggregated":  # both phases in one engine: SGLang's default mode, no KV moves
+        return argv
     argv += ["--disaggregation-mode", side]
     argv += ["--disaggregation-transfer-backend", conn.transfer_backend]
     if side == "prefill":
