@@ -47,6 +47,8 @@ pub enum VllmError {
     AttributeError,
     /// SGLang's `KVTransferError`: the request fails (`KVPoll.Failed`) with its text.
     KVTransferError,
+    /// NIXL's `nixlNotFoundError` (descriptors outside every registered memory region).
+    NixlNotFound,
     None,
 }
 
@@ -111,6 +113,7 @@ impl VllmError {
             VllmError::HandshakeError => "HandshakeError",
             VllmError::AttributeError => "AttributeError",
             VllmError::KVTransferError => "KVTransferError",
+            VllmError::NixlNotFound => "nixlNotFoundError",
             VllmError::None => "",
         }
     }
@@ -1187,6 +1190,7 @@ fn sglang_error(class: &str) -> VllmError {
         "ZeroDivisionError" => VllmError::ZeroDivisionError,
         "ValueError" => VllmError::ValueError,
         "KVTransferError" => VllmError::KVTransferError,
+        "nixlNotFoundError" => VllmError::NixlNotFound,
         _ => VllmError::RuntimeError,
     }
 }

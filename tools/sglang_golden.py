@@ -29,11 +29,15 @@ What runs, per transfer backend (``mooncake``, ``nixl``, ``mori``: the backends 
   real (not dummy), non-MLA and P ≠ D: the release's head-slice code — ``compute_head_slice_params``
   where it exists, else the statements of ``send_kvcache_slice`` (Mooncake, NIXL) or
   ``_build_tp_slice_config`` (MORI) that compute the head offsets — with the prefill rank's
-  ``kv_args`` (``kv_head_num = max(1, H // P)``). Recorded: source head start, heads sent,
-  destination head start, or the exception. The senders call the slice code only when the
-  model is not MLA and the attention TP sizes differ (the ``if self.is_mla_backend or
-  (... == ...)`` of every release's transfer code); where a release has no slice code, P ≠ D
-  copies whole blocks.
+  ``kv_args`` (``kv_head_num = max(1, H // P)``), to the end of the method: every top-level
+  statement that computes a size or an offset, asserts, raises, or checks and returns early
+  (NIXL 0.5.22's tiling asserts, MORI's ``ValueError`` checks, Mooncake's slot-size check),
+  minus the I/O (pointers, descriptor lists, the transfer engine) and what only I/O feeds.
+  Recorded: source head start, heads sent, destination head start, NIXL's prepared-path
+  ``num_groups`` (``groups``), or the exception, or the logged text of an early return. The
+  senders call the slice code only when the model is not MLA and the attention TP sizes
+  differ (the ``if self.is_mla_backend or (... == ...)`` of every release's transfer code);
+  where a release has no slice code, P ≠ D copies whole blocks.
 * **Where a slice exception surfaces.** The function that calls the slice code, and whether a
   ``try`` around the call catches ``Exception``.
 * **Bootstrap timeout.** Whether the release's prefill sender times out a room no decode rank
@@ -670,6 +674,7 @@ def head_slice(
         "decode_tp_size": d,
         "decode_tp_rank": dst,
         "peer_name": "decode-peer",
+        "mooncake_session_id": "decode-session",
         "decode_kv_args": Strict(
             decode_tp_size=d, decode_tp_rank=dst, dst_kv_item_len=dst_item, dst_tp_rank=dst
         ),
@@ -680,33 +685,89 @@ def head_slice(
     wanted = [a.arg for a in fn.args.args + fn.args.kwonlyargs]
     local = {k: v for k, v in args.items() if k in wanted}
     if "_slice" not in ns:
-        # The statements up to the last one assigning an offset, minus pointer/I/O work.
-        last = max(
-            i
-            for i, s in enumerate(fn.body)
-            if any(isinstance(t, ast.Name) and t.id in OFFSET_NAMES for t in _targets(s))
-        )
-        body = [
-            s
-            for s in fn.body[: last + 1]
-            if not isinstance(s, (ast.Expr, ast.ImportFrom, ast.Import))
-            and not isinstance(s, (ast.For, ast.While, ast.With, ast.Try))
-            and not any(w in ast.unparse(s) for w in ("executor", "indices", "get_mha", "session"))
-        ]
-        body = [_drop_imports(b) for b in body]
-        ret = "dict(locals())"
-        text = "def _slice(" + ", ".join(local) + "):\n"
-        for stmt in body:
-            text += "".join("    " + line + "\n" for line in ast.unparse(stmt).splitlines())
-        text += f"    return {ret}\n"
-        _compile(ast.parse(text).body[0], ns, f"{rel.version} {backend} {fn.name}")
+        _compile(_slice_function(fn, list(local)), ns, f"{rel.version} {backend} {fn.name}")
+    log = ns["logger"] = Log()
     try:
         got = ns["_slice"](**local)
     except (Gap, NameError, AttributeError, TypeError, ImportError):
         raise
     except Exception as e:
         return {"error": [type(e).__name__, _text(e)]}
-    return _offsets(got, p, d, f"{rel.version} {backend} {fn.name}")
+    if RETURNED in got:  # an early `return -1` after logging why: the transfer fails
+        return {"fails": log.errors[-1] if log.errors else "", "returned": got[RETURNED]}
+    out = _offsets(got, p, d, f"{rel.version} {backend} {fn.name}")
+    if "head_group_idx" in got:  # NIXL's prepared path: its descriptor-list tiling
+        out["groups"] = got["num_groups"]
+    return out
+
+
+# The I/O of a transfer path (pointers, descriptor lists, the transfer engine, page indices):
+# statements that touch them move bytes, they decide nothing, and the stand-ins hold none.
+IO_WORDS = (
+    "executor", "indices", "get_mha", "session", "self.agent", "self.engine", "ptr", "np.",
+    "futures", "handle", "dlist", "layer_ids", "data_lens", "num_slots", "_runs", "descs",
+    "addrs", "device_id", "make_req_array",
+)  # fmt: skip
+RETURNED = "__returned__"
+
+
+def _names_read(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _names_set(node: ast.AST) -> set[str]:
+    return {
+        n.id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))
+    }
+
+
+class _Returns(ast.NodeTransformer):
+    """``return X`` inside a check becomes ``return {RETURNED: X}``: the caller reads it."""
+
+    def visit_Return(self, node: ast.Return) -> ast.AST:
+        value = node.value if node.value is not None else ast.Constant(None)
+        return ast.Return(ast.Dict([ast.Constant(RETURNED)], [value]))
+
+
+def _slice_function(fn: ast.FunctionDef, params: list[str]) -> ast.FunctionDef:
+    """The slice method's whole transfer path, minus its I/O: every top-level statement that
+    computes a size or offset, asserts, raises, or checks and returns early, in order, to the
+    end of the method. A statement that reads a name only I/O defines goes too (transitively),
+    so what runs is exactly the release's arithmetic and its checks on it."""
+    defined = set(params)
+    body: list[ast.stmt] = []
+    for stmt in fn.body:
+        text = ast.unparse(stmt)
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue  # the names imported are in the namespace already
+        if isinstance(stmt, (ast.Expr, ast.Return)):
+            continue  # a docstring, a log line, the value handed to the caller
+        if isinstance(
+            stmt, (ast.For, ast.While, ast.With, ast.Try, ast.FunctionDef, ast.AsyncFunctionDef)
+        ):
+            continue  # loops over layers/pages and nested helpers: I/O
+        local_reads = _names_read(stmt) - defined
+        io = any(w in text for w in IO_WORDS)
+        assigned = _names_set(stmt)
+        # A read of a local name only a dropped statement assigns: drop this one too.
+        missing = {n for n in local_reads - assigned if n in _assigned_anywhere(fn)}
+        if io or missing:
+            continue
+        if isinstance(stmt, ast.If):
+            stmt = _Returns().visit(ast.parse(text).body[0])
+        body.append(_drop_imports(stmt))
+        defined |= assigned
+    text = "def _slice(" + ", ".join(params) + "):\n"
+    for stmt in body:
+        text += "".join("    " + line + "\n" for line in ast.unparse(stmt).splitlines())
+    text += "    return dict(locals())\n"
+    return ast.parse(text).body[0]  # type: ignore[return-value]
+
+
+def _assigned_anywhere(fn: ast.FunctionDef) -> set[str]:
+    return _names_set(fn) | {a.arg for a in fn.args.args + fn.args.kwonlyargs}
 
 
 class _NoImports(ast.NodeTransformer):
