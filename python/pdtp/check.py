@@ -104,6 +104,8 @@ class Verdict:
     message: str = ""
     when: str | None = None
     consequences: tuple[str, ...] = ()
+    #: The engine that raises ``error``, as output names it (``"vLLM"``, ``"SGLang"``).
+    engine: str = "vLLM"
 
     @property
     def ok(self) -> bool:
@@ -112,7 +114,7 @@ class Verdict:
 
     def __str__(self) -> str:
         if self.kind == "invalid":
-            return f"invalid: vLLM raises {self.error} at {self.when}: {self.message}"
+            return f"invalid: {self.engine} raises {self.error} at {self.when}: {self.message}"
         if self.consequences:
             return f"{self.kind}: {', '.join(self.consequences)}"
         return self.kind
@@ -123,21 +125,28 @@ class Verdict:
         return out
 
 
-def verdict_of(violations: Any, warnings: Any) -> Verdict:
-    """The :class:`Verdict` of a rule report (violations in vLLM's order, warnings)."""
+def verdict_of(violations: Any, warnings: Any, engine: str = "vLLM") -> Verdict:
+    """The :class:`Verdict` of a rule report (violations in the engine's order, warnings) for
+    ``engine`` (how output names it: ``"vLLM"``, ``"SGLang"``)."""
     if not violations:
         found = tuple(dict.fromkeys(w.consequence for w in warnings if w.consequence))
-        return Verdict("valid_with_consequence" if found else "valid", consequences=found)
+        return Verdict(
+            "valid_with_consequence" if found else "valid", consequences=found, engine=engine
+        )
     v = violations[0]
     if v.when == "planning" or (v.vllm_error is None and not v.consequence):
-        return Verdict("over_limit", message=v.message or v.hint, when="planning")
+        return Verdict("over_limit", message=v.message or v.hint, when="planning", engine=engine)
     if v.vllm_error is None and not v.user_error:
         return Verdict(
-            "broken", message=v.message or v.hint, when=v.when, consequences=(v.consequence,)
+            "broken",
+            message=v.message or v.hint,
+            when=v.when,
+            consequences=(v.consequence,),
+            engine=engine,
         )
     if v.user_error:
-        return Verdict("invalid", v.user_error, v.user_message, v.when)
-    return Verdict("invalid", v.vllm_error, v.message or v.hint, v.when)
+        return Verdict("invalid", v.user_error, v.user_message, v.when, engine=engine)
+    return Verdict("invalid", v.vllm_error, v.message or v.hint, v.when, engine=engine)
 
 
 @dataclass(frozen=True)
@@ -163,11 +172,20 @@ class CheckResult:
     serving: str = "disagg"
     prefill_layout: Layout | None = None
     decode_layout: Layout | None = None
-    #: The vLLM version the rules are of, and MoRIIO's mode ("read"/"write"; None for NIXL).
-    vllm_version: str | None = None
+    #: The engine release the rules are of (a vLLM or an SGLang release), and MoRIIO's mode
+    #: ("read"/"write"; None for NIXL).
+    engine_version: str | None = None
     mode: str | None = None
     #: Why pdtp picked the connector when none was named (``"the default on NVIDIA GPUs"``).
     connector_default: str | None = None
+    #: The serving engine that runs the pair, as output names it (``"vLLM"``, ``"SGLang"``).
+    engine: str = "vLLM"
+
+    @property
+    def vllm_version(self) -> str | None:
+        """Deprecated alias of :attr:`engine_version` (an SGLang release for an SGLang
+        connector)."""
+        return self.engine_version
 
     @property
     def ok(self) -> bool:
@@ -175,8 +193,8 @@ class CheckResult:
 
     @property
     def verdict(self) -> Verdict:
-        """What happens when vLLM runs it (:class:`Verdict`)."""
-        return verdict_of(self.violations, self.warnings)
+        """What happens when the engine runs it (:class:`Verdict`)."""
+        return verdict_of(self.violations, self.warnings, self.engine)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -196,7 +214,9 @@ class CheckResult:
             "prefill_layout": str(self.prefill_layout or Layout(self.prefill_tp)),
             "decode_layout": str(self.decode_layout or Layout(self.decode_tp)),
             "connector": self.connector,
-            "vllm_version": self.vllm_version,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "vllm_version": self.engine_version,  # deprecated: engine_version
             "mode": self.mode,
             "connector_default": self.connector_default,
             "verdict": self.verdict.to_dict(),
@@ -297,12 +317,10 @@ def check(
     tp_only = pl.is_tp_only and dl.is_tp_only
     bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
 
-    if not tp_only and conn.engine == "sglang":
+    if not tp_only and conn.tp_only is not None:
         raise InvalidArgumentError(
-            f"check with {conn.name} takes TP sizes (attention TP: TP / DP with "
-            "--enable-dp-attention), got layouts "
-            f"{str(pl)!r} and {str(dl)!r}; for DP attention use "
-            "pdtp.deployment.connectors.sglang.check_sglang_pair"
+            f"check with {conn.name} takes TP sizes ({conn.tp_only}), got layouts "
+            f"{str(pl)!r} and {str(dl)!r}"
         )
     if tp_only:
         violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
@@ -379,9 +397,10 @@ def check(
         decode_fits=fits.get("decode"),
         prefill_layout=pl,
         decode_layout=dl,
-        vllm_version=conn.vllm_version,
+        engine_version=conn.engine_version,
         mode=conn.mode,
         connector_default=note,
+        engine=conn.engine_label,
     )
 
 
@@ -473,6 +492,7 @@ def _check_aggregated(
         serving="agg",
         prefill_layout=layout,
         decode_layout=layout,
-        vllm_version=conn.vllm_version,
+        engine_version=conn.engine_version,
         mode=conn.mode,
+        engine=conn.engine_label,
     )

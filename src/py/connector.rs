@@ -77,6 +77,8 @@ pub(super) struct ConnectorInfo {
     gpu_vendor: Option<&'static str>,
     mixes_vendor: Option<&'static str>,
     default_for: Vec<&'static str>,
+    /// The engine's rules take TP sizes only: what they mean (`None`: layouts are checked).
+    tp_only: Option<&'static str>,
 }
 
 /// Resolve `"name"` or `"name@X.Y.Z"`; unknown names and versions raise pdtp's errors.
@@ -100,6 +102,7 @@ pub(super) fn resolve_connector(py: Python<'_>, key: &str) -> PyResult<Connector
         gpu_vendor: r.connector.gpu_vendor,
         mixes_vendor: r.connector.mixes_vendor,
         default_for: r.connector.default_for.to_vec(),
+        tp_only: r.connector.engine.tp_only(),
     })
 }
 
