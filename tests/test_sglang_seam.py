@@ -166,3 +166,40 @@ def test_check_rs_holds_no_engine_arm():
     code = "\n".join(line.split("//")[0] for line in src.splitlines())
     for word in ("Sglang", "sglang", "Engine::"):
         assert word not in code, word
+
+
+def test_page_size_and_kv_cache_dtype_must_match():
+    shape = pdtp.ModelShape(64, 8)
+
+    def first(version, **kw):
+        r = pdtp.check(shape, 2, 2, connector="sglang-mooncake", sglang_version=version, **kw)
+        return r.violations[0] if r.violations else None
+
+    # 0.5.10 on: both checked before the rank mapping, RuntimeError in the decode scheduler.
+    v = first("0.5.23", page_size=(16, 32))
+    assert (v.code, v.vllm_error, v.when) == (
+        "sglang_kv_settings_differ",
+        "RuntimeError",
+        "handshake",
+    )
+    assert v.message.startswith("Page size mismatch: prefill server has page_size=16, but decode")
+    v = first("0.5.23", kv_cache_dtype=("fp8_e4m3", None))  # decode: SGLang's default, auto
+    assert "kv_cache_dtype=fp8_e4m3, but decode server has kv_cache_dtype=auto" in v.message
+    # 0.5.8-0.5.9 check the page size only; before, nothing: the KV is wrong.
+    assert first("0.5.9", page_size=(16, 32)).vllm_error == "RuntimeError"
+    v = first("0.5.9", kv_cache_dtype=("fp8_e4m3", "auto"))
+    assert (v.vllm_error, v.consequence) == (None, "wrong_bytes")
+    assert first("0.5.7", page_size=(32, 16)).consequence == "wrong_bytes"
+    # Equal settings, or one value for both, pass; the page check comes before the pair's.
+    assert first("0.5.23", page_size=64, kv_cache_dtype="fp8_e4m3") is None
+    r = pdtp.check(pdtp.ModelShape(48, 6), 2, 3, connector="sglang-mooncake", page_size=(1, 16))
+    assert [v.code for v in r.violations] == ["sglang_kv_settings_differ", "sglang_request_fails"]
+    # vLLM's rules for unequal settings are not modeled: refused, never guessed.
+    assert pdtp.check(shape, 2, 2, connector="nixl", page_size=16).ok
+    with pytest.raises(InvalidArgumentError, match="does not model"):
+        pdtp.check(shape, 2, 2, connector="nixl", page_size=(16, 32))
+    for bad in ((0, 16), (1, 2, 3), "16"):
+        with pytest.raises(PdtpError, match="page_size"):
+            pdtp.check(shape, 2, 2, connector="sglang-nixl", page_size=bad)
+    with pytest.raises(InvalidArgumentError, match="kv_cache_dtype"):
+        pdtp.check(shape, 2, 2, connector="sglang-nixl", kv_cache_dtype="fp8; rm -rf /")

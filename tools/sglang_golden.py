@@ -220,8 +220,9 @@ class Response:
 class Prefill:
     """The prefill instance a decode rank queries: its bootstrap server's answers."""
 
-    def __init__(self, attn_tp: int, dp: int, pp: int, page_size: int = 1):
+    def __init__(self, attn_tp: int, dp: int, pp: int, page_size: int = 1, kv_dtype: str = "auto"):
         self.attn_tp, self.dp, self.pp, self.page_size = attn_tp, dp, pp, page_size
+        self.kv_dtype = kv_dtype
 
     def parallel_info(self) -> dict[str, Any]:
         tp = self.attn_tp * self.dp
@@ -239,8 +240,8 @@ class Prefill:
             attn_cp_size=1,
             prefill_page_size=self.page_size,
             page_size=self.page_size,
-            kv_cache_dtype="auto",
-            prefill_kv_cache_dtype="auto",
+            kv_cache_dtype=self.kv_dtype,
+            prefill_kv_cache_dtype=self.kv_dtype,
             follow_bootstrap_room=True,
             enable_dsa_cache_layer_split=False,
             enable_kv_cache_sharding=False,
@@ -365,7 +366,17 @@ NETWORK = {
 class Manager:
     """The decode rank's KV manager: the state the receiver reads, and its status calls."""
 
-    def __init__(self, d_attn: int, dp: int, pp: int, rank: int, mla: bool, log: Log):
+    def __init__(
+        self,
+        d_attn: int,
+        dp: int,
+        pp: int,
+        rank: int,
+        mla: bool,
+        log: Log,
+        page_size: int = 1,
+        kv_dtype: str = "auto",
+    ):
         tp = d_attn * dp
         self.tp_size, self.dp_size, self.attn_tp_size = tp, dp, d_attn
         self.attn_tp_rank = rank % d_attn
@@ -375,9 +386,17 @@ class Manager:
         self.enable_dp_attention = dp > 1
         self.is_mla_backend, self.is_hybrid_mla_backend = mla, False
         self.enable_all_cp_ranks_for_transfer = False
-        self.kv_args = Strict(engine_rank=rank, page_size=1, pp_rank=0, system_dp_rank=0)
-        self.kv_cache_dtype_str = "auto"
-        self.server_args = Strict(dp_size=dp, tp_size=tp, enable_dp_attention=dp > 1)
+        self.kv_args = Strict(
+            engine_rank=rank, page_size=page_size, pp_rank=0, system_dp_rank=0, state_types=()
+        )
+        self.kv_cache_dtype_str = kv_dtype
+        self.server_args = Strict(
+            dp_size=dp,
+            tp_size=tp,
+            enable_dp_attention=dp > 1,
+            kv_cache_dtype=kv_dtype,
+            enable_hisparse=False,
+        )
         self.disaggregation_mode = "decode"
         for table in [
             "prefill_dp_size_table",
@@ -491,10 +510,20 @@ _DRIVEN: dict[tuple[str, str], tuple[dict[str, Any], type, bool]] = {}
 
 
 def map_rank(
-    rel: Release, backend: str, p: int, d: int, mla: bool, rank: int, dp: int, ppp: int, dpp: int
+    rel: Release,
+    backend: str,
+    p: int,
+    d: int,
+    mla: bool,
+    rank: int,
+    dp: int,
+    ppp: int,
+    dpp: int,
+    page: tuple[int, int] = (1, 1),
+    dtype: tuple[str, str] = ("auto", "auto"),
 ) -> dict[str, Any]:
     log = Log()
-    prefill = Prefill(p, 1, ppp)
+    prefill = Prefill(p, 1, ppp, page[0], dtype[0])
     key = (rel.version, backend)
     if key not in _DRIVEN:
         ns = _namespace(rel, prefill, log)
@@ -516,7 +545,7 @@ def map_rank(
     ns, Recv, new_mapping = _DRIVEN[key]
     ns["requests"].prefill = prefill
     ns["logger"] = log
-    mgr = Manager(d, dp, dpp, rank, mla, log)
+    mgr = Manager(d, dp, dpp, rank, mla, log, page[1], dtype[1])
     out: dict[str, Any] = {}
     room = 0
     try:
@@ -887,6 +916,63 @@ def loads(h: int, tp: int) -> bool:
     return h % tp == 0 if tp <= h else tp % h == 0
 
 
+# --page-size / --kv-cache-dtype of (prefill, decode): equal, and each way unequal.
+PAGES = ((1, 1), (16, 16), (16, 32), (32, 16))
+DTYPES = (("auto", "auto"), ("fp8_e4m3", "auto"), ("auto", "fp8_e5m2"), ("fp8_e4m3", "fp8_e4m3"))
+
+
+def settings_check(
+    rel: Release, backend: str, page: tuple[int, int], dtype: tuple[str, str]
+) -> dict[str, Any]:
+    """What the decode side does when the two instances' ``--page-size`` or
+    ``--kv-cache-dtype`` differ (P = D = 2, rank 0, no MLA). Where ``CommonKVManager`` has
+    ``try_ensure_parallel_info`` (0.5.10 on; the decode scheduler calls it before a request's
+    receiver is made), its sanity checks on ``page_size``/``kv_cache_dtype`` run on the
+    prefill's bootstrap answer; before, the receiver's ``__init__`` runs whole (0.5.8's page
+    check is there). Recorded: the exception (class, text), else nothing."""
+    common = rel.cls("common/conn.py", "CommonKVManager")
+    ensure = None
+    if common is not None:
+        ensure = next(
+            (
+                m
+                for m in common.body
+                if isinstance(m, ast.FunctionDef) and m.name == "try_ensure_parallel_info"
+            ),
+            None,
+        )
+    if ensure is None:
+        got = map_rank(rel, backend, 2, 2, False, 0, 1, 1, 1, page, dtype)
+        return {"error": got["error"]} if "error" in got else {}
+    checks = [
+        s
+        for s in ensure.body
+        if isinstance(s, ast.If)
+        and any(w in ast.unparse(s.test) for w in ("page_size", "kv_cache_dtype"))
+    ]
+    text = "def _settings(self, info):\n"
+    for stmt in checks:
+        text += "".join("    " + line + "\n" for line in ast.unparse(stmt).splitlines())
+    text += "    return None\n"
+    ns = _namespace(rel, Prefill(2, 1, 1, page[0], dtype[0]), Log())
+    _compile(ast.parse(text).body[0], ns, f"{rel.version} try_ensure_parallel_info checks")
+    payload = Prefill(2, 1, 1, page[0], dtype[0]).parallel_info()
+    info_cls = ns["PrefillServerInfo"]
+    fields = {
+        f.name: payload.get(f.name)
+        for f in __import__("dataclasses").fields(info_cls)
+        if f.name in payload
+    }
+    mgr = Manager(2, 1, 1, 0, False, Log(), page[1], dtype[1])
+    try:
+        ns["_settings"](mgr, info_cls(**fields))
+    except (Gap, NameError, AttributeError, TypeError):
+        raise
+    except Exception as e:
+        return {"error": [type(e).__name__, _text(e)]}
+    return {}
+
+
 def run_backend(rel: Release, backend: str) -> dict[str, Any]:
     cases: list[dict[str, Any]] = []
     grid = [(p, d, mla, 1, 1, 1) for p in SIZES for d in SIZES for mla in (False, True)]
@@ -911,8 +997,14 @@ def run_backend(rel: Release, backend: str) -> dict[str, Any]:
                 heads[str(h)] = pairs
             case["heads"] = heads
         cases.append(case)
+    settings = [
+        {"page": list(page), "dtype": list(dtype), **settings_check(rel, backend, page, dtype)}
+        for page in PAGES
+        for dtype in DTYPES
+    ]
     return {
         "cases": cases,
+        "settings": settings,
         "slice_surface": slice_surface(rel, backend),
         "bootstrap_timeout": bootstrap_timeout(rel, backend),
     }

@@ -46,6 +46,7 @@ __all__ = [
     "candidates",
     "check_layouts",
     "connector_gpu_violation",
+    "connector_kv_settings_violation",
     "connector_names",
     "expected_ack_count",
     "layout_load_violations",
@@ -93,6 +94,11 @@ _Violation = tuple[str, str, str, str, str, str, str, str, str]
 _Warning = tuple[str, str, str]
 
 def connector_gpu_violation(connector: str, vendor: str) -> _Violation | None: ...
+def connector_kv_settings_violation(
+    connector: str,
+    page: tuple[int | None, int | None],
+    dtype: tuple[str | None, str | None],
+) -> _Violation | None: ...
 def alternatives(
     num_attention_heads: int,
     num_kv_heads: int,

@@ -246,6 +246,8 @@ def check(
     vllm_version: str | None = None,
     aggregated: Any = None,
     sglang_version: str | None = None,
+    page_size: Any = None,
+    kv_cache_dtype: Any = None,
 ) -> CheckResult:
     """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``: MoRIIO READ mode,
     ``"moriio-write"``: MoRIIO WRITE mode, ``"nixl"``, ``"nixl-legacy"``) as vLLM
@@ -255,6 +257,11 @@ def check(
     ``aggregated=`` checks one aggregated instance's layout instead (no KV connector: the
     load rules alone). SGLang's backends (``"sglang-mooncake"``, ``"sglang-nixl"``,
     ``"sglang-mori"``) are checked as SGLang ``sglang_version`` runs them (TP sizes only).
+    ``page_size=`` / ``kv_cache_dtype=`` are the instances' ``--page-size`` and
+    ``--kv-cache-dtype``: one value for both, or ``(prefill, decode)``; a side not given takes
+    the engine's default (SGLang: 1 and ``"auto"``). SGLang requires them equal (refused at the
+    first request from 0.5.8 / 0.5.10, wrong KV before); for vLLM's connectors only equal
+    settings are accepted (pdtp does not model vLLM's rules for unequal ones).
 
     ``connector=None`` picks the GPU vendor's default (``moriio`` on AMD GPUs and without
     ``gpu=``, ``nixl`` on NVIDIA; the result's ``connector_default`` says so). With ``gpu=``
@@ -326,6 +333,13 @@ def check(
         violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
     else:
         violations, raw_warnings = layout_rules(rules_model, pl, dl, conn.key, acks)
+    settings = _kv_settings_violation(conn, page_size, kv_cache_dtype)
+    if settings is not None:
+        # The decode side checks them at the first request, before the rank mapping: after
+        # model load, before every connector step.
+        loads = [v for v in violations if v.when == "model_load"]
+        violations = [*loads, settings, *(v for v in violations if v.when != "model_load")]
+        n_alt = 0  # no other TP pair helps: the hint says which setting to align
     refused = gpu_violation(conn, ctx.gpu.vendor) if ctx is not None else None
     if refused is not None:
         # vLLM creates the connector's worker before it loads the model: this comes first,
@@ -402,6 +416,50 @@ def check(
         connector_default=note,
         engine=conn.engine_label,
     )
+
+
+#: The longest KV-cache dtype name pdtp takes (SGLang's are like ``fp8_e4m3``).
+MAX_KV_DTYPE_LEN = 32
+
+
+def _sides(field_name: str, value: Any) -> tuple[Any, Any]:
+    """One value for both sides, or ``(prefill, decode)``."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise InvalidArgumentError(
+                f"{field_name} must be one value or (prefill, decode), got {len(value)} values"
+            )
+        return value[0], value[1]
+    return value, value
+
+
+def _kv_settings_violation(conn: Connector, page_size: Any, kv_cache_dtype: Any) -> Any:
+    """The connector's rule on the two instances' page size and KV-cache dtype (``None``: not
+    given, or nothing to say)."""
+    if page_size is None and kv_cache_dtype is None:
+        return None
+    pages = tuple(
+        optional_positive_int(f"page_size ({side})", v, maximum=1 << 16)
+        for side, v in zip(("prefill", "decode"), _sides("page_size", page_size))
+    )
+    dtypes = []
+    for side, v in zip(("prefill", "decode"), _sides("kv_cache_dtype", kv_cache_dtype)):
+        if v is not None and (
+            not isinstance(v, str)
+            or not 0 < len(v) <= MAX_KV_DTYPE_LEN
+            or not all(c.isascii() and (c.isalnum() or c in "_-") for c in v)
+        ):
+            raise InvalidArgumentError(
+                f"kv_cache_dtype ({side}) must be a dtype name like 'auto' or 'fp8_e4m3' "
+                f"(letters, digits, '_', '-', at most {MAX_KV_DTYPE_LEN}), got {v!r}"
+            )
+        dtypes.append(v)
+    from .violations import core_violation
+
+    raw = _core.connector_kv_settings_violation(
+        conn.key, (pages[0], pages[1]), (dtypes[0], dtypes[1])
+    )
+    return None if raw is None else core_violation(raw)
 
 
 def _is_name(model: Any) -> bool:

@@ -95,6 +95,15 @@ impl Engine {
         }
     }
 
+    /// The engine's default page size and KV-cache dtype where pdtp models its rules for
+    /// them (SGLang: `--page-size 1`, `--kv-cache-dtype auto`); `None`: not modeled.
+    pub fn kv_defaults(self) -> Option<(i64, &'static str)> {
+        match self {
+            Engine::Vllm => None,
+            Engine::Sglang => Some((sglang::DEFAULT_PAGE_SIZE, sglang::DEFAULT_KV_CACHE_DTYPE)),
+        }
+    }
+
     /// A release of the engine from its text (`0.33.0`; SGLang's `0.5.10.post1`).
     pub fn parse(self, text: &str) -> Option<Version> {
         match self {
@@ -535,6 +544,41 @@ pub enum Rules {
 }
 
 impl Rules {
+    /// What the two instances' `--page-size`-like (`page`: prefill, decode) and KV-cache dtype
+    /// settings (`dtype`) do, as the engine checks them: its violation, or `None`. A side
+    /// given as `None` takes the engine's default ([`Engine::kv_defaults`]). `Err`: the
+    /// engine's rules for unequal settings are not modeled (say so, never guess).
+    pub fn kv_settings_violation(
+        &self,
+        engine: Engine,
+        page: (Option<i64>, Option<i64>),
+        dtype: (Option<&str>, Option<&str>),
+    ) -> Result<Option<Violation>, String> {
+        let Some((default_page, default_dtype)) = engine.kv_defaults() else {
+            if page.0 == page.1 && dtype.0 == dtype.1 {
+                return Ok(None); // one setting on both sides (or none given)
+            }
+            return Err(format!(
+                "page_size and kv_cache_dtype are checked for pairs of one setting on both \
+                 sides under {}: pdtp does not model its rules for unequal or one-sided \
+                 settings",
+                engine.label()
+            ));
+        };
+        let page = (
+            page.0.unwrap_or(default_page),
+            page.1.unwrap_or(default_page),
+        );
+        let dtype = (
+            dtype.0.unwrap_or(default_dtype),
+            dtype.1.unwrap_or(default_dtype),
+        );
+        Ok(match self {
+            Rules::Sglang(r) => sglang_flow::kv_settings_violation(r, page, dtype),
+            Rules::Nixl(_) | Rules::MoriioRead(_) | Rules::MoriioWrite(_) => None,
+        })
+    }
+
     /// The connector's steps for a pair (P = prefill TP, D = decode TP, both ≥ 1) as its
     /// engine runs them: the first violation the engine raises (or pdtp's, where it raises
     /// nothing and the pair cannot work), else what runs. `check` calls this once, whatever

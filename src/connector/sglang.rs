@@ -285,6 +285,71 @@ pub enum Prepared {
 /// NIXL_ERR_NOT_FOUND"). pdtp's reading of NIXL, not SGLang's Python.
 pub const NIXL_NOT_FOUND: (&str, &str) = ("nixlNotFoundError", "NIXL_ERR_NOT_FOUND");
 
+/// What the decode side checks of the two instances' `--page-size` and `--kv-cache-dtype`
+/// (they must match: KV moves page by page, in the prefill's item size and dtype).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvSettings {
+    /// Before 0.5.8: nothing. Unequal settings copy the prefill's pages (its page size times
+    /// its dtype's bytes per token) into the decode's differently laid out pages: wrong KV.
+    Unchecked,
+    /// 0.5.8-0.5.9: the receiver's `__init__` raises [`PAGE_SIZE_MISMATCH`]
+    /// (`RuntimeError`) in the decode scheduler at the first request; the dtype is unchecked.
+    PageSize,
+    /// 0.5.10 on: `try_ensure_parallel_info` raises [`PAGE_SIZE_MISMATCH`], then
+    /// [`KV_DTYPE_MISMATCH`] (`RuntimeError`), before the rank mapping.
+    PageSizeAndDtype,
+}
+
+pub const PAGE_SIZE_MISMATCH: &str = "Page size mismatch: prefill server has \
+     page_size={prefill}, but decode server has page_size={decode}. Both servers must use the \
+     same --page-size value.";
+pub const KV_DTYPE_MISMATCH: &str = "KV cache dtype mismatch: prefill server has \
+     kv_cache_dtype={prefill}, but decode server has kv_cache_dtype={decode}. Both servers \
+     must use the same --kv-cache-dtype value.";
+
+/// SGLang's `--page-size` and `--kv-cache-dtype` defaults (`ServerArgs`: `page_size` 1 where
+/// the attention backend sets none, `kv_cache_dtype` `"auto"`).
+pub const DEFAULT_PAGE_SIZE: i64 = 1;
+pub const DEFAULT_KV_CACHE_DTYPE: &str = "auto";
+
+/// What unequal settings do: `Err((class, text))` where SGLang raises, `Ok(Some(why))` where
+/// it checks nothing and the KV is wrong, `Ok(None)` when they match.
+pub fn kv_settings_outcome(
+    r: &SglangRules,
+    page: (i64, i64),
+    dtype: (&str, &str),
+) -> Result<Option<String>, (&'static str, String)> {
+    let fill = |text: &str, a: &dyn fmt::Display, b: &dyn fmt::Display| {
+        text.replace("{prefill}", &a.to_string())
+            .replace("{decode}", &b.to_string())
+    };
+    let checks_page = r.kv_settings != KvSettings::Unchecked;
+    let checks_dtype = r.kv_settings == KvSettings::PageSizeAndDtype;
+    if page.0 != page.1 && checks_page {
+        return Err(("RuntimeError", fill(PAGE_SIZE_MISMATCH, &page.0, &page.1)));
+    }
+    if dtype.0 != dtype.1 && checks_dtype {
+        return Err(("RuntimeError", fill(KV_DTYPE_MISMATCH, &dtype.0, &dtype.1)));
+    }
+    if page.0 != page.1 {
+        return Ok(Some(format!(
+            "prefill --page-size {} and decode --page-size {}: this SGLang checks neither, and \
+             copies each prefill page ({} tokens) whole into the decode's pages of {}: tokens' \
+             KV lands in other tokens' slots",
+            page.0, page.1, page.0, page.1
+        )));
+    }
+    if dtype.0 != dtype.1 {
+        return Ok(Some(format!(
+            "prefill --kv-cache-dtype {} and decode --kv-cache-dtype {}: this SGLang does not \
+             check the dtype and copies the prefill's bytes as they are: the decode reads them \
+             as {}",
+            dtype.0, dtype.1, dtype.1
+        )));
+    }
+    Ok(None)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SglangRules {
     pub mapping: Mapping,
@@ -299,12 +364,22 @@ pub struct SglangRules {
     pub bootstrap_timeout: bool,
     /// NIXL's prepared-transfer descriptor lists ([`Prepared`]).
     pub prepared: Prepared,
+    /// What the decode side checks of `--page-size` / `--kv-cache-dtype` ([`KvSettings`]).
+    pub kv_settings: KvSettings,
 }
 
 impl SglangRules {
     /// The same rules with NIXL's prepared path `prepared`.
     pub const fn prepared(self, prepared: Prepared) -> SglangRules {
         SglangRules { prepared, ..self }
+    }
+
+    /// The same rules with the `--page-size` / `--kv-cache-dtype` checks `kv_settings`.
+    pub const fn kv_settings(self, kv_settings: KvSettings) -> SglangRules {
+        SglangRules {
+            kv_settings,
+            ..self
+        }
     }
 }
 
@@ -334,6 +409,7 @@ const fn rules(
         pp_assert,
         bootstrap_timeout,
         prepared: Prepared::No,
+        kv_settings: KvSettings::Unchecked,
     }
 }
 
@@ -471,6 +547,20 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
     ),
     row(
         Backend::Mooncake,
+        "0.5.8",
+        rules(
+            Hetero,
+            PLAIN,
+            Fails(FAIL_051),
+            SRC_MOD,
+            RequestFails,
+            true,
+            true,
+        )
+        .kv_settings(KvSettings::PageSize),
+    ),
+    row(
+        Backend::Mooncake,
         "0.5.10",
         rules(
             Hetero,
@@ -480,7 +570,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             TransferThread,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Mooncake,
@@ -493,7 +584,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             TransferThread,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Mooncake,
@@ -506,7 +598,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             RequestFails,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -588,6 +681,20 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
     ),
     row(
         Backend::Nixl,
+        "0.5.8",
+        rules(
+            Hetero,
+            PLAIN,
+            Fails(FAIL_051),
+            SRC_MOD,
+            PrefillScheduler,
+            true,
+            false,
+        )
+        .kv_settings(KvSettings::PageSize),
+    ),
+    row(
+        Backend::Nixl,
         "0.5.10",
         rules(
             Hetero,
@@ -597,7 +704,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             false,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -610,7 +718,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             false,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -623,7 +732,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             RequestFails,
             true,
             false,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -637,7 +747,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .prepared(Prepared::GroupsPerRank),
+        .prepared(Prepared::GroupsPerRank)
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -651,7 +762,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .prepared(Prepared::GroupsPerSlice),
+        .prepared(Prepared::GroupsPerSlice)
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -665,7 +777,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .prepared(Prepared::GroupsPerSliceAsserted),
+        .prepared(Prepared::GroupsPerSliceAsserted)
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Mori,
@@ -678,7 +791,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSize),
     ),
     row(
         Backend::Mori,
@@ -691,7 +805,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Mori,
@@ -704,7 +819,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Mori,
@@ -717,7 +833,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
 ];
 
@@ -1201,7 +1318,7 @@ mod tests {
         assert_eq!(r.key(), "sglang-mooncake@0.5.23");
         assert_eq!(
             resolve_sglang("SGLang_NIXL@0.5.9").unwrap().profile.since,
-            "0.5.6.post1"
+            "0.5.8"
         );
         let r = resolve_sglang("sglang-mori@0.6.0").unwrap();
         assert_eq!(r.rules_version, sglang_newest());

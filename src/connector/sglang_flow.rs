@@ -4,8 +4,8 @@
 //! `Rules::flow` and `Connector::gpu_violation`, never by the engine's name.
 
 use super::sglang::{
-    head_slice, pair_verdict, rank_outcome, surfaces, RankOutcome, SglangRules, SliceOutcome,
-    Verdict,
+    head_slice, kv_settings_outcome, pair_verdict, rank_outcome, surfaces, RankOutcome,
+    SglangRules, SliceOutcome, Verdict,
 };
 use crate::check::{
     consequence, divisible_hint, shown, silent, DecodeFlow, Flow, Shape, Stage, Violation,
@@ -39,6 +39,42 @@ pub fn gpu_refusal(name: &str, needs: &str, vendor: &str) -> (String, String) {
              starts. On {vendor} GPUs use connector=\"sglang-mooncake\" or \"sglang-nixl\""
         ),
     )
+}
+
+/// What the backend does with the two instances' `--page-size` (`page`: prefill, decode) and
+/// `--kv-cache-dtype` (`dtype`): SGLang's `RuntimeError` in the decode scheduler at the first
+/// request where the release checks them, pdtp's `wrong_bytes` where it does not, else `None`.
+pub fn kv_settings_violation(
+    r: &SglangRules,
+    page: (i64, i64),
+    dtype: (&str, &str),
+) -> Option<Violation> {
+    let what = if page.0 != page.1 {
+        "--page-size"
+    } else {
+        "--kv-cache-dtype"
+    };
+    let hint = format!("launch both instances with the same {what}");
+    match kv_settings_outcome(r, page, dtype) {
+        Ok(None) => None,
+        Ok(Some(why)) => Some(silent(
+            "sglang_kv_settings_differ",
+            consequence::WRONG_BYTES,
+            why,
+            hint,
+        )),
+        Err((class, message)) => Some(Violation::new(
+            "sglang_kv_settings_differ",
+            "pair",
+            message,
+            format!(
+                "{hint}: the decode scheduler raises it while bootstrapping the first request \
+                 and dies"
+            ),
+            error_class(class),
+            Stage::Handshake,
+        )),
+    }
 }
 
 /// What an SGLang backend does with prefill attention TP `p` and decode `d` (PP 1, DP 1):

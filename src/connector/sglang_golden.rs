@@ -16,8 +16,8 @@ use flate2::read::GzDecoder;
 use serde_json::Value;
 
 use super::sglang::{
-    head_slice, prepared_groups, rank_outcome, resolve_sglang, RankOutcome, SglangRules,
-    SliceOutcome, SliceSurface, SGLANG_RELEASES,
+    head_slice, kv_settings_outcome, prepared_groups, rank_outcome, resolve_sglang, RankOutcome,
+    SglangRules, SliceOutcome, SliceSurface, SGLANG_RELEASES,
 };
 
 pub(super) fn golden() -> Value {
@@ -145,6 +145,23 @@ fn disagreements(rules: &SglangRules, data: &Value) -> Vec<String> {
                     }
                 }
             }
+        }
+    }
+    // `--page-size` / `--kv-cache-dtype` of the two instances: SGLang's exception, or none.
+    for case in data["settings"].as_array().expect("settings") {
+        let page = (int(&case["page"][0]), int(&case["page"][1]));
+        let dtype = (
+            case["dtype"][0].as_str().expect("dtype"),
+            case["dtype"][1].as_str().expect("dtype"),
+        );
+        let want = case.get("error").map(|e| (s(&e[0]), s(&e[1])));
+        let got = kv_settings_outcome(rules, page, dtype)
+            .err()
+            .map(|(c, t)| (c.to_string(), t));
+        if want != got {
+            out.push(format!(
+                "page {page:?} dtype {dtype:?}: SGLang {want:?}, pdtp {got:?}"
+            ));
         }
     }
     if let Some(want) = surface(&data["slice_surface"]) {
