@@ -8,11 +8,10 @@
 //! work (a rank dials a peer rank that does not exist, or copies a block holding other KV
 //! heads, in releases before heterogeneous TP), pdtp reports its own violation.
 
-use crate::connector::{sglang, Engine};
 use crate::connector::{
     BlockLen, Connector, ConnectorProfile, Dial, FanInReplicated, LayerCheck, MoriioReadRules,
     MoriioWriteRules, NixlRatio, NixlRules, Release, Replicated, Rules, WriteMapping,
-    MORIIO_EAGER_HANDSHAKE_FAILED, MORIIO_UNAVAILABLE,
+    MORIIO_EAGER_HANDSHAKE_FAILED,
 };
 use crate::rules::{self, RuleError};
 
@@ -43,10 +42,10 @@ pub enum VllmError {
     KeyError,
     /// MoRIIO's `HandshakeError`.
     HandshakeError,
-    /// `AttributeError` (SGLang MORI 0.5.9's receiver).
-    AttributeError,
-    /// SGLang's `KVTransferError`: the request fails (`KVPoll.Failed`) with its text.
-    KVTransferError,
+    /// Another engine's exception class (SGLang's `KVTransferError`, NIXL's
+    /// `nixlNotFoundError`, …): its index in `connector::ENGINE_ERRORS`, so nothing here
+    /// changes for a new engine (an index, not the name, keeps a `Violation` small).
+    Other(u8),
     None,
 }
 
@@ -109,8 +108,7 @@ impl VllmError {
             VllmError::RuntimeError => "RuntimeError",
             VllmError::KeyError => "KeyError",
             VllmError::HandshakeError => "HandshakeError",
-            VllmError::AttributeError => "AttributeError",
-            VllmError::KVTransferError => "KVTransferError",
+            VllmError::Other(i) => crate::connector::ENGINE_ERRORS[i as usize],
             VllmError::None => "",
         }
     }
@@ -304,7 +302,7 @@ fn vllm(
 }
 
 /// A violation vLLM does not raise: pdtp's own text and what happens (`consequence`).
-fn silent(
+pub(crate) fn silent(
     code: &'static str,
     consequence: &'static str,
     message: String,
@@ -333,7 +331,7 @@ impl Violation {
     }
 }
 
-fn divisible_hint(p: i64, d: i64) -> String {
+pub(crate) fn divisible_hint(p: i64, d: i64) -> String {
     let (lo, hi) = (p.min(d), p.max(d));
     let down = hi - hi % lo;
     let up = down + lo;
@@ -351,12 +349,8 @@ pub fn connector_flow(
     d: i64,
     profile: &ConnectorProfile,
 ) -> Result<Flow, Violation> {
-    match profile.rules {
-        Rules::Nixl(r) => nixl_flow(shape, p, d, &r),
-        Rules::MoriioRead(r) => moriio_read_flow(shape, p, d, &r),
-        Rules::MoriioWrite(r) => moriio_write_flow(shape, p, d, &r),
-        Rules::Sglang(r) => sglang_flow(shape, p, d, &r),
-    }
+    // The rules' own flow, whatever the engine (`connector::Rules::flow`).
+    profile.rules.flow(shape, p, d)
 }
 
 /// Whether `_validate_remote_agent_handshake`'s replicated-fan-in assert runs for the model.
@@ -368,7 +362,7 @@ fn fan_in_checked(rule: FanInReplicated, shape: &Shape) -> bool {
     }
 }
 
-fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<Flow, Violation> {
+pub(crate) fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<Flow, Violation> {
     let h = shape.num_kv_heads;
     // 1. `_nixl_handshake`: the tp ratio, and with it the prefill rank(s) to dial.
     match r.ratio {
@@ -540,7 +534,12 @@ fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<Flow, Viola
     })
 }
 
-fn moriio_read_flow(shape: &Shape, p: i64, d: i64, r: &MoriioReadRules) -> Result<Flow, Violation> {
+pub(crate) fn moriio_read_flow(
+    shape: &Shape,
+    p: i64,
+    d: i64,
+    r: &MoriioReadRules,
+) -> Result<Flow, Violation> {
     let h = shape.num_kv_heads;
     // 1. `_moriio_handshake`: the prefill rank each decode rank dials and reads.
     let read: Vec<i64> = match r.dial {
@@ -726,7 +725,7 @@ fn misrouted(shape: &Shape, p: i64, d: i64, drank: i64, prank: i64) -> Violation
     )
 }
 
-fn moriio_write_flow(
+pub(crate) fn moriio_write_flow(
     shape: &Shape,
     p: i64,
     d: i64,
@@ -863,29 +862,9 @@ fn moriio_write_flow(
 }
 
 /// The connector's refusal of a GPU vendor its worker cannot start on (`vendor`: `AMD` or
-/// `NVIDIA`): MoRIIO on anything but AMD raises vLLM's `RuntimeError` when the engine starts
-/// its workers (`mori` is ROCm only).
+/// `NVIDIA`), in its engine's words (`Connector::gpu_violation`).
 pub fn gpu_violation(connector: &Connector, vendor: &str) -> Option<Violation> {
-    if connector.engine == Engine::Sglang {
-        return sglang_gpu_violation(connector, vendor);
-    }
-    let needs = connector.gpu_vendor?;
-    if needs.eq_ignore_ascii_case(vendor) {
-        return None;
-    }
-    Some(Violation::new(
-        "connector_needs_amd_gpu",
-        "pair",
-        MORIIO_UNAVAILABLE.into(),
-        format!(
-            "{} runs only on {needs} GPUs: vLLM's MoRIIO worker imports AMD's MoRI (ROCm), \
-             which a {vendor} GPU has no build of, and fails when the engine starts its \
-             workers. On {vendor} GPUs use connector=\"nixl\"",
-            connector.name
-        ),
-        VllmError::RuntimeError,
-        Stage::EngineStart,
-    ))
+    connector.gpu_violation(vendor)
 }
 
 /// Every violation and warning for the pair (P = prefill TP, D = decode TP).
@@ -971,7 +950,7 @@ fn unreleased_prefill(flow: &Flow, p: i64) -> Vec<i64> {
 }
 
 /// `a, b, c` (the first eight, then `…`).
-fn shown(ranks: &[i64]) -> String {
+pub(crate) fn shown(ranks: &[i64]) -> String {
     let first: Vec<i64> = ranks.iter().copied().take(8).collect();
     let more = if ranks.len() > first.len() {
         ", …"
@@ -1104,7 +1083,6 @@ pub fn pair_ok(
             let freed = r.defer_timeout || p <= d;
             sizes && guard && same_rank_heads && freed && !r.release_rejected
         }
-        Rules::Sglang(r) => sglang_flow(shape, p, d, &r).is_ok(),
         Rules::MoriioWrite(r) => match r.mapping {
             WriteMapping::TpMapping => {
                 rules::validate_write_tp_topology(p, d, h, shape.is_mla).is_ok()
@@ -1113,6 +1091,8 @@ pub fn pair_ok(
                 p == d || (r.dial == Dial::RemoteTpRank && d == 1 && (h == 1 || shape.is_mla))
             }
         },
+        // Rules with no closed form here (another engine's): their own flow decides.
+        _ => connector_flow(shape, p, d, profile).is_ok(),
     }
 }
 
@@ -1153,169 +1133,6 @@ pub fn alternatives(
         .take(limit)
         .map(|(_, a, b)| (a, b))
         .collect()
-}
-
-// ------------------------------------------------------------------ SGLang's backends
-
-/// SGLang's backend `connector` on GPUs of `vendor`: MORI is AMD's RDMA library (ROCm only);
-/// SGLang's MORI KV manager imports `mori.io`, which has no build for another vendor.
-fn sglang_gpu_violation(connector: &Connector, vendor: &str) -> Option<Violation> {
-    let needs = connector.gpu_vendor?;
-    if needs.eq_ignore_ascii_case(vendor) {
-        return None;
-    }
-    Some(Violation::new(
-        "connector_needs_amd_gpu",
-        "pair",
-        String::new(),
-        format!(
-            "{} runs only on {needs} GPUs: SGLang's MORI transfer backend imports AMD's MORI \
-             (ROCm), which a {vendor} GPU has no build of, and the instance fails when it \
-             starts. On {vendor} GPUs use connector=\"sglang-mooncake\" or \"sglang-nixl\"",
-            connector.name
-        ),
-        VllmError::RuntimeError,
-        Stage::EngineStart,
-    ))
-}
-
-/// An exception class SGLang's code raises, as pdtp names it.
-fn sglang_error(class: &str) -> VllmError {
-    match class {
-        "AssertionError" => VllmError::AssertionError,
-        "AttributeError" => VllmError::AttributeError,
-        "ZeroDivisionError" => VllmError::ZeroDivisionError,
-        "ValueError" => VllmError::ValueError,
-        "KVTransferError" => VllmError::KVTransferError,
-        _ => VllmError::RuntimeError,
-    }
-}
-
-/// What an SGLang backend does with prefill attention TP `p` and decode `d` (PP 1, DP 1):
-/// `sglang::pair_verdict` (proven against SGLang's code) read as a [`Flow`] or the violation.
-/// A decode rank reads its non-dummy targets and notifies every target (dummies too), so each
-/// target releases the request's blocks.
-pub fn sglang_flow(
-    shape: &Shape,
-    p: i64,
-    d: i64,
-    r: &sglang::SglangRules,
-) -> Result<Flow, Violation> {
-    let h = shape.num_kv_heads;
-    match sglang::pair_verdict(r, h, shape.is_mla, p, d, 1, 1) {
-        sglang::Verdict::Ok => {}
-        sglang::Verdict::Raises {
-            error,
-            message,
-            surfaces,
-        } => {
-            let (code, when, what) = match surfaces {
-                sglang::surfaces::DECODE_SCHEDULER => (
-                    "sglang_decode_bootstrap_raises",
-                    Stage::Handshake,
-                    "the decode scheduler raises it while bootstrapping the first request and dies",
-                ),
-                sglang::surfaces::PREFILL_SCHEDULER => (
-                    "sglang_head_slice_raises",
-                    Stage::FirstTransfer,
-                    "the prefill scheduler raises it at the first transfer and dies",
-                ),
-                sglang::surfaces::TRANSFER_THREAD => (
-                    "sglang_head_slice_raises",
-                    Stage::FirstTransfer,
-                    "the transfer thread raises it at the first transfer and dies: every \
-                     later transfer hangs",
-                ),
-                _ => (
-                    "sglang_request_fails",
-                    Stage::FirstTransfer,
-                    "every request fails with it (KVPoll.Failed)",
-                ),
-            };
-            return Err(Violation::new(
-                code,
-                "pair",
-                message,
-                format!(
-                    "prefill attention TP {p} -> decode attention TP {d}: {what}; use equal \
-                     sizes or sizes one divides (see the alternatives)"
-                ),
-                sglang_error(error),
-                when,
-            ));
-        }
-        sglang::Verdict::Hangs {
-            until_timeout,
-            idle_prefill,
-        } => {
-            let end = if until_timeout {
-                "until SGLang's bootstrap timeout fails the request"
-            } else {
-                "forever (this release has no bootstrap timeout)"
-            };
-            return Err(silent(
-                "sglang_prefill_ranks_unpaired",
-                consequence::HANG,
-                format!(
-                    "prefill attention TP {p} -> decode attention TP {d}: no decode rank joins \
-                     prefill ranks {} for a request, so they wait {end}",
-                    shown(&idle_prefill)
-                ),
-                divisible_hint(p, d),
-            ));
-        }
-        sglang::Verdict::Corrupts(why) => {
-            return Err(silent(
-                "sglang_wrong_kv_heads",
-                consequence::WRONG_BYTES,
-                why,
-                format!(
-                    "this SGLang release moves the wrong KV heads between attention TP {p} and \
-                     {d}: use equal sizes, or a release whose slicing handles them"
-                ),
-            ));
-        }
-    }
-    let mut acks = vec![0i64; p as usize];
-    let mut decode = Vec::with_capacity(d as usize);
-    for rank in 0..d {
-        let targets = match sglang::rank_outcome(r, p, d, shape.is_mla, rank, 1, 1, 1) {
-            sglang::RankOutcome::Reads(t) => t,
-            other => unreachable!("pair_verdict passed, rank {rank}: {other:?}"),
-        };
-        let mut sources = Vec::new();
-        for &(src, dummy) in &targets {
-            acks[src as usize] += 1;
-            if dummy {
-                continue;
-            }
-            let got = if shape.is_mla || p == d {
-                heads(shape, d, rank)
-            } else {
-                let theirs = heads(shape, p, src);
-                match sglang::head_slice(r, p, d, h, src, rank) {
-                    sglang::SliceOutcome::Heads(s, n, _) => {
-                        theirs[s as usize..(s + n) as usize].to_vec()
-                    }
-                    _ => theirs,
-                }
-            };
-            sources.push((src, got));
-        }
-        decode.push(DecodeFlow {
-            sources,
-            releases: targets.iter().map(|&(t, _)| t).collect(),
-            rotates: Vec::new(),
-        });
-    }
-    Ok(Flow {
-        decode,
-        expected_acks: acks.into_iter().max().unwrap_or(1),
-        scheduler_releases_all: false,
-        idle_prefill: Vec::new(),
-        defer_timeout: false,
-        rotates_on_xgmi: false,
-    })
 }
 
 /// Sizes 1..=bound that load the model.

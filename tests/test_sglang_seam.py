@@ -120,3 +120,86 @@ def test_solve_plans_only_pairs_the_release_accepts(name, version):
     assert pdtp.check(model, p, d, connector=name, sglang_version=version).ok
     if version == "0.4.6":  # before heterogeneous TP: equal sizes only
         assert p == d
+
+
+def test_results_name_the_engine_and_its_release():
+    r = pdtp.check(
+        pdtp.ModelShape(48, 6), 2, 3, connector="sglang-mooncake", sglang_version="0.5.9"
+    )
+    assert (r.engine, r.engine_version) == ("SGLang", "0.5.9")
+    assert r.vllm_version == r.engine_version  # the deprecated alias
+    assert str(r.verdict).startswith("invalid: SGLang raises KVTransferError at ")
+    d = r.to_dict()
+    assert (d["engine"], d["engine_version"], d["vllm_version"]) == ("SGLang", "0.5.9", "0.5.9")
+    assert d["verdict"]["engine"] == "SGLang"
+    # vLLM's results say vLLM.
+    v = pdtp.check(pdtp.ModelShape(64, 8), 16, 8, connector="nixl")
+    assert (v.engine, v.engine_version) == ("vLLM", resolve_connector("nixl").vllm_version)
+    assert str(v.verdict).startswith("invalid: vLLM raises AssertionError")
+    m = pdtp.transfer_map(4, 2, kv_heads=8, connector="sglang-nixl", sglang_version="0.5.23")
+    assert (m.engine, m.engine_version, m.vllm_version) == ("SGLang", "0.5.23", "0.5.23")
+    assert m.to_dict()["engine_version"] == "0.5.23"
+
+
+def test_nixl_prepared_path_asserts_its_tiling():
+    # 0.5.22 on: KV heads < P < D leave NIXL's prepared source list no head group, and
+    # `_init_hetero_tp_prep_handle` asserts the tiling without a message.
+    shape = pdtp.ModelShape(64, 2)
+    r = pdtp.check(shape, 4, 8, connector="sglang-nixl", alternatives=0)
+    v = r.violations[0]
+    assert (v.vllm_error, v.message, v.when) == ("AssertionError", "", "first_transfer")
+    assert v.code == "sglang_head_slice_raises"
+    assert "prefill scheduler" in v.hint
+    # Mooncake slices the same pair; NIXL 0.5.13-0.5.21 over-count groups: NIXL refuses them.
+    assert pdtp.check(shape, 4, 8, connector="sglang-mooncake").ok
+    old = pdtp.check(shape, 2, 8, connector="sglang-nixl", sglang_version="0.5.16")
+    assert old.violations[0].vllm_error == "nixlNotFoundError"
+    assert pdtp.check(shape, 2, 8, connector="sglang-nixl").ok
+
+
+def test_check_rs_holds_no_engine_arm():
+    """The seam: check.rs calls the connector's rules once, whatever the engine; an engine's
+    rules, errors and refusals live under src/connector/ (comments may name engines)."""
+    from pathlib import Path
+
+    src = (Path(__file__).parent.parent / "src" / "check.rs").read_text()
+    code = "\n".join(line.split("//")[0] for line in src.splitlines())
+    for word in ("Sglang", "sglang", "Engine::"):
+        assert word not in code, word
+
+
+def test_page_size_and_kv_cache_dtype_must_match():
+    shape = pdtp.ModelShape(64, 8)
+
+    def first(version, **kw):
+        r = pdtp.check(shape, 2, 2, connector="sglang-mooncake", sglang_version=version, **kw)
+        return r.violations[0] if r.violations else None
+
+    # 0.5.10 on: both checked before the rank mapping, RuntimeError in the decode scheduler.
+    v = first("0.5.23", page_size=(16, 32))
+    assert (v.code, v.vllm_error, v.when) == (
+        "sglang_kv_settings_differ",
+        "RuntimeError",
+        "handshake",
+    )
+    assert v.message.startswith("Page size mismatch: prefill server has page_size=16, but decode")
+    v = first("0.5.23", kv_cache_dtype=("fp8_e4m3", None))  # decode: SGLang's default, auto
+    assert "kv_cache_dtype=fp8_e4m3, but decode server has kv_cache_dtype=auto" in v.message
+    # 0.5.8-0.5.9 check the page size only; before, nothing: the KV is wrong.
+    assert first("0.5.9", page_size=(16, 32)).vllm_error == "RuntimeError"
+    v = first("0.5.9", kv_cache_dtype=("fp8_e4m3", "auto"))
+    assert (v.vllm_error, v.consequence) == (None, "wrong_bytes")
+    assert first("0.5.7", page_size=(32, 16)).consequence == "wrong_bytes"
+    # Equal settings, or one value for both, pass; the page check comes before the pair's.
+    assert first("0.5.23", page_size=64, kv_cache_dtype="fp8_e4m3") is None
+    r = pdtp.check(pdtp.ModelShape(48, 6), 2, 3, connector="sglang-mooncake", page_size=(1, 16))
+    assert [v.code for v in r.violations] == ["sglang_kv_settings_differ", "sglang_request_fails"]
+    # vLLM's rules for unequal settings are not modeled: refused, never guessed.
+    assert pdtp.check(shape, 2, 2, connector="nixl", page_size=16).ok
+    with pytest.raises(InvalidArgumentError, match="does not model"):
+        pdtp.check(shape, 2, 2, connector="nixl", page_size=(16, 32))
+    for bad in ((0, 16), (1, 2, 3), "16"):
+        with pytest.raises(PdtpError, match="page_size"):
+            pdtp.check(shape, 2, 2, connector="sglang-nixl", page_size=bad)
+    with pytest.raises(InvalidArgumentError, match="kv_cache_dtype"):
+        pdtp.check(shape, 2, 2, connector="sglang-nixl", kv_cache_dtype="fp8; rm -rf /")

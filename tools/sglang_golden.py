@@ -29,11 +29,15 @@ What runs, per transfer backend (``mooncake``, ``nixl``, ``mori``: the backends 
   real (not dummy), non-MLA and P ≠ D: the release's head-slice code — ``compute_head_slice_params``
   where it exists, else the statements of ``send_kvcache_slice`` (Mooncake, NIXL) or
   ``_build_tp_slice_config`` (MORI) that compute the head offsets — with the prefill rank's
-  ``kv_args`` (``kv_head_num = max(1, H // P)``). Recorded: source head start, heads sent,
-  destination head start, or the exception. The senders call the slice code only when the
-  model is not MLA and the attention TP sizes differ (the ``if self.is_mla_backend or
-  (... == ...)`` of every release's transfer code); where a release has no slice code, P ≠ D
-  copies whole blocks.
+  ``kv_args`` (``kv_head_num = max(1, H // P)``), to the end of the method: every top-level
+  statement that computes a size or an offset, asserts, raises, or checks and returns early
+  (NIXL 0.5.22's tiling asserts, MORI's ``ValueError`` checks, Mooncake's slot-size check),
+  minus the I/O (pointers, descriptor lists, the transfer engine) and what only I/O feeds.
+  Recorded: source head start, heads sent, destination head start, NIXL's prepared-path
+  ``num_groups`` (``groups``), or the exception, or the logged text of an early return. The
+  senders call the slice code only when the model is not MLA and the attention TP sizes
+  differ (the ``if self.is_mla_backend or (... == ...)`` of every release's transfer code);
+  where a release has no slice code, P ≠ D copies whole blocks.
 * **Where a slice exception surfaces.** The function that calls the slice code, and whether a
   ``try`` around the call catches ``Exception``.
 * **Bootstrap timeout.** Whether the release's prefill sender times out a room no decode rank
@@ -216,8 +220,9 @@ class Response:
 class Prefill:
     """The prefill instance a decode rank queries: its bootstrap server's answers."""
 
-    def __init__(self, attn_tp: int, dp: int, pp: int, page_size: int = 1):
+    def __init__(self, attn_tp: int, dp: int, pp: int, page_size: int = 1, kv_dtype: str = "auto"):
         self.attn_tp, self.dp, self.pp, self.page_size = attn_tp, dp, pp, page_size
+        self.kv_dtype = kv_dtype
 
     def parallel_info(self) -> dict[str, Any]:
         tp = self.attn_tp * self.dp
@@ -235,8 +240,8 @@ class Prefill:
             attn_cp_size=1,
             prefill_page_size=self.page_size,
             page_size=self.page_size,
-            kv_cache_dtype="auto",
-            prefill_kv_cache_dtype="auto",
+            kv_cache_dtype=self.kv_dtype,
+            prefill_kv_cache_dtype=self.kv_dtype,
             follow_bootstrap_room=True,
             enable_dsa_cache_layer_split=False,
             enable_kv_cache_sharding=False,
@@ -361,7 +366,17 @@ NETWORK = {
 class Manager:
     """The decode rank's KV manager: the state the receiver reads, and its status calls."""
 
-    def __init__(self, d_attn: int, dp: int, pp: int, rank: int, mla: bool, log: Log):
+    def __init__(
+        self,
+        d_attn: int,
+        dp: int,
+        pp: int,
+        rank: int,
+        mla: bool,
+        log: Log,
+        page_size: int = 1,
+        kv_dtype: str = "auto",
+    ):
         tp = d_attn * dp
         self.tp_size, self.dp_size, self.attn_tp_size = tp, dp, d_attn
         self.attn_tp_rank = rank % d_attn
@@ -371,9 +386,17 @@ class Manager:
         self.enable_dp_attention = dp > 1
         self.is_mla_backend, self.is_hybrid_mla_backend = mla, False
         self.enable_all_cp_ranks_for_transfer = False
-        self.kv_args = Strict(engine_rank=rank, page_size=1, pp_rank=0, system_dp_rank=0)
-        self.kv_cache_dtype_str = "auto"
-        self.server_args = Strict(dp_size=dp, tp_size=tp, enable_dp_attention=dp > 1)
+        self.kv_args = Strict(
+            engine_rank=rank, page_size=page_size, pp_rank=0, system_dp_rank=0, state_types=()
+        )
+        self.kv_cache_dtype_str = kv_dtype
+        self.server_args = Strict(
+            dp_size=dp,
+            tp_size=tp,
+            enable_dp_attention=dp > 1,
+            kv_cache_dtype=kv_dtype,
+            enable_hisparse=False,
+        )
         self.disaggregation_mode = "decode"
         for table in [
             "prefill_dp_size_table",
@@ -487,10 +510,20 @@ _DRIVEN: dict[tuple[str, str], tuple[dict[str, Any], type, bool]] = {}
 
 
 def map_rank(
-    rel: Release, backend: str, p: int, d: int, mla: bool, rank: int, dp: int, ppp: int, dpp: int
+    rel: Release,
+    backend: str,
+    p: int,
+    d: int,
+    mla: bool,
+    rank: int,
+    dp: int,
+    ppp: int,
+    dpp: int,
+    page: tuple[int, int] = (1, 1),
+    dtype: tuple[str, str] = ("auto", "auto"),
 ) -> dict[str, Any]:
     log = Log()
-    prefill = Prefill(p, 1, ppp)
+    prefill = Prefill(p, 1, ppp, page[0], dtype[0])
     key = (rel.version, backend)
     if key not in _DRIVEN:
         ns = _namespace(rel, prefill, log)
@@ -512,7 +545,7 @@ def map_rank(
     ns, Recv, new_mapping = _DRIVEN[key]
     ns["requests"].prefill = prefill
     ns["logger"] = log
-    mgr = Manager(d, dp, dpp, rank, mla, log)
+    mgr = Manager(d, dp, dpp, rank, mla, log, page[1], dtype[1])
     out: dict[str, Any] = {}
     room = 0
     try:
@@ -670,6 +703,7 @@ def head_slice(
         "decode_tp_size": d,
         "decode_tp_rank": dst,
         "peer_name": "decode-peer",
+        "mooncake_session_id": "decode-session",
         "decode_kv_args": Strict(
             decode_tp_size=d, decode_tp_rank=dst, dst_kv_item_len=dst_item, dst_tp_rank=dst
         ),
@@ -680,33 +714,89 @@ def head_slice(
     wanted = [a.arg for a in fn.args.args + fn.args.kwonlyargs]
     local = {k: v for k, v in args.items() if k in wanted}
     if "_slice" not in ns:
-        # The statements up to the last one assigning an offset, minus pointer/I/O work.
-        last = max(
-            i
-            for i, s in enumerate(fn.body)
-            if any(isinstance(t, ast.Name) and t.id in OFFSET_NAMES for t in _targets(s))
-        )
-        body = [
-            s
-            for s in fn.body[: last + 1]
-            if not isinstance(s, (ast.Expr, ast.ImportFrom, ast.Import))
-            and not isinstance(s, (ast.For, ast.While, ast.With, ast.Try))
-            and not any(w in ast.unparse(s) for w in ("executor", "indices", "get_mha", "session"))
-        ]
-        body = [_drop_imports(b) for b in body]
-        ret = "dict(locals())"
-        text = "def _slice(" + ", ".join(local) + "):\n"
-        for stmt in body:
-            text += "".join("    " + line + "\n" for line in ast.unparse(stmt).splitlines())
-        text += f"    return {ret}\n"
-        _compile(ast.parse(text).body[0], ns, f"{rel.version} {backend} {fn.name}")
+        _compile(_slice_function(fn, list(local)), ns, f"{rel.version} {backend} {fn.name}")
+    log = ns["logger"] = Log()
     try:
         got = ns["_slice"](**local)
     except (Gap, NameError, AttributeError, TypeError, ImportError):
         raise
     except Exception as e:
         return {"error": [type(e).__name__, _text(e)]}
-    return _offsets(got, p, d, f"{rel.version} {backend} {fn.name}")
+    if RETURNED in got:  # an early `return -1` after logging why: the transfer fails
+        return {"fails": log.errors[-1] if log.errors else "", "returned": got[RETURNED]}
+    out = _offsets(got, p, d, f"{rel.version} {backend} {fn.name}")
+    if "head_group_idx" in got:  # NIXL's prepared path: its descriptor-list tiling
+        out["groups"] = got["num_groups"]
+    return out
+
+
+# The I/O of a transfer path (pointers, descriptor lists, the transfer engine, page indices):
+# statements that touch them move bytes, they decide nothing, and the stand-ins hold none.
+IO_WORDS = (
+    "executor", "indices", "get_mha", "session", "self.agent", "self.engine", "ptr", "np.",
+    "futures", "handle", "dlist", "layer_ids", "data_lens", "num_slots", "_runs", "descs",
+    "addrs", "device_id", "make_req_array",
+)  # fmt: skip
+RETURNED = "__returned__"
+
+
+def _names_read(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _names_set(node: ast.AST) -> set[str]:
+    return {
+        n.id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))
+    }
+
+
+class _Returns(ast.NodeTransformer):
+    """``return X`` inside a check becomes ``return {RETURNED: X}``: the caller reads it."""
+
+    def visit_Return(self, node: ast.Return) -> ast.AST:
+        value = node.value if node.value is not None else ast.Constant(None)
+        return ast.Return(ast.Dict([ast.Constant(RETURNED)], [value]))
+
+
+def _slice_function(fn: ast.FunctionDef, params: list[str]) -> ast.FunctionDef:
+    """The slice method's whole transfer path, minus its I/O: every top-level statement that
+    computes a size or offset, asserts, raises, or checks and returns early, in order, to the
+    end of the method. A statement that reads a name only I/O defines goes too (transitively),
+    so what runs is exactly the release's arithmetic and its checks on it."""
+    defined = set(params)
+    body: list[ast.stmt] = []
+    for stmt in fn.body:
+        text = ast.unparse(stmt)
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue  # the names imported are in the namespace already
+        if isinstance(stmt, (ast.Expr, ast.Return)):
+            continue  # a docstring, a log line, the value handed to the caller
+        if isinstance(
+            stmt, (ast.For, ast.While, ast.With, ast.Try, ast.FunctionDef, ast.AsyncFunctionDef)
+        ):
+            continue  # loops over layers/pages and nested helpers: I/O
+        local_reads = _names_read(stmt) - defined
+        io = any(w in text for w in IO_WORDS)
+        assigned = _names_set(stmt)
+        # A read of a local name only a dropped statement assigns: drop this one too.
+        missing = {n for n in local_reads - assigned if n in _assigned_anywhere(fn)}
+        if io or missing:
+            continue
+        if isinstance(stmt, ast.If):
+            stmt = _Returns().visit(ast.parse(text).body[0])
+        body.append(_drop_imports(stmt))
+        defined |= assigned
+    text = "def _slice(" + ", ".join(params) + "):\n"
+    for stmt in body:
+        text += "".join("    " + line + "\n" for line in ast.unparse(stmt).splitlines())
+    text += "    return dict(locals())\n"
+    return ast.parse(text).body[0]  # type: ignore[return-value]
+
+
+def _assigned_anywhere(fn: ast.FunctionDef) -> set[str]:
+    return _names_set(fn) | {a.arg for a in fn.args.args + fn.args.kwonlyargs}
 
 
 class _NoImports(ast.NodeTransformer):
@@ -826,6 +916,63 @@ def loads(h: int, tp: int) -> bool:
     return h % tp == 0 if tp <= h else tp % h == 0
 
 
+# --page-size / --kv-cache-dtype of (prefill, decode): equal, and each way unequal.
+PAGES = ((1, 1), (16, 16), (16, 32), (32, 16))
+DTYPES = (("auto", "auto"), ("fp8_e4m3", "auto"), ("auto", "fp8_e5m2"), ("fp8_e4m3", "fp8_e4m3"))
+
+
+def settings_check(
+    rel: Release, backend: str, page: tuple[int, int], dtype: tuple[str, str]
+) -> dict[str, Any]:
+    """What the decode side does when the two instances' ``--page-size`` or
+    ``--kv-cache-dtype`` differ (P = D = 2, rank 0, no MLA). Where ``CommonKVManager`` has
+    ``try_ensure_parallel_info`` (0.5.10 on; the decode scheduler calls it before a request's
+    receiver is made), its sanity checks on ``page_size``/``kv_cache_dtype`` run on the
+    prefill's bootstrap answer; before, the receiver's ``__init__`` runs whole (0.5.8's page
+    check is there). Recorded: the exception (class, text), else nothing."""
+    common = rel.cls("common/conn.py", "CommonKVManager")
+    ensure = None
+    if common is not None:
+        ensure = next(
+            (
+                m
+                for m in common.body
+                if isinstance(m, ast.FunctionDef) and m.name == "try_ensure_parallel_info"
+            ),
+            None,
+        )
+    if ensure is None:
+        got = map_rank(rel, backend, 2, 2, False, 0, 1, 1, 1, page, dtype)
+        return {"error": got["error"]} if "error" in got else {}
+    checks = [
+        s
+        for s in ensure.body
+        if isinstance(s, ast.If)
+        and any(w in ast.unparse(s.test) for w in ("page_size", "kv_cache_dtype"))
+    ]
+    text = "def _settings(self, info):\n"
+    for stmt in checks:
+        text += "".join("    " + line + "\n" for line in ast.unparse(stmt).splitlines())
+    text += "    return None\n"
+    ns = _namespace(rel, Prefill(2, 1, 1, page[0], dtype[0]), Log())
+    _compile(ast.parse(text).body[0], ns, f"{rel.version} try_ensure_parallel_info checks")
+    payload = Prefill(2, 1, 1, page[0], dtype[0]).parallel_info()
+    info_cls = ns["PrefillServerInfo"]
+    fields = {
+        f.name: payload.get(f.name)
+        for f in __import__("dataclasses").fields(info_cls)
+        if f.name in payload
+    }
+    mgr = Manager(2, 1, 1, 0, False, Log(), page[1], dtype[1])
+    try:
+        ns["_settings"](mgr, info_cls(**fields))
+    except (Gap, NameError, AttributeError, TypeError):
+        raise
+    except Exception as e:
+        return {"error": [type(e).__name__, _text(e)]}
+    return {}
+
+
 def run_backend(rel: Release, backend: str) -> dict[str, Any]:
     cases: list[dict[str, Any]] = []
     grid = [(p, d, mla, 1, 1, 1) for p in SIZES for d in SIZES for mla in (False, True)]
@@ -850,8 +997,14 @@ def run_backend(rel: Release, backend: str) -> dict[str, Any]:
                 heads[str(h)] = pairs
             case["heads"] = heads
         cases.append(case)
+    settings = [
+        {"page": list(page), "dtype": list(dtype), **settings_check(rel, backend, page, dtype)}
+        for page in PAGES
+        for dtype in DTYPES
+    ]
     return {
         "cases": cases,
+        "settings": settings,
         "slice_surface": slice_surface(rel, backend),
         "bootstrap_timeout": bootstrap_timeout(rel, backend),
     }

@@ -49,6 +49,7 @@ __all__ = [
     "candidates",
     "check_layouts",
     "connector_gpu_violation",
+    "connector_kv_settings_violation",
     "connector_names",
     "expected_ack_count",
     "layout_load_violations",
@@ -116,6 +117,11 @@ _Violation = tuple[str, str, str, str, str, str, str, str, str]
 _Warning = tuple[str, str, str]
 
 def connector_gpu_violation(connector: str, vendor: str) -> _Violation | None: ...
+def connector_kv_settings_violation(
+    connector: str,
+    page: tuple[int | None, int | None],
+    dtype: tuple[str | None, str | None],
+) -> _Violation | None: ...
 def alternatives(
     num_attention_heads: int,
     num_kv_heads: int,
@@ -192,6 +198,8 @@ class ConnectorInfo:
     def mixes_vendor(self) -> str | None: ...
     @property
     def default_for(self) -> list[str]: ...
+    @property
+    def tp_only(self) -> str | None: ...
 
 def resolve_connector(key: str) -> ConnectorInfo:
     """``"name"`` or ``"name@X.Y.Z"`` resolved; unknown names/versions raise pdtp errors."""

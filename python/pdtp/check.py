@@ -104,6 +104,8 @@ class Verdict:
     message: str = ""
     when: str | None = None
     consequences: tuple[str, ...] = ()
+    #: The engine that raises ``error``, as output names it (``"vLLM"``, ``"SGLang"``).
+    engine: str = "vLLM"
 
     @property
     def ok(self) -> bool:
@@ -112,7 +114,7 @@ class Verdict:
 
     def __str__(self) -> str:
         if self.kind == "invalid":
-            return f"invalid: vLLM raises {self.error} at {self.when}: {self.message}"
+            return f"invalid: {self.engine} raises {self.error} at {self.when}: {self.message}"
         if self.consequences:
             return f"{self.kind}: {', '.join(self.consequences)}"
         return self.kind
@@ -123,21 +125,28 @@ class Verdict:
         return out
 
 
-def verdict_of(violations: Any, warnings: Any) -> Verdict:
-    """The :class:`Verdict` of a rule report (violations in vLLM's order, warnings)."""
+def verdict_of(violations: Any, warnings: Any, engine: str = "vLLM") -> Verdict:
+    """The :class:`Verdict` of a rule report (violations in the engine's order, warnings) for
+    ``engine`` (how output names it: ``"vLLM"``, ``"SGLang"``)."""
     if not violations:
         found = tuple(dict.fromkeys(w.consequence for w in warnings if w.consequence))
-        return Verdict("valid_with_consequence" if found else "valid", consequences=found)
+        return Verdict(
+            "valid_with_consequence" if found else "valid", consequences=found, engine=engine
+        )
     v = violations[0]
     if v.when == "planning" or (v.vllm_error is None and not v.consequence):
-        return Verdict("over_limit", message=v.message or v.hint, when="planning")
+        return Verdict("over_limit", message=v.message or v.hint, when="planning", engine=engine)
     if v.vllm_error is None and not v.user_error:
         return Verdict(
-            "broken", message=v.message or v.hint, when=v.when, consequences=(v.consequence,)
+            "broken",
+            message=v.message or v.hint,
+            when=v.when,
+            consequences=(v.consequence,),
+            engine=engine,
         )
     if v.user_error:
-        return Verdict("invalid", v.user_error, v.user_message, v.when)
-    return Verdict("invalid", v.vllm_error, v.message or v.hint, v.when)
+        return Verdict("invalid", v.user_error, v.user_message, v.when, engine=engine)
+    return Verdict("invalid", v.vllm_error, v.message or v.hint, v.when, engine=engine)
 
 
 @dataclass(frozen=True)
@@ -163,11 +172,20 @@ class CheckResult:
     serving: str = "disagg"
     prefill_layout: Layout | None = None
     decode_layout: Layout | None = None
-    #: The vLLM version the rules are of, and MoRIIO's mode ("read"/"write"; None for NIXL).
-    vllm_version: str | None = None
+    #: The engine release the rules are of (a vLLM or an SGLang release), and MoRIIO's mode
+    #: ("read"/"write"; None for NIXL).
+    engine_version: str | None = None
     mode: str | None = None
     #: Why pdtp picked the connector when none was named (``"the default on NVIDIA GPUs"``).
     connector_default: str | None = None
+    #: The serving engine that runs the pair, as output names it (``"vLLM"``, ``"SGLang"``).
+    engine: str = "vLLM"
+
+    @property
+    def vllm_version(self) -> str | None:
+        """Deprecated alias of :attr:`engine_version` (an SGLang release for an SGLang
+        connector)."""
+        return self.engine_version
 
     @property
     def ok(self) -> bool:
@@ -175,8 +193,8 @@ class CheckResult:
 
     @property
     def verdict(self) -> Verdict:
-        """What happens when vLLM runs it (:class:`Verdict`)."""
-        return verdict_of(self.violations, self.warnings)
+        """What happens when the engine runs it (:class:`Verdict`)."""
+        return verdict_of(self.violations, self.warnings, self.engine)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -196,7 +214,9 @@ class CheckResult:
             "prefill_layout": str(self.prefill_layout or Layout(self.prefill_tp)),
             "decode_layout": str(self.decode_layout or Layout(self.decode_tp)),
             "connector": self.connector,
-            "vllm_version": self.vllm_version,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "vllm_version": self.engine_version,  # deprecated: engine_version
             "mode": self.mode,
             "connector_default": self.connector_default,
             "verdict": self.verdict.to_dict(),
@@ -226,6 +246,8 @@ def check(
     vllm_version: str | None = None,
     aggregated: Any = None,
     sglang_version: str | None = None,
+    page_size: Any = None,
+    kv_cache_dtype: Any = None,
 ) -> CheckResult:
     """Check one P/D pair for ``model`` under ``connector`` (``"moriio"``: MoRIIO READ mode,
     ``"moriio-write"``: MoRIIO WRITE mode, ``"nixl"``, ``"nixl-legacy"``) as vLLM
@@ -235,6 +257,11 @@ def check(
     ``aggregated=`` checks one aggregated instance's layout instead (no KV connector: the
     load rules alone). SGLang's backends (``"sglang-mooncake"``, ``"sglang-nixl"``,
     ``"sglang-mori"``) are checked as SGLang ``sglang_version`` runs them (TP sizes only).
+    ``page_size=`` / ``kv_cache_dtype=`` are the instances' ``--page-size`` and
+    ``--kv-cache-dtype``: one value for both, or ``(prefill, decode)``; a side not given takes
+    the engine's default (SGLang: 1 and ``"auto"``). SGLang requires them equal (refused at the
+    first request from 0.5.8 / 0.5.10, wrong KV before); for vLLM's connectors only equal
+    settings are accepted (pdtp does not model vLLM's rules for unequal ones).
 
     ``connector=None`` picks the GPU vendor's default (``moriio`` on AMD GPUs and without
     ``gpu=``, ``nixl`` on NVIDIA; the result's ``connector_default`` says so). With ``gpu=``
@@ -297,17 +324,22 @@ def check(
     tp_only = pl.is_tp_only and dl.is_tp_only
     bound = optional_positive_int("max_tp", max_tp, maximum=MAX_TP) or max(16, 2 * max(p, d))
 
-    if not tp_only and conn.engine == "sglang":
+    if not tp_only and conn.tp_only is not None:
         raise InvalidArgumentError(
-            f"check with {conn.name} takes TP sizes (attention TP: TP / DP with "
-            "--enable-dp-attention), got layouts "
-            f"{str(pl)!r} and {str(dl)!r}; for DP attention use "
-            "pdtp.deployment.connectors.sglang.check_sglang_pair"
+            f"check with {conn.name} takes TP sizes ({conn.tp_only}), got layouts "
+            f"{str(pl)!r} and {str(dl)!r}"
         )
     if tp_only:
         violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
     else:
         violations, raw_warnings = layout_rules(rules_model, pl, dl, conn.key, acks)
+    settings = _kv_settings_violation(conn, page_size, kv_cache_dtype)
+    if settings is not None:
+        # The decode side checks them at the first request, before the rank mapping: after
+        # model load, before every connector step.
+        loads = [v for v in violations if v.when == "model_load"]
+        violations = [*loads, settings, *(v for v in violations if v.when != "model_load")]
+        n_alt = 0  # no other TP pair helps: the hint says which setting to align
     refused = gpu_violation(conn, ctx.gpu.vendor) if ctx is not None else None
     if refused is not None:
         # vLLM creates the connector's worker before it loads the model: this comes first,
@@ -379,10 +411,55 @@ def check(
         decode_fits=fits.get("decode"),
         prefill_layout=pl,
         decode_layout=dl,
-        vllm_version=conn.vllm_version,
+        engine_version=conn.engine_version,
         mode=conn.mode,
         connector_default=note,
+        engine=conn.engine_label,
     )
+
+
+#: The longest KV-cache dtype name pdtp takes (SGLang's are like ``fp8_e4m3``).
+MAX_KV_DTYPE_LEN = 32
+
+
+def _sides(field_name: str, value: Any) -> tuple[Any, Any]:
+    """One value for both sides, or ``(prefill, decode)``."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise InvalidArgumentError(
+                f"{field_name} must be one value or (prefill, decode), got {len(value)} values"
+            )
+        return value[0], value[1]
+    return value, value
+
+
+def _kv_settings_violation(conn: Connector, page_size: Any, kv_cache_dtype: Any) -> Any:
+    """The connector's rule on the two instances' page size and KV-cache dtype (``None``: not
+    given, or nothing to say)."""
+    if page_size is None and kv_cache_dtype is None:
+        return None
+    pages = tuple(
+        optional_positive_int(f"page_size ({side})", v, maximum=1 << 16)
+        for side, v in zip(("prefill", "decode"), _sides("page_size", page_size))
+    )
+    dtypes = []
+    for side, v in zip(("prefill", "decode"), _sides("kv_cache_dtype", kv_cache_dtype)):
+        if v is not None and (
+            not isinstance(v, str)
+            or not 0 < len(v) <= MAX_KV_DTYPE_LEN
+            or not all(c.isascii() and (c.isalnum() or c in "_-") for c in v)
+        ):
+            raise InvalidArgumentError(
+                f"kv_cache_dtype ({side}) must be a dtype name like 'auto' or 'fp8_e4m3' "
+                f"(letters, digits, '_', '-', at most {MAX_KV_DTYPE_LEN}), got {v!r}"
+            )
+        dtypes.append(v)
+    from .violations import core_violation
+
+    raw = _core.connector_kv_settings_violation(
+        conn.key, (pages[0], pages[1]), (dtypes[0], dtypes[1])
+    )
+    return None if raw is None else core_violation(raw)
 
 
 def _is_name(model: Any) -> bool:
@@ -473,6 +550,7 @@ def _check_aggregated(
         serving="agg",
         prefill_layout=layout,
         decode_layout=layout,
-        vllm_version=conn.vllm_version,
+        engine_version=conn.engine_version,
         mode=conn.mode,
+        engine=conn.engine_label,
     )

@@ -64,9 +64,16 @@ class Connector:
     mixes_vendor: str | None = None
     #: The GPU vendors on which pdtp picks it when no connector is named.
     default_for: tuple[str, ...] = ()
+    #: Where the engine's rules take TP sizes only (not layouts): what the sizes mean.
+    tp_only: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    @property
+    def engine_version(self) -> str:
+        """The engine release the rules are of (``vllm_version`` holds it for every engine)."""
+        return self.vllm_version
 
     @property
     def label(self) -> str:
@@ -104,6 +111,7 @@ def _resolve(key: str) -> Connector:
         gpu_vendor=info.gpu_vendor,
         mixes_vendor=info.mixes_vendor,
         default_for=tuple(info.default_for),
+        tp_only=info.tp_only,
     )
 
 

@@ -127,9 +127,17 @@ class TransferMap:
     data_parallel: DataParallelPairing | None = None
     prefill_stages: tuple[tuple[int, int], ...] = ()
     decode_stages: tuple[tuple[int, int], ...] = ()
-    #: The vLLM version the map is of, and MoRIIO's mode ("read"/"write"; None for NIXL).
-    vllm_version: str | None = None
+    #: The engine release the map is of (a vLLM or an SGLang release), and MoRIIO's mode
+    #: ("read"/"write"; None for NIXL).
+    engine_version: str | None = None
     mode: str | None = None
+    #: The serving engine, as output names it (``"vLLM"``, ``"SGLang"``).
+    engine: str = "vLLM"
+
+    @property
+    def vllm_version(self) -> str | None:
+        """Deprecated alias of :attr:`engine_version`."""
+        return self.engine_version
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,7 +148,9 @@ class TransferMap:
             "kv_heads": self.kv_heads,
             "is_mla": self.is_mla,
             "connector": self.connector,
-            "vllm_version": self.vllm_version,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "vllm_version": self.engine_version,  # deprecated: engine_version
             "mode": self.mode,
             "decode": [r.to_dict() for r in self.decode],
             "prefill": [r.to_dict() for r in self.prefill],
@@ -232,8 +242,9 @@ def transfer_map(
         data_parallel=_pairing(pl, dl, conn.kv_connector),
         prefill_stages=_stages(pl, layers),
         decode_stages=_stages(dl, layers),
-        vllm_version=conn.vllm_version,
+        engine_version=conn.engine_version,
         mode=conn.mode,
+        engine=conn.engine_label,
     )
 
 

@@ -11,6 +11,7 @@
 
 mod parallel;
 pub mod sglang;
+pub mod sglang_flow;
 mod version;
 
 #[cfg(test)]
@@ -22,6 +23,8 @@ mod sglang_golden;
 
 use std::fmt;
 use std::sync::{OnceLock, RwLock};
+
+use crate::check::{self, Flow, Shape, Stage, Violation, VllmError};
 
 pub use parallel::{
     moriio_bind_offset, moriio_dial_offset, moriio_dp_ports_match, nixl_handshake_peers,
@@ -80,6 +83,27 @@ impl Engine {
         }
     }
 
+    /// Where the engine's pair rules take TP sizes only, not layouts: what the sizes mean and
+    /// what checks the rest (`None`: layouts with DP/EP/PP are checked).
+    pub fn tp_only(self) -> Option<&'static str> {
+        match self {
+            Engine::Vllm => None,
+            Engine::Sglang => Some(
+                "attention TP: TP / DP with --enable-dp-attention; for DP attention use \
+                 pdtp.deployment.connectors.sglang.check_sglang_pair",
+            ),
+        }
+    }
+
+    /// The engine's default page size and KV-cache dtype where pdtp models its rules for
+    /// them (SGLang: `--page-size 1`, `--kv-cache-dtype auto`); `None`: not modeled.
+    pub fn kv_defaults(self) -> Option<(i64, &'static str)> {
+        match self {
+            Engine::Vllm => None,
+            Engine::Sglang => Some((sglang::DEFAULT_PAGE_SIZE, sglang::DEFAULT_KV_CACHE_DTYPE)),
+        }
+    }
+
     /// A release of the engine from its text (`0.33.0`; SGLang's `0.5.10.post1`).
     pub fn parse(self, text: &str) -> Option<Version> {
         match self {
@@ -106,6 +130,10 @@ impl Engine {
         self.release(self.releases().len() - 1)
     }
 }
+
+/// Exception classes engines raise beyond the ones [`VllmError`] names (`VllmError::Other`
+/// holds the index): SGLang's own, and NIXL's as SGLang's backends meet them.
+pub const ENGINE_ERRORS: &[&str] = &["AttributeError", "KVTransferError", "nixlNotFoundError"];
 
 /// One KV connector, everything pdtp knows of it outside its rules: identity, engine, the
 /// vendors it runs on and pairs, its launch settings. Its rules per release are the
@@ -160,6 +188,36 @@ impl Connector {
     pub fn runs_on(&self, vendor: &str) -> bool {
         self.gpu_vendor
             .is_none_or(|v| v.eq_ignore_ascii_case(vendor))
+    }
+
+    /// Why the connector's worker does not start on GPUs of `vendor` (`AMD`/`NVIDIA`), in its
+    /// engine's words: vLLM's MoRIIO raises [`MORIIO_UNAVAILABLE`] when the engine starts its
+    /// workers (`mori` is ROCm only); SGLang's MORI backend fails its import. `None`: it runs.
+    pub fn gpu_violation(&self, vendor: &str) -> Option<Violation> {
+        let needs = self.gpu_vendor?;
+        if needs.eq_ignore_ascii_case(vendor) {
+            return None;
+        }
+        let (message, hint) = match self.engine {
+            Engine::Vllm => (
+                MORIIO_UNAVAILABLE.to_string(),
+                format!(
+                    "{} runs only on {needs} GPUs: vLLM's MoRIIO worker imports AMD's MoRI \
+                     (ROCm), which a {vendor} GPU has no build of, and fails when the engine \
+                     starts its workers. On {vendor} GPUs use connector=\"nixl\"",
+                    self.name
+                ),
+            ),
+            Engine::Sglang => sglang_flow::gpu_refusal(self.name, needs, vendor),
+        };
+        Some(Violation::new(
+            "connector_needs_amd_gpu",
+            "pair",
+            message,
+            hint,
+            VllmError::RuntimeError,
+            Stage::EngineStart,
+        ))
     }
 
     /// Whether `key` (lower case, `-` for `_`) names this connector.
@@ -481,8 +539,58 @@ pub enum Rules {
     Nixl(NixlRules),
     MoriioRead(MoriioReadRules),
     MoriioWrite(MoriioWriteRules),
-    /// An SGLang transfer backend's rules (`sglang.rs`); `check::sglang_flow` reads them.
+    /// An SGLang transfer backend's rules (`sglang.rs`); `sglang_flow::flow` reads them.
     Sglang(sglang::SglangRules),
+}
+
+impl Rules {
+    /// What the two instances' `--page-size`-like (`page`: prefill, decode) and KV-cache dtype
+    /// settings (`dtype`) do, as the engine checks them: its violation, or `None`. A side
+    /// given as `None` takes the engine's default ([`Engine::kv_defaults`]). `Err`: the
+    /// engine's rules for unequal settings are not modeled (say so, never guess).
+    pub fn kv_settings_violation(
+        &self,
+        engine: Engine,
+        page: (Option<i64>, Option<i64>),
+        dtype: (Option<&str>, Option<&str>),
+    ) -> Result<Option<Violation>, String> {
+        let Some((default_page, default_dtype)) = engine.kv_defaults() else {
+            if page.0 == page.1 && dtype.0 == dtype.1 {
+                return Ok(None); // one setting on both sides (or none given)
+            }
+            return Err(format!(
+                "page_size and kv_cache_dtype are checked for pairs of one setting on both \
+                 sides under {}: pdtp does not model its rules for unequal or one-sided \
+                 settings",
+                engine.label()
+            ));
+        };
+        let page = (
+            page.0.unwrap_or(default_page),
+            page.1.unwrap_or(default_page),
+        );
+        let dtype = (
+            dtype.0.unwrap_or(default_dtype),
+            dtype.1.unwrap_or(default_dtype),
+        );
+        Ok(match self {
+            Rules::Sglang(r) => sglang_flow::kv_settings_violation(r, page, dtype),
+            Rules::Nixl(_) | Rules::MoriioRead(_) | Rules::MoriioWrite(_) => None,
+        })
+    }
+
+    /// The connector's steps for a pair (P = prefill TP, D = decode TP, both ≥ 1) as its
+    /// engine runs them: the first violation the engine raises (or pdtp's, where it raises
+    /// nothing and the pair cannot work), else what runs. `check` calls this once, whatever
+    /// the engine: a new engine's rules are a variant here and its own module's flow.
+    pub fn flow(&self, shape: &Shape, p: i64, d: i64) -> Result<Flow, Violation> {
+        match self {
+            Rules::Nixl(r) => check::nixl_flow(shape, p, d, r),
+            Rules::MoriioRead(r) => check::moriio_read_flow(shape, p, d, r),
+            Rules::MoriioWrite(r) => check::moriio_write_flow(shape, p, d, r),
+            Rules::Sglang(r) => sglang_flow::flow(shape, p, d, r),
+        }
+    }
 }
 
 /// One connector's rules from release `since` until the connector's next row.

@@ -258,6 +258,98 @@ pub enum DpAttention {
     NixlGrouped,
 }
 
+/// NIXL's prepared-transfer path (0.5.13 on, `_init_hetero_tp_prep_handle`): for P < D one
+/// source descriptor list per prefill rank, each token's row cut into `num_groups` groups of
+/// the `n` heads a decode rank takes; the list must tile the rank's `hp` heads exactly
+/// (`num_groups · n = hp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prepared {
+    /// No prepared path (Mooncake, MORI, NIXL before 0.5.13): the slice is sent as computed.
+    No,
+    /// 0.5.13-0.5.16: `num_groups = D // P`. A decode side replicating heads (H < D)
+    /// over-counts: the list runs past the rank's registered KV region.
+    GroupsPerRank,
+    /// 0.5.17-0.5.21: `num_groups = D // P // max(1, D // H)` (one group per unique slice);
+    /// H < P < D makes it 0: an empty source list.
+    GroupsPerSlice,
+    /// 0.5.22 on: as `GroupsPerSlice`, and the method asserts the tiling
+    /// (`assert page_size * num_groups * bytes_per_token_to_send == src_kv_item_len`, no
+    /// message): H < P < D raises an empty `AssertionError`.
+    GroupsPerSliceAsserted,
+}
+
+/// What a prepared source list that does not tile the rank's KV slot raises where SGLang
+/// asserts nothing (`nixl._bindings.nixlNotFoundError`: NIXL finds no registered region for
+/// descriptors past the rank's KV memory; SGLang 0.5.22's own comment on the fix: "over-
+/// counting addresses past the registered KV region, where prep_xfer_dlist raises
+/// NIXL_ERR_NOT_FOUND"). pdtp's reading of NIXL, not SGLang's Python.
+pub const NIXL_NOT_FOUND: (&str, &str) = ("nixlNotFoundError", "NIXL_ERR_NOT_FOUND");
+
+/// What the decode side checks of the two instances' `--page-size` and `--kv-cache-dtype`
+/// (they must match: KV moves page by page, in the prefill's item size and dtype).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvSettings {
+    /// Before 0.5.8: nothing. Unequal settings copy the prefill's pages (its page size times
+    /// its dtype's bytes per token) into the decode's differently laid out pages: wrong KV.
+    Unchecked,
+    /// 0.5.8-0.5.9: the receiver's `__init__` raises [`PAGE_SIZE_MISMATCH`]
+    /// (`RuntimeError`) in the decode scheduler at the first request; the dtype is unchecked.
+    PageSize,
+    /// 0.5.10 on: `try_ensure_parallel_info` raises [`PAGE_SIZE_MISMATCH`], then
+    /// [`KV_DTYPE_MISMATCH`] (`RuntimeError`), before the rank mapping.
+    PageSizeAndDtype,
+}
+
+pub const PAGE_SIZE_MISMATCH: &str = "Page size mismatch: prefill server has \
+     page_size={prefill}, but decode server has page_size={decode}. Both servers must use the \
+     same --page-size value.";
+pub const KV_DTYPE_MISMATCH: &str = "KV cache dtype mismatch: prefill server has \
+     kv_cache_dtype={prefill}, but decode server has kv_cache_dtype={decode}. Both servers \
+     must use the same --kv-cache-dtype value.";
+
+/// SGLang's `--page-size` and `--kv-cache-dtype` defaults (`ServerArgs`: `page_size` 1 where
+/// the attention backend sets none, `kv_cache_dtype` `"auto"`).
+pub const DEFAULT_PAGE_SIZE: i64 = 1;
+pub const DEFAULT_KV_CACHE_DTYPE: &str = "auto";
+
+/// What unequal settings do: `Err((class, text))` where SGLang raises, `Ok(Some(why))` where
+/// it checks nothing and the KV is wrong, `Ok(None)` when they match.
+pub fn kv_settings_outcome(
+    r: &SglangRules,
+    page: (i64, i64),
+    dtype: (&str, &str),
+) -> Result<Option<String>, (&'static str, String)> {
+    let fill = |text: &str, a: &dyn fmt::Display, b: &dyn fmt::Display| {
+        text.replace("{prefill}", &a.to_string())
+            .replace("{decode}", &b.to_string())
+    };
+    let checks_page = r.kv_settings != KvSettings::Unchecked;
+    let checks_dtype = r.kv_settings == KvSettings::PageSizeAndDtype;
+    if page.0 != page.1 && checks_page {
+        return Err(("RuntimeError", fill(PAGE_SIZE_MISMATCH, &page.0, &page.1)));
+    }
+    if dtype.0 != dtype.1 && checks_dtype {
+        return Err(("RuntimeError", fill(KV_DTYPE_MISMATCH, &dtype.0, &dtype.1)));
+    }
+    if page.0 != page.1 {
+        return Ok(Some(format!(
+            "prefill --page-size {} and decode --page-size {}: this SGLang checks neither, and \
+             copies each prefill page ({} tokens) whole into the decode's pages of {}: tokens' \
+             KV lands in other tokens' slots",
+            page.0, page.1, page.0, page.1
+        )));
+    }
+    if dtype.0 != dtype.1 {
+        return Ok(Some(format!(
+            "prefill --kv-cache-dtype {} and decode --kv-cache-dtype {}: this SGLang does not \
+             check the dtype and copies the prefill's bytes as they are: the decode reads them \
+             as {}",
+            dtype.0, dtype.1, dtype.1
+        )));
+    }
+    Ok(None)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SglangRules {
     pub mapping: Mapping,
@@ -270,6 +362,25 @@ pub struct SglangRules {
     /// The prefill sender times out a room no decode rank joined (`bootstrap_timeout`);
     /// before, such a request waits forever.
     pub bootstrap_timeout: bool,
+    /// NIXL's prepared-transfer descriptor lists ([`Prepared`]).
+    pub prepared: Prepared,
+    /// What the decode side checks of `--page-size` / `--kv-cache-dtype` ([`KvSettings`]).
+    pub kv_settings: KvSettings,
+}
+
+impl SglangRules {
+    /// The same rules with NIXL's prepared path `prepared`.
+    pub const fn prepared(self, prepared: Prepared) -> SglangRules {
+        SglangRules { prepared, ..self }
+    }
+
+    /// The same rules with the `--page-size` / `--kv-cache-dtype` checks `kv_settings`.
+    pub const fn kv_settings(self, kv_settings: KvSettings) -> SglangRules {
+        SglangRules {
+            kv_settings,
+            ..self
+        }
+    }
 }
 
 /// One backend's rules from release `since` until its next row.
@@ -297,6 +408,8 @@ const fn rules(
         slice_surface,
         pp_assert,
         bootstrap_timeout,
+        prepared: Prepared::No,
+        kv_settings: KvSettings::Unchecked,
     }
 }
 
@@ -434,6 +547,20 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
     ),
     row(
         Backend::Mooncake,
+        "0.5.8",
+        rules(
+            Hetero,
+            PLAIN,
+            Fails(FAIL_051),
+            SRC_MOD,
+            RequestFails,
+            true,
+            true,
+        )
+        .kv_settings(KvSettings::PageSize),
+    ),
+    row(
+        Backend::Mooncake,
         "0.5.10",
         rules(
             Hetero,
@@ -443,7 +570,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             TransferThread,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Mooncake,
@@ -456,7 +584,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             TransferThread,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Mooncake,
@@ -469,7 +598,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             RequestFails,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -551,6 +681,20 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
     ),
     row(
         Backend::Nixl,
+        "0.5.8",
+        rules(
+            Hetero,
+            PLAIN,
+            Fails(FAIL_051),
+            SRC_MOD,
+            PrefillScheduler,
+            true,
+            false,
+        )
+        .kv_settings(KvSettings::PageSize),
+    ),
+    row(
+        Backend::Nixl,
         "0.5.10",
         rules(
             Hetero,
@@ -560,7 +704,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             false,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -573,7 +718,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             false,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -586,7 +732,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             RequestFails,
             true,
             false,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -599,7 +746,9 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             true,
-        ),
+        )
+        .prepared(Prepared::GroupsPerRank)
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Nixl,
@@ -612,7 +761,24 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             true,
-        ),
+        )
+        .prepared(Prepared::GroupsPerSlice)
+        .kv_settings(KvSettings::PageSizeAndDtype),
+    ),
+    row(
+        Backend::Nixl,
+        "0.5.22",
+        rules(
+            Hetero,
+            PLAIN,
+            Fails(FAIL_0510),
+            Slice::HelperReplicated,
+            PrefillScheduler,
+            true,
+            true,
+        )
+        .prepared(Prepared::GroupsPerSliceAsserted)
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Mori,
@@ -625,7 +791,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSize),
     ),
     row(
         Backend::Mori,
@@ -638,7 +805,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Mori,
@@ -651,7 +819,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
     row(
         Backend::Mori,
@@ -664,7 +833,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             true,
-        ),
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype),
     ),
 ];
 
@@ -882,8 +1052,38 @@ pub enum SliceOutcome {
     Raises(&'static str, &'static str),
 }
 
+/// NIXL's prepared path: the `num_groups` of prefill rank's source list for decode size `d`
+/// (`None`: no prepared path).
+pub fn prepared_groups(r: &SglangRules, p: i64, d: i64, h: i64) -> Option<i64> {
+    if p > d {
+        return (r.prepared != Prepared::No).then_some(1);
+    }
+    match r.prepared {
+        Prepared::No => None,
+        Prepared::GroupsPerRank => Some(d / p),
+        Prepared::GroupsPerSlice | Prepared::GroupsPerSliceAsserted => Some(d / p / (d / h).max(1)),
+    }
+}
+
+/// Whether NIXL's prepared source list tiles the prefill rank's `hp` heads (`num_groups · n`).
+fn prepared_tiles(r: &SglangRules, p: i64, d: i64, h: i64, n: i64) -> bool {
+    prepared_groups(r, p, d, h).is_none_or(|g| g * n == (h / p).max(1))
+}
+
 /// The offsets prefill rank `src` (of P) uses for decode rank `dst` (of D), `h` KV heads.
 pub fn head_slice(r: &SglangRules, p: i64, d: i64, h: i64, src: i64, dst: i64) -> SliceOutcome {
+    let got = head_offsets(r, p, d, h, src, dst);
+    match got {
+        SliceOutcome::Heads(_, n, _)
+            if r.prepared == Prepared::GroupsPerSliceAsserted && !prepared_tiles(r, p, d, h, n) =>
+        {
+            SliceOutcome::Raises("AssertionError", "")
+        }
+        other => other,
+    }
+}
+
+fn head_offsets(r: &SglangRules, p: i64, d: i64, h: i64, src: i64, dst: i64) -> SliceOutcome {
     let hp = (h / p).max(1);
     let (sr, dr) = (src % p, dst % d);
     match r.slice {
@@ -959,6 +1159,15 @@ pub mod surfaces {
     pub const REQUEST: &str = "request_failed";
 }
 
+/// Where an exception of the release's slice code surfaces, in the verdict's words.
+fn slice_surface(r: &SglangRules) -> &'static str {
+    match r.slice_surface {
+        SliceSurface::PrefillScheduler => surfaces::PREFILL_SCHEDULER,
+        SliceSurface::RequestFails => surfaces::REQUEST,
+        SliceSurface::TransferThread => surfaces::TRANSFER_THREAD,
+    }
+}
+
 /// The KV heads an attention-TP rank holds (SGLang's QKV split, replicated past H).
 fn heads_of(h: i64, tp: i64, rank: i64) -> Vec<i64> {
     crate::rules::kv_heads_of_rank(h, tp, rank, false)
@@ -1019,15 +1228,17 @@ pub fn pair_verdict(
                     ))
                 }
                 SliceOutcome::Raises(error, message) => {
-                    let surfaces = match r.slice_surface {
-                        SliceSurface::PrefillScheduler => surfaces::PREFILL_SCHEDULER,
-                        SliceSurface::RequestFails => surfaces::REQUEST,
-                        SliceSurface::TransferThread => surfaces::TRANSFER_THREAD,
-                    };
                     return Verdict::Raises {
                         error,
                         message: message.into(),
-                        surfaces,
+                        surfaces: slice_surface(r),
+                    };
+                }
+                SliceOutcome::Heads(_, n, _) if !prepared_tiles(r, p, d, h, n) => {
+                    return Verdict::Raises {
+                        error: NIXL_NOT_FOUND.0,
+                        message: NIXL_NOT_FOUND.1.into(),
+                        surfaces: slice_surface(r),
                     };
                 }
                 SliceOutcome::Heads(s, n, t) => {
@@ -1107,7 +1318,7 @@ mod tests {
         assert_eq!(r.key(), "sglang-mooncake@0.5.23");
         assert_eq!(
             resolve_sglang("SGLang_NIXL@0.5.9").unwrap().profile.since,
-            "0.5.6.post1"
+            "0.5.8"
         );
         let r = resolve_sglang("sglang-mori@0.6.0").unwrap();
         assert_eq!(r.rules_version, sglang_newest());
@@ -1179,6 +1390,37 @@ mod tests {
                 }
             ),
             "{v:?}"
+        );
+        // NIXL's prepared path asserts its source list tiles the rank's heads (0.5.22 on):
+        // KV heads < P < D leave it no group, an empty AssertionError in the prefill
+        // scheduler; 0.5.13-0.5.21 assert nothing and NIXL refuses the descriptors.
+        let v = pair_verdict(rules_at("sglang-nixl"), 2, false, 4, 8, 1, 1);
+        assert_eq!(
+            v,
+            Verdict::Raises {
+                error: "AssertionError",
+                message: String::new(),
+                surfaces: surfaces::PREFILL_SCHEDULER
+            }
+        );
+        let v = pair_verdict(rules_at("sglang-nixl@0.5.16"), 4, false, 2, 8, 1, 1);
+        assert!(
+            matches!(
+                v,
+                Verdict::Raises {
+                    error: "nixlNotFoundError",
+                    ..
+                }
+            ),
+            "{v:?}"
+        );
+        assert_eq!(
+            pair_verdict(rules_at("sglang-nixl"), 4, false, 2, 8, 1, 1),
+            Verdict::Ok
+        );
+        assert_eq!(
+            pair_verdict(rules_at("sglang-mooncake"), 2, false, 4, 8, 1, 1),
+            Verdict::Ok
         );
         // PP: decode PP must equal prefill PP or be 1.
         let v = pair_verdict(rules_at("sglang-nixl"), 8, false, 2, 2, 1, 2);

@@ -16,8 +16,8 @@ use flate2::read::GzDecoder;
 use serde_json::Value;
 
 use super::sglang::{
-    head_slice, rank_outcome, resolve_sglang, RankOutcome, SglangRules, SliceOutcome, SliceSurface,
-    SGLANG_RELEASES,
+    head_slice, kv_settings_outcome, prepared_groups, rank_outcome, resolve_sglang, RankOutcome,
+    SglangRules, SliceOutcome, SliceSurface, SGLANG_RELEASES,
 };
 
 pub(super) fn golden() -> Value {
@@ -56,6 +56,12 @@ pub(super) fn recorded_rank(v: &Value) -> RankOutcome {
 }
 
 pub(super) fn recorded_slice(v: &Value) -> SliceOutcome {
+    // An early `return -1` of the slice code (Mooncake's slot-size check) fails the transfer;
+    // no case of the grid reaches one, and a rule for it is written when one does.
+    assert!(
+        v.get("fails").is_none(),
+        "a slice check fails the transfer: {v}"
+    );
     if v.get("whole").is_some() {
         return SliceOutcome::Whole;
     }
@@ -126,8 +132,36 @@ fn disagreements(rules: &SglangRules, data: &Value) -> Vec<String> {
                             "P={p} D={d} H={h} {src}->{dst}: SGLang {want:?}, pdtp {got:?}"
                         ));
                     }
+                    // NIXL's prepared path: the number of head groups its source list holds.
+                    if matches!(want, SliceOutcome::Heads(..)) {
+                        let want = pair[2].get("groups").map(int);
+                        let got = prepared_groups(rules, p, d, h);
+                        if want != got {
+                            out.push(format!(
+                                "P={p} D={d} H={h} {src}->{dst}: SGLang num_groups {want:?}, \
+                                 pdtp {got:?}"
+                            ));
+                        }
+                    }
                 }
             }
+        }
+    }
+    // `--page-size` / `--kv-cache-dtype` of the two instances: SGLang's exception, or none.
+    for case in data["settings"].as_array().expect("settings") {
+        let page = (int(&case["page"][0]), int(&case["page"][1]));
+        let dtype = (
+            case["dtype"][0].as_str().expect("dtype"),
+            case["dtype"][1].as_str().expect("dtype"),
+        );
+        let want = case.get("error").map(|e| (s(&e[0]), s(&e[1])));
+        let got = kv_settings_outcome(rules, page, dtype)
+            .err()
+            .map(|(c, t)| (c.to_string(), t));
+        if want != got {
+            out.push(format!(
+                "page {page:?} dtype {dtype:?}: SGLang {want:?}, pdtp {got:?}"
+            ));
         }
     }
     if let Some(want) = surface(&data["slice_surface"]) {

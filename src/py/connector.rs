@@ -28,6 +28,28 @@ pub(super) fn connector_gpu_violation(
     Ok(check::gpu_violation(conn, vendor).map(violation_tuple))
 }
 
+/// The two instances' page size and KV-cache dtype (`(prefill, decode)`, `None`: the
+/// engine's default) under a connector key: its violation, or `None`; an engine whose rules
+/// for them pdtp does not model refuses unequal settings (`InvalidArgumentError`).
+#[pyfunction]
+pub(super) fn connector_kv_settings_violation(
+    py: Python<'_>,
+    connector: &str,
+    page: (Option<i64>, Option<i64>),
+    dtype: (Option<String>, Option<String>),
+) -> PyResult<Option<ViolationTuple>> {
+    let r = resolved(py, connector)?;
+    r.profile
+        .rules
+        .kv_settings_violation(
+            r.connector.engine,
+            page,
+            (dtype.0.as_deref(), dtype.1.as_deref()),
+        )
+        .map(|v| v.map(violation_tuple))
+        .map_err(|m| invalid(py, m))
+}
+
 /// MoRIIO's port offsets for rank (`dp_rank`, `tp_rank`) of an instance of TP `tp` under a
 /// connector key (`"moriio@X.Y.Z"`): `(bound, dialed)` — the offset the rank binds from
 /// `handshake_port` and the one a peer dials to reach it, as that release's code derives them
@@ -77,6 +99,8 @@ pub(super) struct ConnectorInfo {
     gpu_vendor: Option<&'static str>,
     mixes_vendor: Option<&'static str>,
     default_for: Vec<&'static str>,
+    /// The engine's rules take TP sizes only: what they mean (`None`: layouts are checked).
+    tp_only: Option<&'static str>,
 }
 
 /// Resolve `"name"` or `"name@X.Y.Z"`; unknown names and versions raise pdtp's errors.
@@ -100,6 +124,7 @@ pub(super) fn resolve_connector(py: Python<'_>, key: &str) -> PyResult<Connector
         gpu_vendor: r.connector.gpu_vendor,
         mixes_vendor: r.connector.mixes_vendor,
         default_for: r.connector.default_for.to_vec(),
+        tp_only: r.connector.engine.tp_only(),
     })
 }
 

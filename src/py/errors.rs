@@ -54,11 +54,10 @@ pub(super) fn vllm_error(py: Python<'_>, kind: VllmError, message: String) -> Py
         }
         VllmError::RuntimeError => raise::<class::RuleRuntimeError>(py, message),
         VllmError::KeyError => raise::<class::RuleKeyError>(py, message),
-        // SGLang's AttributeError / KVTransferError have no rule class of their own: the pair
-        // cannot work, said with the engine's text.
-        VllmError::AttributeError | VllmError::KVTransferError | VllmError::None => {
-            raise::<class::UnworkablePairError>(py, message)
-        }
+        // Another engine's class (SGLang's AttributeError / KVTransferError, NIXL's
+        // nixlNotFoundError) has no rule class of its own: the pair cannot work, said with
+        // the engine's text.
+        VllmError::Other(_) | VllmError::None => raise::<class::UnworkablePairError>(py, message),
     }
 }
 

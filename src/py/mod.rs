@@ -33,6 +33,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_kv_heads, m)?)?;
     m.add_function(wrap_pyfunction!(expected_ack_count, m)?)?;
     m.add_function(wrap_pyfunction!(connector_gpu_violation, m)?)?;
+    m.add_function(wrap_pyfunction!(connector_kv_settings_violation, m)?)?;
     m.add_function(wrap_pyfunction!(alternatives, m)?)?;
     m.add_function(wrap_pyfunction!(transfer_map, m)?)?;
     m.add_class::<ConnectorInfo>()?;
