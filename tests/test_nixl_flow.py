@@ -80,3 +80,16 @@ def test_nixl_mamba_needs_equal_tp_018_to_019(version):
     assert pdtp.check(LLAMA, 4, 8, connector="nixl", vllm_version=version).ok
     for other in ("0.17.1", "0.20.0"):
         assert pdtp.check(hybrid, 4, 8, connector="nixl", vllm_version=other).ok
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.21.0", "0.23.0"])
+def test_nixl_mamba_skips_the_block_length_assert_020_to_023(version):
+    # 0.20.0 nixl/worker.py:1494 `if not self._has_mamba:` around the `remote_block_len ==
+    # block_len * tp_ratio` assert (a hybrid model's block_len is padded to its Mamba page).
+    # P < H < D: the decode ranks replicate heads while the prefill ranks split them.
+    shape, hybrid = pdtp.ModelShape(32, 4), pdtp.ModelShape(32, 4, hybrid=True)
+    assert first(shape, 2, 8, version)[1].code == "kv_block_len_mismatch"
+    assert pdtp.check(hybrid, 2, 8, connector="nixl", vllm_version=version).ok
+    # 0.19.1: the Mamba equal-TP assert comes first; 0.24.0 on compares heads per rank.
+    assert first(hybrid, 2, 8, "0.19.1")[1].code == "mamba_heterogeneous_tp"
+    assert pdtp.check(shape, 2, 8, connector="nixl", vllm_version="0.24.0").ok
