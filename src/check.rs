@@ -1523,7 +1523,7 @@ fn nixl_handshake_failed(r: &NixlRules, v: Violation) -> Violation {
             nixl_consequence::REQUEST_FAILED,
         ),
     };
-    let hint = format!("{}. {logged}{then}", v.hint);
+    let hint = format!("{}. {logged}{then}", v.hint.trim_end_matches('.'));
     let v = Violation {
         hint,
         consequence,
