@@ -367,27 +367,33 @@ pub(crate) fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<
     // 1. `_nixl_handshake`: the tp ratio, and with it the prefill rank(s) to dial.
     match r.ratio {
         NixlRatio::Legacy if d < p => {
-            return Err(vllm(
-                "decode_smaller_than_prefill",
-                VllmError::ZeroDivisionError,
-                "integer division or modulo by zero",
-                format!(
+            return Err(nixl_handshake_failed(
+                r,
+                vllm(
+                    "decode_smaller_than_prefill",
+                    VllmError::ZeroDivisionError,
+                    "integer division or modulo by zero",
+                    format!(
                     "vLLM's NIXL before 0.11.1 computes decode_tp // prefill_tp = {d} // {p} = 0 \
                      and divides the decode rank by it: it crashes before any check of its own. \
                      It needs decode_tp >= prefill_tp (a multiple of it): use decode_tp={p}, or \
                      vLLM 0.14.0 or newer where NIXL accepts prefill_tp > decode_tp"
                 ),
+                ),
             ))
         }
         NixlRatio::Legacy if d % p != 0 => {
-            return Err(vllm(
-                "tp_not_divisible",
-                VllmError::AssertionError,
-                format!("{d} is not divisible by {p}"),
-                format!(
-                    "NIXL asserts divide(decode_tp, prefill_tp) when it registers the prefill \
+            return Err(nixl_handshake_failed(
+                r,
+                vllm(
+                    "tp_not_divisible",
+                    VllmError::AssertionError,
+                    format!("{d} is not divisible by {p}"),
+                    format!(
+                        "NIXL asserts divide(decode_tp, prefill_tp) when it registers the prefill \
                      rank: decode_tp must be a multiple of prefill_tp ({}).",
-                    divisible_hint(p, d)
+                        divisible_hint(p, d)
+                    ),
                 ),
             ))
         }
@@ -406,36 +412,45 @@ pub(crate) fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<
             } else {
                 "tp_not_divisible"
             };
-            return Err(vllm(
-                code,
-                VllmError::AssertionError,
-                format!(
+            return Err(nixl_handshake_failed(
+                r,
+                vllm(
+                    code,
+                    VllmError::AssertionError,
+                    format!(
                     "Local tensor parallel size {d} is not divisible by remote tensor parallel \
                      size {p}."
                 ),
-                hint,
+                    hint,
+                ),
             ));
         }
         NixlRatio::BothWays if d >= p && d % p != 0 => {
-            return Err(vllm(
-                "tp_not_divisible",
-                VllmError::AssertionError,
-                format!(
+            return Err(nixl_handshake_failed(
+                r,
+                vllm(
+                    "tp_not_divisible",
+                    VllmError::AssertionError,
+                    format!(
                     "Local tensor parallel size {d} is not divisible by remote tensor parallel \
                      size {p}."
                 ),
-                divisible_hint(p, d),
+                    divisible_hint(p, d),
+                ),
             ));
         }
         NixlRatio::BothWays if p > d && p % d != 0 => {
-            return Err(vllm(
-                "tp_not_divisible",
-                VllmError::AssertionError,
-                format!(
+            return Err(nixl_handshake_failed(
+                r,
+                vllm(
+                    "tp_not_divisible",
+                    VllmError::AssertionError,
+                    format!(
                     "Remote tensor parallel size {p} is not divisible by local tensor parallel \
                      size {d}."
                 ),
-                divisible_hint(p, d),
+                    divisible_hint(p, d),
+                ),
             ));
         }
         _ => {}
@@ -452,38 +467,60 @@ pub(crate) fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<
         } else {
             "NIXL"
         };
-        return Err(vllm(
-            "replicated_kv_prefill_larger",
-            VllmError::AssertionError,
-            "",
-            format!(
-                "{who} asserts (without a message) that a prefill side larger than the decode \
+        return Err(nixl_handshake_failed(
+            r,
+            vllm(
+                "replicated_kv_prefill_larger",
+                VllmError::AssertionError,
+                "",
+                format!(
+                    "{who} asserts (without a message) that a prefill side larger than the decode \
                  side does not replicate KV heads: prefill_tp={p} {} the {h} KV heads. Use \
                  prefill_tp <= decode_tp, or keep prefill_tp {} {h}",
-                if p > h { "exceeds" } else { "reaches" },
-                match r.replicated {
-                    Replicated::AtLeastHeads => "<",
-                    Replicated::MoreThanHeads => "<=",
-                }
+                    if p > h { "exceeds" } else { "reaches" },
+                    match r.replicated {
+                        Replicated::AtLeastHeads => "<",
+                        Replicated::MoreThanHeads => "<=",
+                    }
+                ),
+            ),
+        ));
+    }
+    if r.mamba_same_tp && shape.hybrid && p != d {
+        return Err(nixl_handshake_failed(
+            r,
+            vllm(
+                "mamba_heterogeneous_tp",
+                VllmError::AssertionError,
+                "Mamba does not support heterogeneous TP yet",
+                format!(
+                    "this vLLM's NIXL (0.18.0-0.19.x) moves a hybrid model's Mamba state only \
+                     between equal TP sizes: use prefill_tp = decode_tp (here {p} and {d}), \
+                     or vLLM 0.20.0 or newer"
+                ),
             ),
         ));
     }
     if let BlockLen::TpRatio(message) = r.block_len {
         // Block lengths are heads per rank x a fixed size; `tp_ratio` = D / P here.
-        if !shape.is_mla && !replicated && d > p {
+        let exempt = r.mamba_skips_block_len && shape.hybrid;
+        if !shape.is_mla && !replicated && d > p && !exempt {
             let (local, remote) = (heads_per_rank(shape, d), heads_per_rank(shape, p));
             if remote != local * (d / p) {
-                return Err(vllm(
-                    "kv_block_len_mismatch",
-                    VllmError::AssertionError,
-                    message,
-                    format!(
+                return Err(nixl_handshake_failed(
+                    r,
+                    vllm(
+                        "kv_block_len_mismatch",
+                        VllmError::AssertionError,
+                        message,
+                        format!(
                         "this vLLM's NIXL expects a prefill block to hold decode_tp/prefill_tp = \
                          {} times a decode rank's KV heads, but with {h} KV heads a prefill rank \
                          holds {remote} and a decode rank {local} (decode ranks replicate heads \
                          once decode_tp > {h}). Keep decode_tp <= {h}, raise prefill_tp to {h} \
                          or more, or use vLLM 0.24.0 or newer",
                         d / p
+                    ),
                     ),
                 ));
             }
@@ -1060,11 +1097,16 @@ pub fn pair_ok(
             let fan_in = fan_in_checked(r.fan_in_replicated, shape);
             let block_len = match r.block_len {
                 BlockLen::TpRatio(_) => {
-                    shape.is_mla || replicated || d <= p || remote == local * (d / p)
+                    shape.is_mla
+                        || replicated
+                        || d <= p
+                        || (r.mamba_skips_block_len && shape.hybrid)
+                        || remote == local * (d / p)
                 }
                 BlockLen::PerRankHeads => true,
             };
-            sizes && !(p > d && replicated && fan_in) && block_len
+            let mamba = !(r.mamba_same_tp && shape.hybrid && p != d);
+            sizes && !(p > d && replicated && fan_in) && mamba && block_len
         }
         Rules::MoriioRead(r) => {
             let sizes = match r.dial {
@@ -1255,5 +1297,62 @@ mod tests {
         for (p, d) in alts {
             assert!(pair_ok(&LLAMA70, p, d, prof, None));
         }
+    }
+}
+
+/// What becomes of a request NIXL's handshake raised for (a violation's `consequence` with
+/// `when` = first transfer): the exception is only logged in the handshake thread.
+pub mod nixl_consequence {
+    /// vLLM fails the request (`kv_load_failure_policy = "fail"`, 0.17.0 on).
+    pub const REQUEST_FAILED: &str = "request_failed";
+    /// The decode recomputes the prompt itself: no KV moves (0.12.0-0.16.x).
+    pub const RECOMPUTED_ON_DECODE: &str = "recomputed_on_decode";
+}
+
+/// A NIXL handshake violation as it reaches the user: vLLM raises it in its background
+/// handshake thread (`_background_nixl_handshake`) and only logs it; the future's callbacks
+/// decide what the request meets (`NixlHandshakeFailure`), at its first transfer.
+fn nixl_handshake_failed(r: &NixlRules, v: Violation) -> Violation {
+    use crate::connector::NixlHandshakeFailure as F;
+    let logged = format!(
+        "vLLM raises {} in NIXL's background handshake and only logs it; ",
+        if v.error == VllmError::AssertionError && v.message.is_empty() {
+            "a bare AssertionError".to_string()
+        } else {
+            v.error.name().to_string()
+        }
+    );
+    let (then, consequence) = match r.handshake_failure {
+        F::ReadsWithoutAgent => (
+            "the request is queued as ready anyway, and its read finds no remote agent: the \
+             decode worker raises KeyError (the prefill engine id) at the first transfer",
+            "",
+        ),
+        F::Recomputed => (
+            "the request's KV load is reported failed and the decode recomputes the prompt \
+             itself (kv_load_failure_policy=recompute): every request, no KV moves",
+            nixl_consequence::RECOMPUTED_ON_DECODE,
+        ),
+        F::RequestFails => (
+            "the request's KV load is reported failed and vLLM fails the request \
+             (kv_load_failure_policy=fail, the default): every request routed to this pair \
+             finishes with an error",
+            nixl_consequence::REQUEST_FAILED,
+        ),
+    };
+    let hint = format!("{}. {logged}{then}", v.hint.trim_end_matches('.'));
+    let v = Violation {
+        hint,
+        consequence,
+        when: Stage::FirstTransfer,
+        ..v
+    };
+    match r.handshake_failure {
+        F::ReadsWithoutAgent => v.surfacing(
+            VllmError::KeyError,
+            "'{remote_engine_id}'".into(),
+            Stage::FirstTransfer,
+        ),
+        _ => v,
     }
 }

@@ -92,7 +92,9 @@ class Verdict:
       (``blocks_held_until_timeout``, ``round_robin_source``, ``ranks_idle``) and the
       result's warnings say it in words;
     - ``invalid``: vLLM raises ``error`` with ``message``, reaching the user at ``when``
-      (``model_load``, ``engine_start``, ``handshake``, ``first_transfer``);
+      (``model_load``, ``engine_start``, ``handshake``, ``first_transfer``); where vLLM
+      only logs it (NIXL's background handshake), ``consequences`` say what becomes of the
+      request (``request_failed``, ``recomputed_on_decode``);
     - ``broken``: vLLM raises nothing but it cannot work (``consequences``: ``hang``,
       ``leak``, ``wrong_bytes``); pdtp refuses it;
     - ``over_limit``: outside a limit pdtp was given (``max_acks``, memory).
@@ -144,9 +146,10 @@ def verdict_of(violations: Any, warnings: Any, engine: str = "vLLM") -> Verdict:
             consequences=(v.consequence,),
             engine=engine,
         )
+    fate = (v.consequence,) if v.consequence else ()
     if v.user_error:
-        return Verdict("invalid", v.user_error, v.user_message, v.when, engine=engine)
-    return Verdict("invalid", v.vllm_error, v.message or v.hint, v.when, engine=engine)
+        return Verdict("invalid", v.user_error, v.user_message, v.when, fate, engine=engine)
+    return Verdict("invalid", v.vllm_error, v.message or v.hint, v.when, fate, engine=engine)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ mod version;
 #[cfg(test)]
 mod golden;
 #[cfg(test)]
+mod nixl_flow;
+#[cfg(test)]
 mod sglang_check;
 #[cfg(test)]
 mod sglang_golden;
@@ -414,6 +416,25 @@ pub enum NixlPp {
 pub const NIXL_PP_ENGINE_START: &str = "NixlConnector received pp_rank > 0 handshake metadata \
      but does not support PP-disaggregated KV transfer.";
 
+/// What becomes of a request whose NIXL handshake raised. The handshake runs in a background
+/// thread (`_background_nixl_handshake`): its exception is only logged, and the future's
+/// callbacks decide what the request meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NixlHandshakeFailure {
+    /// 0.11.0: `request_ready` queues the request as ready whatever the future holds (0.11.0
+    /// `nixl_connector.py:729`); `start_load_kv` reads it with no remote agent registered and
+    /// raises `KeyError` (the remote engine id) in the decode worker at the first transfer.
+    ReadsWithoutAgent,
+    /// 0.11.1-0.16.x: the request is queued as failed (`_failed_recv_reqs`, 0.12.0
+    /// `nixl_connector.py:1129`) and reported received with its blocks invalid; the scheduler
+    /// recomputes them (0.11.1-0.12.0 `_handle_invalid_blocks`; `kv_load_failure_policy`
+    /// default `recompute` 0.13.0-0.16.x): the decode prefills every prompt itself.
+    Recomputed,
+    /// 0.17.0 on: as `Recomputed`, but `kv_load_failure_policy` defaults to `fail`
+    /// (`vllm/config/kv_transfer.py`): every request finishes with an error.
+    RequestFails,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NixlRules {
     pub ratio: NixlRatio,
@@ -421,6 +442,15 @@ pub struct NixlRules {
     pub fan_in_replicated: FanInReplicated,
     pub block_len: BlockLen,
     pub pp: NixlPp,
+    pub handshake_failure: NixlHandshakeFailure,
+    /// 0.18.0-0.19.x: a model with Mamba-type layers needs equal TP sizes (`if
+    /// self._has_mamba: assert tp_ratio == 1, "Mamba does not support heterogeneous TP
+    /// yet"`, 0.18.0 `nixl_connector.py:2042`, after the replicated fan-in assert).
+    pub mamba_same_tp: bool,
+    /// 0.20.0 on: the block-length assert skips models with Mamba-type layers (their
+    /// block_len is padded to the Mamba page: `if not self._has_mamba:`, 0.20.0
+    /// `nixl/worker.py:1494`).
+    pub mamba_skips_block_len: bool,
 }
 
 /// Which peer rank a MoRIIO rank dials (and reads from / writes to).
@@ -621,6 +651,9 @@ pub static PROFILES: &[ConnectorProfile] = &[
             fan_in_replicated: FanInReplicated::AllModels,
             block_len: BlockLen::TpRatio(BLOCK_LEN_011),
             pp: NixlPp::TpRanksOnly,
+            handshake_failure: NixlHandshakeFailure::ReadsWithoutAgent,
+            mamba_same_tp: false,
+            mamba_skips_block_len: false,
         }),
     },
     ConnectorProfile {
@@ -632,6 +665,9 @@ pub static PROFILES: &[ConnectorProfile] = &[
             fan_in_replicated: FanInReplicated::AllModels,
             block_len: BlockLen::TpRatio(BLOCK_LEN_011),
             pp: NixlPp::TpRanksOnly,
+            handshake_failure: NixlHandshakeFailure::Recomputed,
+            mamba_same_tp: false,
+            mamba_skips_block_len: false,
         }),
     },
     ConnectorProfile {
@@ -643,6 +679,37 @@ pub static PROFILES: &[ConnectorProfile] = &[
             fan_in_replicated: FanInReplicated::AllModels,
             block_len: BlockLen::TpRatio(BLOCK_LEN_014),
             pp: NixlPp::TpRanksOnly,
+            handshake_failure: NixlHandshakeFailure::Recomputed,
+            mamba_same_tp: false,
+            mamba_skips_block_len: false,
+        }),
+    },
+    ConnectorProfile {
+        connector: "nixl",
+        since: v(0, 17, 0),
+        rules: Rules::Nixl(NixlRules {
+            ratio: NixlRatio::BothWays,
+            replicated: Replicated::AtLeastHeads,
+            fan_in_replicated: FanInReplicated::AllModels,
+            block_len: BlockLen::TpRatio(BLOCK_LEN_014),
+            pp: NixlPp::TpRanksOnly,
+            handshake_failure: NixlHandshakeFailure::RequestFails,
+            mamba_same_tp: false,
+            mamba_skips_block_len: false,
+        }),
+    },
+    ConnectorProfile {
+        connector: "nixl",
+        since: v(0, 18, 0),
+        rules: Rules::Nixl(NixlRules {
+            ratio: NixlRatio::BothWays,
+            replicated: Replicated::AtLeastHeads,
+            fan_in_replicated: FanInReplicated::AllModels,
+            block_len: BlockLen::TpRatio(BLOCK_LEN_014),
+            pp: NixlPp::TpRanksOnly,
+            handshake_failure: NixlHandshakeFailure::RequestFails,
+            mamba_same_tp: true,
+            mamba_skips_block_len: false,
         }),
     },
     ConnectorProfile {
@@ -654,6 +721,9 @@ pub static PROFILES: &[ConnectorProfile] = &[
             fan_in_replicated: FanInReplicated::NonHybrid,
             block_len: BlockLen::TpRatio(BLOCK_LEN_014),
             pp: NixlPp::TpRanksOnly,
+            handshake_failure: NixlHandshakeFailure::RequestFails,
+            mamba_same_tp: false,
+            mamba_skips_block_len: true,
         }),
     },
     ConnectorProfile {
@@ -665,6 +735,23 @@ pub static PROFILES: &[ConnectorProfile] = &[
             fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
             block_len: BlockLen::TpRatio(BLOCK_LEN_014),
             pp: NixlPp::TpRanksOnly,
+            handshake_failure: NixlHandshakeFailure::RequestFails,
+            mamba_same_tp: false,
+            mamba_skips_block_len: true,
+        }),
+    },
+    ConnectorProfile {
+        connector: "nixl",
+        since: v(0, 22, 0),
+        rules: Rules::Nixl(NixlRules {
+            ratio: NixlRatio::BothWays,
+            replicated: Replicated::MoreThanHeads,
+            fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
+            block_len: BlockLen::TpRatio(BLOCK_LEN_014),
+            pp: NixlPp::TpRanksOnly,
+            handshake_failure: NixlHandshakeFailure::RequestFails,
+            mamba_same_tp: false,
+            mamba_skips_block_len: true,
         }),
     },
     ConnectorProfile {
@@ -676,6 +763,9 @@ pub static PROFILES: &[ConnectorProfile] = &[
             fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
             block_len: BlockLen::TpRatio(BLOCK_LEN_014),
             pp: NixlPp::EngineStartRefuses,
+            handshake_failure: NixlHandshakeFailure::RequestFails,
+            mamba_same_tp: false,
+            mamba_skips_block_len: true,
         }),
     },
     ConnectorProfile {
@@ -687,6 +777,9 @@ pub static PROFILES: &[ConnectorProfile] = &[
             fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
             block_len: BlockLen::PerRankHeads,
             pp: NixlPp::EngineStartRefuses,
+            handshake_failure: NixlHandshakeFailure::RequestFails,
+            mamba_same_tp: false,
+            mamba_skips_block_len: true,
         }),
     },
     ConnectorProfile {
@@ -698,6 +791,9 @@ pub static PROFILES: &[ConnectorProfile] = &[
             fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
             block_len: BlockLen::PerRankHeads,
             pp: NixlPp::PushOnly,
+            handshake_failure: NixlHandshakeFailure::RequestFails,
+            mamba_same_tp: false,
+            mamba_skips_block_len: true,
         }),
     },
     ConnectorProfile {

@@ -1,0 +1,95 @@
+"""NIXL's whole request flow, per release range (the classes tools/vllm_flow_nixl.py found;
+``cargo test nixl_flow`` compares every vector of its golden data)."""
+
+from __future__ import annotations
+
+import pytest
+
+import pdtp
+
+LLAMA = pdtp.ModelShape(64, 8)
+
+
+def first(shape, p, d, version):
+    r = pdtp.check(shape, p, d, connector="nixl", vllm_version=version, alternatives=0)
+    return r, r.violations[0]
+
+
+def test_nixl_0110_handshake_failure_reaches_the_read_as_keyerror():
+    # 0.11.0 nixl_connector.py:729: `request_ready` queues the request as ready whatever the
+    # handshake future holds (its ZeroDivisionError is only logged, :722); `_read_blocks`
+    # then finds no handles for the engine (`self.dst_xfer_side_handles[dst_engine_id]`,
+    # :1275) and the decode worker raises KeyError at the first transfer.
+    r, v = first(LLAMA, 4, 2, "0.11.0")
+    assert (v.vllm_error, v.message) == ("ZeroDivisionError", "integer division or modulo by zero")
+    assert (v.user_error, v.user_message, v.when) == (
+        "KeyError",
+        "'{remote_engine_id}'",
+        "first_transfer",
+    )
+    assert r.verdict.kind == "invalid" and r.verdict.error == "KeyError"
+    assert "only logs it" in v.hint
+
+
+@pytest.mark.parametrize("version", ["0.11.1", "0.12.0", "0.14.0", "0.16.0"])
+def test_nixl_handshake_failure_recomputed_on_decode_0111_to_016(version):
+    # 0.12.0 nixl_connector.py:1117-1129: `request_ready` puts a failed handshake's request in
+    # `_failed_recv_reqs` with its blocks invalid; the scheduler recomputes invalid blocks
+    # (0.12.0 `_handle_invalid_blocks`; kv_load_failure_policy = "recompute" by default,
+    # 0.13.0-0.16.0 vllm/config/kv_transfer.py). H=8, P=16 > D=8: the replicated fan-in assert.
+    r, v = first(LLAMA, 16, 8, version)
+    assert (v.code, v.vllm_error, v.when) == (
+        "replicated_kv_prefill_larger" if version >= "0.14.0" else "decode_smaller_than_prefill",
+        "AssertionError",
+        "first_transfer",
+    )
+    assert v.consequence == "recomputed_on_decode"
+    assert r.verdict.consequences == ("recomputed_on_decode",)
+
+
+@pytest.mark.parametrize("version", ["0.17.0", "0.20.0", "0.25.0", "0.33.0"])
+def test_nixl_handshake_failure_fails_the_request_from_017(version):
+    # kv_load_failure_policy defaults to "fail" from 0.17.0 (vllm/config/kv_transfer.py);
+    # 0.33.0 nixl/base_worker.py:1466-1477 `request_ready` -> `_failed_recv_reqs`.
+    r, v = first(pdtp.ModelShape(24, 2), 4, 6, version)
+    assert (
+        v.message
+        == "Local tensor parallel size 6 is not divisible by remote tensor parallel size 4."
+    )
+    assert (v.vllm_error, v.when, v.consequence) == (
+        "AssertionError",
+        "first_transfer",
+        "request_failed",
+    )
+    assert r.verdict.kind == "invalid" and r.verdict.consequences == ("request_failed",)
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.18.1", "0.19.0", "0.19.1"])
+def test_nixl_mamba_needs_equal_tp_018_to_019(version):
+    # 0.18.0 nixl_connector.py:2041-2042: `if self._has_mamba: assert tp_ratio == 1, "Mamba
+    # does not support heterogeneous TP yet"` (after the replicated fan-in assert).
+    hybrid = pdtp.ModelShape(64, 8, hybrid=True)
+    _, v = first(hybrid, 4, 8, version)
+    assert (v.code, v.vllm_error, v.message) == (
+        "mamba_heterogeneous_tp",
+        "AssertionError",
+        "Mamba does not support heterogeneous TP yet",
+    )
+    assert pdtp.check(hybrid, 8, 8, connector="nixl", vllm_version=version).ok
+    # The same pair of a model without Mamba layers, and the releases around: no such assert.
+    assert pdtp.check(LLAMA, 4, 8, connector="nixl", vllm_version=version).ok
+    for other in ("0.17.1", "0.20.0"):
+        assert pdtp.check(hybrid, 4, 8, connector="nixl", vllm_version=other).ok
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.21.0", "0.23.0"])
+def test_nixl_mamba_skips_the_block_length_assert_020_to_023(version):
+    # 0.20.0 nixl/worker.py:1494 `if not self._has_mamba:` around the `remote_block_len ==
+    # block_len * tp_ratio` assert (a hybrid model's block_len is padded to its Mamba page).
+    # P < H < D: the decode ranks replicate heads while the prefill ranks split them.
+    shape, hybrid = pdtp.ModelShape(32, 4), pdtp.ModelShape(32, 4, hybrid=True)
+    assert first(shape, 2, 8, version)[1].code == "kv_block_len_mismatch"
+    assert pdtp.check(hybrid, 2, 8, connector="nixl", vllm_version=version).ok
+    # 0.19.1: the Mamba equal-TP assert comes first; 0.24.0 on compares heads per rank.
+    assert first(hybrid, 2, 8, "0.19.1")[1].code == "mamba_heterogeneous_tp"
+    assert pdtp.check(shape, 2, 8, connector="nixl", vllm_version="0.24.0").ok
