@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 
 use super::candidates::{Candidates, Pair};
-use super::cluster::{most_served, room, Fit, Item, TooLarge};
+use super::cluster::{chain, most_served, room, Fit, Item, TooLarge};
 use super::order::{Choice, Order, Sense, Solution, Term, Value};
 use super::scenario::Objective;
 
@@ -326,4 +326,272 @@ pub fn best_of_kind(c: &Candidates, order: &Order, aggregated: bool) -> Option<S
         .filter(|p| p.is_aggregated() == aggregated)
         .collect();
     best_over(c, order, &pairs, Fit::Exact)
+}
+
+/// Whether a pair's exact closed forms equal its relaxed ones: aggregated rows (one item
+/// size), sides on different GPU types, or item sizes that divide one another (the cuts
+/// are then exact, and `Cluster::most_beside` answers both from them).
+fn exact_is_relaxed(c: &Candidates, pair: Pair) -> bool {
+    if pair.is_aggregated() {
+        return true;
+    }
+    let (a, b) = items(c, pair);
+    a.gpu_type != b.gpu_type || chain(a.piece, b.piece)
+}
+
+/// What the closed forms say of a single-model scenario, from one pass over its pairs:
+/// CP-SAT's hint, the best plan of each kind (what a plan of the other kind is compared
+/// with) and each pair's stage-0 bound — each as [`hint`], [`best_of_kind`] and
+/// [`pair_bounds`] give it alone.
+#[derive(Debug, Clone, Default)]
+pub struct ClosedForms {
+    pub hint: Option<Solution>,
+    /// The best plan over P/D pairs only (`[0]`) and over aggregated rows only (`[1]`).
+    pub best_of_kind: [Option<Solution>; 2],
+    pub bounds: Option<Vec<Option<i128>>>,
+}
+
+/// [`ClosedForms`] of `c`. Each pair's relaxed candidates give its bound; a pair whose
+/// exact closed forms are its relaxed ones (chain sizes, every pair on uniform nodes)
+/// reuses them, and the others are searched exactly best bound first, skipping a pair whose
+/// bound is worse than the best exact plan of its kind already found — its exact plans
+/// are no better than its bound, so it cannot be that kind's best. Ties keep the first
+/// pair in `c.pairs` order, as [`best_over`] does.
+pub fn closed_forms(c: &Candidates, order: &Order) -> ClosedForms {
+    if c.scenario.objective.is_fleet() || c.scenario.models.len() != 1 {
+        return ClosedForms::default();
+    }
+    let Some(st) = order.stages.first() else {
+        return ClosedForms::default();
+    };
+    let ratio = st.terms.iter().any(|t| t.0 == Term::Ratio);
+    let moves = matches!(c.scenario.objective, Objective::Moves { .. });
+    // Bounds from each pair's relaxed candidates, or a re-plan's own (`move_bounds`).
+    let relaxed_bounds = !ratio && !moves;
+    let stage0 = |ch: Choice| -> i128 {
+        match order.values(c, &vec![Some(ch)])[0] {
+            Value::Int(v) => v,
+            Value::Ratio(..) => 0,
+        }
+    };
+    let worse = |a: i128, b: i128| match st.sense {
+        Sense::Max => a < b,
+        Sense::Min => a > b,
+    };
+    let n = c.pairs.len();
+    let mut reuse: Vec<Option<Vec<Choice>>> = vec![None; n];
+    let mut bounds: Vec<Option<i128>> = Vec::with_capacity(if relaxed_bounds { n } else { 0 });
+    for (i, &p) in c.pairs.iter().enumerate() {
+        let same = exact_is_relaxed(c, p);
+        if !relaxed_bounds && !same {
+            continue;
+        }
+        let got = pair_candidates(c, order, p, Fit::Relaxed);
+        if relaxed_bounds {
+            let vals = got.iter().map(|&ch| stage0(ch));
+            bounds.push(match st.sense {
+                Sense::Max => vals.max(),
+                Sense::Min => vals.min(),
+            });
+        }
+        if same {
+            reuse[i] = Some(got);
+        }
+    }
+    let bounds = if relaxed_bounds {
+        Some(bounds)
+    } else if moves {
+        move_bounds(c, order)
+    } else {
+        None
+    };
+    let bounded = bounds.is_some();
+    let bounds = bounds.unwrap_or_default();
+    let mut visit: Vec<usize> = (0..n).collect();
+    if bounded {
+        // Best bound first (a stable sort: equal bounds stay in pair order); pairs without
+        // a relaxed plan have no exact plan either.
+        visit.retain(|&i| bounds[i].is_some());
+        visit.sort_by(|&i, &j| {
+            let (a, b) = (bounds[i].unwrap(), bounds[j].unwrap());
+            match st.sense {
+                Sense::Max => b.cmp(&a),
+                Sense::Min => a.cmp(&b),
+            }
+        });
+    }
+    // Per kind: (stage values, pair index, choice) of the best plan so far.
+    let mut best: [Option<(Vec<Value>, usize, Choice)>; 2] = [None, None];
+    for i in visit {
+        let p = c.pairs[i];
+        let kind = usize::from(p.is_aggregated());
+        if let (true, Some((bv, _, _))) = (bounded, &best[kind]) {
+            if let (Some(b), Value::Int(v)) = (bounds[i], &bv[0]) {
+                if worse(b, *v) {
+                    continue;
+                }
+            }
+        }
+        let got = reuse[i]
+            .take()
+            .unwrap_or_else(|| pair_candidates(c, order, p, Fit::Exact));
+        for ch in got {
+            let v = order.values(c, &vec![Some(ch)]);
+            let better =
+                best[kind]
+                    .as_ref()
+                    .is_none_or(|(bv, bi, _)| match order.cmp_values(&v, bv) {
+                        Ordering::Less => true,
+                        Ordering::Equal => i < *bi,
+                        Ordering::Greater => false,
+                    });
+            if better {
+                best[kind] = Some((v, i, ch));
+            }
+        }
+    }
+    let hint = match (&best[0], &best[1]) {
+        (Some(a), Some(b)) => {
+            let first = match order.cmp_values(&a.0, &b.0) {
+                Ordering::Less => a,
+                Ordering::Greater => b,
+                Ordering::Equal if a.1 < b.1 => a,
+                Ordering::Equal => b,
+            };
+            Some(first.2)
+        }
+        (Some(a), None) | (None, Some(a)) => Some(a.2),
+        (None, None) => None,
+    };
+    ClosedForms {
+        hint: hint.map(|ch| vec![Some(ch)]),
+        best_of_kind: best.map(|b| b.map(|(_, _, ch)| vec![Some(ch)])),
+        bounds: bounded.then_some(bounds),
+    }
+}
+
+/// A re-plan's per-pair lower bounds on stage 0 (moves, GPUs held and served, as
+/// [`Order`] and the CP-SAT model count them), None when stage 0 is another mix. Each
+/// chosen row's cost is convex in its count with one break at the running count, so its
+/// least value over the counts that serve the demand is at the fewest or at the running
+/// count; packing is ignored (a relaxation) and served is at most what every instance the
+/// pool holds serves. `Some(None)` for a pair no plan can use (a row cannot serve the
+/// demand within the pool).
+pub fn move_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<i128>>> {
+    let (w, run_p, run_d) = order.moves?;
+    let st = order.stages.first()?;
+    if st.sense != Sense::Min || c.scenario.models.len() != 1 {
+        return None;
+    }
+    let (mut k_moves, mut k_gpus, mut k_served) = (0i128, 0i128, 0i128);
+    for &(t, k) in &st.terms {
+        match t {
+            Term::Moves => k_moves += k as i128,
+            Term::Gpus => k_gpus += k as i128,
+            Term::Served => k_served += k as i128,
+            _ => return None,
+        }
+    }
+    if k_moves < 0 || k_gpus < 0 || k_served > 0 {
+        return None;
+    }
+    let (start, stop, restart, gpu) = (
+        w.start as i128,
+        w.stop as i128,
+        w.restart as i128,
+        w.gpu as i128,
+    );
+    let runs = [run_p, run_d];
+    let row_cost = |r: usize| -> Option<i128> {
+        let row = &c.rows[r];
+        let most = c.most(r);
+        let need = row.need.filter(|&n| n <= most)?;
+        let g = row.gpus() as i128;
+        let run = runs
+            .iter()
+            .find(|run| run.row == Some(r))
+            .map(|run| run.instances);
+        let cost = |n: i64| -> i128 {
+            let n = n as i128;
+            let moves = match run {
+                None => gpu * g * n + start * g * n,
+                Some(rn) => {
+                    let rn = rn as i128;
+                    gpu * g * n + start * g * (n - rn).max(0) + stop * g * (rn - n).max(0)
+                }
+            };
+            k_moves * moves + k_gpus * g * n
+        };
+        let at_run = run.map(|rn| cost(rn.max(need).min(most)));
+        Some(at_run.map_or(cost(need), |v| v.min(cost(need))))
+    };
+    let costs: Vec<Option<i128>> = (0..c.rows.len()).map(row_cost).collect();
+    // A running side outside the pool stops (and restarts elsewhere) whatever is chosen.
+    let gone: i128 = runs
+        .iter()
+        .filter(|run| run.row.is_none())
+        .map(|run| k_moves * (stop + restart) * (run.gpus * run.instances) as i128)
+        .sum();
+    Some(
+        c.pairs
+            .iter()
+            .map(|p| {
+                let used = [p.prefill, p.decode];
+                let mut total = costs[p.prefill]?;
+                if !p.is_aggregated() {
+                    total += costs[p.decode]?;
+                }
+                for run in &runs {
+                    let Some(r) = run.row.filter(|r| !used.contains(r)) else {
+                        continue;
+                    };
+                    // Stopped, and its GPUs restarted elsewhere (the model counts the stop
+                    // per the row's size and the restart per the running size).
+                    let rg = run.gpus as i128;
+                    let g = c.rows.get(r).map_or(rg, |row| row.gpus() as i128);
+                    let each = (stop * g + restart * rg).min((stop + restart) * rg);
+                    total += k_moves * each * run.instances as i128;
+                }
+                let (a, b) = (&c.rows[p.prefill], &c.rows[p.decode]);
+                let served = (a.units as i128 * c.most(p.prefill) as i128)
+                    .min(b.units as i128 * c.most(p.decode) as i128);
+                Some(total + gone + k_served * served)
+            })
+            .collect(),
+    )
+}
+
+/// The pairs a single-model plan's optimum can use, given a feasible `incumbent` and the
+/// pairs' stage-0 `bounds` ([`pair_bounds`]): every pair whose bound matches or beats the
+/// incumbent's stage-0 value, and the incumbent's own pair. Returns their indices in
+/// `c.pairs` and the best bound among them (stage 0's bound; None when the incumbent's
+/// pair has none). None when the incumbent's stage 0 is not an integer.
+pub fn competitive(
+    c: &Candidates,
+    order: &Order,
+    bounds: &[Option<i128>],
+    incumbent: &Solution,
+) -> Option<(Vec<usize>, Option<i128>)> {
+    let st = order.stages.first()?;
+    let mine = incumbent.first().copied().flatten()?;
+    let Value::Int(value) = order.values(c, incumbent)[0] else {
+        return None;
+    };
+    let maximise = st.sense == Sense::Max;
+    let mut kept = Vec::new();
+    let mut first: Option<i128> = None;
+    let mut unbounded = false;
+    for (i, (p, b)) in c.pairs.iter().zip(bounds).enumerate() {
+        let own = *p == mine.pair;
+        match *b {
+            None if own => unbounded = true,
+            None => continue,
+            Some(b) if !own && (if maximise { b < value } else { b > value }) => continue,
+            Some(b) => {
+                first = Some(first.map_or(b, |f| if maximise { f.max(b) } else { f.min(b) }));
+            }
+        }
+        kept.push(i);
+    }
+    Some((kept, if unbounded { None } else { first }))
 }
