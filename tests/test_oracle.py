@@ -203,7 +203,7 @@ def plan_key(plan):
     return (plan.serving, *((role, str(s.layout), s.instances, s.gpu) for role, s in plan.sides))
 
 
-def pruned_agree(model, pool, connector) -> int:
+def pruned_agree(model, pool, connector, **kw) -> int:
     """CP-SAT's plan equals the full oracle's; returns how many pairs were left out."""
     import pdtp.planning.decide as decide_module
 
@@ -217,8 +217,8 @@ def pruned_agree(model, pool, connector) -> int:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(decide_module, "beaten", counted)
-        cp = pdtp.solve(model, connector=connector, **pool)
-    ex = pdtp.solve(model, connector=connector, method="enumerate", **pool)
+        cp = pdtp.solve(model, connector=connector, **pool, **kw)
+    ex = pdtp.solve(model, connector=connector, method="enumerate", **pool, **kw)
     assert plan_key(cp) == plan_key(ex), (model, pool)
     assert (cp.status, cp.proof, ex.proof) == ("OPTIMAL", "cpsat", "enumerate")
     return sum(left_out)
@@ -226,6 +226,23 @@ def pruned_agree(model, pool, connector) -> int:
 
 def test_pruned_pairs_keep_the_full_oracles_answer():
     assert sum(pruned_agree(*case) for case in PRUNED) > 100  # the pruning did prune
+
+
+# Tokens per dollar: each pair's ratio is at most its balanced split's (relax::ratio_bounds).
+RATIO_PRUNED = [
+    ("qwen3-30b-a3b", {"nodes": {"b200": [8, 3], "h200": [6, 2]}}, "nixl"),
+    ("llama-3.1-8b", {"nodes": {"h100": [8, 5], "h200": [4]}}, "nixl"),
+    ("llama-3.1-70b", {"gpus": {"mi355x": 8, "mi300x": 16}}, "moriio"),
+]
+
+
+@pytest.mark.parametrize("case", RATIO_PRUNED)
+def test_tokens_per_dollar_pruned_pairs_keep_the_full_oracles_answer(case):
+    model, pool, connector = case
+    names = list(next(iter(pool.values())))
+    prices = {n: 2.0 + i for i, n in enumerate(names)}
+    left_out = pruned_agree(model, pool, connector, objective="tokens_per_dollar", prices=prices)
+    assert left_out > 0
 
 
 def test_a_wrong_pruning_fails(monkeypatch):

@@ -118,6 +118,18 @@ fn pair_candidates(c: &Candidates, order: &Order, pair: Pair, fit: Fit) -> Vec<C
             out
         }
         Objective::TokensPerDollar => {
+            // Only the configurations at the pair's best ratio (stage 0) can be its best
+            // under the whole order: the others are dropped as they are met, in the ratio
+            // stage's own integers (`Order::term`), not kept for a full comparison each.
+            let (sp, sd) = (
+                order.ratio_served[pair.prefill] as i128,
+                order.ratio_served[pair.decode] as i128,
+            );
+            let (kp, kd) = (
+                order.ratio_cost[pair.prefill] as i128,
+                order.ratio_cost[pair.decode] as i128,
+            );
+            let mut best: Option<(i128, i128)> = None;
             let mut out = Vec::new();
             let top = cl.most(a).min(RATIO_SCAN);
             for np in 1..=top {
@@ -128,7 +140,19 @@ fn pair_candidates(c: &Candidates, order: &Order, pair: Pair, fit: Fit) -> Vec<C
                 let even = (np as i128 * p.units as i128) / d.units.max(1) as i128;
                 let even = even.min(i64::MAX as i128) as i64;
                 for nd in [even, even + 1, r] {
-                    if (1..=r).contains(&nd) {
+                    if !(1..=r).contains(&nd) {
+                        continue;
+                    }
+                    let served = (np as i128 * sp).min(nd as i128 * sd);
+                    let cost = (np as i128 * kp + nd as i128 * kd).max(1);
+                    let o = best.map_or(Ordering::Greater, |(bs, bc)| {
+                        (served * bc).cmp(&(bs * cost))
+                    });
+                    if o == Ordering::Greater {
+                        best = Some((served, cost));
+                        out.clear();
+                    }
+                    if o != Ordering::Less {
                         out.push(single(pair, np, nd));
                     }
                 }
@@ -349,6 +373,8 @@ pub struct ClosedForms {
     /// The best plan over P/D pairs only (`[0]`) and over aggregated rows only (`[1]`).
     pub best_of_kind: [Option<Solution>; 2],
     pub bounds: Option<Vec<Option<i128>>>,
+    /// Each pair's stage-0 bound as a value: `bounds`, or a ratio stage's ([`ratio_bounds`]).
+    pub values: Option<Vec<Option<Value>>>,
 }
 
 /// [`ClosedForms`] of `c`. Each pair's relaxed candidates give its bound; a pair whose
@@ -373,10 +399,6 @@ pub fn closed_forms(c: &Candidates, order: &Order) -> ClosedForms {
             Value::Int(v) => v,
             Value::Ratio(..) => 0,
         }
-    };
-    let worse = |a: i128, b: i128| match st.sense {
-        Sense::Max => a < b,
-        Sense::Min => a > b,
     };
     let n = c.pairs.len();
     let mut reuse: Vec<Option<Vec<Choice>>> = vec![None; n];
@@ -405,19 +427,21 @@ pub fn closed_forms(c: &Candidates, order: &Order) -> ClosedForms {
     } else {
         None
     };
-    let bounded = bounds.is_some();
-    let bounds = bounds.unwrap_or_default();
+    // Every stage-0 bound as a value (a ratio stage's: `ratio_bounds`).
+    let values: Option<Vec<Option<Value>>> = match &bounds {
+        Some(b) => Some(b.iter().map(|v| v.map(Value::Int)).collect()),
+        None if ratio => ratio_bounds(c, order),
+        None => None,
+    };
+    let bounded = values.is_some();
+    let vb = values.clone().unwrap_or_default();
     let mut visit: Vec<usize> = (0..n).collect();
     if bounded {
         // Best bound first (a stable sort: equal bounds stay in pair order); pairs without
         // a relaxed plan have no exact plan either.
-        visit.retain(|&i| bounds[i].is_some());
+        visit.retain(|&i| vb[i].is_some());
         visit.sort_by(|&i, &j| {
-            let (a, b) = (bounds[i].unwrap(), bounds[j].unwrap());
-            match st.sense {
-                Sense::Max => b.cmp(&a),
-                Sense::Min => a.cmp(&b),
-            }
+            better_value(st.sense, vb[j].as_ref().unwrap(), vb[i].as_ref().unwrap())
         });
     }
     // Per kind: (stage values, pair index, choice) of the best plan so far.
@@ -426,8 +450,9 @@ pub fn closed_forms(c: &Candidates, order: &Order) -> ClosedForms {
         let p = c.pairs[i];
         let kind = usize::from(p.is_aggregated());
         if let (true, Some((bv, _, _))) = (bounded, &best[kind]) {
-            if let (Some(b), Value::Int(v)) = (bounds[i], &bv[0]) {
-                if worse(b, *v) {
+            if let Some(b) = &vb[i] {
+                // The bound is worse than that kind's best: so is every plan of the pair.
+                if better_value(st.sense, b, &bv[0]) == Ordering::Less {
                     continue;
                 }
             }
@@ -466,8 +491,57 @@ pub fn closed_forms(c: &Candidates, order: &Order) -> ClosedForms {
     ClosedForms {
         hint: hint.map(|ch| vec![Some(ch)]),
         best_of_kind: best.map(|b| b.map(|(_, _, ch)| vec![Some(ch)])),
-        bounds: bounded.then_some(bounds),
+        bounds,
+        values,
     }
+}
+
+/// How `a` compares with `b` as values of a stage of `sense`: Greater when `a` is better.
+/// A ratio with denominator 0 is unbounded (above every other).
+fn better_value(sense: Sense, a: &Value, b: &Value) -> Ordering {
+    let o = match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::Ratio(n1, d1), Value::Ratio(n2, d2)) => (n1 * d2).cmp(&(n2 * d1)),
+        _ => Ordering::Equal,
+    };
+    match sense {
+        Sense::Max => o,
+        Sense::Min => o.reverse(),
+    }
+}
+
+/// Per pair, an upper bound on the ratio stage (tokens per dollar) of any plan using it.
+/// With `s`, `c` the rows' served and cost coefficients, a plan of `np`, `nd` instances
+/// serving `v = min(np·sP, nd·sD)` needs `np ≥ v/sP` and `nd ≥ v/sD`, so its cost is at
+/// least `v·(cP/sP + cD/sD)` and its ratio at most `sP·sD / (cP·sD + cD·sP)` (the balanced
+/// split, packing and integrality relaxed); an aggregated row's ratio is `s/c` at every
+/// count. A zero cost leaves the pair unbounded (`(1, 0)`). None when the first stage is
+/// not a ratio.
+pub fn ratio_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<Value>>> {
+    let st = order.stages.first()?;
+    if st.terms != [(Term::Ratio, 1)] || c.scenario.models.len() != 1 {
+        return None;
+    }
+    let (s, k) = (&order.ratio_served, &order.ratio_cost);
+    Some(
+        c.pairs
+            .iter()
+            .map(|p| {
+                let (a, b) = (p.prefill, p.decode);
+                let (sp, sd) = (s[a].max(0) as i128, s[b].max(0) as i128);
+                let (num, den) = if p.is_aggregated() {
+                    (sp, k[a].max(0) as i128)
+                } else {
+                    (sp * sd, k[a].max(0) as i128 * sd + k[b].max(0) as i128 * sp)
+                };
+                Some(match (num, den) {
+                    (0, _) => Value::Ratio(0, 1),
+                    (_, 0) => Value::Ratio(1, 0),
+                    _ => Value::Ratio(num, den),
+                })
+            })
+            .collect(),
+    )
 }
 
 /// A re-plan's per-pair lower bounds on stage 0 (moves, GPUs held and served, as
@@ -562,36 +636,39 @@ pub fn move_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<i128>>> {
 }
 
 /// The pairs a single-model plan's optimum can use, given a feasible `incumbent` and the
-/// pairs' stage-0 `bounds` ([`pair_bounds`]): every pair whose bound matches or beats the
-/// incumbent's stage-0 value, and the incumbent's own pair. Returns their indices in
-/// `c.pairs` and the best bound among them (stage 0's bound; None when the incumbent's
-/// pair has none). None when the incumbent's stage 0 is not an integer.
+/// pairs' stage-0 bounds (`ClosedForms::values`): every pair whose bound matches or beats
+/// the incumbent's stage-0 value, and the incumbent's own pair. Returns their indices in
+/// `c.pairs` and the best bound among them when stage 0 is an integer (stage 0's bound;
+/// None when the incumbent's pair has none, or for a ratio).
 pub fn competitive(
     c: &Candidates,
     order: &Order,
-    bounds: &[Option<i128>],
+    bounds: &[Option<Value>],
     incumbent: &Solution,
 ) -> Option<(Vec<usize>, Option<i128>)> {
     let st = order.stages.first()?;
     let mine = incumbent.first().copied().flatten()?;
-    let Value::Int(value) = order.values(c, incumbent)[0] else {
-        return None;
-    };
-    let maximise = st.sense == Sense::Max;
+    let value = order.values(c, incumbent)[0];
     let mut kept = Vec::new();
-    let mut first: Option<i128> = None;
+    let mut first: Option<Value> = None;
     let mut unbounded = false;
     for (i, (p, b)) in c.pairs.iter().zip(bounds).enumerate() {
         let own = *p == mine.pair;
-        match *b {
+        match b {
             None if own => unbounded = true,
             None => continue,
-            Some(b) if !own && (if maximise { b < value } else { b > value }) => continue,
+            Some(b) if !own && better_value(st.sense, b, &value) == Ordering::Less => continue,
             Some(b) => {
-                first = Some(first.map_or(b, |f| if maximise { f.max(b) } else { f.min(b) }));
+                if first.is_none_or(|f| better_value(st.sense, b, &f) == Ordering::Greater) {
+                    first = Some(*b);
+                }
             }
         }
         kept.push(i);
     }
-    Some((kept, if unbounded { None } else { first }))
+    let first = match first {
+        Some(Value::Int(v)) if !unbounded => Some(v),
+        _ => None,
+    };
+    Some((kept, first))
 }

@@ -392,15 +392,15 @@ fn competitive_pairs_keep_every_optimum() {
     // Given the hint as incumbent, the pairs left out are bounded below it: the full
     // enumeration's optimum uses a kept pair, and stage 0's bound covers its value.
     use super::relax::{closed_forms, competitive};
-    let (mut pruned, mut checked) = (0, 0);
+    let (mut pruned, mut checked, mut ratios) = (0, 0, 0);
     for sc in all_cases() {
         let c = Candidates::build(sc);
         let order = Order::new(&c);
         let forms = closed_forms(&c, &order);
-        let (Some(bounds), Some(h)) = (forms.bounds.as_ref(), forms.hint.as_ref()) else {
+        let (Some(bounds), Some(h)) = (forms.values.as_ref(), forms.hint.as_ref()) else {
             continue;
         };
-        let (kept, first) = competitive(&c, &order, bounds, h).expect("an integer stage 0");
+        let (kept, first) = competitive(&c, &order, bounds, h).expect("a hint's pair");
         let (best, done) = search(&c, &order, None, false);
         assert!(done);
         let best = best.expect("a hint means a plan");
@@ -419,6 +419,10 @@ fn competitive_pairs_keep_every_optimum() {
         }
         pruned += c.pairs.len() - kept.len();
         checked += 1;
+        ratios += usize::from(matches!(order.values(&c, &best)[0], Value::Ratio(..)));
     }
-    assert!(checked > 200 && pruned > 1000, "{checked} {pruned}");
+    assert!(
+        checked > 250 && pruned > 1000 && ratios > 30,
+        "{checked} {pruned} {ratios}"
+    );
 }

@@ -791,14 +791,15 @@ impl PyCandidates {
     /// The pairs an optimum can use given a feasible `incumbent`: the indices (in `pairs`)
     /// of every pair whose stage-0 bound matches or beats the incumbent's, its own pair
     /// included, and the best of their bounds (stage 0's bound; None when the incumbent's
-    /// pair has none). None when no pair is bounded (see `pair_bounds`).
+    /// pair has none or stage 0 is a ratio). None when no pair is bounded (`pair_bounds`,
+    /// or a tokens-per-dollar stage's `relax::ratio_bounds`).
     fn competitive(
         &self,
         py: Python<'_>,
         incumbent: PySolution<'_>,
     ) -> PyResult<Option<(Vec<usize>, Option<i128>)>> {
         let sol = self.solution(py, incumbent)?;
-        let Some(bounds) = self.forms(py)?.bounds.as_ref() else {
+        let Some(bounds) = self.forms(py)?.values.as_ref() else {
             return Ok(None);
         };
         Ok(relax::competitive(&self.c, &self.order, bounds, &sol))
