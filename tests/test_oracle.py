@@ -188,3 +188,82 @@ def test_replan_with_move_costs_equals_the_full_oracle(demand, cost):
     ex = pdtp.replan(now.to_dict(), demand, max_gpus=512, move_cost=move_cost, method="enumerate")
     assert cp.plan.summary() == ex.plan.summary() and cp.cost == ex.cost
     assert (cp.plan.status, cp.plan.proof, ex.plan.proof) == ("OPTIMAL", "cpsat", "enumerate")
+
+
+# Single-model pools where CP-SAT gets only the pairs whose bound can match the incumbent.
+PRUNED = [
+    ("qwen3-30b-a3b", {"gpus": 24, "gpu": "h200"}, "nixl"),
+    ("llama-3.1-70b", {"nodes": [8, 5, 3], "gpu": "mi300x"}, "moriio"),
+    ("mixtral-8x7b", {"nodes": {"h100": [8, 3], "h200": [6]}}, "nixl"),
+    ("qwen3-8b", {"gpus": 17, "gpu": "b200"}, "nixl"),
+]
+
+
+def plan_key(plan):
+    return (plan.serving, *((role, str(s.layout), s.instances, s.gpu) for role, s in plan.sides))
+
+
+def pruned_agree(model, pool, connector, **kw) -> int:
+    """CP-SAT's plan equals the full oracle's; returns how many pairs were left out."""
+    import pdtp.planning.decide as decide_module
+
+    left_out = []
+    original = decide_module.beaten
+
+    def counted(cands, incumbent):
+        kept, first = original(cands, incumbent)
+        left_out.append(cands.pair_count - (cands.pair_count if kept is None else len(kept)))
+        return kept, first
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(decide_module, "beaten", counted)
+        cp = pdtp.solve(model, connector=connector, **pool, **kw)
+    ex = pdtp.solve(model, connector=connector, method="enumerate", **pool, **kw)
+    assert plan_key(cp) == plan_key(ex), (model, pool)
+    assert (cp.status, cp.proof, ex.proof) == ("OPTIMAL", "cpsat", "enumerate")
+    return sum(left_out)
+
+
+def test_pruned_pairs_keep_the_full_oracles_answer():
+    assert sum(pruned_agree(*case) for case in PRUNED) > 100  # the pruning did prune
+
+
+# Tokens per dollar: each pair's ratio is at most its balanced split's (relax::ratio_bounds).
+RATIO_PRUNED = [
+    ("qwen3-30b-a3b", {"nodes": {"b200": [8, 3], "h200": [6, 2]}}, "nixl"),
+    ("llama-3.1-8b", {"nodes": {"h100": [8, 5], "h200": [4]}}, "nixl"),
+    ("llama-3.1-70b", {"gpus": {"mi355x": 8, "mi300x": 16}}, "moriio"),
+]
+
+
+@pytest.mark.parametrize("case", RATIO_PRUNED)
+def test_tokens_per_dollar_pruned_pairs_keep_the_full_oracles_answer(case):
+    model, pool, connector = case
+    names = list(next(iter(pool.values())))
+    prices = {n: 2.0 + i for i, n in enumerate(names)}
+    left_out = pruned_agree(model, pool, connector, objective="tokens_per_dollar", prices=prices)
+    assert left_out > 0
+
+
+def test_a_wrong_pruning_fails(monkeypatch):
+    # Off by one: pairs whose bound only ties the incumbent are left out too, its own
+    # pair included. CP-SAT then proves the best of the rest: not the optimum.
+    import pdtp.planning.decide as decide_module
+
+    original = decide_module.beaten
+
+    def ties_left_out(cands, incumbent):
+        kept, first = original(cands, incumbent)
+        if kept is None:
+            return kept, first
+        bounds, value = cands.pair_bounds(), cands.values(incumbent)[0]
+        return [i for i in kept if bounds[i] is not None and bounds[i] != value], first
+
+    monkeypatch.setattr(decide_module, "beaten", ties_left_out)
+    failed = 0
+    for case in PRUNED:
+        try:
+            pruned_agree(*case)
+        except (AssertionError, pdtp.InfeasibleError):
+            failed += 1
+    assert failed == len(PRUNED)

@@ -206,8 +206,15 @@ def argument_problem(name: str, value: Any, *, strict: bool = True) -> InvalidAr
             # which field; a key by its mapping's.
             if isinstance(v, dict):
                 for k, x in list(v.items())[:budget]:
-                    stack.append((k, depth + 1, where))
-                    stack.append((x, depth + 1, (where, k)))
+                    # ASCII keys and scalar or ASCII values need no visit of their own (a
+                    # plan's placement lists a dict per instance: thousands of them).
+                    if type(k) is not str or not k.isascii():
+                        stack.append((k, depth + 1, where))
+                    tx = type(x)
+                    if tx in _SCALARS or (tx is str and x.isascii()):
+                        budget -= 1
+                    else:
+                        stack.append((x, depth + 1, (where, k)))
             elif isinstance(v, list | tuple):
                 kinds = set(map(type, v))
                 if _SCALARS.issuperset(kinds):

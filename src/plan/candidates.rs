@@ -507,6 +507,14 @@ impl Candidates {
         }
         let unit_scale = fleet_scale(&sc, &cluster, &mut rows);
         let mixing = mixing_vendor(sc.connector);
+        // Per GPU type: whether the connector's worker starts there (MoRIIO off AMD). Asked
+        // once per type, not per pair (each ask resolves the connector by name: it was a
+        // third of building qwen3-30b-a3b's 1,600 pairs).
+        let starts: Vec<bool> = sc
+            .gpu_types
+            .iter()
+            .map(|g| runs_on(sc.connector, g.vendor))
+            .collect();
         let mut pairs = Vec::new();
         let mut rejected = Vec::new();
         // Each model's pairs and rejected pairs, as ranges (pushed model by model).
@@ -549,7 +557,7 @@ impl Candidates {
                         continue;
                     }
                     // A connector whose worker cannot start on a side's GPUs (MoRIIO off AMD).
-                    if [vp, vd].iter().any(|v| !runs_on(sc.connector, *v)) {
+                    if !starts[p.gpu_type] || !starts[d.gpu_type] {
                         continue;
                     }
                     let (a, b) = (p.item.unwrap(), d.item.unwrap());

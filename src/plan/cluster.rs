@@ -107,7 +107,8 @@ pub struct Pattern {
     pub items: Vec<(i64, i64)>,
 }
 
-fn chain(a: i64, b: i64) -> bool {
+/// Whether two item sizes divide one another (then the per-size capacity cuts pack exactly).
+pub fn chain(a: i64, b: i64) -> bool {
     a > 0 && b > 0 && (a % b == 0 || b % a == 0)
 }
 

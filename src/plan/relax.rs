@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 
 use super::candidates::{Candidates, Pair};
-use super::cluster::{most_served, room, Fit, Item, TooLarge};
+use super::cluster::{chain, most_served, room, Fit, Item, TooLarge};
 use super::order::{Choice, Order, Sense, Solution, Term, Value};
 use super::scenario::Objective;
 
@@ -118,6 +118,18 @@ fn pair_candidates(c: &Candidates, order: &Order, pair: Pair, fit: Fit) -> Vec<C
             out
         }
         Objective::TokensPerDollar => {
+            // Only the configurations at the pair's best ratio (stage 0) can be its best
+            // under the whole order: the others are dropped as they are met, in the ratio
+            // stage's own integers (`Order::term`), not kept for a full comparison each.
+            let (sp, sd) = (
+                order.ratio_served[pair.prefill] as i128,
+                order.ratio_served[pair.decode] as i128,
+            );
+            let (kp, kd) = (
+                order.ratio_cost[pair.prefill] as i128,
+                order.ratio_cost[pair.decode] as i128,
+            );
+            let mut best: Option<(i128, i128)> = None;
             let mut out = Vec::new();
             let top = cl.most(a).min(RATIO_SCAN);
             for np in 1..=top {
@@ -128,7 +140,19 @@ fn pair_candidates(c: &Candidates, order: &Order, pair: Pair, fit: Fit) -> Vec<C
                 let even = (np as i128 * p.units as i128) / d.units.max(1) as i128;
                 let even = even.min(i64::MAX as i128) as i64;
                 for nd in [even, even + 1, r] {
-                    if (1..=r).contains(&nd) {
+                    if !(1..=r).contains(&nd) {
+                        continue;
+                    }
+                    let served = (np as i128 * sp).min(nd as i128 * sd);
+                    let cost = (np as i128 * kp + nd as i128 * kd).max(1);
+                    let o = best.map_or(Ordering::Greater, |(bs, bc)| {
+                        (served * bc).cmp(&(bs * cost))
+                    });
+                    if o == Ordering::Greater {
+                        best = Some((served, cost));
+                        out.clear();
+                    }
+                    if o != Ordering::Less {
                         out.push(single(pair, np, nd));
                     }
                 }
@@ -326,4 +350,325 @@ pub fn best_of_kind(c: &Candidates, order: &Order, aggregated: bool) -> Option<S
         .filter(|p| p.is_aggregated() == aggregated)
         .collect();
     best_over(c, order, &pairs, Fit::Exact)
+}
+
+/// Whether a pair's exact closed forms equal its relaxed ones: aggregated rows (one item
+/// size), sides on different GPU types, or item sizes that divide one another (the cuts
+/// are then exact, and `Cluster::most_beside` answers both from them).
+fn exact_is_relaxed(c: &Candidates, pair: Pair) -> bool {
+    if pair.is_aggregated() {
+        return true;
+    }
+    let (a, b) = items(c, pair);
+    a.gpu_type != b.gpu_type || chain(a.piece, b.piece)
+}
+
+/// What the closed forms say of a single-model scenario, from one pass over its pairs:
+/// CP-SAT's hint, the best plan of each kind (what a plan of the other kind is compared
+/// with) and each pair's stage-0 bound — each as [`hint`], [`best_of_kind`] and
+/// [`pair_bounds`] give it alone.
+#[derive(Debug, Clone, Default)]
+pub struct ClosedForms {
+    pub hint: Option<Solution>,
+    /// The best plan over P/D pairs only (`[0]`) and over aggregated rows only (`[1]`).
+    pub best_of_kind: [Option<Solution>; 2],
+    pub bounds: Option<Vec<Option<i128>>>,
+    /// Each pair's stage-0 bound as a value: `bounds`, or a ratio stage's ([`ratio_bounds`]).
+    pub values: Option<Vec<Option<Value>>>,
+}
+
+/// [`ClosedForms`] of `c`. Each pair's relaxed candidates give its bound; a pair whose
+/// exact closed forms are its relaxed ones (chain sizes, every pair on uniform nodes)
+/// reuses them, and the others are searched exactly best bound first, skipping a pair whose
+/// bound is worse than the best exact plan of its kind already found — its exact plans
+/// are no better than its bound, so it cannot be that kind's best. Ties keep the first
+/// pair in `c.pairs` order, as [`best_over`] does.
+pub fn closed_forms(c: &Candidates, order: &Order) -> ClosedForms {
+    if c.scenario.objective.is_fleet() || c.scenario.models.len() != 1 {
+        return ClosedForms::default();
+    }
+    let Some(st) = order.stages.first() else {
+        return ClosedForms::default();
+    };
+    let ratio = st.terms.iter().any(|t| t.0 == Term::Ratio);
+    let moves = matches!(c.scenario.objective, Objective::Moves { .. });
+    // Bounds from each pair's relaxed candidates, or a re-plan's own (`move_bounds`).
+    let relaxed_bounds = !ratio && !moves;
+    let stage0 = |ch: Choice| -> i128 {
+        match order.values(c, &vec![Some(ch)])[0] {
+            Value::Int(v) => v,
+            Value::Ratio(..) => 0,
+        }
+    };
+    let n = c.pairs.len();
+    let mut reuse: Vec<Option<Vec<Choice>>> = vec![None; n];
+    let mut bounds: Vec<Option<i128>> = Vec::with_capacity(if relaxed_bounds { n } else { 0 });
+    for (i, &p) in c.pairs.iter().enumerate() {
+        let same = exact_is_relaxed(c, p);
+        if !relaxed_bounds && !same {
+            continue;
+        }
+        let got = pair_candidates(c, order, p, Fit::Relaxed);
+        if relaxed_bounds {
+            let vals = got.iter().map(|&ch| stage0(ch));
+            bounds.push(match st.sense {
+                Sense::Max => vals.max(),
+                Sense::Min => vals.min(),
+            });
+        }
+        if same {
+            reuse[i] = Some(got);
+        }
+    }
+    let bounds = if relaxed_bounds {
+        Some(bounds)
+    } else if moves {
+        move_bounds(c, order)
+    } else {
+        None
+    };
+    // Every stage-0 bound as a value (a ratio stage's: `ratio_bounds`).
+    let values: Option<Vec<Option<Value>>> = match &bounds {
+        Some(b) => Some(b.iter().map(|v| v.map(Value::Int)).collect()),
+        None if ratio => ratio_bounds(c, order),
+        None => None,
+    };
+    let bounded = values.is_some();
+    let vb = values.clone().unwrap_or_default();
+    let mut visit: Vec<usize> = (0..n).collect();
+    if bounded {
+        // Best bound first (a stable sort: equal bounds stay in pair order); pairs without
+        // a relaxed plan have no exact plan either.
+        visit.retain(|&i| vb[i].is_some());
+        visit.sort_by(|&i, &j| {
+            better_value(st.sense, vb[j].as_ref().unwrap(), vb[i].as_ref().unwrap())
+        });
+    }
+    // Per kind: (stage values, pair index, choice) of the best plan so far.
+    let mut best: [Option<(Vec<Value>, usize, Choice)>; 2] = [None, None];
+    for i in visit {
+        let p = c.pairs[i];
+        let kind = usize::from(p.is_aggregated());
+        if let (true, Some((bv, _, _))) = (bounded, &best[kind]) {
+            if let Some(b) = &vb[i] {
+                // The bound is worse than that kind's best: so is every plan of the pair.
+                if better_value(st.sense, b, &bv[0]) == Ordering::Less {
+                    continue;
+                }
+            }
+        }
+        let got = reuse[i]
+            .take()
+            .unwrap_or_else(|| pair_candidates(c, order, p, Fit::Exact));
+        for ch in got {
+            let v = order.values(c, &vec![Some(ch)]);
+            let better =
+                best[kind]
+                    .as_ref()
+                    .is_none_or(|(bv, bi, _)| match order.cmp_values(&v, bv) {
+                        Ordering::Less => true,
+                        Ordering::Equal => i < *bi,
+                        Ordering::Greater => false,
+                    });
+            if better {
+                best[kind] = Some((v, i, ch));
+            }
+        }
+    }
+    let hint = match (&best[0], &best[1]) {
+        (Some(a), Some(b)) => {
+            let first = match order.cmp_values(&a.0, &b.0) {
+                Ordering::Less => a,
+                Ordering::Greater => b,
+                Ordering::Equal if a.1 < b.1 => a,
+                Ordering::Equal => b,
+            };
+            Some(first.2)
+        }
+        (Some(a), None) | (None, Some(a)) => Some(a.2),
+        (None, None) => None,
+    };
+    ClosedForms {
+        hint: hint.map(|ch| vec![Some(ch)]),
+        best_of_kind: best.map(|b| b.map(|(_, _, ch)| vec![Some(ch)])),
+        bounds,
+        values,
+    }
+}
+
+/// How `a` compares with `b` as values of a stage of `sense`: Greater when `a` is better.
+/// A ratio with denominator 0 is unbounded (above every other).
+fn better_value(sense: Sense, a: &Value, b: &Value) -> Ordering {
+    let o = match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::Ratio(n1, d1), Value::Ratio(n2, d2)) => (n1 * d2).cmp(&(n2 * d1)),
+        _ => Ordering::Equal,
+    };
+    match sense {
+        Sense::Max => o,
+        Sense::Min => o.reverse(),
+    }
+}
+
+/// Per pair, an upper bound on the ratio stage (tokens per dollar) of any plan using it.
+/// With `s`, `c` the rows' served and cost coefficients, a plan of `np`, `nd` instances
+/// serving `v = min(np·sP, nd·sD)` needs `np ≥ v/sP` and `nd ≥ v/sD`, so its cost is at
+/// least `v·(cP/sP + cD/sD)` and its ratio at most `sP·sD / (cP·sD + cD·sP)` (the balanced
+/// split, packing and integrality relaxed); an aggregated row's ratio is `s/c` at every
+/// count. A zero cost leaves the pair unbounded (`(1, 0)`). None when the first stage is
+/// not a ratio.
+pub fn ratio_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<Value>>> {
+    let st = order.stages.first()?;
+    if st.terms != [(Term::Ratio, 1)] || c.scenario.models.len() != 1 {
+        return None;
+    }
+    let (s, k) = (&order.ratio_served, &order.ratio_cost);
+    Some(
+        c.pairs
+            .iter()
+            .map(|p| {
+                let (a, b) = (p.prefill, p.decode);
+                let (sp, sd) = (s[a].max(0) as i128, s[b].max(0) as i128);
+                let (num, den) = if p.is_aggregated() {
+                    (sp, k[a].max(0) as i128)
+                } else {
+                    (sp * sd, k[a].max(0) as i128 * sd + k[b].max(0) as i128 * sp)
+                };
+                Some(match (num, den) {
+                    (0, _) => Value::Ratio(0, 1),
+                    (_, 0) => Value::Ratio(1, 0),
+                    _ => Value::Ratio(num, den),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// A re-plan's per-pair lower bounds on stage 0 (moves, GPUs held and served, as
+/// [`Order`] and the CP-SAT model count them), None when stage 0 is another mix. Each
+/// chosen row's cost is convex in its count with one break at the running count, so its
+/// least value over the counts that serve the demand is at the fewest or at the running
+/// count; packing is ignored (a relaxation) and served is at most what every instance the
+/// pool holds serves. `Some(None)` for a pair no plan can use (a row cannot serve the
+/// demand within the pool).
+pub fn move_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<i128>>> {
+    let (w, run_p, run_d) = order.moves?;
+    let st = order.stages.first()?;
+    if st.sense != Sense::Min || c.scenario.models.len() != 1 {
+        return None;
+    }
+    let (mut k_moves, mut k_gpus, mut k_served) = (0i128, 0i128, 0i128);
+    for &(t, k) in &st.terms {
+        match t {
+            Term::Moves => k_moves += k as i128,
+            Term::Gpus => k_gpus += k as i128,
+            Term::Served => k_served += k as i128,
+            _ => return None,
+        }
+    }
+    if k_moves < 0 || k_gpus < 0 || k_served > 0 {
+        return None;
+    }
+    let (start, stop, restart, gpu) = (
+        w.start as i128,
+        w.stop as i128,
+        w.restart as i128,
+        w.gpu as i128,
+    );
+    let runs = [run_p, run_d];
+    let row_cost = |r: usize| -> Option<i128> {
+        let row = &c.rows[r];
+        let most = c.most(r);
+        let need = row.need.filter(|&n| n <= most)?;
+        let g = row.gpus() as i128;
+        let run = runs
+            .iter()
+            .find(|run| run.row == Some(r))
+            .map(|run| run.instances);
+        let cost = |n: i64| -> i128 {
+            let n = n as i128;
+            let moves = match run {
+                None => gpu * g * n + start * g * n,
+                Some(rn) => {
+                    let rn = rn as i128;
+                    gpu * g * n + start * g * (n - rn).max(0) + stop * g * (rn - n).max(0)
+                }
+            };
+            k_moves * moves + k_gpus * g * n
+        };
+        let at_run = run.map(|rn| cost(rn.max(need).min(most)));
+        Some(at_run.map_or(cost(need), |v| v.min(cost(need))))
+    };
+    let costs: Vec<Option<i128>> = (0..c.rows.len()).map(row_cost).collect();
+    // A running side outside the pool stops (and restarts elsewhere) whatever is chosen.
+    let gone: i128 = runs
+        .iter()
+        .filter(|run| run.row.is_none())
+        .map(|run| k_moves * (stop + restart) * (run.gpus * run.instances) as i128)
+        .sum();
+    Some(
+        c.pairs
+            .iter()
+            .map(|p| {
+                let used = [p.prefill, p.decode];
+                let mut total = costs[p.prefill]?;
+                if !p.is_aggregated() {
+                    total += costs[p.decode]?;
+                }
+                for run in &runs {
+                    let Some(r) = run.row.filter(|r| !used.contains(r)) else {
+                        continue;
+                    };
+                    // Stopped, and its GPUs restarted elsewhere (the model counts the stop
+                    // per the row's size and the restart per the running size).
+                    let rg = run.gpus as i128;
+                    let g = c.rows.get(r).map_or(rg, |row| row.gpus() as i128);
+                    let each = (stop * g + restart * rg).min((stop + restart) * rg);
+                    total += k_moves * each * run.instances as i128;
+                }
+                let (a, b) = (&c.rows[p.prefill], &c.rows[p.decode]);
+                let served = (a.units as i128 * c.most(p.prefill) as i128)
+                    .min(b.units as i128 * c.most(p.decode) as i128);
+                Some(total + gone + k_served * served)
+            })
+            .collect(),
+    )
+}
+
+/// The pairs a single-model plan's optimum can use, given a feasible `incumbent` and the
+/// pairs' stage-0 bounds (`ClosedForms::values`): every pair whose bound matches or beats
+/// the incumbent's stage-0 value, and the incumbent's own pair. Returns their indices in
+/// `c.pairs` and the best bound among them when stage 0 is an integer (stage 0's bound;
+/// None when the incumbent's pair has none, or for a ratio).
+pub fn competitive(
+    c: &Candidates,
+    order: &Order,
+    bounds: &[Option<Value>],
+    incumbent: &Solution,
+) -> Option<(Vec<usize>, Option<i128>)> {
+    let st = order.stages.first()?;
+    let mine = incumbent.first().copied().flatten()?;
+    let value = order.values(c, incumbent)[0];
+    let mut kept = Vec::new();
+    let mut first: Option<Value> = None;
+    let mut unbounded = false;
+    for (i, (p, b)) in c.pairs.iter().zip(bounds).enumerate() {
+        let own = *p == mine.pair;
+        match b {
+            None if own => unbounded = true,
+            None => continue,
+            Some(b) if !own && better_value(st.sense, b, &value) == Ordering::Less => continue,
+            Some(b) => {
+                if first.is_none_or(|f| better_value(st.sense, b, &f) == Ordering::Greater) {
+                    first = Some(*b);
+                }
+            }
+        }
+        kept.push(i);
+    }
+    let first = match first {
+        Some(Value::Int(v)) if !unbounded => Some(v),
+        _ => None,
+    };
+    Some((kept, first))
 }

@@ -364,3 +364,65 @@ fn fleet_oracle_fractions_and_weights() {
     let (best, _) = search(&c, &order, None, true);
     assert!(best.unwrap()[0].is_some());
 }
+
+#[test]
+fn one_pass_closed_forms_answer_as_each_closed_form_alone() {
+    // The hint, each kind's best plan and the pair bounds from one pass (chain pairs reuse
+    // their relaxed candidates, the others are searched best bound first and skipped when
+    // their bound is worse than their kind's best) equal the three computed alone, over
+    // partly free nodes, TP sizes that do not divide the node, two types, every objective.
+    use super::relax::{best_of_kind, closed_forms, move_bounds, pair_bounds};
+    let mut skipped_work = 0;
+    for sc in all_cases() {
+        let c = Candidates::build(sc);
+        let order = Order::new(&c);
+        let forms = closed_forms(&c, &order);
+        assert_eq!(forms.hint, hint(&c, &order), "{:?}", c.scenario.objective);
+        assert_eq!(forms.best_of_kind[0], best_of_kind(&c, &order, false));
+        assert_eq!(forms.best_of_kind[1], best_of_kind(&c, &order, true));
+        let alone = pair_bounds(&c, &order).or_else(|| move_bounds(&c, &order));
+        assert_eq!(forms.bounds, alone);
+        skipped_work += usize::from(forms.bounds.is_some());
+    }
+    assert!(skipped_work > 200, "{skipped_work}");
+}
+
+#[test]
+fn competitive_pairs_keep_every_optimum() {
+    // Given the hint as incumbent, the pairs left out are bounded below it: the full
+    // enumeration's optimum uses a kept pair, and stage 0's bound covers its value.
+    use super::relax::{closed_forms, competitive};
+    let (mut pruned, mut checked, mut ratios) = (0, 0, 0);
+    for sc in all_cases() {
+        let c = Candidates::build(sc);
+        let order = Order::new(&c);
+        let forms = closed_forms(&c, &order);
+        let (Some(bounds), Some(h)) = (forms.values.as_ref(), forms.hint.as_ref()) else {
+            continue;
+        };
+        let (kept, first) = competitive(&c, &order, bounds, h).expect("a hint's pair");
+        let (best, done) = search(&c, &order, None, false);
+        assert!(done);
+        let best = best.expect("a hint means a plan");
+        let pair = best[0].unwrap().pair;
+        assert!(
+            kept.iter().any(|&i| c.pairs[i] == pair),
+            "the optimum's pair was left out: {:?}",
+            c.scenario.objective
+        );
+        assert!(kept.iter().any(|&i| c.pairs[i] == h[0].unwrap().pair));
+        if let (Some(b), Value::Int(v)) = (first, order.values(&c, &best)[0]) {
+            match order.stages[0].sense {
+                Sense::Max => assert!(b >= v),
+                Sense::Min => assert!(b <= v),
+            }
+        }
+        pruned += c.pairs.len() - kept.len();
+        checked += 1;
+        ratios += usize::from(matches!(order.values(&c, &best)[0], Value::Ratio(..)));
+    }
+    assert!(
+        checked > 250 && pruned > 1000 && ratios > 30,
+        "{checked} {pruned} {ratios}"
+    );
+}

@@ -3,7 +3,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::plan::{
     self, feasible, oracle, placement, relax, rule_blind, Candidates, Choice, Families, GpuType,
@@ -483,6 +483,12 @@ pub(super) struct PyCandidates {
     /// The planner call's time limit (`candidates(time_limit_s=)`): the closed-form help
     /// (hint, rule-blind and other-mode comparisons) stops its node searches there.
     deadline: Option<std::time::Instant>,
+    /// The closed forms' hint, best plan of each kind and pair bounds, from one pass over
+    /// the pairs on first use (each planner call asks for several of them).
+    forms: OnceLock<relax::ClosedForms>,
+    /// The rows and pairs as Python objects, built on first use (frozen: shared safely).
+    rows_py: OnceLock<Vec<Py<PyRow>>>,
+    pairs_py: OnceLock<Vec<Py<PyPair>>>,
 }
 
 pub(super) fn out_solution(sol: &Solution) -> OutSolution {
@@ -499,6 +505,54 @@ pub(super) fn out_solution(sol: &Solution) -> OutSolution {
 }
 
 impl PyCandidates {
+    fn build_rows(&self) -> Vec<PyRow> {
+        let c = &self.c;
+        c.rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let o = &r.side;
+                PyRow {
+                    model: r.model,
+                    role: r.role.name(),
+                    gpu_type: r.gpu_type,
+                    tp: r.layout.tp,
+                    layout: (r.layout.tp, r.layout.pp, r.layout.dp, r.layout.ep),
+                    gpus: r.gpus(),
+                    loads: o.loads,
+                    fits_weights: o.fits_weights,
+                    fits_kv: o.fits_kv,
+                    latency_s: o.latency,
+                    ttft_s: o.ttft,
+                    concurrency: o.concurrency,
+                    meets_slo: o.meets_slo,
+                    batch: o.batch,
+                    max_batch: o.max_batch,
+                    requests_per_s: o.requests_per_s,
+                    units: r.units,
+                    placeable: r.item.is_some(),
+                    piece: r.item.map_or(0, |it| it.piece),
+                    pieces: r.item.map_or(0, |it| it.pieces),
+                    most: c.most(i),
+                    need: r.need,
+                    usable: r.usable(),
+                }
+            })
+            .collect()
+    }
+
+    fn forms(&self, py: Python<'_>) -> PyResult<&relax::ClosedForms> {
+        if let Some(f) = self.forms.get() {
+            return Ok(f);
+        }
+        let (c, o, until) = (self.c.clone(), self.order.clone(), self.deadline);
+        let forms = released(py, move || {
+            let _limit = plan::cluster::until(until);
+            relax::closed_forms(&c, &o)
+        })?;
+        Ok(self.forms.get_or_init(|| forms))
+    }
+
     fn solution(&self, py: Python<'_>, sol: PySolution<'_>) -> PyResult<Solution> {
         let c = &self.c;
         if sol.len() != c.scenario.models.len() {
@@ -553,45 +607,38 @@ pub(super) fn value_obj(py: Python<'_>, v: &Value) -> PyResult<PyObject> {
 #[pymethods]
 impl PyCandidates {
     #[getter]
-    fn rows(&self) -> Vec<PyRow> {
-        let c = &self.c;
-        c.rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let o = &r.side;
-                PyRow {
-                    model: r.model,
-                    role: r.role.name(),
-                    gpu_type: r.gpu_type,
-                    tp: r.layout.tp,
-                    layout: (r.layout.tp, r.layout.pp, r.layout.dp, r.layout.ep),
-                    gpus: r.gpus(),
-                    loads: o.loads,
-                    fits_weights: o.fits_weights,
-                    fits_kv: o.fits_kv,
-                    latency_s: o.latency,
-                    ttft_s: o.ttft,
-                    concurrency: o.concurrency,
-                    meets_slo: o.meets_slo,
-                    batch: o.batch,
-                    max_batch: o.max_batch,
-                    requests_per_s: o.requests_per_s,
-                    units: r.units,
-                    placeable: r.item.is_some(),
-                    piece: r.item.map_or(0, |it| it.piece),
-                    pieces: r.item.map_or(0, |it| it.pieces),
-                    most: c.most(i),
-                    need: r.need,
-                    usable: r.usable(),
-                }
-            })
-            .collect()
+    fn rows(&self, py: Python<'_>) -> PyResult<Vec<Py<PyRow>>> {
+        if self.rows_py.get().is_none() {
+            let built = self
+                .build_rows()
+                .into_iter()
+                .map(|r| Py::new(py, r))
+                .collect::<PyResult<Vec<_>>>()?;
+            let _ = self.rows_py.set(built);
+        }
+        let rows = self.rows_py.get().expect("set above");
+        Ok(rows.iter().map(|r| r.clone_ref(py)).collect())
     }
 
     #[getter]
-    fn pairs(&self) -> Vec<PyPair> {
-        self.c.pairs.iter().map(py_pair).collect()
+    fn pairs(&self, py: Python<'_>) -> PyResult<Vec<Py<PyPair>>> {
+        if self.pairs_py.get().is_none() {
+            let built = self
+                .c
+                .pairs
+                .iter()
+                .map(|p| Py::new(py, py_pair(p)))
+                .collect::<PyResult<Vec<_>>>()?;
+            let _ = self.pairs_py.set(built);
+        }
+        let pairs = self.pairs_py.get().expect("set above");
+        Ok(pairs.iter().map(|p| p.clone_ref(py)).collect())
+    }
+
+    /// How many pairs there are (without building them).
+    #[getter]
+    fn pair_count(&self) -> usize {
+        self.c.pairs.len()
     }
 
     /// Pairs of usable rows the connector's pair rules refuse.
@@ -724,12 +771,7 @@ impl PyCandidates {
 
     /// A feasible plan to start CP-SAT from (single-model planners).
     fn hint(&self, py: Python<'_>) -> PyResult<Option<OutSolution>> {
-        let (c, o, until) = (self.c.clone(), self.order.clone(), self.deadline);
-        let best = released(py, move || {
-            let _limit = plan::cluster::until(until);
-            relax::hint(&c, &o)
-        })?;
-        Ok(best.map(|s| out_solution(&s)))
+        Ok(self.forms(py)?.hint.as_ref().map(out_solution))
     }
 
     /// Whether the time limit given to `candidates` has passed: the closed-form help
@@ -741,10 +783,27 @@ impl PyCandidates {
     }
 
     /// Per pair (as `pairs`), a valid bound on stage 0 for plans using it (None: no plan
-    /// can use the pair); None when the relaxation bounds no pair (see `relax::pair_bounds`).
+    /// can use the pair); None when nothing bounds a pair here (see `relax::pair_bounds`, and
+    /// `relax::move_bounds` for re-plans).
     fn pair_bounds(&self, py: Python<'_>) -> PyResult<Option<Vec<Option<i128>>>> {
-        let (c, o) = (self.c.clone(), self.order.clone());
-        released(py, move || relax::pair_bounds(&c, &o))
+        Ok(self.forms(py)?.bounds.clone())
+    }
+
+    /// The pairs an optimum can use given a feasible `incumbent`: the indices (in `pairs`)
+    /// of every pair whose stage-0 bound matches or beats the incumbent's, its own pair
+    /// included, and the best of their bounds (stage 0's bound; None when the incumbent's
+    /// pair has none or stage 0 is a ratio). None when no pair is bounded (`pair_bounds`,
+    /// or a tokens-per-dollar stage's `relax::ratio_bounds`).
+    fn competitive(
+        &self,
+        py: Python<'_>,
+        incumbent: PySolution<'_>,
+    ) -> PyResult<Option<(Vec<usize>, Option<i128>)>> {
+        let sol = self.solution(py, incumbent)?;
+        let Some(bounds) = self.forms(py)?.values.as_ref() else {
+            return Ok(None);
+        };
+        Ok(relax::competitive(&self.c, &self.order, bounds, &sol))
     }
 
     /// Each stage's value for a plan (ints; a ratio stage as (numerator, denominator)).
@@ -792,13 +851,10 @@ impl PyCandidates {
     /// The best plan of one mode only (`agg` or `disagg`), by the closed forms: the
     /// alternative a plan of the other mode is compared with.
     fn best_of_mode(&self, py: Python<'_>, mode: AggregatedArg) -> PyResult<Option<OutSolution>> {
-        let aggregated = mode.0;
-        let (c, o, until) = (self.c.clone(), self.order.clone(), self.deadline);
-        let best = released(py, move || {
-            let _limit = plan::cluster::until(until);
-            relax::best_of_kind(&c, &o, aggregated)
-        })?;
-        Ok(best.map(|s| out_solution(&s)))
+        let kind = usize::from(mode.0);
+        Ok(self.forms(py)?.best_of_kind[kind]
+            .as_ref()
+            .map(out_solution))
     }
 
     /// The best plan over the pairs the connector's rules refuse (what they cost).
@@ -870,6 +926,9 @@ pub(super) fn candidates(
         c: Arc::new(c),
         order: Arc::new(order),
         deadline,
+        forms: OnceLock::new(),
+        rows_py: OnceLock::new(),
+        pairs_py: OnceLock::new(),
     })
 }
 

@@ -103,6 +103,7 @@ class OneModel:
         seed: int = 0,
         deadline: float | None = None,
         excluded: Collection[tuple[int, int]] = (),
+        keep: list[int] | None = None,
     ):
         from ortools.sat.python import cp_model  # lazy: OR-Tools costs ~0.5 s to import
 
@@ -113,7 +114,7 @@ class OneModel:
         self.workers = workers
         self.seed = seed
         self.rows = cands.rows
-        self.pairs = cands.pairs
+        all_pairs = cands.pairs
         self.nmodels = cands.models
         self.fleet = cands.is_fleet
         weights, counts_in_min, demand, _ = cands.fleet_terms
@@ -128,6 +129,8 @@ class OneModel:
 
         # ``excluded``: (prefill row, decode row) pairs left out, so that a caller can ask
         # for the best plan of another pair (the goodput planner's next candidate).
+        # ``keep``: the indices of the only pairs that can be part of an optimum (the rest
+        # are bounded below the incumbent: ``decide.beaten``); None keeps every pair.
         def usable(p: Any) -> bool:
             if self.fleet and demand[p.model] == 0:
                 return False
@@ -137,7 +140,10 @@ class OneModel:
                 rows[p.prefill].need is not None and rows[p.decode].need is not None
             )
 
-        self.pair_ids = [i for i, p in enumerate(self.pairs) if usable(p)]
+        ids = range(len(all_pairs)) if keep is None else keep
+        # Pairs by index: only those the model holds.
+        self.pairs: dict[int, Any] = {i: all_pairs[i] for i in ids if usable(all_pairs[i])}
+        self.pair_ids = list(self.pairs)
         self.deadline = deadline
         self.z: dict[int, Any] = {}
         for i in self.pair_ids:

@@ -105,102 +105,19 @@ def starting_plan(cands: Candidates) -> Solution | None:
     return hint
 
 
-def beaten(
-    cands: Candidates, incumbent: Solution | None
-) -> tuple[set[tuple[int, int]], int | None]:
-    """The (prefill row, decode row) pairs that cannot be part of an optimum — each pair's
-    valid stage-0 bound (Rust, ``pair_bounds``) is worse than the incumbent's value, or the
-    pair has no relaxed plan at all — and the best bound of the others (stage 0's bound).
-    CP-SAT's proof then costs what the few pairs that can still match the incumbent cost,
-    not every pair (550 for qwen3-30b-a3b's default layouts at 256 GPUs and more)."""
+def beaten(cands: Candidates, incumbent: Solution | None) -> tuple[list[int] | None, int | None]:
+    """The indices of the pairs that can be part of an optimum, given a feasible
+    ``incumbent`` (None: every pair), and the best bound among them (stage 0's bound; None
+    when unknown). A pair is left out when its valid stage-0 bound (Rust ``pair_bounds``:
+    each pair's relaxed optimum, a re-plan's moves + GPUs at the fewest or running counts)
+    is worse than the incumbent's value, or it has no relaxed plan at all: it cannot match
+    the incumbent, so no optimum uses it. CP-SAT's proof then costs what the few pairs that
+    can still match the incumbent cost, not every pair (1,600 for qwen3-30b-a3b's default
+    layouts at 256 GPUs). Rust compares them (``competitive``)."""
     if incumbent is None or incumbent[0] is None:
-        return set(), None
-    bounds = cands.pair_bounds()
-    if bounds is None:
-        bounds = _move_bounds(cands)
-    if bounds is None:
-        return set(), None
-    value = cands.values(incumbent)[0]
-    if not isinstance(value, int):
-        return set(), None
-    maximise = cands.stages[0].sense == "max"
-    out, kept = set(), []
-    mine = (incumbent[0].prefill, incumbent[0].decode)  # feasible: never left out
-    unbounded = False  # a kept pair without a bound: stage 0 has none either
-    for p, b in zip(cands.pairs, bounds):
-        if (p.prefill, p.decode) == mine and b is None:
-            unbounded = True
-        elif (p.prefill, p.decode) != mine and (
-            b is None or (b < value if maximise else b > value)
-        ):
-            out.add((p.prefill, p.decode))
-        else:
-            assert b is not None  # a pair without a bound is the incumbent's or beaten above
-            kept.append(b)
-    if unbounded or not kept:
-        return out, None
-    return out, max(kept) if maximise else min(kept)
-
-
-def _move_bounds(cands: Candidates) -> list[int | None] | None:
-    """A re-plan's per-pair lower bounds on stage 0 (moves, GPUs held and served, as the
-    CP-SAT model counts them in ``cpsat.OneModel._moves``), None when stage 0 is another
-    mix. Each chosen row's cost is convex in its count with one break at the running count,
-    so its least value over the counts that serve the demand is at the fewest or at the
-    running count; packing is ignored (a relaxation) and served is at most what every
-    instance the pool holds serves."""
-    mv = cands.moves
-    terms = dict(cands.stages[0].terms)
-    if (
-        mv is None
-        or cands.stages[0].sense != "min"
-        or not set(terms) <= {"moves", "gpus", "served"}
-    ):
-        return None
-    k_moves, k_gpus, k_served = terms.get("moves", 0), terms.get("gpus", 0), terms.get("served", 0)
-    if k_moves < 0 or k_gpus < 0 or k_served > 0:
-        return None
-    rows = cands.rows
-    running = [(r, n, g) for r, n, g in (mv.prefill, mv.decode) if r is not None]
-
-    def row_cost(r: int) -> int | None:
-        row = rows[r]
-        if row.need is None or row.need > row.most:
-            return None
-        g = row.gpus
-        run = next(((n, rg) for rr, n, rg in running if rr == r), None)
-
-        def cost(n: int) -> int:
-            if run is None:
-                moves = mv.gpu * g * n + mv.start * g * n
-            else:
-                moves = mv.gpu * g * n + mv.start * g * max(0, n - run[0])
-                moves += mv.stop * g * max(0, run[0] - n)
-            return k_moves * moves + k_gpus * g * n
-
-        counts = {row.need}
-        if run is not None:
-            counts.add(min(max(run[0], row.need), row.most))
-        return min(cost(n) for n in counts)
-
-    out: list[int | None] = []
-    for p in cands.pairs:
-        used = {p.prefill, p.decode}
-        costs = [row_cost(r) for r in used]
-        if any(c is None for c in costs):
-            out.append(None)
-            continue
-        total = sum(c for c in costs if c is not None)
-        for r, n, rg in running:
-            if r not in used:  # stopped (and restarted elsewhere): the cheaper count of it
-                g = rows[r].gpus if r < len(rows) else rg
-                total += (
-                    k_moves * min(mv.stop * g + mv.restart * rg, (mv.stop + mv.restart) * rg) * n
-                )
-        a, b = rows[p.prefill], rows[p.decode]
-        served = min(a.units * a.most, b.units * b.most)
-        out.append(total + k_served * served)
-    return out
+        return None, None
+    got = cands.competitive(incumbent)
+    return (None, None) if got is None else got
 
 
 def decide(
@@ -235,7 +152,7 @@ def decide(
     start = hint if hint is not None else starting_plan(cands)
     # Only the Rust closed forms' own plan is known feasible here (a caller's hint may be
     # deliberately wrong, and a shared pool's pairs are not bounded one by one).
-    pruned, first = beaten(cands, start) if hint is None and not excluded else (set(), None)
+    kept, first = beaten(cands, start) if hint is None and not excluded else (None, None)
     if bound is None and first is not None:
         # Stage 0's relaxation bound is the best pair bound: reuse it, not recompute it.
         def bound(stage: int, fixed: list[int]) -> int | None:
@@ -247,7 +164,8 @@ def decide(
             presolve=presolve,
             workers=workers,
             deadline=deadline,
-            excluded=set(excluded) | pruned,
+            excluded=excluded,
+            keep=kept,
         )
     except OutOfTime:
         # A model too large to build within the limit: the starting plan stands.

@@ -62,6 +62,8 @@ def text(d: Mapping[str, Any], key: str, default: Any = ..., *, none: bool = Fal
 
 
 def integer(path: str, v: Any, minimum: int, maximum: int) -> int:
+    if type(v) is int and minimum <= v <= maximum:  # the common case, without an ABC check
+        return v
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         if isinstance(v, float) and math.isfinite(v) and v.is_integer():
             v = int(v)

@@ -586,7 +586,7 @@ def replan_scenario(
         running=run,
     )
     cands = candidates(core, started, limit)
-    if not cands.pairs:
+    if not cands.pair_count:
         raise infeasible.no_pair(core, cands, budget_field="max_gpus")
     decision = decide(cands, started=started, limit=limit, method=method)
     if decision.solution is None or decision.solution[0] is None:

@@ -185,7 +185,7 @@ def _plan(
     or with a ``goal`` (req/s to serve at the percentile) the first that serves it
     (:class:`goodput.ShortOfDemand` when none does)."""
     cands = candidates(sc, started, limit)
-    if not cands.pairs:
+    if not cands.pair_count:
         raise infeasible.no_pair(sc, cands, budget_field=budget_field)
     decision = decide(cands, started=started, limit=limit, method=method, workers=workers)
     if decision.solution is None or decision.solution[0] is None:
