@@ -12,6 +12,8 @@ __all__ = [
     "ConnectorInfo",
     "CONSTANT_FIELDS",
     "ServingPoint",
+    "DisaggregatedPoint",
+    "predict_disaggregated",
     "fit_constants",
     "layout_sides",
     "predict_points",
@@ -493,6 +495,31 @@ class ServingPoint:
     @property
     def batch_limited(self) -> bool: ...
 
+@final
+class DisaggregatedPoint:
+    @property
+    def ttft(self) -> float: ...
+    @property
+    def ttft_steady(self) -> float: ...
+    @property
+    def tpot(self) -> float: ...
+    @property
+    def requests_per_s(self) -> float: ...
+    @property
+    def output_tokens_per_s(self) -> float: ...
+    @property
+    def prefill_capacity_rps(self) -> float: ...
+    @property
+    def decode_capacity_rps(self) -> float: ...
+    @property
+    def batch(self) -> float: ...
+    @property
+    def max_batch(self) -> float: ...
+    @property
+    def prefill_time(self) -> float: ...
+    @property
+    def kv_transfer(self) -> float: ...
+
 def step_time(
     model: _Nums,
     gpu: _Nums,
@@ -506,6 +533,16 @@ def step_time(
 def predict_serving(
     model: _Nums, gpu: _Nums, consts: _Nums, layout: _Layout, work: _ServingWork
 ) -> ServingPoint | None: ...
+def predict_disaggregated(
+    model: _Nums,
+    gpu: _Nums,
+    consts: _Nums,
+    prefill_layout: _Layout,
+    prefill_workers: float,
+    decode_layout: _Layout,
+    decode_workers: float,
+    work: _ServingWork,
+) -> DisaggregatedPoint | None: ...
 def layout_sides(
     model: _Nums, gpu: _Nums, consts: _Nums, layout: _Layout, work: _Work, util: float
 ) -> tuple[bool, float, float, float, float, int, int, float, float, float, bool]: ...

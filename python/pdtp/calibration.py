@@ -109,6 +109,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "mfu_prefill": (0.1, 1.0),
     "mfu_decode": (0.02, 1.0),
     "mfu_attention": (0.02, 1.0),
+    "mfu_decode_attention": (0.05, 1.0),
     "mbu": (0.3, 1.0),
     "kv_read_efficiency": (0.1, 1.0),
     "moe_weight_efficiency": (0.1, 2.0),

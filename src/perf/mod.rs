@@ -12,8 +12,9 @@
 //!   `2·N_act·B` at `mfu_decode` — against the prompt tokens' GEMM FLOPs at `mfu_prefill`
 //!   of the weight dtype's peak; the two overlap, so the step pays a smooth maximum;
 //! - **attention**: decode reads each sequence's KV cache (sliding-window layers only the
-//!   window) at `kv_read_efficiency` of the HBM peak, overlapped with its FLOPs (which bind
-//!   for MLA); prompt tokens pay causal attention FLOPs at `mfu_attention` of the bf16 peak;
+//!   window) at `kv_read_efficiency` of the HBM peak, overlapped with its FLOPs at
+//!   `mfu_decode_attention` of the bf16 peak (which bind for MLA); prompt tokens pay causal
+//!   attention FLOPs at `mfu_attention` of the bf16 peak;
 //! - **communication**: two ring all-reduces per layer under tensor parallel
 //!   (`α + 2(tp−1)/tp · M / BW_link`), an all-to-all dispatch and combine per MoE layer
 //!   under expert parallel with data-parallel attention, point-to-point sends between
@@ -213,8 +214,15 @@ constants! {
     /// GEMMs reach a much smaller share of the peak, and their compute adds to streaming the
     /// weights rather than hiding under it.
     mfu_decode => "mfu_decode",
-    /// Attention FLOP efficiency: share of the bf16 peak (prefill attention, MLA decode).
+    /// Prompt attention FLOP efficiency: share of the bf16 peak (causal attention over the
+    /// prompt's chunks).
     mfu_attention => "mfu_attention",
+    /// Decode attention FLOP efficiency: share of the bf16 peak the decode attention kernels
+    /// (FlashMLA, FlashInfer, AITER) reach where their FLOPs bind, as MLA's absorbed form does
+    /// with all 128 heads on one rank under data-parallel attention. A kernel of its own,
+    /// not the prompt kernels': priced at those, a DP-attention decode step of DeepSeek-R1
+    /// at 100 sequences of 8k tokens cost 2x what was measured.
+    mfu_decode_attention => "mfu_decode_attention",
     /// Weight streaming: share of the HBM peak the linear layers read weights at.
     mbu => "mbu",
     /// KV-cache reads of decode attention: share of the HBM peak.
@@ -626,12 +634,13 @@ pub fn step_time(
         (4.0 * heads * m.head_dim, 4.0 * heads * m.head_dim)
     };
     let attention_flops = g.bf16_flops * c.mfu_attention;
+    let decode_attention_flops = g.bf16_flops * c.mfu_decode_attention;
     let kv_layer = kv_bytes_per_token_per_layer(m, tp_i);
     let kv_read =
         kv_layer * (full * ctx + windowed * ctx_w) / (g.hbm_bandwidth * c.kv_read_efficiency);
     let decode_attention = overlap(
         kv_read,
-        decode_pair * (full * ctx + windowed * ctx_w) / attention_flops,
+        decode_pair * (full * ctx + windowed * ctx_w) / decode_attention_flops,
     );
     let prefill_attention = prefill_pair * (full * work + windowed * work_w) / attention_flops;
 
@@ -919,6 +928,7 @@ pub(crate) mod tests {
             mfu_prefill: 0.5,
             mfu_decode: 0.5,
             mfu_attention: 0.5,
+            mfu_decode_attention: 0.5,
             mbu: 0.8,
             kv_read_efficiency: 0.8,
             moe_weight_efficiency: 1.0,
@@ -1215,7 +1225,7 @@ pub(crate) mod tests {
         })
         .unwrap();
         assert_eq!(built, c);
-        assert_eq!(built.allreduce_latency, 0.5 + 10.0);
+        assert_eq!(built.allreduce_latency, 0.5 + 11.0);
         let short = Constants::try_from_fn(|name| {
             if name == "mbu" {
                 Err(name.len())
