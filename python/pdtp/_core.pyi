@@ -14,6 +14,7 @@ __all__ = [
     "ServingPoint",
     "DisaggregatedPoint",
     "predict_disaggregated",
+    "collective_links",
     "fit_constants",
     "layout_sides",
     "predict_points",
@@ -543,6 +544,7 @@ def predict_disaggregated(
     decode_workers: float,
     work: _ServingWork,
 ) -> DisaggregatedPoint | None: ...
+def collective_links(model: _Nums, gpu: _Nums, layout: _Layout) -> list[tuple[str, bool]]: ...
 def layout_sides(
     model: _Nums, gpu: _Nums, consts: _Nums, layout: _Layout, work: _Work, util: float
 ) -> tuple[bool, float, float, float, float, int, int, float, float, float, bool]: ...

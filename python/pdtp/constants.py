@@ -58,6 +58,9 @@ class Constants:
     mfu_prefill: float = 0.55
     mfu_decode: float = 0.3
     mfu_attention: float = 0.3
+    # Not fitted: the aggregated rows cannot pin it (their MLA runs are TP 4-8, 16-32 heads per
+    # rank, where decode attention's FLOPs hide under its KV reads; a fit runs to its bound).
+    # DeepSeek's FlashMLA reaches 660 TFLOPS compute-bound on an H800 (989 dense bf16): 0.67.
     mfu_decode_attention: float = 0.67
     mbu: float = 0.8
     kv_read_efficiency: float = 0.6

@@ -485,6 +485,29 @@ pub fn allgather_time(g: &GpuPerf, c: &Constants, ranks: i64, bytes: f64) -> f64
     }
 }
 
+/// The collectives one step of `layout` runs and the link each crosses, as [`step_time`]
+/// prices them: the TP all-reduce inside each TP group, the expert-parallel all-to-all over
+/// the tp × dp ranks (DP attention with EP), the token gather over them (DP attention
+/// without EP), the pipeline's stage-to-stage send (over the scale-out network once a stage
+/// boundary leaves the domain). Plans name these per side.
+pub fn collective_links(m: &ModelPerf, g: &GpuPerf, layout: &Layout) -> Vec<(&'static str, Link)> {
+    let mut out = Vec::new();
+    if layout.tp > 1 {
+        out.push(("tp_allreduce", g.link_for(layout.tp)));
+    }
+    if layout.dp > 1 && m.num_moe_layers > 0.0 {
+        if layout.uses_ep() {
+            out.push(("ep_alltoall", g.link_for(layout.ep_size())));
+        } else {
+            out.push(("dp_allgather", g.link_for(layout.moe_tp_size())));
+        }
+    }
+    if layout.pp > 1 {
+        out.push(("pp_send", g.link_for(layout.gpus())));
+    }
+    out
+}
+
 // ---- the step ---------------------------------------------------------------------------
 
 /// The work of one engine step: what a scheduler batched together. vLLM's continuous
@@ -1203,6 +1226,44 @@ pub(crate) mod tests {
         assert_eq!(
             step_time(&m, &g, &c, &one_node, &b),
             step_time(&m, &rack, &c, &one_node, &b)
+        );
+    }
+
+    #[test]
+    fn collective_links_follow_the_group_sizes_step_time_prices() {
+        let (m, g) = (moe_mla(), h100());
+        assert!(collective_links(&m, &g, &Layout::tp(1)).is_empty());
+        assert_eq!(
+            collective_links(&m, &g, &Layout::tp(8)),
+            vec![("tp_allreduce", Link::ScaleUp)]
+        );
+        let dp = |dp, ep| Layout {
+            tp: 1,
+            dp,
+            ep,
+            pp: 1,
+        };
+        assert_eq!(
+            collective_links(&m, &g, &dp(8, true)),
+            vec![("ep_alltoall", Link::ScaleUp)]
+        );
+        assert_eq!(
+            collective_links(&m, &g, &dp(32, true)),
+            vec![("ep_alltoall", Link::ScaleOut)]
+        );
+        assert_eq!(
+            collective_links(&m, &g, &dp(16, false)),
+            vec![("dp_allgather", Link::ScaleOut)]
+        );
+        // A dense model's DP ranks exchange nothing; a 16-GPU pipeline hops across nodes.
+        assert!(collective_links(&llama70(), &g, &dp(4, false)).is_empty());
+        let pp2 = Layout {
+            pp: 2,
+            ..Layout::tp(8)
+        };
+        assert_eq!(
+            collective_links(&llama70(), &g, &pp2),
+            vec![("tp_allreduce", Link::ScaleUp), ("pp_send", Link::ScaleOut)]
         );
     }
 

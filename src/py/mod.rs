@@ -73,6 +73,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ServingPoint>()?;
     m.add_function(wrap_pyfunction!(predict_disaggregated, m)?)?;
     m.add_class::<DisaggregatedPoint>()?;
+    m.add_function(wrap_pyfunction!(collective_links, m)?)?;
     m.add("CONSTANT_FIELDS", Constants::FIELDS.to_vec())?;
     // simulator
     m.add_class::<PySimConfig>()?;

@@ -229,6 +229,22 @@ pub(super) fn predict_disaggregated(
     })
 }
 
+/// The collectives one step of `layout` runs, each with whether it crosses the scale-out
+/// network (`true`) or stays inside one NVLink/xGMI domain.
+#[pyfunction]
+pub(super) fn collective_links(
+    model: &Bound<'_, PyDict>,
+    gpu: &Bound<'_, PyDict>,
+    layout: LayoutTuple,
+) -> PyResult<Vec<(&'static str, bool)>> {
+    let (m, g) = (model_perf(model)?, gpu_perf(gpu)?);
+    let l = self::layout(layout);
+    Ok(perf::collective_links(&m, &g, &l)
+        .into_iter()
+        .map(|(name, link)| (name, link == perf::Link::ScaleOut))
+        .collect())
+}
+
 /// Per-layout side numbers: `(weights_fit, max_sequences(isl + osl), prefill time,
 /// ttft, prefill requests/s, decode batch, decode max_batch, tpot, decode requests/s,
 /// kv_capacity_tokens, prefill fits)`: the KV tokens one data-parallel rank holds, and
