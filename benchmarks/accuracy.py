@@ -109,6 +109,8 @@ TARGETS: tuple[tuple[str, str, float], ...] = (
     ("output_tokens_per_s", "median", 0.08),
 )
 CALIBRATE_TARGET = 0.05
+#: What the P/D runs are scored on: the fitted kinds and the median TTFT.
+DISAGG_SCORED = (*KINDS[:2], "ttft_median_ms", KINDS[2])
 
 
 def layout_family(p: PerfPoint) -> str:
@@ -321,6 +323,7 @@ def load_disaggregated(skipped: Counter[str] | None = None) -> list[dict[str, An
                 "measured": {
                     "tpot_ms": float(row["tpot_mean_ms"]),
                     "ttft_ms": float(row["ttft_mean_ms"]),
+                    "ttft_median_ms": float(row["ttft_median_ms"]),
                     "output_tokens_per_s": float(row["output_tps"]),
                 },
             }
@@ -329,56 +332,31 @@ def load_disaggregated(skipped: Counter[str] | None = None) -> list[dict[str, An
 
 
 def predict_disaggregated(run: dict[str, Any], table: Table) -> dict[str, float]:
-    """A closed loop of ``concurrency`` clients over prefill and decode workers, on pdtp's step
-    function (the one ``evaluate`` and ``solve`` rate sides with): each decode worker runs its
-    share of the requests in flight (at most what its KV cache holds), each prefill worker
-    serves prompts at its step rate, and the slower side sets the request rate; requests wait
-    for a prefill slot when prefill is the bottleneck."""
-    dec, pre = run["decode"], run["prefill"]
-    c_dec = table.constants(dec.gpu, dec.engine, dec.engine_release)
-    c_pre = table.constants(pre.gpu, pre.engine, pre.engine_release)
-    m = model_inputs(dec.model)
-    g = gpu_inputs(dec.gpu, dec.model.weight_dtype)
-    isl, osl = dec.isl, dec.osl
-    work = {"isl": isl, "osl": osl, "ttft_s": None, "tpot_s": None}
-    dl, pl = run["decode_layout"], run["prefill_layout"]
-    cd, cp = constant_inputs(c_dec), constant_inputs(c_pre)
-    max_rank = _core.layout_sides(m, g, cd, dl, work, dec.gpu_memory_utilization)[6]
-    dp_dec, dp_pre = dl[2], pl[2]
-    context = isl + osl / 2.0
-
-    def tpot(per_worker: float) -> float:
-        b = max(per_worker / dp_dec, 1.0)
-        return float(_core.step_time(m, g, cd, dl, b, b * context, 0.0, 0.0))
-
-    # Prefill: each DP rank takes whole prompts, as many as one step's token budget holds.
-    per_step = max(1.0, math.floor(pre.max_num_batched_tokens / isl))
-    t_step = float(_core.step_time(m, g, cp, pl, 0.0, 0.0, per_step * isl, per_step * isl**2 / 2))
-    t_one = float(_core.step_time(m, g, cp, pl, 0.0, 0.0, isl, isl**2 / 2))
-    prefill_rps = run["prefill_workers"] * dp_pre * per_step / t_step
-    # The prompt's KV moves once, each prefill TP rank sending its share in parallel.
-    kv_bytes = dec.model.kv_bytes_per_sequence(round(isl))
-    bandwidth, latency = float(c_pre.kv_transfer_bandwidth), float(c_pre.kv_transfer_latency_s)
-    transfer = kv_bytes / max(pl[0], 1) / bandwidth + latency
-    ttft_base = float(c_pre.api_overhead_s) + t_one + transfer
-    conc = float(dec.concurrency or 1)
-    workers = run["decode_workers"]
-    cap = max_rank * dp_dec if max_rank > 0 else math.inf
-    # Fixed point of Little's law: conc = rate × (TTFT + osl × TPOT).
-    per_worker = min(conc / workers, cap)
-    ttft = ttft_base
-    for _ in range(50):
-        t = tpot(per_worker)
-        rate = conc / (ttft + osl * t)
-        decode_rps = workers * per_worker / (osl * t)
-        rate = min(rate, decode_rps, prefill_rps)
-        ttft = max(ttft_base, conc / rate - osl * t)
-        new = min(rate * osl * t / workers, cap)
-        if abs(new - per_worker) < 1e-6 * max(per_worker, 1.0):
-            break
-        per_worker = 0.5 * (per_worker + new)
-    t = tpot(per_worker)
-    return {"tpot_ms": t * 1e3, "ttft_ms": ttft * 1e3, "output_tokens_per_s": rate * osl}
+    """The measured P/D run as pdtp predicts it (``_core.predict_disaggregated``, the
+    closed loop of ``src/perf/serving.rs``' ``disaggregated``: prefill batches and their
+    queue, the KV transfer, the first decode step, the first wave, Little's law over the
+    loop) at the run's layouts, worker counts and concurrency, with ``table``'s constants at
+    the run's engine release."""
+    dec = run["decode"]
+    c = table.constants(dec.gpu, dec.engine, dec.engine_release)
+    p = _core.predict_disaggregated(
+        model_inputs(dec.model),
+        gpu_inputs(dec.gpu, dec.model.weight_dtype),
+        constant_inputs(c),
+        run["prefill_layout"],
+        float(run["prefill_workers"]),
+        run["decode_layout"],
+        float(run["decode_workers"]),
+        dec.workload(),
+    )
+    if p is None:
+        return {kind: math.nan for kind in DISAGG_SCORED}
+    return {
+        "tpot_ms": p.tpot * 1e3,
+        "ttft_ms": p.ttft * 1e3,
+        "ttft_median_ms": p.ttft_steady * 1e3,
+        "output_tokens_per_s": p.output_tokens_per_s,
+    }
 
 
 def disaggregated_summaries(
@@ -387,7 +365,7 @@ def disaggregated_summaries(
     """Per ``kind/vendor`` (and ``kind/all``): n, median and p90 of the absolute relative
     errors of the P/D predictions."""
     out: dict[str, dict[str, Any]] = {}
-    for kind in KINDS:
+    for kind in DISAGG_SCORED:
         for vendor in (*VENDORS, "all"):
             errors = [
                 abs(pr[kind] / r["measured"][kind] - 1.0) if math.isfinite(pr[kind]) else math.inf
@@ -562,7 +540,7 @@ def render_markdown(result: dict[str, Any]) -> str:
         ]
         old_d = before.get("disaggregated", {})
         for s, table in disagg.items():
-            for kind in KINDS:
+            for kind in DISAGG_SCORED:
                 for vendor in (*VENDORS, "all"):
                     key = f"{kind}/{vendor}"
                     v, old = table.get(key), old_d.get(s, {}).get(key)

@@ -483,10 +483,15 @@ def test_the_accuracy_benchmark_splits_and_scores_as_described(accuracy_module: 
     )
     assert more["tpot_ms"] < base["tpot_ms"]
     assert more["output_tokens_per_s"] > base["output_tokens_per_s"]
-    # Little's law holds for the closed loop it predicts.
+    # Little's law holds for the closed loop it predicts, less the run's drain (its last
+    # requests finish with fewer in flight: a few per cent of a 10-request-per-client run).
     conc = run["decode"].concurrency
-    e2e_s = (base["ttft_ms"] + run["decode"].osl * base["tpot_ms"]) / 1e3
-    assert base["output_tokens_per_s"] * e2e_s / run["decode"].osl == pytest.approx(conc, rel=0.02)
+    osl = run["decode"].osl
+    e2e_s = (base["ttft_ms"] + (osl - 1) * base["tpot_ms"]) / 1e3
+    held = base["output_tokens_per_s"] * e2e_s / osl
+    assert 0.95 * conc <= held <= conc * 1.0001
+    # The median (steady) request does not wait for the first wave; the mean does.
+    assert base["ttft_median_ms"] <= base["ttft_ms"]
 
 
 @pytest.fixture(scope="module")

@@ -610,3 +610,56 @@ def test_the_simulator_judges_the_slo_on_the_statistic_it_names():
     for bad in ("median", 1.0, 0):
         with pytest.raises(pdtp.PdtpError, match="statistic"):
             slo_met(r, bad)
+
+
+def test_estimates_name_the_network_each_collective_crosses():
+    """Each collective on the link the model prices it at: an EP group of 16 H100s spans two
+    8-GPU NVLink domains (scale-out), one of 8 stays on NVLink; xGMI on AMD; the KV transfer
+    between instances is priced at the scale-out NIC."""
+    kw = {"prefill_instances": 1, "decode_instances": 1, "connector": "nixl"}
+    e = pdtp.evaluate("qwen3-30b-a3b", gpu="h100", prefill_tp="tp2dp4", decode_tp="tp1dp16ep", **kw)
+    assert set(e.networks) == {
+        ("prefill", "tp_allreduce", "nvlink"),
+        ("prefill", "dp_allgather", "nvlink"),
+        ("decode", "ep_alltoall", "scale-out"),
+        ("pd", "kv_transfer", "scale-out"),
+    }
+    inside = pdtp.evaluate("qwen3-30b-a3b", gpu="h100", prefill_tp=1, decode_tp="tp1dp8ep", **kw)
+    assert ("decode", "ep_alltoall", "nvlink") in inside.networks
+    assert not any(side == "prefill" for side, _, _ in inside.networks)
+    amd = pdtp.evaluate("llama-3.1-70b", gpu="mi300x", prefill_tp=4, decode_tp=8, **kw)
+    assert ("decode", "tp_allreduce", "xgmi") in amd.networks
+    agg = pdtp.evaluate("llama-3.1-70b", gpu="h100", aggregated=4, aggregated_instances=2)
+    assert agg.networks == (("aggregated", "tp_allreduce", "nvlink"),)
+    assert e.to_dict()["networks"]
+
+
+def test_a_plans_engine_release_chooses_the_simulators_constants(vllm_release_range):
+    """simulate(plan) prices its steps with the constants of the plan's vLLM release, as
+    the plan was priced (the fixture's release range makes them differ from the baseline)."""
+    from pdtp.constants import constants_for
+
+    newer = vllm_release_range.replace("0.26", "0.32")
+    plan = pdtp.solve("llama-3.1-70b", gpu="h100", gpus=8, connector="nixl", vllm_version=newer)
+    older = dataclasses.replace(plan, vllm_version="0.14.0")
+    w = {"isl": 1024, "osl": 64}
+    own = pdtp.simulate(plan, concurrency=2, requests=16, workload=w)
+    base = pdtp.simulate(older, concurrency=2, requests=16, workload=w)
+    assert own.tpot_ms.mean != pytest.approx(base.tpot_ms.mean, rel=1e-6)
+    sides = {"prefill": plan.prefill, "decode": plan.decode}
+    if plan.serving == "agg":
+        layout = {"layout": str(plan.aggregated.layout), "instances": plan.aggregated.instances}
+    else:
+        layout = {
+            "prefill_layout": str(sides["prefill"].layout),
+            "prefill_instances": sides["prefill"].instances,
+            "decode_layout": str(sides["decode"].layout),
+            "decode_instances": sides["decode"].instances,
+        }
+    given = pdtp.sim_config(
+        "llama-3.1-70b", gpu="h100", constants=constants_for("h100", release=newer), **layout
+    )
+    same = pdtp.simulate(given, concurrency=2, requests=16, workload=w)
+    assert same.tpot_ms.mean == pytest.approx(own.tpot_ms.mean, rel=1e-9)
+    with pytest.raises(pdtp.PdtpError, match="vllm_version"):
+        pdtp.sim_config("llama-3.1-70b", gpu="h100", tp=4, vllm_version=26)

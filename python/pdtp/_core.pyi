@@ -15,6 +15,9 @@ __all__ = [
     "GpuInputs",
     "ModelInputs",
     "ServingPoint",
+    "DisaggregatedPoint",
+    "predict_disaggregated",
+    "collective_links",
     "fit_constants",
     "layout_sides",
     "predict_points",
@@ -543,6 +546,31 @@ class ServingPoint:
     @property
     def batch_limited(self) -> bool: ...
 
+@final
+class DisaggregatedPoint:
+    @property
+    def ttft(self) -> float: ...
+    @property
+    def ttft_steady(self) -> float: ...
+    @property
+    def tpot(self) -> float: ...
+    @property
+    def requests_per_s(self) -> float: ...
+    @property
+    def output_tokens_per_s(self) -> float: ...
+    @property
+    def prefill_capacity_rps(self) -> float: ...
+    @property
+    def decode_capacity_rps(self) -> float: ...
+    @property
+    def batch(self) -> float: ...
+    @property
+    def max_batch(self) -> float: ...
+    @property
+    def prefill_time(self) -> float: ...
+    @property
+    def kv_transfer(self) -> float: ...
+
 def step_time(
     model: ModelInputs,
     gpu: GpuInputs,
@@ -556,6 +584,17 @@ def step_time(
 def predict_serving(
     model: ModelInputs, gpu: GpuInputs, consts: ConstantInputs, layout: _Layout, work: _ServingWork
 ) -> ServingPoint | None: ...
+def predict_disaggregated(
+    model: ModelInputs,
+    gpu: GpuInputs,
+    consts: ConstantInputs,
+    prefill_layout: _Layout,
+    prefill_workers: float,
+    decode_layout: _Layout,
+    decode_workers: float,
+    work: _ServingWork,
+) -> DisaggregatedPoint | None: ...
+def collective_links(model: ModelInputs, gpu: GpuInputs, layout: _Layout) -> list[tuple[str, bool]]: ...
 def layout_sides(
     model: ModelInputs,
     gpu: GpuInputs,

@@ -450,6 +450,12 @@ class Estimate:
     prefill_layout: str = ""
     decode_layout: str = ""
     constants_note: str = ""
+    #: The network each collective crosses, as the model prices it: ``(side, collective,
+    #: network)`` with side ``prefill``/``decode``/``aggregated`` (or ``pd`` for the KV
+    #: transfer between instances), collective ``tp_allreduce``, ``ep_alltoall``,
+    #: ``dp_allgather``, ``pp_send`` or ``kv_transfer``, and network ``nvlink``/``xgmi``
+    #: (inside one scale-up domain) or ``scale-out`` (the GPU type's RDMA network).
+    networks: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def bottleneck(self) -> str:
@@ -462,6 +468,17 @@ class Estimate:
         d["violations"] = [v.to_dict() for v in self.violations]
         d["bottleneck"] = self.bottleneck
         return d
+
+
+def collective_networks(ctx: Context, side: str, layout: Layout) -> list[tuple[str, str, str]]:
+    """``(side, collective, network)`` for each collective one step of ``layout`` runs, on the
+    link the performance model prices it at (``src/perf``' ``collective_links``)."""
+    m, g, _ = ctx.inputs
+    scaleup = "xgmi" if ctx.gpu.vendor == "AMD" else "nvlink"
+    return [
+        (side, name, "scale-out" if out else scaleup)
+        for name, out in _core.collective_links(m, g, layout.core)
+    ]
 
 
 def bottleneck(prefill_rps: float, decode_rps: float, tolerance: float = 0.02) -> str:
@@ -550,6 +567,7 @@ def evaluate(
             prefill_layout=str(layout),
             decode_layout=str(layout),
             constants_note=note,
+            networks=tuple(collective_networks(ctx, "aggregated", layout)),
         )
     missing = [
         name
@@ -606,6 +624,12 @@ def evaluate(
         prefill_layout=str(pl),
         decode_layout=str(dl),
         constants_note=note,
+        networks=(
+            *collective_networks(ctx, "prefill", pl),
+            *collective_networks(ctx, "decode", dl),
+            # Priced at the constants' kv_transfer_bandwidth: one RDMA NIC per prefill rank.
+            ("pd", "kv_transfer", "scale-out"),
+        ),
     )
 
 

@@ -111,6 +111,7 @@ def sim_config(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     router: str = "round_robin",
+    vllm_version: str | None = None,
 ) -> SimConfig:
     """A deployment to simulate: ``tp`` or ``layout`` (and ``instances``) for aggregated
     serving — plain ``vllm serve``, each instance doing both phases — or ``prefill_tp`` /
@@ -124,7 +125,9 @@ def sim_config(
     micro-batch) default to what ``vllm serve`` picks on the GPU
     (:func:`vllm_scheduler_defaults`; ``max_num_seqs`` at most the constants'). ``router``
     spreads requests over instances: ``round_robin`` (vLLM's example P/D proxy) or
-    ``least_loaded`` (fewest unfinished requests).
+    ``least_loaded`` (fewest unfinished requests). ``vllm_version`` (a release or engine
+    image) picks the constants of its measured release range, as :func:`pdtp.evaluate` does
+    (a plan's own release when simulating a plan).
 
     >>> import pdtp
     >>> c = pdtp.sim_config("llama-3.1-8b", gpu="h100", tp=1, instances=2)
@@ -135,11 +138,17 @@ def sim_config(
     """
     from .perf import DEFAULT_GPU, DEFAULT_UTILIZATION, resolve_context
 
+    if vllm_version is not None and not isinstance(vllm_version, str):
+        raise ArgumentTypeError(
+            f"vllm_version must be a release or engine image string such as '0.11.0', got "
+            f"{type(vllm_version).__name__}"
+        )
     ctx = resolve_context(
         model,
         DEFAULT_GPU if gpu is None else gpu,
         constants,
         DEFAULT_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization,
+        release=vllm_version or "",
     )
     agg = _side_layout("tp", tp, "layout", layout)
     pre = _side_layout("prefill_tp", prefill_tp, "prefill_layout", prefill_layout)
@@ -247,6 +256,8 @@ def config_from_plan(
         "max_num_seqs": max_num_seqs,
         "max_num_batched_tokens": max_num_batched_tokens,
         "router": router,
+        # The plan's engine release chooses the constants, as it did when it was planned.
+        "vllm_version": getattr(plan, "vllm_version", None),
     }
     if "aggregated" in sides:
         layout, n = sides["aggregated"]

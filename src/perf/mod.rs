@@ -12,8 +12,9 @@
 //!   `2·N_act·B` at `mfu_decode` — against the prompt tokens' GEMM FLOPs at `mfu_prefill`
 //!   of the weight dtype's peak; the two overlap, so the step pays a smooth maximum;
 //! - **attention**: decode reads each sequence's KV cache (sliding-window layers only the
-//!   window) at `kv_read_efficiency` of the HBM peak, overlapped with its FLOPs (which bind
-//!   for MLA); prompt tokens pay causal attention FLOPs at `mfu_attention` of the bf16 peak;
+//!   window) at `kv_read_efficiency` of the HBM peak, overlapped with its FLOPs at
+//!   `mfu_decode_attention` of the bf16 peak (which bind for MLA); prompt tokens pay causal
+//!   attention FLOPs at `mfu_attention` of the bf16 peak;
 //! - **communication**: two ring all-reduces per layer under tensor parallel
 //!   (`α + 2(tp−1)/tp · M / BW_link`), an all-to-all dispatch and combine per MoE layer
 //!   under expert parallel with data-parallel attention, point-to-point sends between
@@ -213,8 +214,15 @@ constants! {
     /// GEMMs reach a much smaller share of the peak, and their compute adds to streaming the
     /// weights rather than hiding under it.
     mfu_decode => "mfu_decode",
-    /// Attention FLOP efficiency: share of the bf16 peak (prefill attention, MLA decode).
+    /// Prompt attention FLOP efficiency: share of the bf16 peak (causal attention over the
+    /// prompt's chunks).
     mfu_attention => "mfu_attention",
+    /// Decode attention FLOP efficiency: share of the bf16 peak the decode attention kernels
+    /// (FlashMLA, FlashInfer, AITER) reach where their FLOPs bind, as MLA's absorbed form does
+    /// with all 128 heads on one rank under data-parallel attention. A kernel of its own,
+    /// not the prompt kernels': priced at those, a DP-attention decode step of DeepSeek-R1
+    /// at 100 sequences of 8k tokens cost 2x what was measured.
+    mfu_decode_attention => "mfu_decode_attention",
     /// Weight streaming: share of the HBM peak the linear layers read weights at.
     mbu => "mbu",
     /// KV-cache reads of decode attention: share of the HBM peak.
@@ -477,6 +485,29 @@ pub fn allgather_time(g: &GpuPerf, c: &Constants, ranks: i64, bytes: f64) -> f64
     }
 }
 
+/// The collectives one step of `layout` runs and the link each crosses, as [`step_time`]
+/// prices them: the TP all-reduce inside each TP group, the expert-parallel all-to-all over
+/// the tp × dp ranks (DP attention with EP), the token gather over them (DP attention
+/// without EP), the pipeline's stage-to-stage send (over the scale-out network once a stage
+/// boundary leaves the domain). Plans name these per side.
+pub fn collective_links(m: &ModelPerf, g: &GpuPerf, layout: &Layout) -> Vec<(&'static str, Link)> {
+    let mut out = Vec::new();
+    if layout.tp > 1 {
+        out.push(("tp_allreduce", g.link_for(layout.tp)));
+    }
+    if layout.dp > 1 && m.num_moe_layers > 0.0 {
+        if layout.uses_ep() {
+            out.push(("ep_alltoall", g.link_for(layout.ep_size())));
+        } else {
+            out.push(("dp_allgather", g.link_for(layout.moe_tp_size())));
+        }
+    }
+    if layout.pp > 1 {
+        out.push(("pp_send", g.link_for(layout.gpus())));
+    }
+    out
+}
+
 // ---- the step ---------------------------------------------------------------------------
 
 /// The work of one engine step: what a scheduler batched together. vLLM's continuous
@@ -626,12 +657,13 @@ pub fn step_time(
         (4.0 * heads * m.head_dim, 4.0 * heads * m.head_dim)
     };
     let attention_flops = g.bf16_flops * c.mfu_attention;
+    let decode_attention_flops = g.bf16_flops * c.mfu_decode_attention;
     let kv_layer = kv_bytes_per_token_per_layer(m, tp_i);
     let kv_read =
         kv_layer * (full * ctx + windowed * ctx_w) / (g.hbm_bandwidth * c.kv_read_efficiency);
     let decode_attention = overlap(
         kv_read,
-        decode_pair * (full * ctx + windowed * ctx_w) / attention_flops,
+        decode_pair * (full * ctx + windowed * ctx_w) / decode_attention_flops,
     );
     let prefill_attention = prefill_pair * (full * work + windowed * work_w) / attention_flops;
 
@@ -919,6 +951,7 @@ pub(crate) mod tests {
             mfu_prefill: 0.5,
             mfu_decode: 0.5,
             mfu_attention: 0.5,
+            mfu_decode_attention: 0.5,
             mbu: 0.8,
             kv_read_efficiency: 0.8,
             moe_weight_efficiency: 1.0,
@@ -1197,6 +1230,44 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn collective_links_follow_the_group_sizes_step_time_prices() {
+        let (m, g) = (moe_mla(), h100());
+        assert!(collective_links(&m, &g, &Layout::tp(1)).is_empty());
+        assert_eq!(
+            collective_links(&m, &g, &Layout::tp(8)),
+            vec![("tp_allreduce", Link::ScaleUp)]
+        );
+        let dp = |dp, ep| Layout {
+            tp: 1,
+            dp,
+            ep,
+            pp: 1,
+        };
+        assert_eq!(
+            collective_links(&m, &g, &dp(8, true)),
+            vec![("ep_alltoall", Link::ScaleUp)]
+        );
+        assert_eq!(
+            collective_links(&m, &g, &dp(32, true)),
+            vec![("ep_alltoall", Link::ScaleOut)]
+        );
+        assert_eq!(
+            collective_links(&m, &g, &dp(16, false)),
+            vec![("dp_allgather", Link::ScaleOut)]
+        );
+        // A dense model's DP ranks exchange nothing; a 16-GPU pipeline hops across nodes.
+        assert!(collective_links(&llama70(), &g, &dp(4, false)).is_empty());
+        let pp2 = Layout {
+            pp: 2,
+            ..Layout::tp(8)
+        };
+        assert_eq!(
+            collective_links(&llama70(), &g, &pp2),
+            vec![("tp_allreduce", Link::ScaleUp), ("pp_send", Link::ScaleOut)]
+        );
+    }
+
+    #[test]
     fn constants_fields_round_trip() {
         let mut c = consts();
         for (i, name) in Constants::FIELDS.iter().enumerate() {
@@ -1215,7 +1286,7 @@ pub(crate) mod tests {
         })
         .unwrap();
         assert_eq!(built, c);
-        assert_eq!(built.allreduce_latency, 0.5 + 10.0);
+        assert_eq!(built.allreduce_latency, 0.5 + 11.0);
         let short = Constants::try_from_fn(|name| {
             if name == "mbu" {
                 Err(name.len())

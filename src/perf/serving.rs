@@ -221,6 +221,152 @@ pub fn serving(
     })
 }
 
+// ---- disaggregated serving ------------------------------------------------------------------
+
+/// The predicted steady state of a disaggregated (P/D) deployment in a closed loop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DisaggregatedPoint {
+    /// Mean TTFT over the benchmark's requests (s), the first wave included.
+    pub ttft: f64,
+    /// TTFT of a request in steady state (s): the typical (median) request.
+    pub ttft_steady: f64,
+    /// Decode step time at the running batch (s).
+    pub tpot: f64,
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    /// Prompts/s the prefill workers clear at full batches (one step's token budget).
+    pub prefill_capacity_rps: f64,
+    /// Requests/s the decode workers finish at their largest batch.
+    pub decode_capacity_rps: f64,
+    /// Sequences decoding at once per decode DP rank (all micro-batches).
+    pub batch: f64,
+    /// The most sequences the KV cache and `max_num_seqs` allow per decode DP rank.
+    pub max_batch: f64,
+    /// One prompt's prefill alone, and its KV cache's move to the decode side (s).
+    pub prefill_time: f64,
+    pub kv_transfer: f64,
+}
+
+/// Disaggregated serving of `w`'s closed loop on `prefill_workers` instances of `prefill`
+/// and `decode_workers` instances of `decode`: what happens to a request, on the one step
+/// function.
+///
+/// - **Prefill**: each DP rank (and pipeline lane) batches the prompts waiting, up to one
+///   step's token budget (`max_num_batched_tokens`), so the side clears `P` prompts/s at full
+///   batches. A prompt arriving at load ρ waits for the batch in progress (ρ/2 of a step) and
+///   rides in the next, which holds the prompts that arrived meanwhile; an M/D/1 term covers
+///   the rest of the queue.
+/// - **TTFT** of a steady request = request overhead + that prefill latency + the KV
+///   transfer ([`super::kv_transfer_time`], each prefill rank sending its share) + the first
+///   decode step. When one side limits the rate, the clients queue in front of it: Little's
+///   law over the loop, `C = X · (TTFT + osl · TPOT)`.
+/// - **The first wave**: the benchmark starts all `C` clients at once, so the first `C`
+///   prompts wait for the prefill side to clear them, `C / 2P` on average beyond a steady
+///   request; the mean over `num_prompts` requests carries it, the median does not.
+/// - **Decode**: each DP rank runs its share of the requests in flight, at most what its KV
+///   cache holds; TPOT is its step time there.
+///
+/// `None` when the prefill side cannot hold one prompt or the decode side one sequence, or
+/// without a concurrency (the loop needs its clients).
+#[allow(clippy::too_many_arguments)]
+pub fn disaggregated(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    prefill: &Layout,
+    prefill_workers: f64,
+    decode: &Layout,
+    decode_workers: f64,
+    w: &ServingWorkload,
+) -> Option<DisaggregatedPoint> {
+    let n = w.concurrency?.max(1e-9);
+    let (isl, osl) = (w.isl.max(1.0), w.osl.max(1.0));
+    let util = w.gpu_memory_utilization;
+    if max_sequences(m, g, c, prefill, util, isl) < 1.0 {
+        return None;
+    }
+    let d_pp = decode.pp.max(1) as f64;
+    let context = isl + osl / 2.0;
+    let max_batch = max_sequences(m, g, c, decode, util, isl + osl).min(w.max_num_seqs * d_pp);
+    if max_batch < 1.0 || prefill_workers <= 0.0 || decode_workers <= 0.0 {
+        return None;
+    }
+    let d_ranks = decode_workers * decode.dp.max(1) as f64;
+    let p_lanes = prefill_workers * (prefill.dp.max(1) * prefill.pp.max(1)) as f64;
+    let t_dec = |b: f64| {
+        let b = b.max(1.0);
+        step_time(m, g, c, decode, &StepBatch::decode(b / d_pp, context))
+    };
+    let t_pre = |k: f64| {
+        step_time(
+            m,
+            g,
+            c,
+            prefill,
+            &StepBatch {
+                prefill_tokens: k * isl,
+                prefill_attention_work: k * isl * isl / 2.0,
+                ..StepBatch::default()
+            },
+        )
+    };
+    let k_max = (w.max_num_batched_tokens / isl).floor().max(1.0);
+    let capacity = p_lanes * k_max / t_pre(k_max);
+    let transfer = super::kv_transfer_time(m, c, prefill.tp, isl);
+    let prefill_latency = |rate: f64| {
+        let per_lane = rate / p_lanes;
+        let mut k = 1.0;
+        for _ in 0..20 {
+            k = (per_lane * t_pre(k)).clamp(1.0, k_max);
+        }
+        let t = t_pre(k);
+        let rho = (per_lane * t / k).min(MAX_PREFILL_LOAD);
+        t + rho * t / 2.0 + rho * rho / (2.0 * (1.0 - rho)) * t / k
+    };
+    let decode_capacity = d_ranks * max_batch / (osl * t_dec(max_batch));
+
+    let mut b = (n / d_ranks).min(max_batch);
+    let (mut rate, mut ttft) = (0.0_f64, 0.0_f64);
+    for _ in 0..ITERATIONS + 20 {
+        let t = t_dec(b);
+        let steady = c.api_overhead + prefill_latency(rate.min(capacity)) + transfer + t;
+        rate = (n / (steady + osl * t))
+            .min(capacity)
+            .min(d_ranks * b / (osl * t));
+        ttft = steady.max(n / rate - osl * t);
+        let next = (rate * osl * t / d_ranks).min(max_batch);
+        if (next - b).abs() < 1e-9 * b.max(1.0) {
+            break;
+        }
+        b = 0.5 * (b + next);
+    }
+    let tpot = t_dec(b);
+    let prompts = w.num_prompts.max(n);
+    let (mean, drain) = if prompts.is_finite() {
+        let waves = prompts / n;
+        (
+            ttft + n / prompts * n / (2.0 * capacity),
+            waves / (waves + DRAIN_REQUESTS),
+        )
+    } else {
+        (ttft, 1.0)
+    };
+    let requests_per_s = rate.min(n / (mean + (osl - 1.0) * tpot) * drain);
+    Some(DisaggregatedPoint {
+        ttft: mean,
+        ttft_steady: ttft,
+        tpot,
+        requests_per_s,
+        output_tokens_per_s: requests_per_s * osl,
+        prefill_capacity_rps: capacity,
+        decode_capacity_rps: decode_capacity,
+        batch: b,
+        max_batch,
+        prefill_time: t_pre(1.0),
+        kv_transfer: transfer,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,5 +468,88 @@ mod tests {
             ..fp8_llama()
         };
         assert!(serving(&big, &g, &c, &Layout::tp(1), &work(1.0)).is_none());
+    }
+
+    fn pd_work(c: f64) -> ServingWorkload {
+        ServingWorkload {
+            isl: 4096.0,
+            ..work(c)
+        }
+    }
+
+    #[test]
+    fn disaggregated_loop_obeys_littles_law_and_queues_at_the_slower_side() {
+        let (m, g, c) = (fp8_llama(), h100(), consts());
+        let (p, d) = (Layout::tp(4), Layout::tp(4));
+        let mut last: Option<DisaggregatedPoint> = None;
+        for conc in [1.0, 8.0, 64.0, 512.0] {
+            let x = disaggregated(&m, &g, &c, &p, 1.0, &d, 2.0, &pd_work(conc)).unwrap();
+            // The loop holds its clients: in TTFT or decoding (steady requests).
+            let held = x.requests_per_s * (x.ttft_steady + 1024.0 * x.tpot);
+            assert!(held <= conc * 1.0001, "{conc}: {held}");
+            assert!(x.requests_per_s <= x.prefill_capacity_rps * 1.0001);
+            assert!(x.requests_per_s <= x.decode_capacity_rps * 1.0001);
+            assert!(x.ttft >= x.ttft_steady && x.batch <= x.max_batch + 1e-9);
+            if let Some(q) = last {
+                assert!(x.requests_per_s >= q.requests_per_s * 0.999);
+                assert!(x.ttft_steady >= q.ttft_steady);
+            }
+            last = Some(x);
+        }
+        // Far past what one prefill instance clears, the clients wait in front of it.
+        let x = last.unwrap();
+        // (less the first wave and the drain, a few per cent)
+        assert!(x.requests_per_s > 0.9 * x.prefill_capacity_rps);
+        assert!(x.ttft_steady > 10.0 * x.prefill_time);
+        // More prefill instances relieve it; the decode side then sets the rate.
+        let more = disaggregated(&m, &g, &c, &p, 8.0, &d, 2.0, &pd_work(512.0)).unwrap();
+        assert!(more.requests_per_s > x.requests_per_s && more.ttft_steady < x.ttft_steady);
+    }
+
+    #[test]
+    fn the_first_wave_raises_the_mean_ttft_not_the_steady_one() {
+        let (m, g, c) = (fp8_llama(), h100(), consts());
+        let l = Layout::tp(4);
+        let burst = disaggregated(&m, &g, &c, &l, 1.0, &l, 4.0, &pd_work(64.0)).unwrap();
+        let steady = ServingWorkload {
+            num_prompts: f64::INFINITY,
+            ..pd_work(64.0)
+        };
+        let s = disaggregated(&m, &g, &c, &l, 1.0, &l, 4.0, &steady).unwrap();
+        assert_eq!(s.ttft, s.ttft_steady);
+        assert!(burst.ttft > burst.ttft_steady);
+        assert!((burst.ttft_steady - s.ttft_steady).abs() < 1e-9 * s.ttft_steady);
+        // A slow KV link adds to a lone request's TTFT.
+        let slow = Constants {
+            kv_transfer_bandwidth: c.kv_transfer_bandwidth / 100.0,
+            ..c
+        };
+        let one = ServingWorkload {
+            concurrency: Some(1.0),
+            ..steady
+        };
+        let fast = disaggregated(&m, &g, &c, &l, 1.0, &l, 4.0, &one).unwrap();
+        let t = disaggregated(&m, &g, &slow, &l, 1.0, &l, 4.0, &one).unwrap();
+        assert!(t.kv_transfer > fast.kv_transfer);
+        // (all of it less the prefill queue the slower loop no longer builds)
+        let (added, moved) = (
+            t.ttft_steady - fast.ttft_steady,
+            t.kv_transfer - fast.kv_transfer,
+        );
+        assert!(
+            added > 0.5 * moved && added <= moved * 1.000001,
+            "{added} {moved}"
+        );
+        // No clients, no loop; a model that does not fit, no point.
+        let offline = ServingWorkload {
+            concurrency: None,
+            ..steady
+        };
+        assert!(disaggregated(&m, &g, &c, &l, 1.0, &l, 4.0, &offline).is_none());
+        let big = ModelPerf {
+            weight_bytes: 1e12,
+            ..m
+        };
+        assert!(disaggregated(&big, &g, &c, &l, 1.0, &l, 4.0, &steady).is_none());
     }
 }

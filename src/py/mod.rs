@@ -73,6 +73,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_constants, m)?)?;
     m.add_function(wrap_pyfunction!(predict_points, m)?)?;
     m.add_class::<ServingPoint>()?;
+    m.add_function(wrap_pyfunction!(predict_disaggregated, m)?)?;
+    m.add_class::<DisaggregatedPoint>()?;
+    m.add_function(wrap_pyfunction!(collective_links, m)?)?;
     m.add("CONSTANT_FIELDS", Constants::FIELDS.to_vec())?;
     m.add_class::<ModelInputs>()?;
     m.add_class::<GpuInputs>()?;

@@ -165,6 +165,81 @@ pub(super) fn predict_serving(
     })
 }
 
+/// The steady state of a disaggregated deployment in a closed loop (times in seconds).
+#[pyclass(frozen, get_all, module = "pdtp._core")]
+#[derive(Debug, Clone, Copy)]
+pub struct DisaggregatedPoint {
+    pub ttft: f64,
+    pub ttft_steady: f64,
+    pub tpot: f64,
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub prefill_capacity_rps: f64,
+    pub decode_capacity_rps: f64,
+    pub batch: f64,
+    pub max_batch: f64,
+    pub prefill_time: f64,
+    pub kv_transfer: f64,
+}
+
+impl From<serving::DisaggregatedPoint> for DisaggregatedPoint {
+    fn from(p: serving::DisaggregatedPoint) -> Self {
+        DisaggregatedPoint {
+            ttft: p.ttft,
+            ttft_steady: p.ttft_steady,
+            tpot: p.tpot,
+            requests_per_s: p.requests_per_s,
+            output_tokens_per_s: p.output_tokens_per_s,
+            prefill_capacity_rps: p.prefill_capacity_rps,
+            decode_capacity_rps: p.decode_capacity_rps,
+            batch: p.batch,
+            max_batch: p.max_batch,
+            prefill_time: p.prefill_time,
+            kv_transfer: p.kv_transfer,
+        }
+    }
+}
+
+/// Disaggregated serving of `work`'s closed loop on `prefill_workers` × `prefill_layout` and
+/// `decode_workers` × `decode_layout`; None when a side does not fit or no concurrency.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn predict_disaggregated(
+    py: Python<'_>,
+    model: &ModelInputs,
+    gpu: &GpuInputs,
+    consts: &ConstantInputs,
+    prefill_layout: LayoutTuple,
+    prefill_workers: f64,
+    decode_layout: LayoutTuple,
+    decode_workers: f64,
+    work: &Bound<'_, PyDict>,
+) -> PyResult<Option<DisaggregatedPoint>> {
+    let (m, g, c) = (model.0, gpu.0, consts.0);
+    let w = serving_workload(work)?;
+    let (p, d) = (self::layout(prefill_layout), self::layout(decode_layout));
+    shielded(py, || {
+        serving::disaggregated(&m, &g, &c, &p, prefill_workers, &d, decode_workers, &w)
+            .map(DisaggregatedPoint::from)
+    })
+}
+
+/// The collectives one step of `layout` runs, each with whether it crosses the scale-out
+/// network (`true`) or stays inside one NVLink/xGMI domain.
+#[pyfunction]
+pub(super) fn collective_links(
+    model: &ModelInputs,
+    gpu: &GpuInputs,
+    layout: LayoutTuple,
+) -> PyResult<Vec<(&'static str, bool)>> {
+    let (m, g) = (model.0, gpu.0);
+    let l = self::layout(layout);
+    Ok(perf::collective_links(&m, &g, &l)
+        .into_iter()
+        .map(|(name, link)| (name, link == perf::Link::ScaleOut))
+        .collect())
+}
+
 /// Per-layout side numbers: `(weights_fit, max_sequences(isl + osl), prefill time,
 /// ttft, prefill requests/s, decode batch, decode max_batch, tpot, decode requests/s,
 /// kv_capacity_tokens, prefill fits)`: the KV tokens one data-parallel rank holds, and
