@@ -3,6 +3,7 @@ CP-SAT), parallel equals serial, output files resume after a kill, Ray runs the 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -460,6 +461,41 @@ def test_killed_sweep_loses_nothing(tmp_path, ext, workers):
     )
     assert _strip(rows) == _strip(fresh)
     assert len(SW.read_rows(out)) == 400
+
+
+def test_workers_do_not_hold_the_output_lock(tmp_path):
+    # A forked worker inherits the lock's descriptor; were it kept, a worker outliving a
+    # killed sweep by a moment would hold the output against the rerun that resumes it.
+    import multiprocessing
+
+    out = tmp_path / "held.jsonl"
+    lock = (tmp_path / "held.jsonl.lock").resolve()
+    holders: list[list[int]] = []
+
+    def progress(done, total):
+        pids = [p.pid for p in multiprocessing.active_children()]
+        held = []
+        for pid in pids:
+            fd_dir = Path(f"/proc/{pid}/fd")
+            with contextlib.suppress(OSError):
+                if any(os.path.realpath(f) == str(lock) for f in fd_dir.iterdir()):
+                    held.append(pid)
+        if pids:
+            holders.append(held)
+
+    pdtp.sweep(
+        ["llama-3.1-8b", "llama-3.1-70b"],
+        gpus=range(1, 101),
+        gpu="h100",
+        workers=2,
+        chunk_size=25,
+        output=out,
+        progress=progress,
+        as_frame=False,
+    )
+    if sys.platform.startswith("linux"):  # /proc shows each worker's descriptors
+        assert holders, "the sweep forked no workers to look at"
+        assert all(h == [] for h in holders), holders
 
 
 # ---- Ray --------------------------------------------------------------------------------------

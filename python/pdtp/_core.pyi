@@ -594,7 +594,9 @@ def predict_disaggregated(
     decode_workers: float,
     work: _ServingWork,
 ) -> DisaggregatedPoint | None: ...
-def collective_links(model: ModelInputs, gpu: GpuInputs, layout: _Layout) -> list[tuple[str, bool]]: ...
+def collective_links(
+    model: ModelInputs, gpu: GpuInputs, layout: _Layout
+) -> list[tuple[str, bool]]: ...
 def layout_sides(
     model: ModelInputs,
     gpu: GpuInputs,

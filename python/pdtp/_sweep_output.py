@@ -254,6 +254,20 @@ _JSONL_PREFIX = b'{"model": '
 
 _LOCK_SIGNATURE = b"pdtp sweep lock\n"
 
+#: Lock descriptors this process holds. A forked sweep worker inherits them, and an ``flock``
+#: stays held while any copy is open: a worker outliving a killed sweep by a moment would keep
+#: the output locked against the rerun that resumes it. Workers close their copies at start.
+_HELD: set[int] = set()
+
+
+def drop_inherited_locks() -> None:
+    """In a forked worker: close the copies of the parent's lock descriptors (the parent's
+    lock stays held through its own)."""
+    for fd in list(_HELD):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD.clear()
+
 
 def _try_flock(fd: int) -> bool:
     """An exclusive, non-blocking lock on an open file; False when another holds it."""
@@ -331,6 +345,7 @@ class _Lock:
                 os.close(fd)
                 raise
             self.fd = fd
+            _HELD.add(fd)
             return
         raise OutputFileError(f"could not lock {self.output}: {self.path} keeps being replaced")
 
@@ -339,6 +354,7 @@ class _Lock:
             return
         with contextlib.suppress(OSError):
             os.unlink(self.path)  # while still holding it (see acquire)
+        _HELD.discard(self.fd)
         os.close(self.fd)
         self.fd = None
 
