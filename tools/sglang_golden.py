@@ -40,6 +40,10 @@ What runs, per transfer backend (``mooncake``, ``nixl``, ``mori``: the backends 
   where a release has no slice code, P ≠ D copies whole blocks.
 * **Where a slice exception surfaces.** The function that calls the slice code, and whether a
   ``try`` around the call catches ``Exception``.
+* **Page size and KV-cache dtype.** For ``--page-size`` and ``--kv-cache-dtype`` pairs
+  (:data:`PAGES` x :data:`DTYPES`, prefill and decode), the release's own checks on them:
+  ``try_ensure_parallel_info``'s (0.5.10 on), else the receiver's ``__init__`` run whole
+  (0.5.8's page-size check). Recorded: the exception (class, text), or none.
 * **Bootstrap timeout.** Whether the release's prefill sender times out a room no decode rank
   joined (``bootstrap_timeout`` in ``CommonKVSender``/``<Backend>KVSender``), else it waits
   forever.
