@@ -34,8 +34,14 @@ against stand-ins; the worker state they read is what ``register_kv_caches`` lea
    ``_reap_expired_send_leases``) with the clock past ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``;
 4. **engine start** with pipeline parallelism: the connector's
    ``set_xfer_handshake_metadata_pp_aware`` (the base class's where NIXL does not override
-   it) with the workers' metadata keyed ``(pp_rank, tp_rank)``, and the worker ``__init__``'s
-   pipeline checks.
+   it) with the workers' metadata keyed ``(pp_rank, tp_rank)``;
+5. **data parallelism**: each DP rank is its own engine, whose scheduler binds the handshake
+   port its requests name (``self.side_channel_port``, the release's statement run per DP
+   rank): the ports must differ, then each DP rank runs the TP flow above.
+
+Hybrid models record the verdict only (the driver builds no Mamba descriptors for their
+reads), pipeline layouts the engine start (the stages' handshake is the layout golden's),
+DP layouts the ports and the TP flow's verdict.
 
 Recorded per vector: the verdict (``ok``, or the stage — ``engine_start`` / ``handshake`` /
 ``first_transfer`` — and the exception class and message that reaches the user, with the one
@@ -91,6 +97,9 @@ MLA_HEADS = [1, 8, 128]
 # Pipeline layouts (prefill PP, decode PP) at these TP sizes, 8 KV heads.
 PP_LAYOUTS = [(2, 1), (4, 1), (1, 2), (2, 2)]
 PP_TP = [1, 2, 4, 8]
+# Data-parallel layouts (prefill DP, decode DP) at the same TP sizes and heads.
+DP_LAYOUTS = [(2, 1), (4, 1), (1, 2), (2, 2)]
+SIDE_CHANNEL_PORT = 5600
 ABORT_TIMEOUT = 480.0  # vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT default (s)
 ENGINE = "prefill"
 REQ = "cmpl-req-0"
@@ -544,6 +553,42 @@ def engine_start_pp(rel: Release) -> Any:
     return None
 
 
+def side_channel_ports(rel: Release) -> Any:
+    """The scheduler's ``self.side_channel_port = VLLM_NIXL_SIDE_CHANNEL_PORT + …`` of each
+    DP rank (its handshake listener's port), from the release's ``__init__`` statement."""
+    for cls in ("NixlBaseConnectorScheduler", "NixlConnectorScheduler"):
+        init = rel.methods(cls).get("__init__")
+        if init is None:
+            continue
+        stmts = [
+            st
+            for st in init.body
+            if isinstance(st, ast.Assign) and ast.unparse(st.targets[0]) == "self.side_channel_port"
+        ]
+        if stmts:
+            ns = vg.base_namespace()
+            ns["envs"] = Stub(VLLM_NIXL_SIDE_CHANNEL_PORT=SIDE_CHANNEL_PORT)
+            fn = function_from_statements(
+                "_port", ["self", "vllm_config"], stmts, "self.side_channel_port", ns
+            )
+
+            def ports(dp: int, tp: int, fn: Any = fn) -> list[int]:
+                out = []
+                for k in range(dp):
+                    pc = Stub(
+                        data_parallel_rank=k,
+                        data_parallel_index=k,
+                        data_parallel_rank_local=k,
+                        tensor_parallel_size=tp,
+                        data_parallel_size=dp,
+                    )
+                    out.append(fn(Stub(), Stub(parallel_config=pc)))
+                return out
+
+            return ports
+    raise SystemExit(f"{rel.version}: no NIXL side_channel_port")
+
+
 def pp_outcome(conn: Any, pp: int, tp: int) -> list[Any]:
     """One instance's engine start with PP stages ``pp`` and TP ``tp``."""
     if conn is None:
@@ -562,8 +607,9 @@ def pp_outcome(conn: Any, pp: int, tp: int) -> list[Any]:
 
 
 def grid() -> list[list[Any]]:
-    """[P, D, KV heads, MLA, hybrid, prefill PP, decode PP] of every vector (sizes that load
-    the model on both sides: other vectors never reach the connector)."""
+    """[P, D, KV heads, MLA, hybrid, prefill PP, decode PP, prefill DP, decode DP] of every
+    vector (sizes that load the model on both sides: other vectors never reach the
+    connector)."""
     out = []
     for mla in (False, True):
         for hybrid in (False, True):
@@ -577,12 +623,26 @@ def grid() -> list[list[Any]]:
     for ppp, dpp in PP_LAYOUTS:
         for p in PP_TP:
             for d in PP_TP:
-                out.append([p, d, 8, False, False, ppp, dpp])
-    return out
+                out.append([p, d, 8, False, False, ppp, dpp, 1, 1])
+    for pdp, ddp in DP_LAYOUTS:
+        for p in PP_TP:
+            for d in PP_TP:
+                out.append([p, d, 8, False, False, 1, 1, pdp, ddp])
+    return [v if len(v) == 9 else [*v, 1, 1] for v in out]
 
 
-def outcome(flow: NixlFlow, conn: Any, v: list[Any]) -> list[Any]:
-    p, d, h, mla, hybrid, ppp, dpp = v
+def outcome(flow: NixlFlow, conn: Any, ports: Any, v: list[Any]) -> list[Any]:
+    p, d, h, mla, hybrid, ppp, dpp, pdp, ddp = v
+    if pdp > 1 or ddp > 1:
+        # Each DP rank is its own engine: a request carries its prefill DP rank's engine id
+        # and handshake port (the scheduler's side_channel_port), and the decode DP rank's
+        # workers run the TP flow against it. Two DP ranks of one instance binding one port
+        # would never both listen.
+        for dp, tp, side in ((pdp, p, "prefill"), (ddp, d, "decode")):
+            bound = ports(dp, tp)
+            if len(set(bound)) != len(bound):
+                return [["engine_start", "port_collision", str(bound), side], None, None]
+        return [*flow.vector(p, d, h, mla, hybrid)[:1], None, None]
     for pp, tp, side in ((ppp, p, "prefill"), (dpp, d, "decode")):
         got = pp_outcome(conn, pp, tp)
         if got[0] != "ok":
@@ -676,12 +736,13 @@ def generate(rel: Release) -> dict[str, Any]:
     COMPILED.clear()
     flow = NixlFlow(rel)
     conn = engine_start_pp(rel)
+    ports = side_channel_ports(rel)
     vectors = grid()
     table: list[Any] = []
     index: dict[str, int] = {}
     codes = []
     for v in vectors:
-        item = outcome(flow, conn, v)
+        item = outcome(flow, conn, ports, v)
         key = json.dumps(item, sort_keys=True)
         if key not in index:
             index[key] = len(table)

@@ -742,20 +742,6 @@ pub static PROFILES: &[ConnectorProfile] = &[
     },
     ConnectorProfile {
         connector: "nixl",
-        since: v(0, 22, 0),
-        rules: Rules::Nixl(NixlRules {
-            ratio: NixlRatio::BothWays,
-            replicated: Replicated::MoreThanHeads,
-            fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
-            block_len: BlockLen::TpRatio(BLOCK_LEN_014),
-            pp: NixlPp::TpRanksOnly,
-            handshake_failure: NixlHandshakeFailure::RequestFails,
-            mamba_same_tp: false,
-            mamba_skips_block_len: true,
-        }),
-    },
-    ConnectorProfile {
-        connector: "nixl",
         since: v(0, 23, 0),
         rules: Rules::Nixl(NixlRules {
             ratio: NixlRatio::BothWays,

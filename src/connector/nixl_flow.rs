@@ -9,6 +9,8 @@
 //! verdict (the exception class and text, when it reaches the user and what becomes of the
 //! request), per decode rank the prefill ranks it reads and notifies, and per prefill rank
 //! the notifications it receives and whether they free the request or only the timeout does.
+//! Pipeline layouts compare the engine start; data-parallel layouts the handshake ports each
+//! DP rank's scheduler binds and the TP flow's verdict.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -61,6 +63,8 @@ struct Vector {
     hybrid: bool,
     ppp: i64,
     dpp: i64,
+    pdp: i64,
+    ddp: i64,
 }
 
 fn ints(v: &Value) -> Vec<i64> {
@@ -78,7 +82,7 @@ fn report_of(v: &Vector, profile: &ConnectorProfile) -> PairReport {
         is_mla: v.mla,
         hybrid: v.hybrid,
     };
-    if v.ppp == 1 && v.dpp == 1 {
+    if v.ppp == 1 && v.dpp == 1 && v.pdp == 1 && v.ddp == 1 {
         return check_pair(&shape, v.p, v.d, profile, None);
     }
     let m = LayoutModel {
@@ -87,13 +91,19 @@ fn report_of(v: &Vector, profile: &ConnectorProfile) -> PairReport {
         num_experts: 0,
         supports_pp: true,
     };
-    let lay = |tp, pp| Layout {
+    let lay = |tp, pp, dp| Layout {
         tp,
         pp,
-        dp: 1,
+        dp,
         ep: false,
     };
-    pair_report(&m, &lay(v.p, v.ppp), &lay(v.d, v.dpp), profile, None)
+    pair_report(
+        &m,
+        &lay(v.p, v.ppp, v.pdp),
+        &lay(v.d, v.dpp, v.ddp),
+        profile,
+        None,
+    )
 }
 
 /// What vLLM's scheduler does with a request whose KV load failed, by the release's
@@ -203,6 +213,18 @@ fn compare(
             _ => Ok(()),
         };
     }
+    if v.pdp > 1 || v.ddp > 1 {
+        // Each DP rank is its own engine on its own handshake port: the TP flow's verdict.
+        return match first {
+            None => Ok(()),
+            Some(x) => Err(format!(
+                "vLLM runs every DP rank's flow; pdtp refuses: {} {}({:?})",
+                x.code,
+                x.error.name(),
+                x.message
+            )),
+        };
+    }
     if let Some(x) = first {
         return Err(format!(
             "vLLM runs it; pdtp refuses: {} {}({:?}) at {}",
@@ -308,14 +330,16 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
                 hybrid: a[4].as_bool().unwrap(),
                 ppp: a[5].as_i64().unwrap(),
                 dpp: a[6].as_i64().unwrap(),
+                pdp: a[7].as_i64().unwrap(),
+                ddp: a[8].as_i64().unwrap(),
             };
             total += 1;
             if let Err(e) = compare(&v, &outcomes[code as usize], policy, profile) {
                 bad += 1;
                 if failures.len() < 30 {
                     failures.push(format!(
-                        "nixl@{release} P{} D{} H{} mla={} hybrid={} pp {}x{}: {e}",
-                        v.p, v.d, v.h, v.mla, v.hybrid, v.ppp, v.dpp
+                        "nixl@{release} P{} D{} H{} mla={} hybrid={} pp {}x{} dp {}x{}: {e}",
+                        v.p, v.d, v.h, v.mla, v.hybrid, v.ppp, v.dpp, v.pdp, v.ddp
                     ));
                 }
             }
