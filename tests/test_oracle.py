@@ -18,8 +18,11 @@ from pdtp import _core
 from pdtp.planning import scenario
 from pdtp.planning.cpsat import Decision, OneModel
 
-# (demands as (model, demand req/s, weight), free GPUs per node, GPU type, objective).
-HINT_NOT_OPTIMAL = [
+# (demands as (model, demand req/s, weight), free GPUs per node, GPU type, objective). Found
+# by sampling against the full oracle; which of them the closed forms' plan misses follows
+# the performance model, so the tests ask the oracle each time and require that at least
+# MIN_BEATEN of them are cases where the hint is not optimal.
+PARTLY_FREE = [
     ([("qwen2.5-72b", 20.0, 1.0), ("mixtral-8x7b", 20.0, 3.0)], [2, 5, 7], "mi300x", "weighted"),
     (
         [("qwen2.5-72b", 60.0, 1.0), ("qwen2.5-72b", 60.0, 3.0), ("llama-3.1-70b", 5.0, 1.0)],
@@ -29,7 +32,11 @@ HINT_NOT_OPTIMAL = [
     ),
     ([("qwen3-30b-a3b", 20.0, 2.0), ("llama-3.1-70b", 200.0, 2.0)], [5, 3, 1], "h100", "weighted"),
     ([("gemma-2-27b", 5.0, 3.0), ("qwen2.5-72b", 20.0, 3.0)], [1, 5, 6], "mi300x", "max_min"),
+    ([("mixtral-8x7b", 5.0, 3.0), ("qwen2.5-72b", 60.0, 1.0)], [2, 1, 7], "mi300x", "max_min"),
+    ([("gemma-2-27b", 5.0, 1.0), ("llama-3.1-70b", 20.0, 2.0)], [5, 5, 1], "h100", "weighted"),
+    ([("qwen3-30b-a3b", 150.0, 3.0), ("mixtral-8x7b", 60.0, 1.0)], [7, 3], "h100", "max_min"),
 ]
+MIN_BEATEN = 3
 
 
 def connector(gpu: str) -> str:
@@ -92,22 +99,41 @@ def agrees_with_the_full_oracle(case) -> None:
     assert fp.status == "OPTIMAL"
 
 
-@pytest.mark.parametrize("case", HINT_NOT_OPTIMAL)
-def test_cpsat_changes_the_closed_form_plan_to_the_full_oracles(case):
-    agrees_with_the_full_oracle(case)
-    fp, _, _ = fleet(*case)
-    assert fp.method == "cpsat"  # its search, not the starting plan, decided
+def hint_only(self, hint, deadline, bound=None):
+    """The planner's own closed-form starting plan returned as if CP-SAT had proved it."""
+    return Decision(hint, "OPTIMAL", 0.0, None, "cpsat", "cpsat")
 
 
-@pytest.mark.parametrize("case", HINT_NOT_OPTIMAL)
-def test_returning_the_real_hint_instead_of_cpsat_fails(case, monkeypatch):
-    # Not a deliberately wrong hint: the planner's own closed-form starting plan.
-    def hint_only(self, hint, deadline, bound=None):
-        return Decision(hint, "OPTIMAL", 0.0, None, "cpsat", "cpsat")
+_BEATEN: dict[int, bool] = {}
 
-    monkeypatch.setattr(OneModel, "decide", hint_only)
-    with pytest.raises(AssertionError):
-        agrees_with_the_full_oracle(case)
+
+def hint_is_beaten(i: int) -> bool:
+    """Whether the full oracle beats the plan of a planner that returns the hint."""
+    if i not in _BEATEN:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(OneModel, "decide", hint_only)
+            try:
+                agrees_with_the_full_oracle(PARTLY_FREE[i])
+            except AssertionError:
+                _BEATEN[i] = True
+            else:
+                _BEATEN[i] = False
+    return _BEATEN[i]
+
+
+@pytest.mark.parametrize("i", range(len(PARTLY_FREE)))
+def test_cpsat_changes_the_closed_form_plan_to_the_full_oracles(i):
+    agrees_with_the_full_oracle(PARTLY_FREE[i])
+    if hint_is_beaten(i):
+        fp, _, _ = fleet(*PARTLY_FREE[i])
+        assert fp.method == "cpsat"  # its search, not the starting plan, decided
+
+
+def test_returning_the_real_hint_instead_of_cpsat_fails():
+    # Not a deliberately wrong hint: the planner's own closed-form starting plan. Where it is
+    # beaten, a planner returning it fails the test above; enough such cases must exist.
+    beaten = [i for i in range(len(PARTLY_FREE)) if hint_is_beaten(i)]
+    assert len(beaten) >= MIN_BEATEN, beaten
 
 
 # Fleets the closed forms prove (a relaxed optimum that packs meets every level's bound),
