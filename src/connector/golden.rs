@@ -1245,6 +1245,9 @@ fn pdtp_agrees_with_vllm_moriio_flow() {
 /// The decode engine id a WRITE prefill rank dials (`host:handshake_port`).
 const FLOW_ENGINE_DECODE: &str = "10.0.1.1:7301";
 
+/// Per decode rank, the (prefill rank, global KV heads) written to it.
+type Sources = Vec<Vec<(i64, Vec<i64>)>>;
+
 /// What vLLM's WRITE flow did to one vector's requests, as pdtp's consequences name it.
 #[derive(Debug, PartialEq)]
 enum WriteOutcome {
@@ -1257,14 +1260,14 @@ enum WriteOutcome {
     /// Served: per decode rank the (prefill rank, global KV heads) written to it; the prefill
     /// ranks whose tasks expired; whether some request waited for the deferred timeout.
     Served {
-        sources: Vec<Vec<(i64, Vec<i64>)>>,
+        sources: Sources,
         expired: Vec<i64>,
         timeout: bool,
     },
 }
 
 fn write_outcome(v: &FlowVector, requests: &[Value]) -> Result<WriteOutcome, String> {
-    let mut first_sources: Option<Vec<Vec<(i64, Vec<i64>)>>> = None;
+    let mut first_sources: Option<Sources> = None;
     let mut expired: Vec<i64> = Vec::new();
     let mut timeout = false;
     let mut leak = false;
@@ -1289,7 +1292,7 @@ fn write_outcome(v: &FlowVector, requests: &[Value]) -> Result<WriteOutcome, Str
                 "decode rank {r} never reports the KV received"
             )));
         }
-        let mut sources: Vec<Vec<(i64, Vec<i64>)>> = vec![Vec::new(); v.d as usize];
+        let mut sources: Sources = vec![Vec::new(); v.d as usize];
         let mut covered: Vec<Vec<bool>> = (0..v.d)
             .map(|r| vec![false; vllm_heads(r, v.d, v.h, v.mla).len()])
             .collect();
@@ -1454,7 +1457,7 @@ fn compare_write_flow_vector(
 
 /// Per decode rank the (prefill rank, KV heads) written, and the prefill ranks whose tasks
 /// expired.
-type Served = (Vec<Vec<(i64, Vec<i64>)>>, Vec<i64>);
+type Served = (Sources, Vec<i64>);
 
 /// What the release's WRITE flow data shows for a pair it serves, else `None`. A pair of
 /// one decode rank and replicated KV (one KV head, or MLA) whose prefill TP the flow grid lacks
