@@ -1311,8 +1311,13 @@ mod tests {
         let r = resolve("moriio").unwrap();
         assert_eq!(r.key(), "moriio@0.33.0");
         assert_eq!(r.connector.mode, Some("read"));
+        // WRITE's 0.20.0-0.22.1 row: the block notices go to the decode itself.
         assert_eq!(
             resolve("MoRIIO_write@0.20.0").unwrap().profile.since,
+            v(0, 20, 0)
+        );
+        assert_eq!(
+            resolve("MoRIIO_write@0.19.1").unwrap().profile.since,
             v(0, 14, 0)
         );
         assert_eq!(resolve("nixl@0.13.0").unwrap().profile.since, v(0, 11, 1));
