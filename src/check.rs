@@ -9,9 +9,9 @@
 //! heads, in releases before heterogeneous TP), pdtp reports its own violation.
 
 use crate::connector::{
-    BlockLen, Connector, ConnectorProfile, Dial, FanInReplicated, LayerCheck, MoriioReadRules,
-    MoriioWriteRules, NixlRatio, NixlRules, Release, Replicated, Rules, WriteMapping,
-    MORIIO_EAGER_HANDSHAKE_FAILED,
+    BlockLen, Connector, ConnectorProfile, Dial, FanInReplicated, LayerCheck, MoriioHybrid,
+    MoriioReadRules, MoriioWriteRules, NixlRatio, NixlRules, Release, Replicated, Rules,
+    WriteMapping, MORIIO_EAGER_HANDSHAKE_FAILED, MORIIO_HYBRID_CORE,
 };
 use crate::rules::{self, RuleError};
 
@@ -577,6 +577,7 @@ pub(crate) fn moriio_read_flow(
     d: i64,
     r: &MoriioReadRules,
 ) -> Result<Flow, Violation> {
+    moriio_hybrid(shape, r.hybrid)?;
     let h = shape.num_kv_heads;
     // 1. `_moriio_handshake`: the prefill rank each decode rank dials and reads.
     let read: Vec<i64> = match r.dial {
@@ -768,21 +769,22 @@ pub(crate) fn moriio_write_flow(
     d: i64,
     r: &MoriioWriteRules,
 ) -> Result<Flow, Violation> {
+    moriio_hybrid(shape, r.hybrid)?;
     let h = shape.num_kv_heads;
     if r.mapping == WriteMapping::TpMapping {
-        // `_write_tp_mapping` runs first (`validate_write_tp_topology`).
+        // `_write_tp_mapping` runs first (`validate_write_tp_topology`), in the prefill's
+        // `save_kv_layer` before any handshake (0.33.0 `moriio_connector.py:3065`): the first
+        // request's forward raises it.
         if let Err(e) = rules::validate_write_tp_topology(p, d, h, shape.is_mla) {
             let hint = if e.message().contains("cannot shard") {
                 format!("MoRIIO WRITE slices the {h} KV heads over both sides: each TP size must divide {h} or be a multiple of it")
             } else {
                 divisible_hint(p, d)
             };
-            return Err(vllm(
-                "tp_not_divisible",
-                VllmError::of(&e),
-                e.message(),
-                hint,
-            ));
+            return Err(
+                vllm("tp_not_divisible", VllmError::of(&e), e.message(), hint)
+                    .at(Stage::FirstTransfer),
+            );
         }
         let mut decode: Vec<DecodeFlow> = (0..d)
             .map(|_| DecodeFlow {
@@ -816,12 +818,21 @@ pub(crate) fn moriio_write_flow(
     // Before 0.33.0: producer rank q dials one decode rank (its own index, or
     // `get_moriio_remote_tp_rank`), writes its block whole over that session and sends
     // `write_done` to decode rank q.
+    // 0.25.0-0.32.0: `_moriio_handshake` raises `get_moriio_remote_tp_rank`'s ValueError in
+    // the prefill's handshake future, whose callback only logs it (0.25.0
+    // `moriio_connector.py:1357-1363`); the write task then fails on the missing session and
+    // is marked done, so no rank writes and the decode waits for its KV forever.
     if r.dial == Dial::RemoteTpRank {
         if let Err(e) = rules::remote_tp_rank(0, p, d) {
-            return Err(vllm(
+            return Err(silent(
                 "tp_not_divisible",
-                VllmError::of(&e),
-                e.message(),
+                consequence::HANG,
+                format!(
+                    "{}: MoRIIO WRITE before vLLM 0.33.0 raises this ValueError in the prefill's \
+                     handshake future, which only logs it; nothing is written and every request \
+                     waits for its KV forever (vLLM raises nothing)",
+                    e.message()
+                ),
                 divisible_hint(p, d),
             ));
         }
@@ -843,6 +854,28 @@ pub(crate) fn moriio_write_flow(
             defer_timeout: true,
             rotates_on_xgmi: false,
         });
+    }
+    // 0.25.0-0.32.0, P > D otherwise: the decode notifies prefill ranks 0..D-1 only; each
+    // writes its whole block to decode rank `get_moriio_remote_tp_rank(q)` and `write_done` to
+    // decode rank q, so every decode rank reports the KV received, but some hold another
+    // rank's heads or nothing (0.25.0 `moriio_engine.py:449`); the other prefill ranks'
+    // tasks expire. vLLM raises nothing.
+    if r.dial == Dial::RemoteTpRank && p > d {
+        return Err(silent(
+            "write_heads_misplaced",
+            consequence::WRONG_BYTES,
+            format!(
+                "prefill_tp={p} > decode_tp={d}: MoRIIO WRITE before vLLM 0.33.0 notifies only \
+                 prefill ranks 0-{last}, each writes its whole KV block to decode rank \
+                 get_moriio_remote_tp_rank(rank) and tells decode rank <its own index> it is \
+                 done, so decode ranks report KV received that holds other heads or was never \
+                 written: they decode from wrong KV (vLLM raises nothing)",
+                last = d - 1
+            ),
+            "this vLLM's MoRIIO WRITE mode has no heterogeneous TP: use equal TP sizes, READ \
+             mode (connector=\"moriio\", vLLM 0.25.0 or newer) or vLLM 0.33.0 or newer"
+                .into(),
+        ));
     }
     if p != d {
         let (who, what) = if p > d {
@@ -881,6 +914,19 @@ pub(crate) fn moriio_write_flow(
                 .into(),
         ));
     }
+    // P == D: what remains is whether the block notices reach the prefill.
+    if !r.notices_reach_prefill {
+        return Err(silent(
+            "write_notices_to_self",
+            consequence::HANG,
+            "MoRIIO WRITE in vLLM 0.20.0-0.22.1 sends the decode's block notices to the \
+             decode's own notify port (its scheduler reads its own address from the request \
+             id), so no prefill rank learns where to write: nothing is written and every \
+             request waits for its KV forever (vLLM raises nothing)"
+                .into(),
+            "use READ mode (connector=\"moriio\") or vLLM 0.23.0 or newer for WRITE".into(),
+        ));
+    }
     let decode = (0..d)
         .map(|rank| DecodeFlow {
             sources: vec![(rank, heads(shape, p, rank))],
@@ -896,6 +942,37 @@ pub(crate) fn moriio_write_flow(
         defer_timeout: true,
         rotates_on_xgmi: false,
     })
+}
+
+/// A model with Mamba-type layers, as the release's MoRIIO engine start takes it.
+fn moriio_hybrid(shape: &Shape, hybrid: MoriioHybrid) -> Result<(), Violation> {
+    if !shape.hybrid {
+        return Ok(());
+    }
+    let (error, message, hint) = match hybrid {
+        MoriioHybrid::Unmodelled | MoriioHybrid::Starts => return Ok(()),
+        MoriioHybrid::CoreRefuses => (
+            VllmError::ValueError,
+            MORIIO_HYBRID_CORE,
+            "vLLM turns the hybrid KV-cache manager off for MoRIIO before 0.30.0, and a model \
+             with Mamba-type layers needs it: use connector=\"nixl\", or MoRIIO READ on vLLM \
+             0.31.0 or newer",
+        ),
+        MoriioHybrid::ConnectorRefuses(error, message) => (
+            error,
+            message,
+            "MoRIIO transfers Mamba-type state in READ mode from vLLM 0.31.0 and in WRITE mode \
+             from 0.33.0: use those, or connector=\"nixl\"",
+        ),
+    };
+    Err(Violation::new(
+        "hybrid_unsupported",
+        "pair",
+        message.into(),
+        hint.into(),
+        error,
+        Stage::EngineStart,
+    ))
 }
 
 /// The connector's refusal of a GPU vendor its worker cannot start on (`vendor`: `AMD` or
@@ -1123,16 +1200,26 @@ pub fn pair_ok(
                 || (0..d).all(|rank| heads(shape, p, rank) == heads(shape, d, rank));
             // Before 0.23.0 a prefill rank nobody releases leaks (P > D: ranks D.. unread).
             let freed = r.defer_timeout || p <= d;
-            sizes && guard && same_rank_heads && freed && !r.release_rejected
+            sizes
+                && guard
+                && same_rank_heads
+                && freed
+                && !r.release_rejected
+                && moriio_hybrid(shape, r.hybrid).is_ok()
         }
-        Rules::MoriioWrite(r) => match r.mapping {
-            WriteMapping::TpMapping => {
-                rules::validate_write_tp_topology(p, d, h, shape.is_mla).is_ok()
-            }
-            WriteMapping::SameRank => {
-                p == d || (r.dial == Dial::RemoteTpRank && d == 1 && (h == 1 || shape.is_mla))
-            }
-        },
+        Rules::MoriioWrite(r) => {
+            r.notices_reach_prefill
+                && moriio_hybrid(shape, r.hybrid).is_ok()
+                && match r.mapping {
+                    WriteMapping::TpMapping => {
+                        rules::validate_write_tp_topology(p, d, h, shape.is_mla).is_ok()
+                    }
+                    WriteMapping::SameRank => {
+                        p == d
+                            || (r.dial == Dial::RemoteTpRank && d == 1 && (h == 1 || shape.is_mla))
+                    }
+                }
+        }
         // Rules with no closed form here (another engine's): their own flow decides.
         _ => connector_flow(shape, p, d, profile).is_ok(),
     }

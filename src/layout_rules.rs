@@ -136,22 +136,29 @@ fn connector_violation(
     let name = profile.connector;
     let kv = profile.kv_connector();
     if let Some((_, dp_dial)) = profile.rules.moriio_dials() {
+        // No MoRIIO release reads the pipeline rank (0.14.0-0.33.0): every stage's worker
+        // binds `side_channel_port` + `get_port_offset(dp_rank, tp_rank)` (0.33.0
+        // `moriio_common.py`), so the stages of one instance bind the same ports: the later
+        // stage's listener never binds and `register_kv_caches` waits for it (the flow data's
+        // engine-start hang).
         if l.pp > 1 {
             return Some(Violation {
                 code: "connector_pipeline_unsupported",
                 side,
                 message: format!(
                     "{kv} addresses KV ranks by (dp_rank, tp_rank) only: the {} pipeline stages \
-                     of a {side} instance would share them",
+                     of a {side} instance bind the same handshake and notify ports, so a later \
+                     stage's listener never binds and the engine start waits for it forever \
+                     (vLLM raises nothing)",
                     l.pp
                 ),
                 hint: format!(
                     "{side}: use pp=1 with {name} (more tensor or data parallel), or nixl"
                 ),
                 error: VllmError::None,
-                when: Stage::Serving,
+                when: Stage::EngineStart,
                 surfaced: None,
-                consequence: consequence::WRONG_BYTES,
+                consequence: consequence::HANG,
             });
         }
         if !moriio_dp_ports_match(dp_dial, l.dp, l.tp) {

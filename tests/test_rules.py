@@ -511,10 +511,118 @@ def test_moriio_read_release_acks_rejected_018_to_0221(version):
     )
     for fine in ("0.17.1", "0.23.0"):
         assert pdtp.check(pdtp.ModelShape(8, 8), 2, 2, connector="moriio", vllm_version=fine).ok
-    # WRITE mode acks by transfer id: unaffected.
+    # WRITE mode acks by transfer id: unaffected (0.20.0-0.22.1 WRITE hangs for another
+    # reason: test_moriio_write_block_notices_to_itself_020_to_0221).
+    write = pdtp.check(pdtp.ModelShape(8, 8), 2, 2, connector="moriio-write", vllm_version=version)
+    assert write.ok if version == "0.18.0" else write.violations[0].code == "write_notices_to_self"
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.21.0", "0.22.1"])
+def test_moriio_write_block_notices_to_itself_020_to_0221(version):
+    # 0.20.0-0.22.1: the WRITE decode scheduler reads the *decode's* address from the router's
+    # request id (`get_peer_zmq_from_request_id(request.request_id, is_producer=True)`, 0.20.0
+    # moriio/moriio_connector.py:420) and sends its block notices to its own notify port,
+    # whose listener dies of AssertionError "Only prefill can get block messages" (0.20.0
+    # moriio_engine.py `_handle_remote_blocks_message`): no prefill rank writes, no deferred
+    # write expires before 0.23.0, and every request waits for its KV forever.
+    for p, d in ((1, 1), (2, 2), (8, 8)):
+        r = pdtp.check(pdtp.ModelShape(8, 8), p, d, connector="moriio-write", vllm_version=version)
+        assert [v.code for v in r.violations] == ["write_notices_to_self"]
+        assert (r.verdict.kind, r.verdict.consequences) == ("broken", ("hang",))
+    for fine in ("0.19.1", "0.23.0"):
+        r = pdtp.check(pdtp.ModelShape(8, 8), 2, 2, connector="moriio-write", vllm_version=fine)
+        assert r.ok
+    # READ mode is another path (its 0.18.0-0.22.1 ack refusal is its own class).
+    assert (
+        pdtp.check(pdtp.ModelShape(8, 8), 2, 2, connector="moriio", vllm_version=version)
+        .violations[0]
+        .code
+        == "release_acks_rejected"
+    )
+
+
+@pytest.mark.parametrize("version", ["0.25.0", "0.27.0", "0.32.0"])
+def test_moriio_write_prefill_larger_writes_wrong_kv_025_to_032(version):
+    # 0.25.0-0.32.0, P > D: the decode scheduler notifies prefill ranks 0..D-1 only
+    # (`for tp_index in range(self.tp_size)`, 0.25.0 moriio/moriio_connector.py:598); each
+    # writes its whole block to decode rank get_moriio_remote_tp_rank(q) and its write_done to
+    # decode rank q (`get_port_offset(request_info.decode_dp_rank, self.worker.tp_rank)`,
+    # 0.25.0 moriio_engine.py:458): every decode rank reports its KV received, some holding
+    # other heads or nothing. vLLM raises nothing (was: a hang).
+    for shape, p, d in (
+        (pdtp.ModelShape(8, 8), 4, 2),
+        (pdtp.ModelShape(8, 8), 2, 1),
+        (pdtp.ModelShape(8, 1), 4, 2),
+    ):
+        r = pdtp.check(shape, p, d, connector="moriio-write", vllm_version=version)
+        assert [v.code for v in r.violations] == ["write_heads_misplaced"], r.violations
+        assert (r.verdict.kind, r.verdict.consequences) == ("broken", ("wrong_bytes",))
+    # Before 0.25.0 prefill rank D dials decode rank D, which nobody bound: a hang; from
+    # 0.33.0 the write mapping slices heads per target.
+    old = pdtp.check(pdtp.ModelShape(8, 8), 4, 2, connector="moriio-write", vllm_version="0.24.0")
+    assert old.verdict.consequences == ("hang",)
     assert pdtp.check(
-        pdtp.ModelShape(8, 8), 2, 2, connector="moriio-write", vllm_version=version
+        pdtp.ModelShape(8, 8), 4, 2, connector="moriio-write", vllm_version="0.33.0"
     ).ok
+
+
+@pytest.mark.parametrize("version", ["0.14.0", "0.25.0", "0.33.0"])
+@pytest.mark.parametrize("connector", ["moriio", "moriio-write"])
+def test_moriio_pipeline_stages_hang_at_engine_start(version, connector):
+    # No MoRIIO release reads the pipeline rank: each stage's worker binds handshake_port +
+    # get_port_offset(dp_rank, tp_rank) (0.33.0 moriio/moriio_common.py:357), so two stages
+    # bind one port and register_kv_caches waits for the listener that never binds.
+    for pl, dl, side in (("tp4pp2", 4, "prefill"), (4, "tp4pp2", "decode")):
+        r = pdtp.check("llama-3.1-70b", pl, dl, connector=connector, vllm_version=version)
+        v = r.violations[0]
+        assert (v.code, v.side, v.when, v.consequence, v.vllm_error) == (
+            "connector_pipeline_unsupported",
+            side,
+            "engine_start",
+            "hang",
+            None,
+        )
+
+
+HYBRID_CORE = (
+    "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one "
+    "unified type."
+)
+
+
+@pytest.mark.parametrize(
+    "version, read, write",
+    [
+        # No SupportsHMA: vLLM turns the hybrid KV-cache manager off (0.25.0
+        # vllm/config/vllm.py:1537) and unify_hybrid_kv_cache_specs refuses Mamba specs
+        # (0.14.0 vllm/v1/core/kv_cache_utils.py:1202, 0.26.0 :1519).
+        ("0.14.0", ("ValueError", HYBRID_CORE), ("ValueError", HYBRID_CORE)),
+        ("0.26.0", ("ValueError", HYBRID_CORE), ("ValueError", HYBRID_CORE)),
+        # 0.30.0 MoRIIOConnectorScheduler.__init__ (moriio/moriio_connector.py:419).
+        (
+            "0.30.0",
+            ("NotImplementedError", "MoRIIO only supports sliding-window hybrid models"),
+            ("NotImplementedError", "MoRIIO only supports sliding-window hybrid models"),
+        ),
+        # 0.31.0 READ transfers Mamba state; WRITE refuses (moriio_connector.py:497).
+        ("0.31.0", None, ("MoRIIOError", "MoRIIO hybrid (mamba/KDA) transfer is implemented")),
+        ("0.32.0", None, ("MoRIIOError", "MoRIIO hybrid (mamba/KDA) transfer is implemented")),
+        ("0.33.0", None, None),
+    ],
+)
+def test_moriio_hybrid_models_at_engine_start(version, read, write):
+    hybrid = pdtp.ModelShape(64, 8, hybrid=True)
+    for connector, want in (("moriio", read), ("moriio-write", write)):
+        r = pdtp.check(hybrid, 2, 2, connector=connector, vllm_version=version)
+        if want is None:
+            assert r.ok, (connector, r.violations)
+            continue
+        v = r.violations[0]
+        assert (v.code, v.vllm_error, v.when) == ("hybrid_unsupported", want[0], "engine_start")
+        assert v.message.startswith(want[1])
+        assert (r.verdict.kind, r.verdict.error) == ("invalid", want[0])
+    # The dense model of the same shape starts.
+    assert pdtp.check(pdtp.ModelShape(64, 8), 2, 2, connector="moriio", vllm_version=version).ok
 
 
 def test_moriio_read_round_robin_not_on_xgmi_from_033():
@@ -600,6 +708,12 @@ def test_max_acks_counts_per_mode():
     # (0.25.0 on) waits for get_moriio_expected_ack_count = D/P.
     shape = pdtp.ModelShape(64, 8)
     assert pdtp.check(shape, 1, 8, connector="moriio-write", max_acks=2).ok
+    # The WRITE flow golden data shows every served WRITE prefill rank reporting sent on its
+    # one ack (cargo test pdtp_agrees_with_vllm_moriio_flow); max_acks=1 keeps WRITE plans.
+    for version in ("0.25.0", "0.33.0"):
+        assert pdtp.check(
+            shape, 8, 8, connector="moriio-write", vllm_version=version, max_acks=1
+        ).ok
     r = pdtp.check(shape, 2, 8, connector="nixl", max_acks=2)
     assert [v.code for v in r.violations] == ["too_many_acks"] and r.verdict.kind == "over_limit"
 

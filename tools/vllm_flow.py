@@ -30,6 +30,28 @@ run as vLLM wrote them. Then, for one (prefill layout, decode layout, model) vec
    driver's control: a request is freed when every prefill worker reported it sent, or reaped
    by the timeout, or never.
 
+WRITE mode (``read_mode`` false, vLLM's default) runs the other direction, vector by vector:
+the decode scheduler's real ``update_state_after_alloc`` sends its block notices (to the
+ports it computes: the prefill's, or 0.20.0-0.22.1 its own), the prefill scheduler's
+``build_connector_meta`` puts the request in ``reqs_to_save``, each prefill rank runs
+``start_load_kv``, the forward's ``save_kv_layer`` (its handshake with the decode ranks it
+dials, then its write task) and ``wait_for_save``, then its write worker thread
+(``MoRIIOWriter._write_worker_loop``, run until it would wait for work); each decode rank
+reports what it received (``get_finished``); the prefill ranks report what they sent, then
+again after the clock passes the deferred-write timeout (0.23.0 on, tasks whose block notice
+never came expire and are marked done). Each write records the decode (DP, TP) rank whose
+memory it targets and the KV heads its byte ranges cover on both sides.
+
+Pipeline layouts build every stage's workers (no MoRIIO release reads the pipeline rank:
+stages bind the same ports, recorded as the engine-start hang). Hybrid vectors give the
+KV-cache config a second group, a Mamba-2 layer or a sliding-window layer: a release whose
+MoRIIOConnector is no ``SupportsHMA`` has vLLM turn the hybrid KV-cache manager off, so
+sliding windows are unified to full attention (the dense flow runs) and Mamba specs meet the
+release's own ``unify_hybrid_kv_cache_specs`` refusal (its text read from
+``vllm/v1/core/kv_cache_utils.py``; 0.27.0-0.29.0 it no longer refuses and the driver stops:
+``undriven``); a release with it builds both sides' scheduler and worker with the groups and
+records what they raise, else ``started`` (the groups' own transfer is not driven).
+
 Names the driver chooses as vLLM's deployment does: request ids ``cmpl-…`` (vLLM's OpenAI
 server), transfer ids ``<TRANSFER_PREFIX>-…`` (the MoRIIO proxy; ``tx`` from 0.18.0). A
 message handler that raises inside a listener thread ends that listener (vLLM's
@@ -44,7 +66,9 @@ acks expected vs received, and per request whether its prefill blocks were freed
 the deferred-send timeout, or never.
 
 Output: ``tests/data/golden/flow-moriio-<digest>.json.gz`` (one file per run of releases with
-identical outcomes) and the ``flow-moriio`` part of ``tests/data/golden/index.json``.
+identical outcomes), the ``flow-moriio`` part of ``tests/data/golden/index.json`` and, as
+provenance, ``flow-moriio-wheel-sha256`` (each release's wheel: the file's hash, or for an
+unpacked ``--source`` tree the one pip resolves for ``vllm==X``).
 """
 
 from __future__ import annotations
@@ -60,6 +84,7 @@ import gzip
 import hashlib
 import importlib
 import json
+import queue as _queue
 import re
 import sys
 import tempfile
@@ -95,6 +120,9 @@ DP_LAYOUTS = [(1, 1), (2, 1), (4, 1), (1, 2), (2, 2)]
 DP_TP = [1, 2, 4, 8]
 DP_HEADS = [1, 8]
 BACKENDS = ("rdma", "xgmi")
+PP_LAYOUTS = [(2, 1), (1, 2), (2, 2), (4, 1)]
+PP_TP = [(1, 1), (2, 2), (4, 4), (2, 4)]
+HYBRID_TP = [(1, 1), (2, 2), (4, 4), (2, 1), (1, 2), (8, 8)]
 BLOCK_SIZE = 16
 
 
@@ -182,6 +210,23 @@ class _InlineExecutor:
         pass
 
 
+class _LoopExit(BaseException):
+    """A worker thread's loop has nothing left to do (the driver runs it, then stops it)."""
+
+
+class _FlowQueue(_queue.Queue):  # type: ignore[type-arg]
+    """queue.Queue where a blocking get on an empty queue ends the loop calling it: the
+    driver runs a thread's loop (MoRIIO's write worker) until it would wait for work."""
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        if block and self.empty():
+            raise _LoopExit
+        return super().get(block=False)
+
+
+queue_mod = types.SimpleNamespace(Queue=_FlowQueue, Empty=_queue.Empty, Full=_queue.Full)
+
+
 futures_mod = types.SimpleNamespace(
     Future=Future, ThreadPoolExecutor=_InlineExecutor, as_completed=lambda fs: list(fs)
 )
@@ -190,6 +235,13 @@ futures_mod = types.SimpleNamespace(
 class _NullLogger:
     def __getattr__(self, name: str) -> Any:
         return lambda *a, **k: None
+
+    def exception(self, *a: Any, **k: Any) -> None:
+        # vLLM logs and swallows what a worker thread raises: one a stand-in caused must not
+        # pass for vLLM's behaviour.
+        e = sys.exc_info()[1]
+        if isinstance(e, (HarnessError, NameError, AttributeError, TypeError)):
+            raise HarnessError(f"logged {type(e).__name__}: {e}") from e
 
 
 class _Loud:
@@ -373,7 +425,14 @@ class _Session:
         DRIVER.log_read(self.remote.key)
         return _Status()
 
-    read = batch_write = write = batch_read
+    read = batch_read
+
+    def batch_write(self, local: Any, remote: Any, sizes: Any, *a: Any, **k: Any) -> _Status:
+        DRIVER.log_write(self.remote.key, local, remote, sizes)
+        return _Status()
+
+    def write(self, local: Any, remote: Any, size: Any, *a: Any, **k: Any) -> _Status:
+        return self.batch_write([local], [remote], [size])
 
 
 class _Desc:
@@ -535,6 +594,7 @@ MODULE_STUBS: dict[str, Any] = {
     "time": time_mod,
     "threading": threading_mod,
     "concurrent.futures": futures_mod,
+    "queue": queue_mod,
     "msgspec": msgspec_mod,
     "msgpack": msgpack,
     "torch": torch_mod,
@@ -644,6 +704,7 @@ class _Config(types.SimpleNamespace):
 
 
 LAYER = "model.layers.0.self_attn.attn"
+LAYER_2 = "model.layers.1.mixer"  # a hybrid vector's second layer (Mamba or sliding window)
 HANDSHAKE_PORT = {"prefill": 6301, "decode": 7301}
 NOTIFY_PORT = {"prefill": 61005, "decode": 71005}
 
@@ -662,27 +723,37 @@ class Driver:
         self.sent: list[Any] = []
         self.lost: list[int] = []
         self.dead: dict[int, list[Any]] = {}
-        self.received: dict[tuple[int, int], list[Any]] = collections.defaultdict(list)
+        self.received: dict[tuple[str, int, int], list[Any]] = collections.defaultdict(list)
+        self.dialled: list[Any] = []
 
     def log_read(self, key: Any) -> None:
         w = self.current_worker
         w.moriio_wrapper.__dict__.setdefault("_flow_reads", []).append(list(key)[1:])
 
+    def log_write(self, key: Any, local: Any, remote: Any, sizes: Any) -> None:
+        """A WRITE: the decode (DP, TP) rank whose memory it targets, and the KV heads of
+        the source rank and of the target rank its byte ranges cover."""
+        w = self.current_worker
+        dp, tp = list(key)[1:]
+        target = self.workers[("decode", dp, tp)]
+        item = [dp, tp, heads_covered(w, local, sizes), heads_covered(target, remote, sizes)]
+        w.moriio_wrapper.__dict__.setdefault("_flow_writes", []).append(item)
+
     # -- network
     def handshake_frames(self, port: int) -> list[list[Any]] | None:
         w = self.bound("side_channel_port", port)
+        if w is not None:
+            self.dialled.append([w.dp_rank, w.tp_rank])
         if w is None:
             return None
         return [[b"", self.agent_metadata(w)], [b"", msgpack.dumps(self.layer_meta(w))]]
 
     def bound(self, attr: str, port: int) -> Any:
-        hits = [
-            w
-            for (side, _, _), w in self.workers.items()
-            if side == "prefill" and self.port_of(w, attr) == port
-        ]
+        # The two sides' base ports differ (HANDSHAKE_PORT, NOTIFY_PORT) by more than any
+        # rank offset: a port names one rank of one side, whichever side dials it.
+        hits = [w for w in self.workers.values() if self.port_of(w, attr) == port]
         if len(hits) > 1:
-            raise PortCollision(f"{len(hits)} prefill ranks bound port {port}")
+            raise PortCollision(f"{len(hits)} ranks bound port {port}")
         return hits[0] if hits else None
 
     @staticmethod
@@ -710,7 +781,7 @@ class Driver:
                 # re-raises it as HandshakeError and exits: later messages are never read.
                 self.dead[port] = _error(e)[:2]
                 return
-        self.received[(w.dp_rank, w.tp_rank)].append(msg)
+        self.received[(w._flow_rank.role, w.dp_rank, w.tp_rank)].append(msg)
 
     def agent_metadata(self, w: Any) -> Any:
         cls = self.ns["MoRIIOAgentMetadata"]
@@ -823,6 +894,27 @@ def _spec_classes(ns: dict[str, Any]) -> None:
         ns["is_full_attention_spec"] = lambda spec: isinstance(spec, ns["FullAttentionSpec"])
 
 
+KV_CACHE_UTILS = "vllm/v1/core/kv_cache_utils.py"
+
+
+def unify_error(src: str) -> str | None:
+    """The ValueError text of the release's ``unify_hybrid_kv_cache_specs`` (what a hybrid
+    model meets at engine start with the hybrid KV-cache manager off)."""
+    if not src:
+        return None
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.FunctionDef) and node.name == "unify_hybrid_kv_cache_specs":
+            for r in ast.walk(node):
+                if (
+                    isinstance(r, ast.Raise)
+                    and isinstance(r.exc, ast.Call)
+                    and ast.unparse(r.exc.func) == "ValueError"
+                    and r.exc.args
+                ):
+                    return str(ast.literal_eval(r.exc.args[0]))
+    return None
+
+
 class Release:
     """One release's MoRIIO modules, run."""
 
@@ -833,6 +925,14 @@ class Release:
         _spec_classes(self.ns)
         layout = files.get(MORIIO + "moriio_layout.py", "")
         self.ns["_flow_standard_mla"] = "num_states" in layout
+        connector = ast.parse(files.get(MORIIO + "moriio_connector.py", ""))
+        self.hma = any(
+            isinstance(n, ast.ClassDef)
+            and n.name == "MoRIIOConnector"
+            and any(ast.unparse(b).endswith("SupportsHMA") for b in n.bases)
+            for n in connector.body
+        )
+        self.unify_error = unify_error(files.get(KV_CACHE_UTILS, ""))
         # Block ids per KV-cache group (`BlockIds`, 0.30.0 on: `local_block_ids[group_idx]`).
         self.grouped_blocks = "BlockIds" in files.get(MORIIO + "moriio_connector.py", "")
         for name in ("MoRIIOConnectorWorker", "MoRIIOConnectorScheduler"):
@@ -843,7 +943,17 @@ class Release:
         ).hexdigest()[:16]
 
     def config(
-        self, side: str, tp: int, dp: int, dp_rank: int, h: int, mla: bool, read: bool, backend: str
+        self,
+        side: str,
+        tp: int,
+        dp: int,
+        dp_rank: int,
+        h: int,
+        mla: bool,
+        read: bool,
+        backend: str,
+        pp: int = 1,
+        hma: bool = False,
     ) -> Any:
         extra = {
             "proxy_ip": "",
@@ -871,13 +981,14 @@ class Release:
                 data_parallel_size=dp,
                 data_parallel_size_local=dp,
                 tensor_parallel_size=tp,
-                pipeline_parallel_size=1,
+                pipeline_parallel_size=pp,
                 enable_expert_parallel=False,
             ),
             cache_config=_Config(
                 block_size=BLOCK_SIZE, cache_dtype="auto", mamba_cache_mode="none"
             ),
             num_lookahead_tokens=0,
+            num_speculative_tokens=0,
             speculative_config=None,
             model_config=_Config(
                 use_mla=mla,
@@ -887,8 +998,10 @@ class Release:
                 get_num_kv_heads=lambda pc=None: 1 if mla else max(1, h // tp),
                 hf_text_config=_Config(),
             ),
+            # vLLM turns the hybrid KV-cache manager off for a connector without SupportsHMA
+            # (vllm/config/vllm.py); a hybrid vector of a release that has it keeps it on.
             scheduler_config=_Config(
-                max_num_batched_tokens=8192, disable_hybrid_kv_cache_manager=False
+                max_num_batched_tokens=8192, disable_hybrid_kv_cache_manager=not hma
             ),
         )
 
@@ -903,13 +1016,23 @@ def flow_vector(
     pdp: int = 1,
     ddp: int = 1,
     backend: str = "rdma",
+    ppp: int = 1,
+    dpp: int = 1,
+    hybrid: str = "",
 ) -> dict[str, Any]:
     """One deployment's first requests, as the release's code runs them; the decode TP
-    groups' handshake votes (0.27.0 on) are taken from a first run."""
-    first = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, {})
+    groups' handshake votes (0.27.0 on) are taken from a first run. ``ppp``/``dpp``: the
+    sides' pipeline stages; ``hybrid``: ``mamba`` (attention and Mamba-2 layers) or
+    ``sliding`` (full and sliding-window attention layers)."""
+    if hybrid:
+        started = hybrid_start(rel, read, p, d, h, mla, hybrid)
+        if started is not None:
+            return started
+    extra = {"ppp": ppp, "dpp": dpp}
+    first = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, {}, **extra)
     votes = first.pop("_votes", {})
     if any(v == 0 for v in votes.values()):
-        again = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, votes)
+        again = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, votes, **extra)
         again.pop("_votes", None)
         return again
     return first
@@ -937,6 +1060,8 @@ def _flow(
     ddp: int,
     backend: str,
     votes: dict[Any, int],
+    ppp: int = 1,
+    dpp: int = 1,
 ) -> dict[str, Any]:
     global DRIVER
     ns = rel.ns
@@ -948,34 +1073,45 @@ def _flow(
     DIST.votes = {}
     CLOCK.now = 1000.0
     Worker = ns["MoRIIOConnectorWorker"]
-    # 1. every rank's worker, by its own __init__ (ports as the release binds them).
-    for side, tp, dp in (("prefill", p, pdp), ("decode", d, ddp)):
+    # 1. every rank's worker, by its own __init__ (ports as the release binds them). A
+    # pipeline stage's ranks have the TP ranks of the first stage's (vLLM's TP group is per
+    # stage) on the side's one host.
+    stages: list[Any] = []
+    for side, tp, dp, pp in (("prefill", p, pdp, ppp), ("decode", d, ddp, dpp)):
         for k in range(dp):
-            for r in range(tp):
-                rank = Rank(side, tp, r, dp, k)
-                drv.current = rank
-                w = Worker.__new__(Worker)
-                w._flow_rank = rank
-                cfg = rel.config(side, tp, dp, k, h, mla, read, backend)
-                with drv.as_rank(w):
-                    init_worker(Worker, w, cfg, side, ns, mla)
-                    attach_kv_state(w, tp, h, mla, ns)
-                drv.workers[(side, k, r)] = w
+            for stage in range(pp):
+                for r in range(tp):
+                    rank = Rank(side, tp, r, dp, k)
+                    drv.current = rank
+                    w = Worker.__new__(Worker)
+                    w._flow_rank = rank
+                    cfg = rel.config(side, tp, dp, k, h, mla, read, backend, pp)
+                    with drv.as_rank(w):
+                        init_worker(Worker, w, cfg, side, ns, mla)
+                        attach_kv_state(w, tp, h, mla, ns)
+                    if stage == 0:
+                        drv.workers[(side, k, r)] = w
+                    else:
+                        stages.append((side, w))
     # Each rank's handshake listener binds its side_channel_port before the engine starts
     # (register_kv_caches waits for it): a second rank on one port never gets its bind, and
     # the engine start waits forever. The notify ports use the same offsets.
+    everyone = [(s, w) for (s, _, _), w in drv.workers.items()] + stages
     for side in ("prefill", "decode"):
         ports = collections.Counter(
-            drv.port_of(w, "side_channel_port") for (s, _, _), w in drv.workers.items() if s == side
+            drv.port_of(w, "side_channel_port") for s, w in everyone if s == side
         )
         clash = sorted(port for port, n in ports.items() if n > 1)
         if clash:
             return {"verdict": ["engine_start", "hang", side, clash]}
+    if stages:
+        raise HarnessError("pipeline stages on distinct ports: the driver runs one stage")
     # 2. requests: for each prefill DP rank, two requests it prefilled (P where one decode rank
     # may rotate its source over the P prefill ranks), routed to the decode DP ranks in turn;
     # one new request per decode step.
     reqs = []
-    n = max(p, 2) if d == 1 else 2
+    # (WRITE has no per-request source: two requests per prefill DP rank.)
+    n = max(p, 2) if d == 1 and read else 2
     for k in range(pdp):
         for _ in range(n):
             i = len(reqs)
@@ -983,6 +1119,8 @@ def _flow(
             consts = ns["MoRIIOConstants"]
             xp = getattr(consts, "TRANSFER_PREFIX", getattr(consts, "COMPLETION_PREFIX", ""))
             reqs.append({"id": f"cmpl-req-{i}", "xfer": f"{xp}-xfer-{i}", "pdp": k, "ddp": i % ddp})
+    if not read:
+        return _write_requests(rel, drv, reqs, p, d, h, mla, pdp, ddp, backend)
     meta_cls = ns["MoRIIOConnectorMetadata"]
     out: dict[str, Any] = {"verdict": ["ok"], "requests": []}
     for req in reqs:
@@ -1032,7 +1170,7 @@ def _flow(
             with drv.as_rank(w):
                 sending, _ = w.get_finished()
             done.append(req["id"] in sending)
-            acks.append(len(drv.received.pop((k, r), [])))
+            acks.append(len(drv.received.pop(("prefill", k, r), [])))
         req["acks"] = acks
         req["sent"] = done
         req["freed"] = "acks" if all(done) else _reaped(rel, req, p, pdp, h, mla, read, backend)
@@ -1040,6 +1178,292 @@ def _flow(
     out["_votes"] = dict(drv.votes_seen)
     out["lost"] = drv.lost
     out["listener_errors"] = sorted({tuple(e) for e in drv.dead.values()})
+    return out
+
+
+def hybrid_start(
+    rel: Release, read: bool, p: int, d: int, h: int, mla: bool, hybrid: str
+) -> dict[str, Any] | None:
+    """A hybrid model's engine start. A release whose MoRIIOConnector lacks SupportsHMA has
+    vLLM turn the hybrid KV-cache manager off (vllm/config/vllm.py): sliding-window layers are
+    then unified to full attention (the connector sees a dense model: ``None``, run the dense
+    flow) and Mamba layers fail vLLM's unification at engine start (the release's own
+    ``unify_hybrid_kv_cache_specs`` text, vllm/v1/core/kv_cache_utils.py). A release with it
+    builds both sides' scheduler and worker with the hybrid KV-cache groups: what they raise,
+    else ``started`` (the transfer of the Mamba or sliding-window groups is not driven)."""
+    global DRIVER
+    if not rel.hma:
+        if hybrid == "sliding":
+            return None
+        if rel.unify_error is None:
+            # 0.27.0-0.29.0: the unification no longer refuses; the Mamba groups reach a
+            # connector with no code for them, which the driver does not model.
+            return {"verdict": ["undriven"]}
+        return {"verdict": ["engine_start", "ValueError", rel.unify_error, 0]}
+    ns = rel.ns
+    ENVS.values = {"VLLM_MORIIO_CONNECTOR_READ_MODE": read}
+    drv = DRIVER = Driver(ns)
+    Worker = ns["MoRIIOConnectorWorker"]
+    sched_cls = ns["MoRIIOConnectorScheduler"]
+    for side, tp in (("prefill", p), ("decode", d)):
+        rank = Rank(side, tp, 0, 1, 0)
+        w = Worker.__new__(Worker)
+        w._flow_rank = rank
+        cfg = rel.config(side, tp, 1, 0, h, mla, read, "rdma", 1, hma=True)
+        kvc = kv_cache_config(ns, mla, hybrid)
+        with drv.as_rank(w):
+            try:
+                sched_cls(cfg, side, kvc)
+                params = Worker.__init__.__code__.co_varnames[
+                    1 : Worker.__init__.__code__.co_argcount
+                ]
+                kwargs = {"vllm_config": cfg, "engine_id": side, "kv_cache_config": kvc}
+                Worker.__init__(w, **{k: v for k, v in kwargs.items() if k in params})
+            except Exception as ex:
+                if isinstance(ex, (HarnessError, NameError, AttributeError, TypeError)):
+                    raise HarnessError(f"{type(ex).__name__}: {ex}") from ex
+                return {"verdict": ["engine_start", *_error(ex)[:2], 0]}
+    return {"verdict": ["started"]}
+
+
+def make_scheduler(
+    rel: Release, side: str, tp: int, dp: int, k: int, h: int, mla: bool, read: bool, backend: str
+) -> Any:
+    """The release's MoRIIOConnectorScheduler of one side's DP rank ``k``."""
+    sched_cls = rel.ns["MoRIIOConnectorScheduler"]
+    cfg = rel.config(side, tp, dp, k, h, mla, read, backend)
+    code = sched_cls.__init__.__code__
+    if "kv_cache_config" in code.co_varnames[: code.co_argcount]:
+        return sched_cls(cfg, side, kv_cache_config(rel.ns, mla))
+    return sched_cls(cfg, side)
+
+
+def _request(rid: str, params: dict[str, Any]) -> Any:
+    """A vLLM Request as the connector's scheduler reads it: one block of prompt."""
+    return _Config(
+        request_id=rid,
+        status=_RequestStatus.WAITING,
+        kv_transfer_params=params,
+        num_computed_tokens=0,
+        num_tokens=BLOCK_SIZE,
+        num_prompt_tokens=BLOCK_SIZE,
+        prompt_token_ids=[0] * BLOCK_SIZE,
+        sampling_params=_Config(extra_args={"kv_transfer_params": params}),
+        is_finished=lambda: False,
+    )
+
+
+def _scheduler_output(rid: str) -> Any:
+    """The step scheduling request ``rid``'s whole prompt (one chunk, no cached requests)."""
+    return _Config(
+        scheduled_new_reqs=[],
+        scheduled_cached_reqs=_Config(req_ids=[], new_block_ids=[]),
+        num_scheduled_tokens={rid: BLOCK_SIZE},
+        finished_req_ids=set(),
+    )
+
+
+class _Blocks:
+    """KVCacheBlocks: one block per KV-cache group."""
+
+    def __init__(self, grouped: bool):
+        self.grouped = grouped
+
+    def get_block_ids(self, *a: Any, **k: Any) -> Any:
+        return ([1],)
+
+
+def run_writer(w: Any) -> list[Any]:
+    """Run the prefill rank's write worker thread (``MoRIIOWriter._write_worker_loop``, as
+    the release wrote it) until it would wait for work; an exception that escapes it ends the
+    thread (logged by Python's thread hook: no later task of that rank runs)."""
+    writer = getattr(w, "_writer", None)
+    if writer is None or getattr(w, "_flow_writer_dead", None):
+        return []
+    try:
+        writer._write_worker_loop()
+    except _LoopExit:
+        return []
+    except HarnessError:
+        raise
+    except Exception as e:
+        if isinstance(e, (NameError, AttributeError, TypeError)):
+            raise HarnessError(f"{type(e).__name__}: {e}") from e
+        w._flow_writer_dead = _error(e)[:2]
+        return w._flow_writer_dead
+    return []
+
+
+def _write_requests(
+    rel: Release,
+    drv: Driver,
+    reqs: list[dict[str, Any]],
+    p: int,
+    d: int,
+    h: int,
+    mla: bool,
+    pdp: int,
+    ddp: int,
+    backend: str,
+) -> dict[str, Any]:
+    """MoRIIO WRITE: for each request, the decode scheduler allocates its blocks and sends
+    the block notices to the prefill ranks (``update_state_after_alloc``); the prefill
+    scheduler puts it in ``reqs_to_save``; each prefill rank runs the forward's
+    ``save_kv_layer`` (its handshake with the decode, then the write task), ``wait_for_save``
+    and its write worker; each decode rank reports what it received (``get_finished``); the
+    prefill ranks report what they sent, then again past the deferred-write timeout (the
+    tasks of ranks no notice reached expire and are marked done)."""
+    ns = rel.ns
+    meta_cls = ns["MoRIIOConnectorMetadata"]
+    out: dict[str, Any] = {"verdict": ["ok"], "requests": []}
+    scheds: dict[tuple[str, int], Any] = {}
+    errors: list[Any] = []
+
+    def sched(side: str, k: int) -> Any:
+        if (side, k) not in scheds:
+            tp, dp = (p, pdp) if side == "prefill" else (d, ddp)
+            with drv.as_rank(drv.workers[(side, k, 0)]):
+                scheds[(side, k)] = make_scheduler(rel, side, tp, dp, k, h, mla, False, backend)
+        return scheds[(side, k)]
+
+    def fail(ex: BaseException, rank: int) -> dict[str, Any]:
+        if isinstance(ex, (HarnessError, NameError, AttributeError, TypeError)):
+            raise HarnessError(f"{type(ex).__name__}: {ex}") from ex
+        if DEBUG:
+            raise ex
+        out["verdict"] = [_stage(_error(ex)[2]), *_error(ex)[:2], rank]
+        return out
+
+    def sent_now(w: Any, rid: str) -> tuple[bool, int]:
+        acks = len(getattr(w.moriio_wrapper, "done_req_ids", []))
+        sending, _ = w.get_finished()
+        return rid in sending, acks
+
+    for req in reqs:
+        k, e = req["pdp"], req["ddp"]
+        # The router's request id embeds both sides' MoRIIO addresses (vLLM's server prefixes
+        # `cmpl-`): releases whose WRITE scheduler reads them from it (0.16.0-0.24.0) need it.
+        i = int(req["id"].rsplit("-", 1)[1])
+        req["id"] = (
+            f"cmpl-___prefill_addr_host:10.0.0.1,handshake:{HANDSHAKE_PORT['prefill']},"
+            f"notify:{NOTIFY_PORT['prefill']}___decode_addr_host:10.0.1.1,"
+            f"handshake:{HANDSHAKE_PORT['decode']},notify:{NOTIFY_PORT['decode']}_{i:032x}"
+        )
+        blocks = _Blocks(rel.grouped_blocks)
+        # The proxy sends the request to both sides at once, each naming the other.
+        dparams = {
+            "do_remote_prefill": True,
+            "do_remote_decode": False,
+            "transfer_id": req["xfer"],
+            "remote_engine_id": "prefill",
+            "remote_block_ids": [1],
+            "remote_host": "10.0.0.1",
+            "remote_port": HANDSHAKE_PORT["prefill"],
+            "remote_handshake_port": HANDSHAKE_PORT["prefill"],
+            "remote_notify_port": NOTIFY_PORT["prefill"],
+            "remote_dp_rank": k,
+            "remote_dp_size": pdp,
+            "tp_size": p,
+        }
+        pparams = {
+            "do_remote_decode": True,
+            "do_remote_prefill": False,
+            "transfer_id": req["xfer"],
+            "remote_engine_id": "decode",
+            "remote_block_ids": [1],
+            "remote_host": "10.0.1.1",
+            "remote_port": HANDSHAKE_PORT["decode"],
+            "remote_handshake_port": HANDSHAKE_PORT["decode"],
+            "remote_notify_port": NOTIFY_PORT["decode"],
+            "remote_dp_rank": e,
+            "remote_dp_size": ddp,
+            "tp_size": d,
+        }
+        sent_before = len(drv.sent)
+        with drv.as_rank(drv.workers[("decode", e, 0)]):
+            try:
+                ds = sched("decode", e)
+                dreq = _request(req["id"], dparams)
+                ds.get_num_new_matched_tokens(dreq, 0)
+                ds.update_state_after_alloc(dreq, blocks, BLOCK_SIZE)
+                dmeta = ds.build_connector_meta(_scheduler_output(req["id"]))
+            except (Exception, Hang) as ex:
+                return fail(ex, 0)
+        notified = drv.sent[sent_before:]
+        with drv.as_rank(drv.workers[("prefill", k, 0)]):
+            try:
+                ps = sched("prefill", k)
+                ps.update_state_after_alloc(_request(req["id"], pparams), blocks, 0)
+                pmeta = ps.build_connector_meta(_scheduler_output(req["id"]))
+            except (Exception, Hang) as ex:
+                return fail(ex, 0)
+        if not isinstance(pmeta, meta_cls):
+            raise HarnessError("build_connector_meta")
+        writes = []
+        for r in range(p):
+            w = drv.workers[("prefill", k, r)]
+            before = len(w.moriio_wrapper.__dict__.get("_flow_writes", []))
+            with drv.as_rank(w):
+                try:
+                    w.start_load_kv(pmeta)
+                    w.save_kv_layer(pmeta, LAYER, w.kv_caches[LAYER], None)
+                    if hasattr(w, "wait_for_save"):  # 0.14.0-: the connector's is a no-op
+                        w.wait_for_save(pmeta)
+                    dead = run_writer(w)
+                except (Exception, Hang) as ex:
+                    return fail(ex, r)
+            if dead:
+                errors.append(dead)
+            got = w.moriio_wrapper.__dict__.get("_flow_writes", [])[before:]
+            writes.append(sorted({json.dumps(x) for x in got}))
+        writes = [[json.loads(x) for x in ws] for ws in writes]
+
+        def decode_done(e: int, dmeta: Any, rid: str) -> list[bool]:
+            done = []
+            for r in range(d):
+                w = drv.workers[("decode", e, r)]
+                with drv.as_rank(w):
+                    w.start_load_kv(dmeta)
+                    _, recving = w.get_finished()
+                done.append(rid in recving)
+            return done
+
+        try:
+            recv = decode_done(e, dmeta, req["id"])
+            state = []
+            acks = []
+            for r in range(p):
+                w = drv.workers[("prefill", k, r)]
+                with drv.as_rank(w):
+                    sent, n = sent_now(w, req["id"])
+                state.append("w" if sent else "-")
+                acks.append(n)
+            # Past the deferred-write timeout: the write worker expires what never ran.
+            CLOCK.now += 7200.0
+            for r in range(p):
+                w = drv.workers[("prefill", k, r)]
+                with drv.as_rank(w):
+                    dead = run_writer(w)
+                    if dead:
+                        errors.append(dead)
+                    sent, n = sent_now(w, req["id"])
+                if sent and state[r] == "-":
+                    state[r] = "x"
+                acks[r] += n
+            again = decode_done(e, dmeta, req["id"])
+            recv = [a or b for a, b in zip(recv, again, strict=True)]
+        except (Exception, Hang) as ex:
+            return fail(ex, 0)
+        if all(s == "w" for s in state):
+            freed = "acks"
+        elif all(s != "-" for s in state):
+            freed = "timeout"
+        else:
+            freed = _reaped(rel, req, p, pdp, h, mla, False, backend)
+        req["write"] = [writes, notified, recv, acks, state, freed]
+        out["requests"].append(req)
+    out["lost"] = drv.lost
+    out["listener_errors"] = sorted({tuple(x) for x in [*drv.dead.values(), *errors]})
     return out
 
 
@@ -1121,16 +1545,33 @@ def _reaped(
         return "timeout" if req["id"] in (output.finished_sending or set()) else "never"
 
 
-def kv_cache_config(ns: dict[str, Any], mla: bool) -> Any:
-    """One attention (or MLA) layer in one KV-cache group."""
+def kv_cache_config(ns: dict[str, Any], mla: bool, hybrid: str = "") -> Any:
+    """One attention (or MLA) layer in one KV-cache group; ``hybrid``: a second group of a
+    Mamba-2 layer (conv and SSM states) or of a sliding-window attention layer."""
     spec = ns["MLAAttentionSpec"] if mla else ns["FullAttentionSpec"]
+
+    def attn() -> Any:
+        sp = spec()
+        sp.dcp_sharded = False
+        return sp
+
+    groups = [_Config(layer_names=[LAYER], kv_cache_spec=attn(), enable_kv_transfer=True)]
+    if hybrid == "mamba":
+        m = ns["MambaSpec"]()
+        m.shapes, m.dtypes = ((3, 1024), (8, 64, 64)), ("bfloat16", "bfloat16")
+        m.num_speculative_blocks, m.mamba_type = 0, "mamba2"
+        groups.append(_Config(layer_names=[LAYER_2], kv_cache_spec=m, enable_kv_transfer=True))
+    elif hybrid == "sliding":
+        sw = ns["SlidingWindowSpec"]()
+        sw.sliding_window, sw.dcp_sharded = 4096, False
+        groups.append(_Config(layer_names=[LAYER_2], kv_cache_spec=sw, enable_kv_transfer=True))
     return _Config(
-        kv_cache_groups=[_Config(layer_names=[LAYER], kv_cache_spec=spec())],
-        transfer_group_index_by_layer={LAYER: 0},
-        transfer_groups=[_Config(layer_names=[LAYER], kv_cache_spec=spec())],
+        kv_cache_groups=groups,
+        transfer_group_index_by_layer={n: i for i, g in enumerate(groups) for n in g.layer_names},
+        transfer_groups=groups,
         num_blocks=NUM_BLOCKS,
         kv_cache_tensors=[],
-        transfer_group_ids=(0,),
+        transfer_group_ids=tuple(range(len(groups))),
         select_transfer_block_ids=lambda ids: tuple(ids),
     )
 
@@ -1188,9 +1629,31 @@ def head_layout(ns: dict[str, Any], heads: int) -> Any:
     )
 
 
+def heads_covered(w: Any, offsets: Any, sizes: Any) -> list[int]:
+    """The rank-local KV heads (first, last) the byte ranges cover in ``w``'s cache of
+    :func:`attach_kv_state` ([2, blocks, block_size, heads, 128] of 2-byte elements: a head
+    is 256 bytes, a token all heads): a range of a token or more covers every head."""
+    heads = w._flow_heads
+    token = heads * 256
+    lo, hi = heads, -1
+    for o, n in zip(offsets, sizes, strict=True):
+        o, n = int(o), int(n)
+        if n <= 0:
+            continue
+        if w._flow_mla or n >= token:
+            a, b = 0, heads - 1
+        else:
+            a, b = (o % token) // 256, ((o + n - 1) % token) // 256
+            if b < a:
+                a, b = 0, heads - 1
+        lo, hi = min(lo, a), max(hi, b)
+    return [lo, hi]
+
+
 def attach_kv_state(w: Any, tp: int, h: int, mla: bool, ns: dict[str, Any]) -> None:
     """What register_kv_caches leaves: one layer, memory descriptors naming the rank."""
     heads = 1 if mla else max(1, h // tp)
+    w._flow_heads, w._flow_mla = heads, mla
     shape = (NUM_BLOCKS, BLOCK_SIZE, 576) if mla else (2, NUM_BLOCKS, BLOCK_SIZE, heads, 128)
     if mla and ns.get("_flow_standard_mla"):
         shape = (NUM_BLOCKS, 1, BLOCK_SIZE, 576)  # 0.33.0: the standardized [B, H, N, C] view
@@ -1208,6 +1671,8 @@ def attach_kv_state(w: Any, tp: int, h: int, mla: bool, ns: dict[str, Any]) -> N
         w.kv_head_layouts = {LAYER: head_layout(ns, heads)}
     elif "HeadLayout" in ns:
         w.kv_head_layouts = {}
+    w.attention_block_sizes = {LAYER: BLOCK_SIZE}
+    w.mamba_state_layouts = {}
     w._flow_meta_extra = {
         "num_blocks": NUM_BLOCKS,
         "kv_head_layouts": {k: v.to_wire() for k, v in getattr(w, "kv_head_layouts", {}).items()},
@@ -1227,7 +1692,7 @@ def loads(h: int, tp: int, mla: bool) -> bool:
 def grid() -> list[tuple[Any, ...]]:
     """(mode, P, D, H, MLA, prefill DP, decode DP, backend) of every vector."""
     out = []
-    for mode in ("read",):
+    for mode in ("read", "write"):
         for mla in (False, True):
             heads = [1, 8, 128] if mla else KV_HEADS
             for h in heads:
@@ -1235,7 +1700,7 @@ def grid() -> list[tuple[Any, ...]]:
                     for d in TP_SIZES:
                         if loads(h, p, mla) and loads(h, d, mla):
                             out.append((mode, p, d, h, mla, 1, 1, "rdma"))
-                            if mla and d == 1:
+                            if mla and d == 1 and mode == "read":
                                 out.append((mode, p, d, h, mla, 1, 1, "xgmi"))
             for h in DP_HEADS:
                 for pdp, ddp in DP_LAYOUTS:
@@ -1245,6 +1710,15 @@ def grid() -> list[tuple[Any, ...]]:
                         for d in DP_TP:
                             if loads(h, p, mla) and loads(h, d, mla):
                                 out.append((mode, p, d, h, mla, pdp, ddp, "rdma"))
+        # Pipeline stages on either side, and hybrid models (Mamba-2 or sliding-window
+        # layers beside full attention): (..., prefill PP, decode PP, hybrid kind).
+        for ppp, dpp in PP_LAYOUTS:
+            for p, d in PP_TP:
+                out.append((mode, p, d, 8, False, 1, 1, "rdma", ppp, dpp, ""))
+        for kind in ("mamba", "sliding"):
+            for mla in (False, True):
+                for p, d in HYBRID_TP:
+                    out.append((mode, p, d, 8, mla, 1, 1, "rdma", 1, 1, kind))
     return out
 
 
@@ -1260,8 +1734,12 @@ def compact(v: tuple[Any, ...], got: dict[str, Any]) -> list[Any]:
     list, per decode rank, the (DP rank, TP rank) pairs."""
     _, p, d, h = v[:4]
     verdict = got["verdict"]
-    if verdict[0] not in ("ok", "engine_start") and verdict[1] != "hang":
+    if verdict[0] not in ("ok", "engine_start", "started", "undriven") and verdict[1] != "hang":
         verdict = [verdict[0], verdict[1], template(verdict[2], (p, d, h)), verdict[3]]
+    if v[0] == "write":
+        reqs = [[r["pdp"], r["ddp"], *r["write"]] for r in got.get("requests", [])]
+        errors = [[c, template(m, (p, d, h))] for c, m in got.get("listener_errors", [])]
+        return [verdict, reqs, errors]
     reqs = [
         [
             r["pdp"],
@@ -1288,12 +1766,45 @@ def moriio_files(path: Path) -> dict[str, str]:
     if path.is_dir():
         for f in (path / MORIIO).glob("*.py"):
             files[MORIIO + f.name] = f.read_text()
+        if (path / KV_CACHE_UTILS).exists():
+            files[KV_CACHE_UTILS] = (path / KV_CACHE_UTILS).read_text()
     else:
         with zipfile.ZipFile(path) as z:
             for name in z.namelist():
-                if name.startswith(MORIIO) and name.endswith(".py"):
+                if (name.startswith(MORIIO) and name.endswith(".py")) or name == KV_CACHE_UTILS:
                     files[name] = z.read(name).decode()
     return files
+
+
+def wheel_sha256(version: str, path: Path) -> str:
+    """The sha256 of the release's wheel: of the file itself, or (an unpacked tree) the one
+    pip resolves for ``vllm==version`` (``pip install --dry-run --report``: no download)."""
+    import subprocess
+
+    if path.is_file():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--no-deps",
+                "--ignore-installed",
+                "--only-binary",
+                ":all:",
+                "--quiet",
+                "--report",
+                str(report),
+                f"vllm=={version}",
+            ],
+            check=True,
+        )
+        (item,) = json.loads(report.read_text())["install"]
+        return str(item["download_info"]["archive_info"]["hashes"]["sha256"])
 
 
 def generate(version: str, files: dict[str, str]) -> dict[str, Any]:
@@ -1303,8 +1814,9 @@ def generate(version: str, files: dict[str, str]) -> dict[str, Any]:
     index: dict[str, int] = {}
     codes = []
     for v in vectors:
-        mode, p, d, h, mla, pdp, ddp, backend = v
-        got = flow_vector(rel, mode == "read", p, d, h, mla, pdp, ddp, backend)
+        mode, p, d, h, mla, pdp, ddp, backend = v[:8]
+        ppp, dpp, hybrid = v[8:] if len(v) > 8 else (1, 1, "")
+        got = flow_vector(rel, mode == "read", p, d, h, mla, pdp, ddp, backend, ppp, dpp, hybrid)
         item = compact(v, got)
         key = json.dumps(item, sort_keys=True)
         if key not in index:
@@ -1336,17 +1848,21 @@ def main(argv: list[str] | None = None) -> None:
     index_path = out / "index.json"
     index = json.loads(index_path.read_text()) if index_path.exists() else {}
     runs = index.setdefault("flow-moriio", {})
+    # Provenance: the wheel each release's MoRIIO source was read from.
+    wheels = index.setdefault("flow-moriio-wheel-sha256", {})
     done: dict[str, str] = {}  # source digest -> golden file
     for v in versions:
         path = Path(sources[v]) if v in sources else fetch(v, Path(args.cache))
         files = moriio_files(path)
+        wheels[v] = wheel_sha256(v, path)
         if not any(f.endswith("moriio_connector.py") for f in files):
             runs[v] = None
             print(f"flow-moriio {v}: no MoRIIO in this release", flush=True)
             continue
-        digest = hashlib.sha256("\n".join(files[k] for k in sorted(files)).encode()).hexdigest()[
-            :16
-        ]
+        # What the driver reads: the MoRIIO modules and the core's unification error text.
+        read = [files[k] for k in sorted(files) if k.startswith(MORIIO)]
+        read.append(unify_error(files.get(KV_CACHE_UTILS, "")) or "")
+        digest = hashlib.sha256("\n".join(read).encode()).hexdigest()[:16]
         if digest not in done:
             data = generate(v, files)
             data["source_digest"] = digest

@@ -506,8 +506,43 @@ pub enum DpRead {
     Routed,
 }
 
+/// What a MoRIIO engine does with a model that has Mamba-type layers (recurrent state beside
+/// the KV cache), per release and mode (`tools/vllm_flow.py`'s hybrid vectors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoriioHybrid {
+    /// 0.14.0-0.26.0: MoRIIOConnector is no `SupportsHMA`, so vLLM turns the hybrid KV-cache
+    /// manager off (`vllm/config/vllm.py`) and the engine start fails unifying the Mamba
+    /// specs: `ValueError` from `unify_hybrid_kv_cache_specs` (0.25.0
+    /// `vllm/v1/core/kv_cache_utils.py:1493`).
+    CoreRefuses,
+    /// 0.27.0-0.29.0: the unification no longer refuses and the Mamba groups reach a connector
+    /// with no code for them; the flow driver does not model what follows (pdtp: no refusal).
+    Unmodelled,
+    /// The connector's scheduler refuses the Mamba group when the engine starts.
+    ConnectorRefuses(VllmError, &'static str),
+    /// The engine starts with the Mamba groups (0.31.0 on READ, 0.33.0 WRITE).
+    Starts,
+}
+
+/// 0.25.0 `vllm/v1/core/kv_cache_utils.py:1493` (the same text 0.14.0-0.26.0: 0.14.0 line
+/// 1202, 0.26.0 line 1519).
+pub const MORIIO_HYBRID_CORE: &str =
+    "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one \
+     unified type.";
+
+/// 0.30.0 `moriio_connector.py:419` (the scheduler's `__init__`, READ and WRITE).
+pub const MORIIO_HYBRID_030: &str = "MoRIIO only supports sliding-window hybrid models (e.g. \
+     Gemma) under the hybrid KV cache manager. Unsupported KV cache group spec(s): \
+     ['MambaSpec']. Pass --disable-hybrid-kv-cache-manager to run without HMA.";
+
+/// 0.31.0-0.32.0 WRITE (the scheduler's `__init__`, 0.31.0 `moriio_connector.py:497`).
+pub const MORIIO_HYBRID_WRITE_031: &str = "MoRIIO hybrid (mamba/KDA) transfer is implemented \
+     for READ mode only; set kv_connector_extra_config.read_mode=true";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MoriioReadRules {
+    /// A model with Mamba-type layers.
+    pub hybrid: MoriioHybrid,
     pub dial: Dial,
     pub dp_dial: DpDial,
     pub layer_check: LayerCheck,
@@ -562,6 +597,14 @@ pub struct MoriioWriteRules {
     pub dial: Dial,
     pub dp_dial: DpDial,
     pub mapping: WriteMapping,
+    /// A model with Mamba-type layers.
+    pub hybrid: MoriioHybrid,
+    /// The decode scheduler's block notices reach the prefill ranks. 0.20.0-0.22.1: it reads
+    /// the *decode's* address from the request id (`get_peer_zmq_from_request_id(
+    /// request.request_id, is_producer=True)`, 0.20.0 `moriio_connector.py:420`), so the
+    /// notices go to its own notify port (whose listener dies of `AssertionError "Only
+    /// prefill can get block messages"`): no prefill rank ever writes.
+    pub notices_reach_prefill: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -786,6 +829,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         connector: "moriio",
         since: v(0, 14, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
+            hybrid: MoriioHybrid::CoreRefuses,
             dial: Dial::SameRank,
             dp_dial: DpDial::AddsRanks,
             layer_check: LayerCheck::Nothing,
@@ -803,6 +847,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         connector: "moriio",
         since: v(0, 18, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
+            hybrid: MoriioHybrid::CoreRefuses,
             dial: Dial::SameRank,
             dp_dial: DpDial::AddsRanks,
             layer_check: LayerCheck::Nothing,
@@ -820,6 +865,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         connector: "moriio",
         since: v(0, 23, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
+            hybrid: MoriioHybrid::CoreRefuses,
             dial: Dial::SameRank,
             dp_dial: DpDial::AddsRanks,
             layer_check: LayerCheck::Nothing,
@@ -837,6 +883,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         connector: "moriio",
         since: v(0, 25, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
+            hybrid: MoriioHybrid::CoreRefuses,
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::AddsRanks,
             layer_check: LayerCheck::ReplicatedHeads,
@@ -854,6 +901,46 @@ pub static PROFILES: &[ConnectorProfile] = &[
         connector: "moriio",
         since: v(0, 27, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
+            hybrid: MoriioHybrid::Unmodelled,
+            dial: Dial::RemoteTpRank,
+            dp_dial: DpDial::StridesByTp,
+            layer_check: LayerCheck::ReplicatedHeads,
+            release: Release::ReadRank,
+            counted_acks: true,
+            dp_read: DpRead::Routed,
+            defer_timeout: true,
+            eager_handshake: true,
+            round_robin_mla: true,
+            round_robin_on_xgmi: true,
+            release_rejected: false,
+        }),
+    },
+    ConnectorProfile {
+        connector: "moriio",
+        since: v(0, 30, 0),
+        rules: Rules::MoriioRead(MoriioReadRules {
+            hybrid: MoriioHybrid::ConnectorRefuses(
+                VllmError::NotImplementedError,
+                MORIIO_HYBRID_030,
+            ),
+            dial: Dial::RemoteTpRank,
+            dp_dial: DpDial::StridesByTp,
+            layer_check: LayerCheck::ReplicatedHeads,
+            release: Release::ReadRank,
+            counted_acks: true,
+            dp_read: DpRead::Routed,
+            defer_timeout: true,
+            eager_handshake: true,
+            round_robin_mla: true,
+            round_robin_on_xgmi: true,
+            release_rejected: false,
+        }),
+    },
+    ConnectorProfile {
+        connector: "moriio",
+        since: v(0, 31, 0),
+        rules: Rules::MoriioRead(MoriioReadRules {
+            hybrid: MoriioHybrid::Starts,
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             layer_check: LayerCheck::ReplicatedHeads,
@@ -871,6 +958,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         connector: "moriio",
         since: v(0, 33, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
+            hybrid: MoriioHybrid::Starts,
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             layer_check: LayerCheck::HeadsPerRank,
@@ -891,6 +979,30 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::SameRank,
             dp_dial: DpDial::AddsRanks,
             mapping: WriteMapping::SameRank,
+            hybrid: MoriioHybrid::CoreRefuses,
+            notices_reach_prefill: true,
+        }),
+    },
+    ConnectorProfile {
+        connector: "moriio-write",
+        since: v(0, 20, 0),
+        rules: Rules::MoriioWrite(MoriioWriteRules {
+            dial: Dial::SameRank,
+            dp_dial: DpDial::AddsRanks,
+            mapping: WriteMapping::SameRank,
+            hybrid: MoriioHybrid::CoreRefuses,
+            notices_reach_prefill: false,
+        }),
+    },
+    ConnectorProfile {
+        connector: "moriio-write",
+        since: v(0, 23, 0),
+        rules: Rules::MoriioWrite(MoriioWriteRules {
+            dial: Dial::SameRank,
+            dp_dial: DpDial::AddsRanks,
+            mapping: WriteMapping::SameRank,
+            hybrid: MoriioHybrid::CoreRefuses,
+            notices_reach_prefill: true,
         }),
     },
     ConnectorProfile {
@@ -900,6 +1012,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::AddsRanks,
             mapping: WriteMapping::SameRank,
+            hybrid: MoriioHybrid::CoreRefuses,
+            notices_reach_prefill: true,
         }),
     },
     ConnectorProfile {
@@ -909,6 +1023,33 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             mapping: WriteMapping::SameRank,
+            hybrid: MoriioHybrid::Unmodelled,
+            notices_reach_prefill: true,
+        }),
+    },
+    ConnectorProfile {
+        connector: "moriio-write",
+        since: v(0, 30, 0),
+        rules: Rules::MoriioWrite(MoriioWriteRules {
+            dial: Dial::RemoteTpRank,
+            dp_dial: DpDial::StridesByTp,
+            mapping: WriteMapping::SameRank,
+            hybrid: MoriioHybrid::ConnectorRefuses(
+                VllmError::NotImplementedError,
+                MORIIO_HYBRID_030,
+            ),
+            notices_reach_prefill: true,
+        }),
+    },
+    ConnectorProfile {
+        connector: "moriio-write",
+        since: v(0, 31, 0),
+        rules: Rules::MoriioWrite(MoriioWriteRules {
+            dial: Dial::RemoteTpRank,
+            dp_dial: DpDial::StridesByTp,
+            mapping: WriteMapping::SameRank,
+            hybrid: MoriioHybrid::ConnectorRefuses(VllmError::MoRIIOError, MORIIO_HYBRID_WRITE_031),
+            notices_reach_prefill: true,
         }),
     },
     ConnectorProfile {
@@ -918,6 +1059,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             mapping: WriteMapping::TpMapping,
+            hybrid: MoriioHybrid::Starts,
+            notices_reach_prefill: true,
         }),
     },
 ];
@@ -1356,8 +1499,13 @@ mod tests {
         let r = resolve("moriio").unwrap();
         assert_eq!(r.key(), "moriio@0.33.0");
         assert_eq!(r.connector.mode, Some("read"));
+        // WRITE's 0.20.0-0.22.1 row: the block notices go to the decode itself.
         assert_eq!(
             resolve("MoRIIO_write@0.20.0").unwrap().profile.since,
+            v(0, 20, 0)
+        );
+        assert_eq!(
+            resolve("MoRIIO_write@0.19.1").unwrap().profile.since,
             v(0, 14, 0)
         );
         assert_eq!(resolve("nixl@0.13.0").unwrap().profile.since, v(0, 11, 1));
