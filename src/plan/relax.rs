@@ -647,15 +647,20 @@ pub fn move_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<i128>>> {
         return None;
     }
     let (mut k_moves, mut k_gpus, mut k_served) = (0i128, 0i128, 0i128);
+    // Tie terms merged into the stage (small pools): the pair fixes its sizes and types
+    // (counted exactly below); every other term is ≥ 0 and left out (a lower bound).
+    let mut fixed: Vec<(Term, i128)> = Vec::new();
     for &(t, k) in &st.terms {
         match t {
             Term::Moves => k_moves += k as i128,
             Term::Gpus => k_gpus += k as i128,
             Term::Served => k_served += k as i128,
+            Term::TpSum | Term::PrefillTp | Term::TypeRank => fixed.push((t, k as i128)),
+            Term::Cost | Term::Instances | Term::PrefillInstances if k >= 0 => {}
             _ => return None,
         }
     }
-    if k_moves < 0 || k_gpus < 0 || k_served > 0 {
+    if k_moves < 0 || k_gpus < 0 || k_served > 0 || fixed.iter().any(|&(_, k)| k < 0) {
         return None;
     }
     let (start, stop, restart, gpu) = (
@@ -718,7 +723,16 @@ pub fn move_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<i128>>> {
                 let (a, b) = (&c.rows[p.prefill], &c.rows[p.decode]);
                 let served = (a.units as i128 * c.most(p.prefill) as i128)
                     .min(b.units as i128 * c.most(p.decode) as i128);
-                Some(total + gone + k_served * served)
+                // Terms of the pair alone: the same for every count (`Order::term`).
+                let one = vec![Some(single(*p, 1, 1))];
+                let ties: i128 = fixed
+                    .iter()
+                    .map(|&(t, k)| match order.term(c, &one, t) {
+                        Value::Int(v) => k * v,
+                        Value::Ratio(..) => 0,
+                    })
+                    .sum();
+                Some(total + gone + k_served * served + ties)
             })
             .collect(),
     )
