@@ -97,6 +97,9 @@ pub struct Cluster {
     pub node_ids: Vec<Vec<usize>>,
     node_size: Vec<i64>,
     tables: Tables,
+    /// `caps[t][s]`: [`Cluster::cap`] for sizes up to the largest free count of type `t`
+    /// (the closed forms ask it for every count of every pair).
+    caps: Vec<Vec<i64>>,
 }
 
 /// A node fill pattern: a maximal multiset of item sizes that fits one node of a class.
@@ -142,7 +145,9 @@ impl Cluster {
             node_ids,
             node_size: sc.gpu_types.iter().map(|g| g.node_size).collect(),
             tables: Tables::default(),
+            caps: Vec::new(),
         }
+        .with_caps()
     }
 
     /// `gpus` GPUs of one type on full nodes of `node_size`, the last one partial (what a
@@ -172,7 +177,9 @@ impl Cluster {
             node_ids,
             node_size: vec![node_size],
             tables: Tables::default(),
+            caps: Vec::new(),
         }
+        .with_caps()
     }
 
     pub fn node_size(&self, t: usize) -> i64 {
@@ -186,8 +193,36 @@ impl Cluster {
             .filter(move |(_, c)| c.gpu_type == t)
     }
 
+    fn with_caps(mut self) -> Cluster {
+        let types = self.node_size.len().max(
+            self.classes
+                .iter()
+                .map(|c| c.gpu_type + 1)
+                .max()
+                .unwrap_or(0),
+        );
+        self.caps = (0..types)
+            .map(|t| {
+                let top = self.of_type(t).map(|(_, c)| c.free).max().unwrap_or(0);
+                // Small tables only (free counts are GPUs per node).
+                let top = top.clamp(0, 4096);
+                (0..=top).map(|s| self.count_cap(t, s)).collect()
+            })
+            .collect();
+        self
+    }
+
     /// Items of `s` GPUs that nodes of type `t` hold, each in one node: Σ count · ⌊free/s⌋.
     pub fn cap(&self, t: usize, s: i64) -> i64 {
+        match self.caps.get(t) {
+            Some(caps) if s >= 0 && (s as usize) < caps.len() => caps[s as usize],
+            // Larger than every node's free GPUs: none fits.
+            Some(caps) if s as usize >= caps.len() && caps.len() > 1 && caps.len() <= 4096 => 0,
+            _ => self.count_cap(t, s),
+        }
+    }
+
+    fn count_cap(&self, t: usize, s: i64) -> i64 {
         if s <= 0 {
             return 0;
         }
@@ -564,6 +599,24 @@ impl Cluster {
 
     /// The per-size capacity cuts: for every s in {1, a, b}, Σ ⌊piece/s⌋·pieces·n ≤ cap(s).
     fn cut_room(&self, t: usize, a: Item, na: i64, b: Item) -> Option<i64> {
+        // In i64 where nothing can overflow (every pool pdtp plans): i128 division is a
+        // library call, and the closed forms ask this for every count of every pair.
+        let small = |it: Item| it.piece <= 1 << 16 && it.pieces <= 1 << 10;
+        if (0..=1 << 31).contains(&na) && small(a) && small(b) {
+            let mut room = i64::MAX;
+            for s in [1, a.piece, b.piece] {
+                let ca = (a.piece / s) * a.pieces;
+                let cb = (b.piece / s) * b.pieces;
+                let left = self.cap(t, s) - ca * na;
+                if left < 0 {
+                    return None;
+                }
+                if cb > 0 {
+                    room = room.min(left / cb);
+                }
+            }
+            return Some(room);
+        }
         let mut room = i64::MAX;
         for s in [1, a.piece, b.piece] {
             let ca = (a.piece / s).saturating_mul(a.pieces) as i128;
@@ -949,7 +1002,9 @@ mod tests {
             node_ids: ids,
             node_size: node_size.to_vec(),
             tables: Tables::default(),
+            caps: Vec::new(),
         }
+        .with_caps()
     }
 
     /// Brute force: every way to give each node some large items.

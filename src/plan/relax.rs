@@ -392,7 +392,8 @@ pub fn closed_forms(c: &Candidates, order: &Order) -> ClosedForms {
     };
     let ratio = st.terms.iter().any(|t| t.0 == Term::Ratio);
     let moves = matches!(c.scenario.objective, Objective::Moves { .. });
-    // Bounds from each pair's relaxed candidates, or a re-plan's own (`move_bounds`).
+    // Bounds from each pair's relaxed candidates, or a re-plan's own (`move_bounds`), or
+    // a ratio stage's (`ratio_bounds`).
     let relaxed_bounds = !ratio && !moves;
     let stage0 = |ch: Choice| -> i128 {
         match order.values(c, &vec![Some(ch)])[0] {
@@ -401,65 +402,82 @@ pub fn closed_forms(c: &Candidates, order: &Order) -> ClosedForms {
         }
     };
     let n = c.pairs.len();
-    let mut reuse: Vec<Option<Vec<Choice>>> = vec![None; n];
-    let mut bounds: Vec<Option<i128>> = Vec::with_capacity(if relaxed_bounds { n } else { 0 });
-    for (i, &p) in c.pairs.iter().enumerate() {
-        let same = exact_is_relaxed(c, p);
-        if !relaxed_bounds && !same {
-            continue;
-        }
-        let got = pair_candidates(c, order, p, Fit::Relaxed);
-        if relaxed_bounds {
-            let vals = got.iter().map(|&ch| stage0(ch));
-            bounds.push(match st.sense {
-                Sense::Max => vals.max(),
-                Sense::Min => vals.min(),
-            });
-        }
-        if same {
-            reuse[i] = Some(got);
-        }
-    }
-    let bounds = if relaxed_bounds {
-        Some(bounds)
+    // Bounds known before any pair is searched: every pair's (ratio, re-plan), or an O(1)
+    // upper bound per pair (`quick_bounds`) that orders the search and skips the pairs it
+    // puts below their kind's best (their relaxed bound is then that quick one: valid).
+    let given: Option<Vec<Option<Value>>> = if relaxed_bounds {
+        None
     } else if moves {
-        move_bounds(c, order)
+        move_bounds(c, order).map(|b| b.into_iter().map(|v| v.map(Value::Int)).collect())
+    } else {
+        ratio_bounds(c, order)
+    };
+    let quick = if relaxed_bounds {
+        quick_bounds(c, order)
     } else {
         None
     };
-    // Every stage-0 bound as a value (a ratio stage's: `ratio_bounds`).
-    let values: Option<Vec<Option<Value>>> = match &bounds {
-        Some(b) => Some(b.iter().map(|v| v.map(Value::Int)).collect()),
-        None if ratio => ratio_bounds(c, order),
-        None => None,
-    };
-    let bounded = values.is_some();
-    let vb = values.clone().unwrap_or_default();
     let mut visit: Vec<usize> = (0..n).collect();
-    if bounded {
-        // Best bound first (a stable sort: equal bounds stay in pair order); pairs without
-        // a relaxed plan have no exact plan either.
+    if let Some(vb) = given.as_ref() {
+        // Pairs without a bound have no plan.
         visit.retain(|&i| vb[i].is_some());
-        visit.sort_by(|&i, &j| {
-            better_value(st.sense, vb[j].as_ref().unwrap(), vb[i].as_ref().unwrap())
+    }
+    if let Some(key) = given.as_ref().or(quick.as_ref()) {
+        // Best bound first (a stable sort: equal bounds stay in pair order).
+        visit.sort_by(|&i, &j| match (&key[i], &key[j]) {
+            (Some(a), Some(b)) => better_value(st.sense, b, a),
+            (None, Some(_)) => Ordering::Less,
+            (Some(_), None) => Ordering::Greater,
+            (None, None) => Ordering::Equal,
         });
     }
+    let mut bounds: Vec<Option<i128>> = vec![None; if relaxed_bounds { n } else { 0 }];
     // Per kind: (stage values, pair index, choice) of the best plan so far.
     let mut best: [Option<(Vec<Value>, usize, Choice)>; 2] = [None, None];
+    let below = |b: &Value, best: &Option<(Vec<Value>, usize, Choice)>| {
+        best.as_ref()
+            .is_some_and(|(bv, _, _)| better_value(st.sense, b, &bv[0]) == Ordering::Less)
+    };
     for i in visit {
         let p = c.pairs[i];
         let kind = usize::from(p.is_aggregated());
-        if let (true, Some((bv, _, _))) = (bounded, &best[kind]) {
-            if let Some(b) = &vb[i] {
-                // The bound is worse than that kind's best: so is every plan of the pair.
-                if better_value(st.sense, b, &bv[0]) == Ordering::Less {
-                    continue;
-                }
+        // The bound is worse than that kind's best: so is every plan of the pair.
+        if let Some(b) = given.as_ref().and_then(|g| g[i]) {
+            if below(&b, &best[kind]) {
+                continue;
             }
         }
-        let got = reuse[i]
-            .take()
-            .unwrap_or_else(|| pair_candidates(c, order, p, Fit::Exact));
+        if let Some(q) = quick.as_ref().and_then(|q| q[i]) {
+            if below(&q, &best[kind]) {
+                bounds[i] = match q {
+                    Value::Int(v) => Some(v),
+                    Value::Ratio(..) => None,
+                };
+                continue;
+            }
+        }
+        let same = exact_is_relaxed(c, p);
+        let mut relaxed = None;
+        if relaxed_bounds || same {
+            let got = pair_candidates(c, order, p, Fit::Relaxed);
+            if relaxed_bounds {
+                let vals = got.iter().map(|&ch| stage0(ch));
+                let b = match st.sense {
+                    Sense::Max => vals.max(),
+                    Sense::Min => vals.min(),
+                };
+                bounds[i] = b;
+                match b {
+                    None => continue, // no relaxed plan: no plan
+                    Some(b) if below(&Value::Int(b), &best[kind]) => continue,
+                    _ => {}
+                }
+            }
+            if same {
+                relaxed = Some(got);
+            }
+        }
+        let got = relaxed.unwrap_or_else(|| pair_candidates(c, order, p, Fit::Exact));
         for ch in got {
             let v = order.values(c, &vec![Some(ch)]);
             let better =
@@ -488,12 +506,83 @@ pub fn closed_forms(c: &Candidates, order: &Order) -> ClosedForms {
         (Some(a), None) | (None, Some(a)) => Some(a.2),
         (None, None) => None,
     };
+    let (bounds, values) = if relaxed_bounds {
+        let values = bounds.iter().map(|b| b.map(Value::Int)).collect();
+        (Some(bounds), Some(values))
+    } else {
+        let ints = given.as_ref().filter(|_| moves).map(|g| {
+            g.iter()
+                .map(|v| match v {
+                    Some(Value::Int(x)) => Some(*x),
+                    _ => None,
+                })
+                .collect()
+        });
+        (ints, given)
+    };
     ClosedForms {
         hint: hint.map(|ch| vec![Some(ch)]),
         best_of_kind: best.map(|b| b.map(|(_, _, ch)| vec![Some(ch)])),
         bounds,
         values,
     }
+}
+
+/// An O(1) bound per pair on a throughput stage 0 (served weighted towards the stage's
+/// sense, every other term — GPUs, cost, sizes, counts, types, all ≥ 0 — against it): the
+/// weight times the most the pair could serve with its packing relaxed to GPU counts. An
+/// aggregated row serves `A·most`; P/D sides on one type share its free GPUs `G`, so
+/// `v ≤ np·A`, `v ≤ nd·B`, `np·gA + nd·gB ≤ G` give `v ≤ G·A·B / (gA·B + gB·A)`; every
+/// side serves at most all of its instances. None when stage 0 has another form.
+fn quick_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<Value>>> {
+    let st = order.stages.first()?;
+    // A merged stage is a Min with served negated: the same form, signs flipped.
+    let sign: i64 = if st.sense == Sense::Max { 1 } else { -1 };
+    let mut k_served = 0i128;
+    for &(t, k) in &st.terms {
+        match t {
+            Term::Served if k * sign > 0 => k_served = k as i128,
+            Term::Gpus
+            | Term::Cost
+            | Term::TpSum
+            | Term::PrefillTp
+            | Term::Instances
+            | Term::PrefillInstances
+            | Term::TypeRank
+                if k * sign <= 0 => {}
+            _ => return None,
+        }
+    }
+    if k_served == 0 {
+        return None;
+    }
+    Some(
+        c.pairs
+            .iter()
+            .map(|p| {
+                let (ra, rb) = (&c.rows[p.prefill], &c.rows[p.decode]);
+                let (ua, ub) = (ra.units.max(0) as i128, rb.units.max(0) as i128);
+                let (ma, mb) = (c.most(p.prefill) as i128, c.most(p.decode) as i128);
+                let mut v = if p.is_aggregated() {
+                    ua * ma
+                } else {
+                    (ua * ma).min(ub * mb)
+                };
+                if !p.is_aggregated() {
+                    let (a, b) = items(c, *p);
+                    if a.gpu_type == b.gpu_type {
+                        let g = c.cluster.cap(a.gpu_type, 1) as i128;
+                        let (ga, gb) = ((a.piece * a.pieces) as i128, (b.piece * b.pieces) as i128);
+                        let den = ga * ub + gb * ua;
+                        if den > 0 {
+                            v = v.min(g * ua * ub / den);
+                        }
+                    }
+                }
+                Some(Value::Int(k_served * v))
+            })
+            .collect(),
+    )
 }
 
 /// How `a` compares with `b` as values of a stage of `sense`: Greater when `a` is better.
@@ -558,15 +647,20 @@ pub fn move_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<i128>>> {
         return None;
     }
     let (mut k_moves, mut k_gpus, mut k_served) = (0i128, 0i128, 0i128);
+    // Tie terms merged into the stage (small pools): the pair fixes its sizes and types
+    // (counted exactly below); every other term is ≥ 0 and left out (a lower bound).
+    let mut fixed: Vec<(Term, i128)> = Vec::new();
     for &(t, k) in &st.terms {
         match t {
             Term::Moves => k_moves += k as i128,
             Term::Gpus => k_gpus += k as i128,
             Term::Served => k_served += k as i128,
+            Term::TpSum | Term::PrefillTp | Term::TypeRank => fixed.push((t, k as i128)),
+            Term::Cost | Term::Instances | Term::PrefillInstances if k >= 0 => {}
             _ => return None,
         }
     }
-    if k_moves < 0 || k_gpus < 0 || k_served > 0 {
+    if k_moves < 0 || k_gpus < 0 || k_served > 0 || fixed.iter().any(|&(_, k)| k < 0) {
         return None;
     }
     let (start, stop, restart, gpu) = (
@@ -629,7 +723,16 @@ pub fn move_bounds(c: &Candidates, order: &Order) -> Option<Vec<Option<i128>>> {
                 let (a, b) = (&c.rows[p.prefill], &c.rows[p.decode]);
                 let served = (a.units as i128 * c.most(p.prefill) as i128)
                     .min(b.units as i128 * c.most(p.decode) as i128);
-                Some(total + gone + k_served * served)
+                // Terms of the pair alone: the same for every count (`Order::term`).
+                let one = vec![Some(single(*p, 1, 1))];
+                let ties: i128 = fixed
+                    .iter()
+                    .map(|&(t, k)| match order.term(c, &one, t) {
+                        Value::Int(v) => k * v,
+                        Value::Ratio(..) => 0,
+                    })
+                    .sum();
+                Some(total + gone + k_served * served + ties)
             })
             .collect(),
     )
