@@ -5,7 +5,8 @@ decided (``closed-form`` when CP-SAT kept the Rust starting plan, ``cpsat`` when
 changed it) and who proved (``proof``).
 
 The cases where the closed forms' plan is not optimal are fleets on partly free nodes
-(found by sampling: the first-fit sizing packs worse than CP-SAT's node patterns). There
+(found by sampling, resampled when the performance model's constants change which fleets
+these are: the first-fit sizing packs worse than CP-SAT's node patterns). There
 CP-SAT must equal the full oracle, and a planner that returns the hint instead fails.
 """
 
@@ -20,7 +21,7 @@ from pdtp.planning.cpsat import Decision, OneModel
 
 # (demands as (model, demand req/s, weight), free GPUs per node, GPU type, objective).
 HINT_NOT_OPTIMAL = [
-    ([("qwen2.5-72b", 20.0, 1.0), ("mixtral-8x7b", 20.0, 3.0)], [2, 5, 7], "mi300x", "weighted"),
+    ([("qwen2.5-72b", 20.0, 1.0), ("mixtral-8x7b", 5.0, 3.0)], [2, 5, 7], "mi300x", "weighted"),
     (
         [("qwen2.5-72b", 60.0, 1.0), ("qwen2.5-72b", 60.0, 3.0), ("llama-3.1-70b", 5.0, 1.0)],
         [5, 1],
@@ -28,7 +29,7 @@ HINT_NOT_OPTIMAL = [
         "max_min",
     ),
     ([("qwen3-30b-a3b", 20.0, 2.0), ("llama-3.1-70b", 200.0, 2.0)], [5, 3, 1], "h100", "weighted"),
-    ([("gemma-2-27b", 5.0, 3.0), ("qwen2.5-72b", 20.0, 3.0)], [1, 5, 6], "mi300x", "max_min"),
+    ([("gemma-2-27b", 20.0, 3.0), ("qwen2.5-72b", 20.0, 3.0)], [1, 5, 6], "mi300x", "max_min"),
 ]
 
 
