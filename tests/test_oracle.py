@@ -5,7 +5,8 @@ decided (``closed-form`` when CP-SAT kept the Rust starting plan, ``cpsat`` when
 changed it) and who proved (``proof``).
 
 The cases where the closed forms' plan is not optimal are fleets on partly free nodes
-(found by sampling: the first-fit sizing packs worse than CP-SAT's node patterns). There
+(found by sampling, resampled when the performance model's constants change which fleets
+these are: the first-fit sizing packs worse than CP-SAT's node patterns). There
 CP-SAT must equal the full oracle, and a planner that returns the hint instead fails.
 """
 
@@ -35,6 +36,8 @@ PARTLY_FREE = [
     ([("mixtral-8x7b", 5.0, 3.0), ("qwen2.5-72b", 60.0, 1.0)], [2, 1, 7], "mi300x", "max_min"),
     ([("gemma-2-27b", 5.0, 1.0), ("llama-3.1-70b", 20.0, 2.0)], [5, 5, 1], "h100", "weighted"),
     ([("qwen3-30b-a3b", 150.0, 3.0), ("mixtral-8x7b", 60.0, 1.0)], [7, 3], "h100", "max_min"),
+    ([("qwen2.5-72b", 20.0, 1.0), ("mixtral-8x7b", 5.0, 3.0)], [2, 5, 7], "mi300x", "weighted"),
+    ([("gemma-2-27b", 20.0, 3.0), ("qwen2.5-72b", 20.0, 3.0)], [1, 5, 6], "mi300x", "max_min"),
 ]
 MIN_BEATEN = 3
 

@@ -295,8 +295,9 @@ def _equal(plan) -> bool:
 
 
 def test_solve_and_size_for_follow_the_release():
-    new = pdtp.solve("llama-3.1-70b", gpus=16, **WRITE)
-    old = pdtp.solve("llama-3.1-70b", gpus=16, vllm_version="0.32.0", **WRITE)
+    # (24 GPUs: a budget where the unequal split serves strictly more, as the model rates it)
+    new = pdtp.solve("llama-3.1-70b", gpus=24, **WRITE)
+    old = pdtp.solve("llama-3.1-70b", gpus=24, vllm_version="0.32.0", **WRITE)
     assert not _equal(new) and _equal(old)
     assert old.requests_per_s < new.requests_per_s
     # The rule note quotes the 0.32.0 rule that refused the better split.
@@ -306,7 +307,7 @@ def test_solve_and_size_for_follow_the_release():
     assert _equal(pdtp.size_for("llama-3.1-70b", 10, max_gpus=64, vllm_version="0.32.0", **WRITE))
     assert not _equal(pdtp.size_for("llama-3.1-70b", 10, max_gpus=64, **WRITE))
     # A key names the release too; a key and a different vllm_version conflict.
-    keyed = pdtp.solve("llama-3.1-70b", gpus=16, gpu="mi300x", connector="moriio-write@0.32.0")
+    keyed = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x", connector="moriio-write@0.32.0")
     assert (keyed.prefill, keyed.decode, keyed.vllm_version) == (old.prefill, old.decode, "0.32.0")
     with pytest.raises(pdtp.InvalidArgumentError, match="give one"):
         pdtp.solve("llama-3.1-70b", gpus=16, gpu="mi300x", connector="nixl@0.20.0",
