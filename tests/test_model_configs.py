@@ -511,3 +511,13 @@ def test_gemma_3_27b_windows_as_google_defines_them() -> None:
     # a long prompt keeps a fraction of the full-attention bytes
     m = pdtp.model("gemma-3-27b")
     assert m.kv_bytes_per_sequence(32_768) < 0.25 * 32_768 * m.kv_bytes_per_token
+
+
+@pytest.mark.parametrize("value", [0, [], {}, {"num_bits": "8", "type": "float"}])
+def test_a_corrupt_modelopt_kv_cache_scheme_is_refused_not_read_as_no_scheme(value):
+    # A falsy or formless kv_cache_scheme once fell through to "no FP8 cache" and sized a
+    # different model (found by test_corrupted_real_configs on an unseeded run).
+    cfg = copy.deepcopy(CONFIGS["nvidia--Qwen3.6-27B-NVFP4"])
+    cfg["quantization_config"]["kv_cache_scheme"] = value
+    with pytest.raises(ConfigError, match="kv_cache_scheme"):
+        Model.from_hf_config(cfg)

@@ -2605,8 +2605,10 @@ def _quantization(cfg: _Cfg, sidecar: _Sidecar | None) -> tuple[str | None, str,
         kv_algo = qc.get("kv_cache_quant_algo") or inner.get("kv_cache_quant_algo")
         # vLLM (utils/torch_utils.py get_kv_cache_quant_algo_string) reads kv_cache_scheme
         # first, from the nested block or the top level, then kv_cache_quant_algo.
-        scheme = inner.get("kv_cache_scheme") or qc.get("kv_cache_scheme")
-        if scheme:
+        scheme = inner.get("kv_cache_scheme")
+        if scheme is None:
+            scheme = qc.get("kv_cache_scheme")
+        if scheme is not None:
             kv = _modelopt_kv_scheme(cfg, scheme, f"{path}.kv_cache_scheme")
         else:
             kv = _modelopt_kv(kv_algo, f"{cfg.label}: field '{path}.kv_cache_quant_algo'")
@@ -2729,6 +2731,13 @@ def _modelopt_kv_scheme(cfg: _Cfg, scheme: object, path: str) -> str | None:
     if not isinstance(scheme, Mapping):
         raise cfg.error(path, f"must be a string, an object or null, got {_json_type(scheme)}")
     bits, kind = scheme.get("num_bits"), scheme.get("type")
+    # An object that names no format is a corrupt config, not a cache at the model dtype.
+    if not isinstance(bits, int) or isinstance(bits, bool) or kind not in ("float", "int"):
+        raise cfg.error(
+            path,
+            f"must name num_bits (an integer) and type ('float' or 'int'), got "
+            f"num_bits={_shown(bits)}, type={_shown(kind)}",
+        )
     if kind == "float" and (bits == 4 or (bits == 8 and scheme.get("dynamic") is False)):
         return "fp8"
     return None
