@@ -286,8 +286,10 @@ def _walk(run: object, given: object) -> list[tuple[str, str, str, tuple[str, ..
 
     for cached in (model_inputs, gpu_inputs, constant_inputs):  # cached calls are not seen
         cached.cache_clear()
-    root = str(pathlib.Path(pdtp.__file__).parent)
-    mods = {str(p): name for name, p in _modules().items()}
+    # The package that runs: the source tree (editable install) or site-packages (CI's).
+    installed = pathlib.Path(pdtp.__file__).parent
+    root = str(installed)
+    mods = {str(installed / p.relative_to(PACKAGE)): name for name, p in _modules().items()}
 
     def carries(v: object) -> bool:
         return v is given or isinstance(v, Model) or (isinstance(given, str) and v == given)

@@ -269,6 +269,12 @@ def drop_inherited_locks() -> None:
     _HELD.clear()
 
 
+# Every fork, before the child runs anything else (a pool's workers, and anything else the
+# caller forks): the child never holds the lock, not even until a worker's initializer runs.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=drop_inherited_locks)
+
+
 def _try_flock(fd: int) -> bool:
     """An exclusive, non-blocking lock on an open file; False when another holds it."""
     try:

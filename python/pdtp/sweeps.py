@@ -44,7 +44,6 @@ from ._sweep_output import (
     Row,
     Store,
     SweepFileWarning,
-    drop_inherited_locks,
     output_format,
     read_rows,
     scenario_key,
@@ -331,8 +330,6 @@ def _watch_parent(parent: int) -> None:
     """Worker initializer: exit when the parent dies (``kill -9`` of a sweep must not leave
     idle workers behind; a normal exit or Ctrl-C already ends them)."""
     import signal
-
-    drop_inherited_locks()  # the output's lock is the parent's alone (a rerun must get it)
 
     # Ctrl-C reaches the whole process group; the parent alone handles it (it cancels the
     # queued chunks and exits 130), so a worker finishes its chunk instead of printing a
