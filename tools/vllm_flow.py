@@ -80,7 +80,6 @@ import builtins
 import collections
 import contextlib
 import enum
-import gzip
 import hashlib
 import importlib
 import json
@@ -98,7 +97,7 @@ from typing import Any
 import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vllm_golden import RELEASES, fetch
+from vllm_golden import RELEASES, fetch, write_flow_data
 
 MORIIO = "vllm/distributed/kv_transfer/kv_connector/v1/moriio/"
 MODULES = (
@@ -1866,12 +1865,7 @@ def main(argv: list[str] | None = None) -> None:
         if digest not in done:
             data = generate(v, files)
             data["source_digest"] = digest
-            blob = json.dumps(data, separators=(",", ":"), sort_keys=True)
-            name = f"flow-moriio-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json.gz"
-            if not (out / name).exists():
-                with gzip.open(out / name, "wt", compresslevel=9) as f:
-                    f.write(blob)
-            done[digest] = name
+            done[digest] = write_flow_data(out, "flow-moriio", data)
         runs[v] = done[digest]
         print(f"flow-moriio {v}: {runs[v]}", flush=True)
         index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")

@@ -60,7 +60,6 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
-import gzip
 import hashlib
 import json
 import queue
@@ -796,12 +795,7 @@ def main(argv: list[str] | None = None) -> None:
             data["source_digest"] = digest
             data["load_failure_policy"] = policy
             data["send_timeout"] = timeout
-            blob = json.dumps(data, separators=(",", ":"), sort_keys=True)
-            name = f"flow-nixl-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json.gz"
-            if not (out / name).exists():
-                with gzip.open(out / name, "wt", compresslevel=9) as f:
-                    f.write(blob)
-            done[digest] = name
+            done[digest] = vg.write_flow_data(out, "flow-nixl", data)
         runs[v] = done[digest]
         print(f"flow-nixl {v}: {runs[v]}", flush=True)
         index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")

@@ -1620,6 +1620,17 @@ CONNECTORS = ["nixl", "moriio", "moriio-write"]
 PARTS = [*CONNECTORS, "layout"]
 
 
+def write_flow_data(out: Path, part: str, data: dict[str, Any]) -> str:
+    """Write a flow driver's data as ``<part>-<digest of its bytes>.json.gz`` in ``out``
+    (compact, sorted JSON; kept if a file of that name exists) and return the file name."""
+    blob = json.dumps(data, separators=(",", ":"), sort_keys=True)
+    name = f"{part}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json.gz"
+    if not (out / name).exists():
+        with gzip.open(out / name, "wt", compresslevel=9) as f:
+            f.write(blob)
+    return name
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--versions", help="comma-separated releases (default: RELEASES)")

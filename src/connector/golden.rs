@@ -858,8 +858,6 @@ fn pdtp_flow_report(
     v: &FlowVector,
     profile: &super::ConnectorProfile,
 ) -> (crate::check::PairReport, Result<Flow, Violation>) {
-    use crate::layout::Layout;
-    use crate::layout_rules::{pair_report, LayoutModel};
     let shape = Shape {
         num_attention_heads: 192, // every TP size of the grid divides it
         num_kv_heads: v.h,
@@ -867,30 +865,37 @@ fn pdtp_flow_report(
         hybrid: v.hybrid == "mamba",
     };
     let flow = connector_flow(&shape, v.p, v.d, profile);
-    let report = if v.pdp == 1 && v.ddp == 1 && v.ppp == 1 && v.dpp == 1 {
-        crate::check::check_pair(&shape, v.p, v.d, profile, None)
-    } else {
-        let m = LayoutModel {
-            shape,
-            num_layers: 64,
-            num_experts: 0,
-            supports_pp: true,
-        };
-        let lay = |tp, pp, dp| Layout {
-            tp,
-            pp,
-            dp,
-            ep: false,
-        };
-        pair_report(
-            &m,
-            &lay(v.p, v.ppp, v.pdp),
-            &lay(v.d, v.dpp, v.ddp),
-            profile,
-            None,
-        )
-    };
+    let report = grid_report(shape, (v.p, v.ppp, v.pdp), (v.d, v.dpp, v.ddp), profile);
     (report, flow)
+}
+
+/// pdtp's report of a flow grid vector's pair: `(tp, pp, dp)` per side, TP-only layouts
+/// through `check_pair`, the others through the layout rules (a 64-layer dense model that
+/// supports PP, as the flow drivers build it). Shared by the MoRIIO and NIXL flow tests.
+pub(super) fn grid_report(
+    shape: Shape,
+    (p, ppp, pdp): (i64, i64, i64),
+    (d, dpp, ddp): (i64, i64, i64),
+    profile: &super::ConnectorProfile,
+) -> crate::check::PairReport {
+    use crate::layout::Layout;
+    use crate::layout_rules::{pair_report, LayoutModel};
+    if pdp == 1 && ddp == 1 && ppp == 1 && dpp == 1 {
+        return crate::check::check_pair(&shape, p, d, profile, None);
+    }
+    let m = LayoutModel {
+        shape,
+        num_layers: 64,
+        num_experts: 0,
+        supports_pp: true,
+    };
+    let lay = |tp, pp, dp| Layout {
+        tp,
+        pp,
+        dp,
+        ep: false,
+    };
+    pair_report(&m, &lay(p, ppp, pdp), &lay(d, dpp, ddp), profile, None)
 }
 
 /// One vector: vLLM's recorded outcome against pdtp's report and flow.

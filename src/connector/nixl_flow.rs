@@ -22,10 +22,8 @@ use serde_json::Value;
 
 use super::{resolve, ConnectorProfile, NixlHandshakeFailure, Rules};
 use crate::check::{
-    check_pair, connector_flow, consequence, nixl_consequence, PairReport, Shape, Stage, VllmError,
+    connector_flow, consequence, nixl_consequence, PairReport, Shape, Stage, VllmError,
 };
-use crate::layout::Layout;
-use crate::layout_rules::{pair_report, LayoutModel};
 
 fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden")
@@ -82,28 +80,7 @@ fn report_of(v: &Vector, profile: &ConnectorProfile) -> PairReport {
         is_mla: v.mla,
         hybrid: v.hybrid,
     };
-    if v.ppp == 1 && v.dpp == 1 && v.pdp == 1 && v.ddp == 1 {
-        return check_pair(&shape, v.p, v.d, profile, None);
-    }
-    let m = LayoutModel {
-        shape,
-        num_layers: 64,
-        num_experts: 0,
-        supports_pp: true,
-    };
-    let lay = |tp, pp, dp| Layout {
-        tp,
-        pp,
-        dp,
-        ep: false,
-    };
-    pair_report(
-        &m,
-        &lay(v.p, v.ppp, v.pdp),
-        &lay(v.d, v.dpp, v.ddp),
-        profile,
-        None,
-    )
+    super::golden::grid_report(shape, (v.p, v.ppp, v.pdp), (v.d, v.dpp, v.ddp), profile)
 }
 
 /// What vLLM's scheduler does with a request whose KV load failed, by the release's
