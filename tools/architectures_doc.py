@@ -33,6 +33,16 @@ def _archs_of(config: Mapping[str, Any]) -> set[str]:
 def _shape(m: Model) -> str:
     kinds = []
     for g in m.attention_groups:
+        if g.cache != "kv":
+            # DeepSeek-V4's page-sized caches: the sliding latent of every layer, then one
+            # entry per compressed latent (its ratio); indexer keys and states left out.
+            if g.cache in ("swa", "compressed"):
+                kinds.append(
+                    f"{g.num_layers}×MLA SWA {g.window}"
+                    if g.cache == "swa"
+                    else f"{g.num_layers}×C{g.tokens_per_state}"
+                )
+            continue
         tag = {
             "mla": "MLA",
             "full": "full",

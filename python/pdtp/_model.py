@@ -296,6 +296,10 @@ def normalize_kv_dtype(value: str, *, argument: str = "kv_dtype") -> str:
 # --------------------------------------------------------------------------------------------
 
 ATTENTION_KINDS: Final[tuple[str, ...]] = ("full", "sliding", "chunked", "mla")
+#: What a quantized weight dtype covers (see :attr:`Model.quantized_scope`).
+QUANTIZED_SCOPES: Final[tuple[str, ...]] = ("linear", "experts", "experts+fp8")
+#: Which cache of its layers an attention group is (see :class:`AttentionGroup`).
+CACHE_ROLES: Final[tuple[str, ...]] = ("kv", "swa", "compressed", "index", "state")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -307,6 +311,15 @@ class AttentionGroup:
     of ``head_dim`` = kv_lora_rank + qk_rope_head_dim per token, ``num_kv_heads`` = 1, no V,
     replicated on every TP rank). ``index_bytes`` is the per-token, per-layer key cache of a
     sparse-attention indexer (DeepSeek-V3.2 / GLM-5 DSA: 128 fp8 values + 4 scale bytes).
+
+    ``cache`` says which of a layer's caches the group is. ``"kv"`` (every model but
+    DeepSeek-V4) is the layer's K/V or latent, sized per token. DeepSeek-V4 layers keep
+    several caches, each one vLLM 0.33 KV-cache spec sized by whole pages of ``block_size``
+    tokens (``page_bytes``): ``"swa"`` its sliding-window latent (every layer),
+    ``"compressed"`` one latent per ``tokens_per_state`` tokens, ``"index"`` the
+    Lightning-Indexer keys of the C4 layers, and ``"state"`` the fp32 compressor states
+    (windowed). Only ``"kv"`` and ``"swa"`` groups count layers (one each per attention layer);
+    the others are further caches of the same layers.
     """
 
     kind: str
@@ -318,28 +331,84 @@ class AttentionGroup:
     #: Tokens kept per sequence for sliding/chunked layers; 0 for full and MLA layers.
     window: int = 0
     index_bytes: int = 0
+    cache: str = "kv"
+    #: Tokens one stored state covers (DeepSeek-V4 compression ratio); 1 otherwise.
+    tokens_per_state: int = 1
+    #: Tokens per vLLM page for page-sized caches (DeepSeek-V4); 0 = sized per token.
+    block_size: int = 0
+    #: Bytes of one page of one layer (vLLM's ``page_size_bytes``, alignment included).
+    page_bytes: int = 0
+    #: Compressed latents an ``"index"`` cache's indexer selects per query (index_topk).
+    topk: int = 0
 
     def __post_init__(self) -> None:
         who = f"AttentionGroup({_shown(self.kind)})"
         if self.kind not in ATTENTION_KINDS:
             raise ConfigError(f"{who}: field 'kind' must be one of {list(ATTENTION_KINDS)}")
-        for fname in ("num_layers", "num_kv_heads", "head_dim"):
+        if self.cache not in CACHE_ROLES:
+            raise ConfigError(
+                f"{who}: field 'cache' must be one of {list(CACHE_ROLES)}, got {_shown(self.cache)}"
+            )
+        for fname in ("num_layers", "num_kv_heads", "head_dim", "tokens_per_state"):
             _check_int(who, fname, getattr(self, fname), 1)
-        for fname in ("v_head_dim", "window", "index_bytes"):
+        for fname in ("v_head_dim", "window", "index_bytes", "block_size", "page_bytes", "topk"):
             _check_int(who, fname, getattr(self, fname), 0)
+        paged = self.cache != "kv"
+        if paged and (self.block_size < 1 or self.page_bytes < 1 or self.kind != "mla"):
+            raise ConfigError(
+                f"{who}: a {self.cache!r} cache is an MLA cache sized by pages: fields "
+                f"'block_size' and 'page_bytes' must be positive"
+            )
+        if not paged and (self.block_size or self.page_bytes or self.tokens_per_state != 1):
+            raise ConfigError(
+                f"{who}: fields 'block_size', 'page_bytes' and 'tokens_per_state' are for "
+                f"page-sized caches (cache != 'kv')"
+            )
+        if paged and self.block_size % self.tokens_per_state:
+            raise ConfigError(
+                f"{who}: field 'tokens_per_state' ({self.tokens_per_state}) must divide "
+                f"block_size ({self.block_size})"
+            )
+        if (self.cache == "index") != (self.topk > 0):
+            raise ConfigError(f"{who}: field 'topk' is positive exactly for an index cache")
+        if self.cache in ("swa", "state") and self.window < 1:
+            raise ConfigError(f"{who}: field 'window' must be positive for a {self.cache} cache")
+        if self.cache in ("compressed", "index") and self.window:
+            raise ConfigError(f"{who}: field 'window' must be 0 for a {self.cache} cache")
         if self.kind in ("sliding", "chunked") and self.window < 1:
             raise ConfigError(f"{who}: field 'window' must be positive for {self.kind} layers")
-        if self.kind in ("full", "mla") and self.window:
+        if self.window and (self.kind == "full" or (self.kind == "mla" and not paged)):
             raise ConfigError(f"{who}: field 'window' must be 0 for {self.kind} layers")
         if self.kind == "mla" and (self.num_kv_heads != 1 or self.v_head_dim):
             raise ConfigError(f"{who}: an MLA group has num_kv_heads=1 and v_head_dim=0")
 
+    @property
+    def counts_layers(self) -> bool:
+        """Whether this group is its layers' primary cache (one per attention layer)."""
+        return self.cache in ("kv", "swa")
+
     def bytes_per_token(self, dtype_bytes: int, tp: int = 1) -> int:
         """KV bytes one token adds to this group on one of ``tp`` ranks (MLA latents and
-        indexer keys are replicated; K/V heads are split, at least one per rank)."""
+        indexer keys are replicated; K/V heads are split, at least one per rank). A paged
+        cache counts its page bytes per token, rounded up."""
+        if self.block_size:
+            return -(-self.num_layers * self.page_bytes // self.block_size)
         heads = self.num_kv_heads if self.kind == "mla" else -(-self.num_kv_heads // tp)
         per_layer = heads * (self.head_dim + self.v_head_dim) * dtype_bytes + self.index_bytes
         return self.num_layers * per_layer
+
+    def sequence_bytes(self, context_tokens: int, dtype_bytes: int, tp: int = 1) -> int:
+        """Bytes one sequence of ``context_tokens`` tokens holds in this group on one of
+        ``tp`` ranks. Windowed groups keep at most their window; a paged cache holds whole
+        pages, and a window of ``w`` tokens straddles at most ``ceil((w - 1) / B) + 1``
+        pages of ``B`` tokens (vLLM's SlidingWindowSpec bound)."""
+        if not self.block_size:
+            tokens = min(context_tokens, self.window) if self.window else context_tokens
+            return tokens * self.bytes_per_token(dtype_bytes, tp)
+        pages = -(-context_tokens // self.block_size)
+        if self.window:
+            pages = min(pages, -(-(self.window - 1) // self.block_size) + 1)
+        return pages * self.page_bytes * self.num_layers
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -427,7 +496,9 @@ class Model:
     embedding_params: int = 0
     #: What a quantized weight_dtype covers: "linear" = every linear layer except embeddings and
     #: lm_head (FP8/INT8/AWQ/GPTQ/NVFP4 checkpoints, vLLM online quantization); "experts" = only
-    #: routed experts, everything else 16-bit (gpt-oss MXFP4). Ignored for 16/32-bit weights.
+    #: routed experts, everything else 16-bit (gpt-oss MXFP4); "experts+fp8" = routed experts,
+    #: every other linear layer FP8 (DeepSeek-V4: MXFP4/NVFP4 experts, FP8 block-scaled
+    #: attention and shared experts). Ignored for 16/32-bit weights.
     quantized_scope: str = "linear"
     hf_id: str | None = None
     aliases: tuple[str, ...] = field(default=())
@@ -483,9 +554,9 @@ class Model:
                 f"{who}: field 'kv_dtype' must be one of {sorted(KV_DTYPE_BYTES)}, "
                 f"got {_shown(self.kv_dtype)}"
             )
-        if self.quantized_scope not in ("linear", "experts"):
+        if self.quantized_scope not in QUANTIZED_SCOPES:
             raise ConfigError(
-                f"{who}: field 'quantized_scope' must be 'linear' or 'experts', "
+                f"{who}: field 'quantized_scope' must be one of {list(QUANTIZED_SCOPES)}, "
                 f"got {_shown(self.quantized_scope)}"
             )
         if self.hf_id is not None and not isinstance(self.hf_id, str):
@@ -556,7 +627,7 @@ class Model:
                     f"{self.is_mla}"
                 )
             out.append(g)
-        total = sum(g.num_layers for g in out)
+        total = sum(g.num_layers for g in out if g.counts_layers)
         if total != self.num_attention_layers:
             raise ConfigError(
                 f"{who}: field 'attention_groups' covers {total} layers but "
@@ -666,6 +737,8 @@ class Model:
             return self.dense_params * bpp
         if self.quantized_scope == "experts" and self.num_experts:
             return self.dense_params * 2.0
+        if self.quantized_scope == "experts+fp8" and self.num_experts:
+            bpp = WEIGHT_DTYPE_BYTES["fp8"]
         return self.embedding_params * 2.0 + (self.dense_params - self.embedding_params) * bpp
 
     @property
@@ -719,10 +792,9 @@ class Model:
         plus the recurrent state of Mamba / linear-attention layers (split across ranks)."""
         _check_arg_int("context_tokens", context_tokens, 0)
         _check_arg_int("tp", tp, 1)
-        total = 0
-        for g in self.attention_groups:
-            tokens = min(context_tokens, g.window) if g.window else context_tokens
-            total += tokens * g.bytes_per_token(self.kv_dtype_bytes, tp)
+        total = sum(
+            g.sequence_bytes(context_tokens, self.kv_dtype_bytes, tp) for g in self.attention_groups
+        )
         return total + -(-self.state_bytes_per_sequence // tp)
 
     # ---- conversions -----------------------------------------------------------------------
@@ -743,6 +815,10 @@ class Model:
                 )
         if kv_dtype is not None:
             changes["kv_dtype"] = normalize_kv_dtype(kv_dtype)
+            if self.model_type == "deepseek_v4" and changes["kv_dtype"] != self.kv_dtype:
+                from ._model_dsv4 import regroup
+
+                changes["attention_groups"] = regroup(self.attention_groups, changes["kv_dtype"])
         return replace(self, **changes) if changes else self
 
     def to_dict(self) -> dict[str, Any]:
@@ -1153,6 +1229,18 @@ def _parse_config(
     model_type = cfg.model_type or str(top_type)
     types = {model_type, str(top_type)}
     _refuse_model_type(cfg, types, label)
+    if model_type == "deepseek_v4":
+        return _parse_deepseek_v4(
+            cfg,
+            data,
+            label,
+            sidecar,
+            name=name,
+            weight_dtype=weight_dtype,
+            kv_dtype=kv_dtype,
+            hf_id=hf_id,
+            aliases=aliases,
+        )
 
     hidden = cfg.req_int(("hidden_size", "d_model", "n_embd", "model_dim"), "the hidden size")
     heads = cfg.req_int(
@@ -1277,6 +1365,106 @@ def _parse_config(
         raise ConfigError(f"{label}: {exc}") from None
 
 
+def _parse_deepseek_v4(
+    cfg: _Cfg,
+    data: Mapping[str, Any],
+    label: str,
+    sidecar: _Sidecar | None,
+    *,
+    name: str | None,
+    weight_dtype: str | None,
+    kv_dtype: str | None,
+    hf_id: str | None,
+    aliases: tuple[str, ...],
+) -> Model:
+    """DeepSeek-V4 (compressed sparse attention): :mod:`pdtp._model_dsv4` sizes it as vLLM
+    0.33 does."""
+    from . import _model_dsv4 as dsv4
+
+    hidden = cfg.req_int(("hidden_size",), "the hidden size")
+    heads = cfg.req_int(("num_attention_heads",), "the number of attention heads")
+    vocab = cfg.req_int(("vocab_size",), "the vocabulary size")
+    num_layers = cfg.req_int(("num_hidden_layers",), "the number of decoder layers")
+    if num_layers > MAX_LAYERS:
+        raise cfg.error(cfg.where("num_hidden_layers"), f"must be at most {MAX_LAYERS}")
+    dsv4.check_shape(cfg, data)
+    head_dim = cfg.req_int(("head_dim",), "the attention head size (latent width)")
+    rope = cfg.req_int(("qk_rope_head_dim",), "the RoPE part of the head")
+    window = cfg.req_int(("sliding_window",), "the sliding window of every layer")
+    index_dim = cfg.req_int(("index_head_dim",), "the indexer head size")
+    topk = cfg.req_int(("index_topk",), "the compressed latents the indexer selects")
+    ratios = dsv4.layer_ratios(cfg, num_layers)
+    num_hash = dsv4.hash_layers(cfg, num_layers)
+    tied = cfg.flag("tie_word_embeddings", False)
+    counts = dsv4.params(
+        cfg, hidden=hidden, heads=heads, vocab=vocab, ratios=ratios, num_hash=num_hash, tied=tied
+    )
+    try:
+        wdt, scope, kv_from_quant = _quantization(cfg, sidecar)
+    except ConfigError:
+        if weight_dtype is None:
+            raise
+        wdt, scope, kv_from_quant = None, "linear", None
+    if wdt == "fp8" and sidecar is None:
+        # quant_method fp8 is vLLM's DeepseekV4FP8Config: FP8 linears, expert_dtype experts.
+        wdt, scope = dsv4.weight_format(cfg)
+    elif wdt == "fp4":
+        # ModelOpt NVFP4 checkpoints quantize the experts; attention, shared experts and
+        # the MTP layers stay FP8 (their "ignore" list, quant_method fp8 underneath).
+        scope = "experts+fp8"
+    final_wd = weight_dtype or wdt or _activation_dtype(cfg)
+    if weight_dtype is not None and weight_dtype != wdt:
+        scope = "linear"
+    # The FlashMLA backend stores fp8_ds_mla whatever --kv-cache-dtype says.
+    final_kv = kv_dtype or kv_from_quant or "fp8"
+    groups = dsv4.kv_groups(
+        ratios,
+        head_dim=head_dim,
+        index_head_dim=index_dim,
+        index_topk=topk,
+        window=window,
+        kv_dtype=final_kv,
+    )
+    resolved_hf_id = hf_id if hf_id is not None else _hf_id_from(cfg)
+    experts = cfg.req_int(("n_routed_experts",), "the routed experts")
+    try:
+        return Model(
+            name=name or resolved_hf_id or "deepseek_v4",
+            num_layers=num_layers,
+            hidden_size=hidden,
+            num_attention_heads=heads,
+            num_kv_heads=1,
+            head_dim=head_dim,
+            intermediate_size=cfg.req_int(("moe_intermediate_size",), "the expert MLP width"),
+            moe_intermediate_size=cfg.req_int(("moe_intermediate_size",), "the expert MLP width"),
+            vocab_size=vocab,
+            num_experts=experts,
+            experts_per_token=cfg.req_int(("num_experts_per_tok",), "the experts per token"),
+            num_shared_experts=cfg.int_or(("n_shared_experts",), "the shared experts", 0),
+            num_dense_layers=0,
+            is_mla=True,
+            # vLLM's latent is head_dim wide: the NoPE part plays kv_lora_rank's role.
+            kv_lora_rank=head_dim - rope,
+            qk_rope_head_dim=rope,
+            num_attention_layers=num_layers,
+            tie_word_embeddings=tied,
+            weight_dtype=final_wd,
+            kv_dtype=final_kv,
+            total_params=counts["total"],
+            active_params=counts["active"],
+            expert_params=counts["experts"],
+            embedding_params=counts["embedding"],
+            quantized_scope=scope,
+            hf_id=resolved_hf_id,
+            aliases=aliases,
+            model_type="deepseek_v4",
+            attention_groups=tuple(groups),
+            architectures=_architectures(data),
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{label}: {exc}") from None
+
+
 def _architectures(data: Mapping[str, Any]) -> tuple[str, ...]:
     """The config's ``architectures`` list (strings only; anything else is not a class name)."""
     arch = data.get("architectures")
@@ -1290,8 +1478,8 @@ def _architectures(data: Mapping[str, Any]) -> tuple[str, ...]:
 _UNMODELLED_KEYS: Final[tuple[tuple[str, str], ...]] = (
     (
         "compress_ratios",
-        "DeepSeek-V4 compressed attention (per-layer KV compression with a sliding window and "
-        "hyper-connections)",
+        "DeepSeek-V4 compressed attention outside model_type 'deepseek_v4' (pdtp sizes it as "
+        "vLLM's DeepseekV4ForCausalLM only)",
     ),
 )
 
@@ -1304,7 +1492,6 @@ UNMODELLED_MODEL_TYPES: Final[Mapping[str, str]] = {
     "falcon_mamba": "attention-free (Mamba): no KV cache for prefill to hand to decode",
     "rwkv": "attention-free (RWKV): no KV cache for prefill to hand to decode",
     "xlstm": "attention-free (xLSTM): no KV cache for prefill to hand to decode",
-    "deepseek_v4": "compressed sparse attention (per-layer KV compression, hyper-connections)",
     "deepseek_v41": "compressed sparse attention (per-layer KV compression, hyper-connections)",
     "zamba2": "attention blocks shared across layers (num_mem_blocks)",
     "longcat_flash": "two attention blocks per layer and zero-computation experts",

@@ -39,10 +39,13 @@ _FORMAT_CODES = {"bf16": 0, "fp16": 0, "fp32": 0, "fp8": 1, "int8": 1, "fp4": 2,
 
 def weight_formats(model: Model) -> tuple[int, int]:
     """(dense, expert) weight-format codes of the Rust core: 0 16/32-bit, 1 8-bit, 2 fp4,
-    3 int4. Checkpoints that quantize only the experts (gpt-oss MXFP4) keep the rest 16-bit."""
+    3 int4. Checkpoints that quantize only the experts (gpt-oss MXFP4) keep the rest 16-bit;
+    DeepSeek-V4's keep it FP8."""
     code = _FORMAT_CODES[model.weight_dtype]
     if model.quantized_scope == "experts" and model.num_experts:
         return 0, code
+    if model.quantized_scope == "experts+fp8" and model.num_experts:
+        return _FORMAT_CODES["fp8"], code  # DeepSeek-V4: FP8 block-scaled non-expert GEMMs
     return code, code
 
 
@@ -56,9 +59,17 @@ def model_inputs(model: Model) -> _core.ModelInputs:
     )
     # Sliding-window and chunked layers as one windowed group (their layer-weighted window:
     # the models vLLM serves have one window size).
-    windowed = [g for g in model.attention_groups if g.window]
+    windowed = [g for g in model.attention_groups if g.window and g.counts_layers]
     num_windowed = sum(g.num_layers for g in windowed)
     window = sum(g.window * g.num_layers for g in windowed) / num_windowed if windowed else 0.0
+    kv_token_bytes = kv_sequence_bytes = 0.0
+    if model.model_type == "deepseek_v4":
+        from ._model_dsv4 import attention_reads, perf_kv
+
+        # Page-sized caches (pdtp._model_dsv4): memory from vLLM's pages; a decode step's
+        # attention reads the sliding window plus the top-k compressed latents per layer.
+        kv_token_bytes, kv_sequence_bytes = perf_kv(model.attention_groups, model.kv_dtype_bytes)
+        num_windowed, window = model.num_attention_layers, attention_reads(model)
     fields: dict[str, float] = {
         "num_layers": model.num_layers,
         "num_attention_layers": model.num_attention_layers,
@@ -81,6 +92,8 @@ def model_inputs(model: Model) -> _core.ModelInputs:
         "kv_dtype_bytes": model.kv_dtype_bytes,
         "dense_format": float(dense_format),
         "expert_format": float(expert_format),
+        "kv_token_bytes": kv_token_bytes,
+        "kv_sequence_bytes": kv_sequence_bytes,
     }
     return _core.ModelInputs(**fields)
 

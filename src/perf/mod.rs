@@ -92,9 +92,21 @@ pub struct ModelPerf {
     /// bf16 and its experts in MXFP4).
     pub dense_format: WeightFormat,
     pub expert_format: WeightFormat,
+    /// Page-sized caches (DeepSeek-V4, see `pdtp._model_dsv4`): bytes per token per rank of
+    /// the caches that grow with the context (compressed latents, indexer keys), replicated
+    /// on every TP rank. 0 = derive the KV bytes from the shape above.
+    pub kv_token_bytes: f64,
+    /// With `kv_token_bytes`: bytes per sequence per rank of the windowed caches once their
+    /// windows are full (sliding-window latents, compressor states).
+    pub kv_sequence_bytes: f64,
 }
 
 impl ModelPerf {
+    /// Whether the KV bytes come from `kv_token_bytes` / `kv_sequence_bytes`.
+    fn paged_kv(&self) -> bool {
+        self.kv_token_bytes > 0.0
+    }
+
     /// The three numbers the connector rules need.
     pub fn shape(&self) -> crate::check::Shape {
         crate::check::Shape {
@@ -311,6 +323,9 @@ pub struct Workload {
 /// least one head per rank, replicated when tp > H); MLA keeps the whole latent on every
 /// rank.
 pub fn kv_bytes_per_token_per_rank(m: &ModelPerf, tp: i64) -> f64 {
+    if m.paged_kv() {
+        return m.kv_token_bytes;
+    }
     m.num_attention_layers * kv_bytes_per_token_per_layer(m, tp)
 }
 
@@ -327,6 +342,9 @@ fn kv_bytes_per_token_per_layer(m: &ModelPerf, tp: i64) -> f64 {
 /// KV bytes one rank holds for one sequence of `tokens` tokens: sliding-window layers keep
 /// only the window (vLLM's hybrid KV-cache manager frees the blocks that fall out of it).
 pub fn sequence_kv_bytes(m: &ModelPerf, layout: &Layout, tokens: f64) -> f64 {
+    if m.paged_kv() {
+        return (m.kv_token_bytes * tokens + m.kv_sequence_bytes) * stage_share(m, layout);
+    }
     let per_layer = kv_bytes_per_token_per_layer(m, layout.tp);
     let windowed = tokens.min(m.sliding_window.max(0.0));
     let bytes = per_layer * (m.full_attention_layers() * tokens + m.windowed_layers() * windowed);
@@ -404,6 +422,45 @@ pub fn kv_capacity_tokens(m: &ModelPerf, g: &GpuPerf, c: &Constants, tp: i64, ut
         return 0.0;
     }
     (budget / kv_bytes_per_token_per_rank(m, tp)).floor()
+}
+
+/// Tokens of KV cache one data-parallel rank of `layout` holds. With page-sized caches a
+/// sequence also holds windowed caches whatever its length, so the tokens are those of
+/// sequences of `tokens` tokens (the workload's); otherwise every token costs the same.
+pub fn kv_capacity_tokens_layout(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    layout: &Layout,
+    util: f64,
+    tokens: f64,
+) -> f64 {
+    if m.paged_kv() {
+        let tokens = tokens.max(1.0);
+        return max_sequences(m, g, c, layout, util, tokens) * tokens;
+    }
+    max_sequences(m, g, c, layout, util, 1.0)
+}
+
+/// Tokens a KV pool of `budget` bytes holds for up to `max_seqs` running sequences: with
+/// page-sized caches each running sequence also holds its windowed caches
+/// (`kv_sequence_bytes`), taken off the budget first; otherwise `budget` over the bytes per
+/// token of one sequence of one token on `layout`.
+pub fn kv_pool_tokens(m: &ModelPerf, layout: &Layout, budget: f64, max_seqs: f64) -> f64 {
+    if budget <= 0.0 {
+        return 0.0;
+    }
+    if m.paged_kv() {
+        let share = stage_share(m, layout);
+        let left = budget - max_seqs.max(1.0) * m.kv_sequence_bytes * share;
+        return (left.max(0.0) / (m.kv_token_bytes * share)).floor();
+    }
+    let per_token = sequence_kv_bytes(m, layout, 1.0);
+    if per_token > 0.0 {
+        (budget / per_token).floor()
+    } else {
+        0.0
+    }
 }
 
 /// Sequences of `tokens` tokens whose KV cache one data-parallel rank of `layout` holds
@@ -724,7 +781,8 @@ pub fn prefill_time(m: &ModelPerf, g: &GpuPerf, c: &Constants, tp: i64, isl: f64
 /// Time to move one prompt's KV cache from prefill to decode: each of the `tp` prefill
 /// ranks sends its shard in parallel.
 pub fn kv_transfer_time(m: &ModelPerf, c: &Constants, prefill_tp: i64, isl: f64) -> f64 {
-    isl * kv_bytes_per_token_per_rank(m, prefill_tp) / c.kv_transfer_bandwidth
+    (isl * kv_bytes_per_token_per_rank(m, prefill_tp) + m.kv_sequence_bytes)
+        / c.kv_transfer_bandwidth
         + c.kv_transfer_latency
 }
 
@@ -901,6 +959,8 @@ pub(crate) mod tests {
             kv_dtype_bytes: 2.0,
             dense_format: WeightFormat::Wide,
             expert_format: WeightFormat::Wide,
+            kv_token_bytes: 0.0,
+            kv_sequence_bytes: 0.0,
         }
     }
 
@@ -928,6 +988,8 @@ pub(crate) mod tests {
             kv_dtype_bytes: 2.0,
             dense_format: WeightFormat::Fp8,
             expert_format: WeightFormat::Fp8,
+            kv_token_bytes: 0.0,
+            kv_sequence_bytes: 0.0,
         }
     }
 
@@ -990,6 +1052,48 @@ pub(crate) mod tests {
         assert_eq!(kv_bytes_per_token_per_rank(&llama70(), 8), 40_960.0);
         // Replicated when tp > H: still one head per rank.
         assert_eq!(kv_bytes_per_token_per_rank(&llama70(), 16), 40_960.0);
+    }
+
+    #[test]
+    fn page_sized_caches_replace_the_shape_formula() {
+        // DeepSeek-V4-Flash as pdtp._model_dsv4 sizes it: 3,915 B per token of compressed
+        // latents and indexer keys, 19.6 MB per sequence of windowed caches, all replicated.
+        let paged = ModelPerf {
+            kv_token_bytes: 3915.0,
+            kv_sequence_bytes: 19.6e6,
+            ..moe_mla()
+        };
+        for tp in [1, 8] {
+            assert_eq!(kv_bytes_per_token_per_rank(&paged, tp), 3915.0);
+            let l = Layout::tp(tp);
+            assert_eq!(
+                sequence_kv_bytes(&paged, &l, 8192.0),
+                3915.0 * 8192.0 + 19.6e6
+            );
+        }
+        // The shape formula is not consulted: the MLA latent alone would be 61 · 576 · 2 B.
+        assert!(kv_bytes_per_token_per_rank(&moe_mla(), 1) > 3915.0 * 10.0);
+        let g = GpuPerf {
+            memory_bytes: 192.0 * (1u64 << 30) as f64,
+            ..h100()
+        };
+        let c = consts();
+        let l = Layout::tp(8);
+        let budget = kv_budget_bytes_layout(&paged, &g, &c, &l, 0.9);
+        assert!(budget > 100.0 * 19.6e6);
+        let seqs = max_sequences(&paged, &g, &c, &l, 0.9, 8192.0);
+        assert_eq!(seqs, (budget / (3915.0 * 8192.0 + 19.6e6)).floor());
+        assert_eq!(
+            kv_capacity_tokens_layout(&paged, &g, &c, &l, 0.9, 8192.0),
+            seqs * 8192.0
+        );
+        // Each running sequence's windowed caches come off the pool first.
+        let pool = kv_pool_tokens(&paged, &l, budget, 100.0);
+        assert_eq!(pool, ((budget - 100.0 * 19.6e6) / 3915.0).floor());
+        // The transfer moves the windowed caches too.
+        let t = kv_transfer_time(&paged, &c, 8, 1000.0);
+        let expect = (1000.0 * 3915.0 + 19.6e6) / c.kv_transfer_bandwidth + c.kv_transfer_latency;
+        assert!((t - expect).abs() < 1e-12);
     }
 
     #[test]

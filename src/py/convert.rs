@@ -75,6 +75,8 @@ pub(super) fn model_perf(d: &Bound<'_, PyDict>) -> PyResult<ModelPerf> {
         kv_dtype_bytes: num(d, "kv_dtype_bytes")?,
         dense_format: WeightFormat::from_code(num(d, "dense_format")?),
         expert_format: WeightFormat::from_code(num(d, "expert_format")?),
+        kv_token_bytes: opt_num(d, "kv_token_bytes")?.unwrap_or(0.0),
+        kv_sequence_bytes: opt_num(d, "kv_sequence_bytes")?.unwrap_or(0.0),
     })
 }
 

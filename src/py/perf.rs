@@ -271,7 +271,7 @@ pub(super) fn layout_sides(
             d.max_batch,
             d.tpot,
             d.requests_per_s,
-            perf::max_sequences(&m, &g, &c, &l, util, 1.0),
+            perf::kv_capacity_tokens_layout(&m, &g, &c, &l, util, w.isl + w.osl),
             p.fits,
         )
     })

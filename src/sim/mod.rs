@@ -121,16 +121,11 @@ impl Pool {
             &self.constants,
             self.gpu_memory_utilization,
         );
-        let tokens = if self.layout.is_tp_only() {
+        let tokens = if self.layout.is_tp_only() && m.kv_token_bytes <= 0.0 {
             perf::kv_capacity_tokens(m, g, c, self.layout.tp, util)
         } else {
             let budget = perf::kv_budget_bytes_layout(m, g, c, &self.layout, util);
-            let per_token = perf::sequence_kv_bytes(m, &self.layout, 1.0);
-            if budget > 0.0 && per_token > 0.0 {
-                (budget / per_token).floor()
-            } else {
-                0.0
-            }
+            perf::kv_pool_tokens(m, &self.layout, budget, f64::from(self.max_num_seqs))
         };
         if tokens.is_finite() && tokens > 0.0 {
             (tokens / f64::from(BLOCK_SIZE)).floor().min(1e15) as u64

@@ -1,0 +1,327 @@
+"""DeepSeek-V4 sized as vLLM 0.33 allocates it (docs/deepseek-v4.md).
+
+The expected numbers are worked out here from vLLM's own formulas (page = states per page ×
+bytes per state, rounded up to the layout alignment; a windowed cache holds at most
+ceil((w - 1) / B) + 1 pages), never read back from pdtp.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import pathlib
+from typing import Any
+
+import pytest
+
+import pdtp
+from pdtp import perf
+from pdtp._model import Model
+from pdtp.errors import ConfigError, PdtpError
+
+HF = pathlib.Path(__file__).parent / "data" / "hf-configs"
+FLASH = HF / "deepseek-ai--DeepSeek-V4-Flash"
+PRO = HF / "deepseek-ai--DeepSeek-V4-Pro"
+
+
+def _config(folder: pathlib.Path = FLASH) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((folder / "config.json").read_text())
+    return data
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# vLLM 0.33 geometry (sparse_swa.py DeepseekV4SWACache, sparse_mla.py block 256,
+# compressor.py CompressorStateCache, attention.py indexer k_cache_head_dim).
+FP8_LATENT, BF16_LATENT = 584, 512 * 2
+INDEX = 128 + 128 // 128 * 4  # fp8 keys + one fp32 scale per 128
+C4_STATE = 2 * 2 * 512 * 4  # kv + score, coff 2, fp32
+C4_INDEX_STATE = 2 * 2 * 128 * 4
+C128_STATE = 2 * 1 * 512 * 4
+
+
+def _pages(fp8: bool) -> dict[str, int]:
+    align = 576 if fp8 else 512
+    latent = FP8_LATENT if fp8 else BF16_LATENT
+    return {
+        "swa": _round_up(64 * latent, align),
+        "c4": _round_up(256 // 4 * latent, align),
+        "c128": _round_up(256 // 128 * latent, align),
+        "index": _round_up(256 // 4 * INDEX, align),
+        "c4_state": _round_up(4 * C4_STATE, align),
+        "c4_index_state": _round_up(4 * C4_INDEX_STATE, align),
+        "c128_state": _round_up(8 * C128_STATE, align),
+    }
+
+
+def _by_hand(tokens: int, n_swa: int, n4: int, n128: int, fp8: bool) -> int:
+    """Bytes one sequence holds on one rank, cache by cache."""
+    p = _pages(fp8)
+    full = _cdiv(tokens, 256)
+
+    def windowed(window: int, block: int) -> int:
+        return min(_cdiv(tokens, block), _cdiv(window - 1, block) + 1)
+
+    return (
+        n_swa * windowed(128, 64) * p["swa"]
+        + n4 * full * (p["c4"] + p["index"])
+        + n4 * windowed(8, 4) * (p["c4_state"] + p["c4_index_state"])
+        + n128 * full * p["c128"]
+        + n128 * windowed(128, 8) * p["c128_state"]
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Layers and caches
+# ------------------------------------------------------------------------------------------
+
+
+def test_layer_types_follow_transformers_truncation_of_compress_ratios() -> None:
+    ratios = _config()["compress_ratios"]
+    # One entry per layer plus the MTP layer's, which transformers drops.
+    assert len(ratios) == 44
+    layers = ratios[:43]
+    flash = Model.from_hf_config(FLASH)
+    compressed = {
+        g.tokens_per_state: g.num_layers for g in flash.attention_groups if g.cache == "compressed"
+    }
+    assert compressed == {4: layers.count(4), 128: layers.count(128)} == {4: 21, 128: 20}
+    swa = [g for g in flash.attention_groups if g.cache == "swa"]
+    assert [(g.num_layers, g.window) for g in swa] == [(43, 128)]
+    pro = Model.from_hf_config(PRO)
+    assert {
+        g.tokens_per_state: g.num_layers for g in pro.attention_groups if g.cache == "compressed"
+    } == {4: 30, 128: 31}
+
+
+def test_pages_are_vllm_page_sizes_with_alignment() -> None:
+    m = Model.from_hf_config(FLASH)
+    p = _pages(fp8=True)
+    got = {(g.cache, g.tokens_per_state, g.head_dim): g.page_bytes for g in m.attention_groups}
+    assert got == {
+        ("swa", 1, 512): p["swa"],
+        ("compressed", 4, 512): p["c4"],
+        ("compressed", 128, 512): p["c128"],
+        ("index", 4, 128): p["index"],
+        ("state", 1, 2048): p["c4_state"],
+        ("state", 1, 512): p["c4_index_state"],
+        ("state", 1, 1024): p["c128_state"],
+    }
+    # fp8_ds_mla pads 64 × 584 = 37,376 to 65 × 576.
+    assert p["swa"] == 37_440 and p["c128"] == 1_728
+
+
+@pytest.mark.parametrize("tokens", [1, 7, 100, 128, 129, 8192, 131_072])
+def test_sequence_bytes_match_vllm_pages(tokens: int) -> None:
+    m = Model.from_hf_config(FLASH)
+    assert m.kv_dtype == "fp8"  # FlashMLA stores fp8_ds_mla whatever --kv-cache-dtype says
+    assert m.kv_bytes_per_sequence(tokens) == _by_hand(tokens, 43, 21, 20, fp8=True)
+    # Replicated on every TP rank (max_tp_shards=1).
+    assert m.kv_bytes_per_sequence(tokens, tp=8) == m.kv_bytes_per_sequence(tokens)
+    pro = Model.from_hf_config(PRO)
+    assert pro.kv_bytes_per_sequence(tokens) == _by_hand(tokens, 61, 30, 31, fp8=True)
+
+
+def test_flash_at_8k_tokens_worked_out() -> None:
+    # swa 43·3·37,440 + C4 21·32·(37,440 + 8,640) + C4 states 21·3·(32,832 + 8,640)
+    # + C128 20·32·1,728 + C128 state 20·17·32,832
+    assert _by_hand(8192, 43, 21, 20, fp8=True) == 50_677_056
+    assert Model.from_hf_config(FLASH).kv_bytes_per_sequence(8192) == 50_677_056
+
+
+def test_bf16_rows_are_the_flashinfer_layout_and_round_trip() -> None:
+    fp8 = Model.from_hf_config(FLASH)
+    bf16 = fp8.with_dtypes(kv_dtype="bf16")
+    assert bf16.kv_bytes_per_sequence(8192) == _by_hand(8192, 43, 21, 20, fp8=False)
+    assert bf16.kv_bytes_per_sequence(8192) > fp8.kv_bytes_per_sequence(8192)
+    assert bf16.with_dtypes(kv_dtype="fp8") == fp8
+    assert Model.from_hf_config(FLASH, kv_dtype="bf16") == bf16
+
+
+def test_compression_makes_long_contexts_cheap() -> None:
+    m = Model.from_hf_config(FLASH)
+    # Past the windows, each further 256 tokens adds one page of the C4 latent, the C4 indexer
+    # keys and the C128 latent per layer, nothing else.
+    p = _pages(fp8=True)
+    step = m.kv_bytes_per_sequence(8192 + 256) - m.kv_bytes_per_sequence(8192)
+    assert step == 21 * (p["c4"] + p["index"]) + 20 * p["c128"]
+    assert step / 256 < 4_000  # vs 70 KB/token for DeepSeek-V3's uncompressed MLA latent
+
+
+# ------------------------------------------------------------------------------------------
+# Weights
+# ------------------------------------------------------------------------------------------
+
+
+def test_weights_mxfp4_experts_and_fp8_rest() -> None:
+    m = Model.from_hf_config(FLASH)
+    assert (m.weight_dtype, m.quantized_scope) == ("fp4", "experts+fp8")
+    c = _config()
+    experts = (
+        c["num_hidden_layers"]
+        * c["n_routed_experts"]
+        * 3
+        * c["hidden_size"]
+        * c["moe_intermediate_size"]
+    )
+    assert m.expert_params == experts
+    embedding = 2 * c["vocab_size"] * c["hidden_size"]  # untied embedding + lm_head
+    assert m.embedding_params == embedding
+    rest = m.total_params - experts - embedding
+    assert m.weight_bytes == round(experts * 0.5 + rest * 1.0 + embedding * 2.0)
+    assert (m.num_experts, m.experts_per_token, m.num_shared_experts) == (256, 6, 1)
+    assert m.num_moe_layers == 43  # hash-routed layers are MoE layers too
+    assert perf.weight_formats(m) == (1, 2)  # FP8 dense GEMMs, FP4 experts
+
+
+def test_expert_dtype_fp8_checkpoint_is_all_fp8() -> None:
+    c = _config()
+    c["expert_dtype"] = "fp8"
+    m = Model.from_hf_config(c)
+    assert (m.weight_dtype, m.quantized_scope) == ("fp8", "linear")
+
+
+def test_nvfp4_checkpoints_size_like_the_official_ones() -> None:
+    for ours, nvidia in (
+        (FLASH, "nvidia--DeepSeek-V4-Flash-NVFP4"),
+        (PRO, "nvidia--DeepSeek-V4-Pro-NVFP4"),
+    ):
+        a, b = Model.from_hf_config(ours), Model.from_hf_config(HF / nvidia)
+        assert (a.weight_bytes, a.attention_groups) == (b.weight_bytes, b.attention_groups)
+
+
+def test_active_params_near_published() -> None:
+    # Published: Flash 13B active, Pro 49B (embedding and lm_head add ~1-2B here).
+    assert Model.from_hf_config(FLASH).active_params / 1e9 == pytest.approx(13.8, abs=0.1)
+    assert Model.from_hf_config(PRO).active_params / 1e9 == pytest.approx(49.8, abs=0.1)
+
+
+# ------------------------------------------------------------------------------------------
+# Refusals: each corrupt field named
+# ------------------------------------------------------------------------------------------
+
+
+def _set(path: str, value: Any) -> dict[str, Any]:
+    c = copy.deepcopy(_config())
+    if value is None:
+        del c[path]
+    else:
+        c[path] = value
+    return c
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "named"),
+    [
+        ("compress_ratios", [0, 0, 4, 8] + [4] * 40, r"compress_ratios\[3\]"),
+        ("compress_ratios", [0, 4], "compress_ratios"),
+        ("compress_ratios", "4", "compress_ratios"),
+        ("compress_ratios", [True] * 44, r"compress_ratios\[0\]"),
+        ("expert_dtype", "int4", "expert_dtype"),
+        ("num_key_value_heads", 2, "num_key_value_heads"),
+        ("o_groups", 7, "o_groups"),
+        ("index_topk", None, "index_topk"),
+        ("index_head_dim", 0, "index_head_dim"),
+        ("sliding_window", -1, "sliding_window"),
+        ("qk_rope_head_dim", 512, "qk_rope_head_dim"),
+        ("num_hash_layers", 99, "num_hash_layers"),
+        ("num_experts_per_tok", 300, "num_experts_per_tok"),
+        ("hc_mult", None, "hc_mult"),
+        ("layer_types", ["sliding_attention"] * 42 + ["dense"], r"layer_types\[42\]"),
+        ("layer_types", ["sliding_attention"] * 5, "layer_types"),
+        ("mlp_layer_types", ["moe"] * 42 + ["dense"], r"mlp_layer_types\[42\]"),
+        ("compress_rates", {"compressed_sparse_attention": 8}, "compress_rates"),
+    ],
+)
+def test_corrupt_fields_are_refused_by_name(key: str, value: Any, named: str) -> None:
+    c = _set(key, value)
+    if key == "compress_rates":
+        c["layer_types"] = ["compressed_sparse_attention"] * 43
+    with pytest.raises(ConfigError, match=named) as info:
+        Model.from_hf_config(c)
+    assert isinstance(info.value, PdtpError)
+
+
+def test_v41_and_sglang_repacks_stay_refused() -> None:
+    c = _config()
+    c["model_type"] = "deepseek_v41"
+    with pytest.raises(ConfigError, match="deepseek_v41"):
+        Model.from_hf_config(c)
+
+
+# ------------------------------------------------------------------------------------------
+# Catalog, planning
+# ------------------------------------------------------------------------------------------
+
+
+def _shape(m: Model) -> Model:
+    return dataclasses.replace(m, name="m", hf_id=None, aliases=())
+
+
+def test_catalog_names_and_round_trip() -> None:
+    pro = pdtp.model("deepseek-v4")
+    assert pro == pdtp.model("deepseek-v4-pro")
+    assert _shape(pro) == _shape(Model.from_hf_config(PRO))
+    assert pro.hf_id == "deepseek-ai/DeepSeek-V4-Pro"
+    flash = pdtp.model("deepseek-v4-flash")
+    assert _shape(flash) == _shape(Model.from_hf_config(FLASH))
+    for m in (pro, flash):
+        assert Model.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+
+
+def test_performance_inputs_carry_the_page_sizing() -> None:
+    m = pdtp.model("deepseek-v4-flash")
+    p = _pages(fp8=True)
+    inputs = perf.model_inputs(m)
+    assert inputs is perf.model_inputs(m)  # cached
+    token, windowed = __import__("pdtp._model_dsv4", fromlist=["perf_kv"]).perf_kv(
+        m.attention_groups, m.kv_dtype_bytes
+    )
+    assert token == (21 * (p["c4"] + p["index"]) + 20 * p["c128"]) / 256
+    assert token * 8192 + windowed == pytest.approx(m.kv_bytes_per_sequence(8192), rel=1e-12)
+
+
+def _interval(max_batch: int, per_seq: int) -> tuple[int, int]:
+    """Budgets (bytes) for which ``max_batch`` is floor(budget / per_seq)."""
+    return max_batch * per_seq, (max_batch + 1) * per_seq
+
+
+def test_decode_capacity_follows_vllm_pages() -> None:
+    """The core's max batch is the KV budget over the hand-computed bytes per sequence: one
+    budget explains the fp8_ds_mla and the bf16 layouts alike (same weights, same GPU)."""
+    isl, osl = 60_000, 4_000  # 250 pages of 256 tokens: no rounding between core and pages
+    tokens = isl + osl
+    m = pdtp.model("deepseek-v4-flash")
+    got = {}
+    for kv, fp8 in (("fp8", True), ("bf16", False)):
+        d = pdtp.predict_decode(
+            m.with_dtypes(kv_dtype=kv), gpu="h200", tp=8, isl=isl, osl=osl, batch=1
+        )
+        per_seq = _by_hand(tokens, 43, 21, 20, fp8=fp8)
+        got[kv] = _interval(d.max_batch, per_seq)
+        assert d.kv_capacity_tokens == d.max_batch * tokens
+    lo = max(a for a, _ in got.values())
+    hi = min(b for _, b in got.values())
+    assert lo < hi, got
+    assert got["fp8"][0] // (_by_hand(tokens, 43, 21, 20, fp8=True)) > 100
+
+
+def test_solve_check_and_transfer_map() -> None:
+    plan = pdtp.solve("deepseek-v4-flash", gpus=8, gpu="h200")
+    assert plan.requests_per_s > 0 and plan.gpus_used <= 8
+    assert plan.kv_dtype == "fp8"
+    pro = pdtp.solve("deepseek-v4", gpus=16, gpu="b200")
+    assert pro.requests_per_s > 0
+    # One replicated latent per layer, as MLA: any TP pair maps, each decode rank reading one
+    # prefill rank.
+    res = pdtp.check("deepseek-v4-flash", 8, 4, connector="nixl", gpu="h200")
+    assert res.ok, res
+    tm = pdtp.transfer_map(8, 4, kv_heads=1, is_mla=True, connector="nixl")
+    assert tm is not None
