@@ -297,6 +297,7 @@ CORPUS = [
     "nvidia--Llama-3_3-Nemotron-Super-49B-v1",
     "meta-llama--Llama-4-Scout-17B-16E-Instruct",
     "nvidia--Qwen3.6-27B-NVFP4",
+    "deepseek-ai--DeepSeek-V4-Flash",
 ]
 CONFIGS = {name: _cfg(name) for name in CORPUS}
 ORIGINAL = {name: Model.from_hf_config(CONFIGS[name]) for name in CORPUS}
@@ -336,6 +337,8 @@ ZERO_OK = {
     "moe_shared_expert_intermediate_size",
     "shared_intermediate_size",
     "n_group",
+    "compress_ratios",  # DeepSeek-V4: 0 is a sliding-window-only layer
+    "num_hash_layers",
 }
 CORRUPTIONS = {
     "zero": 0,

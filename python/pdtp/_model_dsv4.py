@@ -83,14 +83,14 @@ def layer_ratios(cfg: _Cfg, num_layers: int) -> list[int]:
         rates = cfg.obj("compress_rates")
         out = []
         for i, t in enumerate(types):
-            if t not in _RATIO_OF_TYPE:
+            if not isinstance(t, str) or t not in _RATIO_OF_TYPE:
                 raise cfg.error(
                     f"{path}[{i}]", f"is {t!r}; expected one of {sorted(_RATIO_OF_TYPE)}"
                 )
             ratio = _RATIO_OF_TYPE[t]
             if rates is not None and t in rates and t != "sliding_attention":
                 ratio = rates[t]
-                if ratio not in (4, 128):
+                if isinstance(ratio, bool) or ratio not in (4, 128):
                     raise cfg.error(
                         f"{cfg.where('compress_rates')}.{t}",
                         f"is {ratio!r}; vLLM 0.33's compressor supports 4 and 128",
@@ -111,7 +111,7 @@ def layer_ratios(cfg: _Cfg, num_layers: int) -> list[int]:
     out = []
     # Entries past num_hidden_layers describe the MTP layers (transformers truncates them).
     for i, r in enumerate(ratios):
-        if isinstance(r, bool) or r not in LAYER_TYPES:
+        if isinstance(r, bool) or not isinstance(r, int) or r not in LAYER_TYPES:
             raise cfg.error(f"{path}[{i}]", f"is {r!r}; expected 0, 4 or 128")
         if i < num_layers:
             out.append(r)
@@ -128,7 +128,7 @@ def hash_layers(cfg: _Cfg, num_layers: int) -> int:
                 path, f"has {len(types)} entries; expected num_hidden_layers ({num_layers})"
             )
         for i, t in enumerate(types):
-            if t not in MLP_LAYER_TYPES:
+            if not isinstance(t, str) or t not in MLP_LAYER_TYPES:
                 raise cfg.error(
                     f"{path}[{i}]", f"is {t!r}; expected one of {list(MLP_LAYER_TYPES)}"
                 )
