@@ -118,6 +118,40 @@ def test_pages_are_vllm_page_sizes_with_alignment() -> None:
     assert p["swa"] == 37_440 and p["c128"] == 1_728
 
 
+VLLM_PAGES = json.loads((HF.parent / "vllm_dsv4_pages.json").read_text())["pages"]
+_GOLDEN_NAME = {
+    ("swa", 1, 512): "swa",
+    ("compressed", 4, 512): "compressed4",
+    ("compressed", 128, 512): "compressed128",
+    ("index", 4, 128): "index4",
+    ("state", 1, 2048): "state4",
+    ("state", 1, 512): "index_state4",
+    ("state", 1, 1024): "state128",
+}
+
+
+@pytest.mark.parametrize(("kv", "layout"), [("fp8", "fp8_ds_mla"), ("bf16", "bf16")])
+def test_pages_match_vllm_spec_classes(kv: str, layout: str) -> None:
+    """The page sizes and windowed page counts vLLM's own KVCacheSpec classes compute
+    (tests/data/vllm_dsv4_pages.json, tools/vllm_dsv4_pages.py)."""
+    m = Model.from_hf_config(FLASH, kv_dtype=kv)
+    golden = VLLM_PAGES[layout]
+    seen = set()
+    for g in m.attention_groups:
+        name = _GOLDEN_NAME[(g.cache, g.tokens_per_state, g.head_dim)]
+        seen.add(name)
+        spec = golden[name]
+        assert (g.block_size, g.page_bytes) == (spec["block_size"], spec["page_size_bytes"])
+        assert g.tokens_per_state == spec["tokens_per_state"]
+        if spec["window_pages"] is not None:
+            assert g.window == spec["sliding_window"]
+            pages = g.sequence_bytes(1 << 20, m.kv_dtype_bytes) // (g.page_bytes * g.num_layers)
+            assert pages == spec["window_pages"]
+        else:
+            assert g.window == 0
+    assert seen == set(golden)
+
+
 @pytest.mark.parametrize("tokens", [1, 7, 100, 128, 129, 8192, 131_072])
 def test_sequence_bytes_match_vllm_pages(tokens: int) -> None:
     m = Model.from_hf_config(FLASH)
@@ -323,5 +357,9 @@ def test_solve_check_and_transfer_map() -> None:
     # prefill rank.
     res = pdtp.check("deepseek-v4-flash", 8, 4, connector="nixl", gpu="h200")
     assert res.ok, res
+    # The connectors' flows for its seven caches are not derived: said, not guessed.
+    assert [w.code for w in res.warnings] == ["flow_not_derived"]
+    assert "nixl" in res.warnings[0].message.lower()
+    assert not pdtp.check("deepseek-v3", 8, 4, connector="nixl").warnings
     tm = pdtp.transfer_map(8, 4, kv_heads=1, is_mla=True, connector="nixl")
     assert tm is not None

@@ -336,6 +336,7 @@ def check(
         violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
     else:
         violations, raw_warnings = layout_rules(rules_model, pl, dl, conn.key, acks)
+    raw_warnings = (*raw_warnings, *_flow_not_derived(rules_model, conn))
     settings = _kv_settings_violation(conn, page_size, kv_cache_dtype)
     if settings is not None:
         # The decode side checks them at the first request, before the rank mapping: after
@@ -556,4 +557,22 @@ def _check_aggregated(
         engine_version=conn.engine_version,
         mode=conn.mode,
         engine=conn.engine_label,
+    )
+
+
+def _flow_not_derived(model: Any, conn: Connector) -> tuple[CheckWarning, ...]:
+    """A warning where pdtp checks a pair whose cache layout the connector flows it derived
+    from vLLM do not cover: DeepSeek-V4 (seven caches, four page sizes per layer)."""
+    if getattr(model, "model_type", None) != "deepseek_v4":
+        return ()
+    return (
+        CheckWarning(
+            code="flow_not_derived",
+            message=(
+                "DeepSeek-V4 keeps seven KV caches per layer kind with four page sizes "
+                "(sliding-window and compressed latents, indexer keys, compressor states); "
+                f"pdtp checks this pair as MLA (one latent replicated on every rank) and has "
+                f"not derived how {conn.name} moves the other caches between instances"
+            ),
+        ),
     )
