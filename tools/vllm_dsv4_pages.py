@@ -28,7 +28,7 @@ _SIZES = {"uint8": 1, "bfloat16": 2, "float8_e4m3fn": 1, "float32": 4}
 def _stub_torch() -> None:
     torch = types.ModuleType("torch")
 
-    class dtype:  # noqa: N801 - torch's name
+    class dtype:  # torch's name
         def __init__(self, name: str) -> None:
             self.name = name
 
