@@ -174,11 +174,20 @@ def test_a_greedy_in_place_of_the_exact_dp_fails():
             agrees_with_the_full_oracle(case)
 
 
-def test_single_model_plans_say_who_decided_and_who_proved():
+def test_single_model_plans_say_who_decided_and_who_proved(monkeypatch):
+    # The competitive pairs' counts are few here: the enumeration proves (plan::prove).
     plan = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
-    assert plan.status == "OPTIMAL" and plan.proof == "cpsat"
-    assert plan.method in ("closed-form", "cpsat")
-    assert plan.to_dict()["proof"] == "cpsat"
+    assert plan.status == "OPTIMAL" and plan.proof == "enumeration"
+    assert plan.method in ("closed-form", "enumeration")
+    assert plan.to_dict()["proof"] == "enumeration"
+    # Without it (a box too large for its budget), CP-SAT proves the same plan.
+    import pdtp.planning.decide as decide_module
+
+    with monkeypatch.context() as mp:
+        mp.setattr(decide_module, "by_enumeration", lambda *a, **k: None)
+        cp = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x")
+    assert (cp.status, cp.proof) == ("OPTIMAL", "cpsat") and cp.method in ("closed-form", "cpsat")
+    assert cp.summary() == plan.summary()
     ex = pdtp.solve("llama-3.1-70b", gpus=24, gpu="mi300x", method="enumerate")
     assert (ex.method, ex.proof) == ("enumerate", "enumerate")
     assert ex.summary() == plan.summary() and ex.requests_per_s == plan.requests_per_s
@@ -249,11 +258,22 @@ def pruned_agree(model, pool, connector, **kw) -> int:
         cp = pdtp.solve(model, connector=connector, **pool, **kw)
     ex = pdtp.solve(model, connector=connector, method="enumerate", **pool, **kw)
     assert plan_key(cp) == plan_key(ex), (model, pool)
-    assert (cp.status, cp.proof, ex.proof) == ("OPTIMAL", "cpsat", "enumerate")
+    assert (cp.status, ex.proof) == ("OPTIMAL", "enumerate")
+    assert cp.proof in ("cpsat", "enumeration")
     return sum(left_out)
 
 
-def test_pruned_pairs_keep_the_full_oracles_answer():
+def by_cpsat_alone(mp) -> None:
+    """Leave every proof to CP-SAT (no enumeration proof, ``decide.by_enumeration``)."""
+    import pdtp.planning.decide as decide_module
+
+    mp.setattr(decide_module, "by_enumeration", lambda *a, **k: None)
+
+
+@pytest.mark.parametrize("prover", ["enumeration", "cpsat"])
+def test_pruned_pairs_keep_the_full_oracles_answer(prover, monkeypatch):
+    if prover == "cpsat":
+        by_cpsat_alone(monkeypatch)
     assert sum(pruned_agree(*case) for case in PRUNED) > 100  # the pruning did prune
 
 
@@ -274,10 +294,15 @@ def test_tokens_per_dollar_pruned_pairs_keep_the_full_oracles_answer(case):
     assert left_out > 0
 
 
-def test_a_wrong_pruning_fails(monkeypatch):
+@pytest.mark.parametrize("prover", ["enumeration", "cpsat"])
+def test_a_wrong_pruning_fails(prover, monkeypatch):
     # Off by one: pairs whose bound only ties the incumbent are left out too, its own
-    # pair included. CP-SAT then proves the best of the rest: not the optimum.
+    # pair included. The prover (the enumeration, or CP-SAT) then proves the best of the
+    # rest: not the optimum.
     import pdtp.planning.decide as decide_module
+
+    if prover == "cpsat":
+        by_cpsat_alone(monkeypatch)
 
     original = decide_module.beaten
 

@@ -120,6 +120,28 @@ def beaten(cands: Candidates, incumbent: Solution | None) -> tuple[list[int] | N
     return (None, None) if got is None else got
 
 
+def by_enumeration(
+    cands: Candidates, incumbent: Solution | None, kept: list[int], deadline: float
+) -> Decision | None:
+    """The optimum proven by enumeration (Rust ``plan::prove``): every instance count of the
+    ``kept`` pairs whose first term can tie or beat the feasible ``incumbent``'s, each
+    count's fit checked by the exact node search, none of the closed forms' dominance
+    shortcuts. None when it proves nothing here (a ratio or re-plan order, a box too large
+    for its budget, the deadline): CP-SAT proves instead. ``method`` says who decided
+    (``closed-form`` when the enumeration kept the starting plan, else ``enumeration``);
+    ``proof="enumeration"``."""
+    if incumbent is None:
+        return None
+    left = deadline - time.perf_counter() - MARGIN_S
+    if left <= 0:
+        return None
+    best = cands.prove(incumbent, kept, time_limit_s=left)
+    if best is None or best[0] is None:
+        return None
+    method = "closed-form" if best == incumbent else "enumeration"
+    return Decision(best, "OPTIMAL", 0.0, None, method, "enumeration")
+
+
 def decide(
     cands: Candidates,
     *,
@@ -153,6 +175,10 @@ def decide(
     # Only the Rust closed forms' own plan is known feasible here (a caller's hint may be
     # deliberately wrong, and a shared pool's pairs are not bounded one by one).
     kept, first = beaten(cands, start) if hint is None and not excluded else (None, None)
+    if kept is not None and not presolve:
+        proved = by_enumeration(cands, start, kept, deadline)
+        if proved is not None:
+            return proved
     if bound is None and first is not None:
         # Stage 0's relaxation bound is the best pair bound: reuse it, not recompute it.
         def bound(stage: int, fixed: list[int]) -> int | None:

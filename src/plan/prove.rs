@@ -1,0 +1,187 @@
+//! A proof by enumeration for single-model planners: every instance count of the few pairs
+//! that can still match the closed forms' plan (the *incumbent*), each checked for fit by
+//! the exact node search, compared with [`Order::cmp`].
+//!
+//! It uses none of the hint's dominance shortcuts (one decode count per prefill count at the
+//! balance point, the fewest counts for a demand, the bisection for the crossing): within
+//! each pair it visits every `(prefill, decode)` count whose first term of the order can
+//! tie or beat the incumbent's. That *box* follows from the term's definition alone —
+//! served = min(np·A, nd·B) ≥ v needs np ≥ ⌈v/A⌉ and nd ≥ ⌈v/B⌉; GPUs (or cost) ≤ g needs
+//! np·gA + nd·gB ≤ g — so no plan outside it can be as good as the incumbent, and
+//! (removing instances keeps a plan placeable) once `np` prefill instances leave too little
+//! room for the box's fewest decode instances, so do all larger `np`.
+//!
+//! Which pairs it visits is the caller's: those whose valid stage-0 bound can match the
+//! incumbent ([`super::relax::competitive`]), the same pairs CP-SAT would be given. The box
+//! is small when the incumbent is near optimal (the pool's GPUs bound both counts); when it
+//! is not, or the order leads with another term (a ratio, moves, a fleet), this answers
+//! None and CP-SAT proves instead.
+
+use std::time::Instant;
+
+use super::candidates::Candidates;
+use super::cluster::TooLarge;
+use super::order::{Choice, Order, Sense, Solution, Term, Value};
+
+/// Most plans one proof visits (fit checks and comparisons), before it leaves the proof
+/// to CP-SAT: a few milliseconds.
+pub const ENUMERATION_BUDGET: u64 = 20_000;
+
+/// How often (in visited plans) the deadline is checked.
+const CHECK_EVERY: u64 = 1024;
+
+fn ceil_div(a: i128, b: i128) -> i128 {
+    (a + b - 1).div_euclid(b)
+}
+
+/// The first term's limit on one row's count: `lead` and its incumbent value `target`.
+#[derive(Clone, Copy)]
+enum Lead {
+    /// served ≥ target (Max).
+    Served(i128),
+    /// Σ n · weight[row] ≤ target (Min): GPUs, or cost per hour.
+    Spend(i128),
+}
+
+/// The best plan over every count of `pairs` (indices into `c.pairs`) whose first term can
+/// tie or beat `incumbent`'s, starting from the incumbent when its pair is among them (a
+/// tie keeps it). None when the order leads with a term this does not bound, a count's
+/// exact fit is too large to search, the proof would visit more than `budget` plans, or
+/// `deadline` passes: then it proves nothing.
+pub fn enumerate(
+    c: &Candidates,
+    order: &Order,
+    pairs: &[usize],
+    incumbent: &Solution,
+    deadline: Option<Instant>,
+    budget: u64,
+) -> Option<Solution> {
+    if c.scenario.objective.is_fleet() || c.scenario.models.len() != 1 || incumbent.len() != 1 {
+        return None;
+    }
+    let mine = incumbent[0]?;
+    let &(term, sense) = order.lex.first()?;
+    let Value::Int(target) = order.term(c, incumbent, term) else {
+        return None;
+    };
+    let lead = match (term, sense) {
+        (Term::Served, Sense::Max) => Lead::Served(target),
+        (Term::Gpus, Sense::Min) | (Term::Cost, Sense::Min) => Lead::Spend(target),
+        _ => return None,
+    };
+    // Per row: what one instance adds to a spent term (GPUs or cost); a row that adds
+    // nothing leaves its count unbounded.
+    let weight = |r: usize| -> i128 {
+        match term {
+            Term::Cost => order.row_cost[r] as i128,
+            _ => c.rows[r].gpus() as i128,
+        }
+    };
+    let demand = c.scenario.objective.serves_demand();
+    let mut work: u64 = 0;
+    let mut best: Option<(Vec<Value>, Choice)> = None;
+    if pairs.iter().any(|&i| c.pairs.get(i) == Some(&mine.pair)) {
+        best = Some((order.values(c, incumbent), mine));
+    }
+    let mut offer = |ch: Choice, work: &mut u64| -> Option<()> {
+        *work += 1;
+        if *work > budget {
+            return None;
+        }
+        if *work % CHECK_EVERY == 0 && deadline.is_some_and(|t| Instant::now() >= t) {
+            return None;
+        }
+        let v = order.values(c, &vec![Some(ch)]);
+        if best
+            .as_ref()
+            .is_none_or(|(bv, _)| order.cmp_values(&v, bv) == std::cmp::Ordering::Less)
+        {
+            best = Some((v, ch));
+        }
+        Some(())
+    };
+    for &i in pairs {
+        let pair = *c.pairs.get(i)?;
+        let (p, d) = (&c.rows[pair.prefill], &c.rows[pair.decode]);
+        let (Some(a), Some(b)) = (p.item, d.item) else {
+            continue;
+        };
+        let (mut lo_p, mut lo_d) = if demand {
+            match (p.need, d.need) {
+                (Some(x), Some(y)) => (x as i128, y as i128),
+                _ => continue,
+            }
+        } else {
+            (1, 1)
+        };
+        let (up, ud) = (p.units as i128, d.units as i128);
+        let (wp, wd) = (weight(pair.prefill), weight(pair.decode));
+        if let Lead::Served(v) = lead {
+            if v > 0 && (up <= 0 || ud <= 0) {
+                continue; // serves nothing: below any incumbent that serves
+            }
+            if v > 0 {
+                lo_p = lo_p.max(ceil_div(v, up));
+                lo_d = lo_d.max(ceil_div(v, ud));
+            }
+        } else if wp <= 0 || wd <= 0 {
+            return None; // a free row: its count is not bounded by the spend
+        }
+        let most_p = c.cluster.most(a) as i128;
+        if pair.is_aggregated() {
+            let lo = lo_p.max(lo_d);
+            let hi = match lead {
+                Lead::Served(_) => most_p,
+                Lead::Spend(g) => most_p.min(g.div_euclid(wp)),
+            };
+            let mut n = lo;
+            while n <= hi {
+                let k = n as i64;
+                offer(
+                    Choice {
+                        pair,
+                        prefill: k,
+                        decode: k,
+                    },
+                    &mut work,
+                )?;
+                n += 1;
+            }
+            continue;
+        }
+        let hi_p = match lead {
+            Lead::Served(_) => most_p,
+            Lead::Spend(g) => most_p.min((g - lo_d * wd).div_euclid(wp)),
+        };
+        let mut np = lo_p;
+        while np <= hi_p {
+            work += 1;
+            let room = match c.cluster.most_beside(a, np as i64, b, true) {
+                Ok(Some(r)) => r as i128,
+                Ok(None) => break, // np alone does not fit: nor does any larger np
+                Err(TooLarge) => return None,
+            };
+            let hi_d = match lead {
+                Lead::Served(_) => room,
+                Lead::Spend(g) => room.min((g - np * wp).div_euclid(wd)),
+            };
+            if room < lo_d {
+                break; // more prefill instances leave no more room
+            }
+            let mut nd = lo_d;
+            while nd <= hi_d {
+                offer(
+                    Choice {
+                        pair,
+                        prefill: np as i64,
+                        decode: nd as i64,
+                    },
+                    &mut work,
+                )?;
+                nd += 1;
+            }
+            np += 1;
+        }
+    }
+    best.map(|(_, ch)| vec![Some(ch)])
+}
