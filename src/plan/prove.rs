@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use super::candidates::Candidates;
 use super::cluster::TooLarge;
+use super::feasible;
 use super::order::{Choice, Order, Sense, Solution, Term, Value};
 
 /// Most plans one proof visits (fit checks and comparisons), before it leaves the proof
@@ -44,10 +45,16 @@ enum Lead {
 }
 
 /// The best plan over every count of `pairs` (indices into `c.pairs`) whose first term can
-/// tie or beat `incumbent`'s, starting from the incumbent when its pair is among them (a
-/// tie keeps it). None when the order leads with a term this does not bound, a count's
-/// exact fit is too large to search, the proof would visit more than `budget` plans, or
-/// `deadline` passes: then it proves nothing.
+/// tie or beat `incumbent`'s; a tie keeps the incumbent. None when the order leads with a
+/// term this does not bound, a count's exact fit is too large to search, the proof would
+/// visit more than `budget` plans, `deadline` passes, or no plan in the box fits: then it
+/// proves nothing.
+///
+/// The incumbent is not trusted: it is an answer only when the box's own exact fit checks
+/// meet it. A plan found in the box is feasible and at least as good as the incumbent on
+/// the first term, which is what makes the box and the caller's pruning (pairs whose bound
+/// is below the incumbent's value) valid; an infeasible incumbent that beats every real
+/// plan leaves the box without a fitting plan, and the answer is None.
 pub fn enumerate(
     c: &Candidates,
     order: &Order,
@@ -80,9 +87,7 @@ pub fn enumerate(
     let demand = c.scenario.objective.serves_demand();
     let mut work: u64 = 0;
     let mut best: Option<(Vec<Value>, Choice)> = None;
-    if pairs.iter().any(|&i| c.pairs.get(i) == Some(&mine.pair)) {
-        best = Some((order.values(c, incumbent), mine));
-    }
+    let mut met = false; // whether the box visited the incumbent (its fit checked)
     let mut offer = |ch: Choice, work: &mut u64| -> Option<()> {
         *work += 1;
         if *work > budget {
@@ -91,6 +96,7 @@ pub fn enumerate(
         if *work % CHECK_EVERY == 0 && deadline.is_some_and(|t| Instant::now() >= t) {
             return None;
         }
+        met |= ch == mine;
         let v = order.values(c, &vec![Some(ch)]);
         if best
             .as_ref()
@@ -183,5 +189,12 @@ pub fn enumerate(
             np += 1;
         }
     }
-    best.map(|(_, ch)| vec![Some(ch)])
+    let (values, ch) = best?;
+    let keep = met
+        && order
+            .cmp_values(&order.values(c, incumbent), &values)
+            .is_eq();
+    let sol = vec![Some(if keep { mine } else { ch })];
+    // The answer's fit once more, by the whole-plan check the feasibility tests use.
+    (feasible::feasible(c, &sol) != Some(false)).then_some(sol)
 }
