@@ -321,3 +321,64 @@ def test_a_wrong_pruning_fails(prover, monkeypatch):
         except (AssertionError, pdtp.InfeasibleError):
             failed += 1
     assert failed == len(PRUNED)
+
+
+# Beyond 32 GPUs, where the full oracle still finishes in milliseconds to a second: whole
+# 8-GPU nodes, seeded partly free nodes (8 nodes of 1-8 free GPUs) and two GPU types, for
+# dense and MoE models, solve and size_for, each prover (the enumeration, CP-SAT alone).
+BEYOND_32 = [
+    ("llama-3.1-8b", "h100", "nixl"),
+    ("llama-3.1-70b", "mi300x", "moriio"),
+    ("qwen3-30b-a3b", "h200", "nixl"),
+    ("deepseek-v3", "mi355x", "moriio"),
+]
+
+
+def beyond_32_pools(gpu: str, seed: int):
+    import random
+
+    rng = random.Random(seed)
+    other = {"h100": "h200", "h200": "b200", "mi300x": "mi355x", "mi355x": "mi300x"}[gpu]
+    yield {"gpus": 48, "gpu": gpu}
+    yield {"gpus": 64, "gpu": gpu}
+    yield {"nodes": [rng.randint(1, 8) for _ in range(8)], "gpu": gpu}
+    yield {"gpus": {gpu: 32, other: rng.choice([16, 24, 32])}}
+
+
+def agree_with_the_full_oracle(planner, args, kw):
+    """``planner``'s plan (None: infeasible) after checking it equals the full oracle's."""
+    try:
+        mine = planner(*args, **kw)
+    except pdtp.InfeasibleError:
+        with pytest.raises(pdtp.InfeasibleError):
+            planner(*args, method="enumerate", **kw)
+        return None
+    ex = planner(*args, method="enumerate", **kw)
+    assert (ex.status, ex.proof) == ("OPTIMAL", "enumerate")
+    assert plan_key(mine) == plan_key(ex), (planner.__name__, args, kw)
+    assert mine.requests_per_s == ex.requests_per_s and mine.status == "OPTIMAL"
+    return mine
+
+
+@pytest.mark.parametrize("prover", ["enumeration", "cpsat"])
+@pytest.mark.parametrize("case", BEYOND_32, ids=[c[0] for c in BEYOND_32])
+def test_the_full_oracle_agrees_beyond_32_gpus(case, prover, monkeypatch):
+    model, gpu, connector = case
+    if prover == "cpsat":
+        by_cpsat_alone(monkeypatch)
+    proofs, large = set(), 0
+    for pool in beyond_32_pools(gpu, seed=len(model)):
+        plan = agree_with_the_full_oracle(pdtp.solve, (model,), {"connector": connector, **pool})
+        if plan is None:
+            continue
+        large += plan.gpus_used > 32
+        # A demand that needs most of the pool: size_for's counts beyond 32 GPUs too.
+        budget = {"max_gpus" if k == "gpus" else k: v for k, v in pool.items()}
+        demand = 0.7 * plan.requests_per_s
+        sized = agree_with_the_full_oracle(
+            pdtp.size_for, (model, demand), {"connector": connector, **budget}
+        )
+        assert sized is not None and sized.requests_per_s >= demand
+        proofs |= {plan.proof, sized.proof}
+    assert large >= 2
+    assert proofs == {prover}
