@@ -223,9 +223,15 @@ def test_replan_with_move_costs_equals_the_full_oracle(demand, cost):
     now = pdtp.size_for("qwen3-30b-a3b", 100.0, max_gpus=512, gpu="h200", connector="nixl")
     move_cost = None if cost is None else pdtp.MoveCost(**cost)
     cp = pdtp.replan(now.to_dict(), demand, max_gpus=512, move_cost=move_cost)
-    ex = pdtp.replan(now.to_dict(), demand, max_gpus=512, move_cost=move_cost, method="enumerate")
+    # The full oracle needs about 1 s of CPU here: a limit far above it, so that a loaded
+    # machine's wall clock cannot cut its search short.
+    ex = pdtp.replan(
+        now.to_dict(), demand, max_gpus=512, move_cost=move_cost, method="enumerate",
+        time_limit_s=300,
+    )  # fmt: skip
     assert cp.plan.summary() == ex.plan.summary() and cp.cost == ex.cost
-    assert (cp.plan.status, cp.plan.proof, ex.plan.proof) == ("OPTIMAL", "cpsat", "enumerate")
+    assert (cp.plan.status, ex.plan.proof) == ("OPTIMAL", "enumerate")
+    assert cp.plan.proof in ("cpsat", "enumeration")
 
 
 # Single-model pools where CP-SAT gets only the pairs whose bound can match the incumbent.

@@ -42,6 +42,10 @@ enum Lead {
     Served(i128),
     /// Σ n · weight[row] ≤ target (Min): GPUs, or cost per hour.
     Spend(i128),
+    /// A re-plan's moves ≤ target (Min): per chosen row a cost that falls to its running
+    /// count and never falls above it (a row that is not running: from 0), plus what the
+    /// pair's choice of rows stops — each count's value is asked of the order itself.
+    Moves(i128),
 }
 
 /// The best plan over every count of `pairs` (indices into `c.pairs`) whose first term can
@@ -74,7 +78,29 @@ pub fn enumerate(
     let lead = match (term, sense) {
         (Term::Served, Sense::Max) => Lead::Served(target),
         (Term::Gpus, Sense::Min) | (Term::Cost, Sense::Min) => Lead::Spend(target),
+        (Term::Moves, Sense::Min) => {
+            let (w, _, _) = order.moves?;
+            if [w.start, w.stop, w.restart, w.gpu].iter().any(|&k| k < 0) {
+                return None;
+            }
+            Lead::Moves(target)
+        }
         _ => return None,
+    };
+    // A row's running count (0 when it is not running): its moves never fall above it.
+    let running = |r: usize| -> i128 {
+        order.moves.map_or(0, |(_, p, d)| {
+            [p, d]
+                .iter()
+                .find(|run| run.row == Some(r))
+                .map_or(0, |run| run.instances as i128)
+        })
+    };
+    let moves_of = |ch: Choice| -> i128 {
+        match order.term(c, &vec![Some(ch)], Term::Moves) {
+            Value::Int(v) => v,
+            Value::Ratio(..) => i128::MAX,
+        }
     };
     // Per row: what one instance adds to a spent term (GPUs or cost); a row that adds
     // nothing leaves its count unbounded.
@@ -130,35 +156,43 @@ pub fn enumerate(
                 lo_p = lo_p.max(ceil_div(v, up));
                 lo_d = lo_d.max(ceil_div(v, ud));
             }
-        } else if wp <= 0 || wd <= 0 {
+        } else if matches!(lead, Lead::Spend(_)) && (wp <= 0 || wd <= 0) {
             return None; // a free row: its count is not bounded by the spend
         }
         let most_p = c.cluster.most(a) as i128;
         if pair.is_aggregated() {
             let lo = lo_p.max(lo_d);
             let hi = match lead {
-                Lead::Served(_) => most_p,
+                Lead::Served(_) | Lead::Moves(_) => most_p,
                 Lead::Spend(g) => most_p.min(g.div_euclid(wp)),
             };
             let mut n = lo;
             while n <= hi {
                 let k = n as i64;
-                offer(
-                    Choice {
-                        pair,
-                        prefill: k,
-                        decode: k,
-                    },
-                    &mut work,
-                )?;
+                let ch = Choice {
+                    pair,
+                    prefill: k,
+                    decode: k,
+                };
+                if let Lead::Moves(m) = lead {
+                    if moves_of(ch) > m {
+                        if n >= running(pair.prefill) {
+                            break; // never falls again
+                        }
+                        n += 1;
+                        continue;
+                    }
+                }
+                offer(ch, &mut work)?;
                 n += 1;
             }
             continue;
         }
         let hi_p = match lead {
-            Lead::Served(_) => most_p,
+            Lead::Served(_) | Lead::Moves(_) => most_p,
             Lead::Spend(g) => most_p.min((g - lo_d * wd).div_euclid(wp)),
         };
+        let (run_p, run_d) = (running(pair.prefill), running(pair.decode));
         let mut np = lo_p;
         while np <= hi_p {
             work += 1;
@@ -168,23 +202,47 @@ pub fn enumerate(
                 Err(TooLarge) => return None,
             };
             let hi_d = match lead {
-                Lead::Served(_) => room,
+                Lead::Served(_) | Lead::Moves(_) => room,
                 Lead::Spend(g) => room.min((g - np * wp).div_euclid(wd)),
             };
             if room < lo_d {
                 break; // more prefill instances leave no more room
             }
+            // Moves: the least value over this np's decode counts (each side's cost falls
+            // to its running count and never falls above it, so the least is met before
+            // the loop stops).
+            let mut least = i128::MAX;
             let mut nd = lo_d;
             while nd <= hi_d {
-                offer(
-                    Choice {
-                        pair,
-                        prefill: np as i64,
-                        decode: nd as i64,
-                    },
-                    &mut work,
-                )?;
+                let ch = Choice {
+                    pair,
+                    prefill: np as i64,
+                    decode: nd as i64,
+                };
+                if let Lead::Moves(m) = lead {
+                    work += 1;
+                    let v = moves_of(ch);
+                    least = least.min(v);
+                    if v > m {
+                        if nd >= run_d {
+                            break;
+                        }
+                        nd += 1;
+                        continue;
+                    }
+                }
+                offer(ch, &mut work)?;
                 nd += 1;
+            }
+            if let Lead::Moves(m) = lead {
+                if work > budget {
+                    return None;
+                }
+                // Past its running count the prefill side's cost never falls, and more
+                // prefill instances leave no more decode room: nothing further is ≤ m.
+                if np >= run_p && least > m {
+                    break;
+                }
             }
             np += 1;
         }

@@ -543,10 +543,10 @@ fn enumeration_proofs_equal_the_full_oracle() {
     // The proof by enumeration (plan::prove) over the competitive pairs equals the full
     // enumeration's optimum wherever it answers — from the closed forms' plan, and from a
     // feasible plan below it (one decode instance fewer), whose box is larger; it answers
-    // for every objective whose first term it bounds (served, GPUs, cost).
+    // for every objective whose first term it bounds (served, GPUs, cost, moves).
     use super::prove::enumerate;
     use super::relax::{closed_forms, competitive};
-    let (mut proved, mut from_worse) = (0, 0);
+    let (mut proved, mut from_worse, mut moves) = (0, 0, 0);
     for sc in all_cases().into_iter().chain(non_chain_cases()) {
         let c = Candidates::build(sc);
         let order = Order::new(&c);
@@ -569,7 +569,7 @@ fn enumeration_proofs_equal_the_full_oracle() {
             let Some(got) = enumerate(&c, &order, &kept, incumbent, None, 1 << 20) else {
                 let lead = order.lex[0].0;
                 assert!(
-                    !matches!(lead, Term::Served | Term::Gpus | Term::Cost),
+                    !matches!(lead, Term::Served | Term::Gpus | Term::Cost | Term::Moves),
                     "no answer for {:?}",
                     c.scenario.objective
                 );
@@ -583,7 +583,11 @@ fn enumeration_proofs_equal_the_full_oracle() {
                 c.scenario.objective
             );
             *count += 1;
+            moves += usize::from(order.lex[0].0 == Term::Moves);
         }
     }
-    assert!(proved > 200 && from_worse > 100, "{proved} {from_worse}");
+    assert!(
+        proved > 200 && from_worse > 100 && moves > 20,
+        "{proved} {from_worse} {moves}"
+    );
 }
