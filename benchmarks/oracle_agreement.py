@@ -6,7 +6,10 @@ free nodes and of two GPU types, for ``solve``; and sampled ``size_for`` demands
                                           [--json PATH]
 
 Counts scenarios where both agree on the plan (same TP sizes, instance counts and GPU
-types), where both find it infeasible, and any disagreement (printed; exit code 1 if any).
+types), where both find it infeasible, and any disagreement (printed; exit code 1 if any),
+and who proved the default planner's plans (``enumeration``: the competitive pairs' counts
+enumerated, ``cpsat``). ``method="enumerate"`` is the full enumeration (every pair x every
+count x, for shared pools, every packing), none of the closed forms' shortcuts.
 """
 
 from __future__ import annotations
@@ -27,22 +30,27 @@ from pdtp.sweeps import parse_ints
 AMD, NVIDIA = ["mi300x", "mi325x", "mi355x"], ["a100", "h100", "h200", "b200"]
 
 
-def outcome(planner: str, args: tuple[Any, ...], kw: dict[str, Any], method: str) -> Any:
+def outcome(
+    planner: str, args: tuple[Any, ...], kw: dict[str, Any], method: str
+) -> tuple[Any, str | None]:
+    """The plan's decision (or "INFEASIBLE") and who proved it."""
     try:
         p = getattr(pdtp, planner)(*args, **kw, method=method)
     except pdtp.InfeasibleError:
-        return "INFEASIBLE"
+        return "INFEASIBLE", None
     # Every kind of instance (prefill and decode, or aggregated): layout, count, GPU type.
-    return (tuple((role, str(s.layout), s.instances, s.gpu) for role, s in p.sides), p.status)
+    sides = tuple((role, str(s.layout), s.instances, s.gpu) for role, s in p.sides)
+    return (sides, p.status), p.proof
 
 
-def compare(job: tuple[str, tuple[Any, ...], dict[str, Any]]) -> tuple[str, Any]:
+def compare(job: tuple[str, tuple[Any, ...], dict[str, Any]]) -> tuple[str, Any, str | None]:
     planner, args, kw = job
-    cp = outcome(planner, args, kw, "cpsat")
-    ex = outcome(planner, args, kw, "enumerate")
+    cp, proof = outcome(planner, args, kw, "cpsat")
+    ex, _ = outcome(planner, args, kw, "enumerate")
     if cp != ex:
-        return "disagree", {"planner": planner, "args": args, **kw, "cpsat": cp, "enumerate": ex}
-    return ("agree_infeasible" if cp == "INFEASIBLE" else "agree_plan"), None
+        row = {"planner": planner, "args": args, **kw, "cpsat": cp, "enumerate": ex}
+        return "disagree", row, proof
+    return ("agree_infeasible" if cp == "INFEASIBLE" else "agree_plan"), None, proof
 
 
 def jobs(
@@ -94,22 +102,29 @@ def main() -> int:
         models, gpus = ["llama-3.1-8b", "qwen3-30b-a3b"], ["mi300x", "h100"]
     work = jobs(parse_ints(args.budgets, "budgets"), args.samples, models, gpus)
     counts = {"agree_plan": 0, "agree_infeasible": 0, "disagree": 0}
+    proofs: dict[str, int] = {}  # who proved the default planner's plans
     bad: list[dict[str, Any]] = []
     start = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
-        for kind, row in pool.map(compare, work, chunksize=64):
+        for kind, row, proof in pool.map(compare, work, chunksize=64):
             counts[kind] += 1
+            if proof is not None:
+                proofs[proof] = proofs.get(proof, 0) + 1
             if row is not None:
                 bad.append(row)
     wall = time.perf_counter() - start
     print(f"{sum(counts.values()):,} scenarios in {wall:.0f} s on {args.workers} processes")
     for k, v in counts.items():
         print(f"  {k}: {v:,}")
+    for k, v in sorted(proofs.items()):
+        print(f"  plans proven by {k}: {v:,}")
     for row in bad[:20]:
         print("  DISAGREE", row)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"counts": counts, "disagreements": bad}, f, indent=2, default=str)
+            json.dump(
+                {"counts": counts, "proofs": proofs, "disagreements": bad}, f, indent=2, default=str
+            )
     return 1 if bad else 0
 
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import subprocess
 import sys
@@ -81,7 +82,7 @@ def check_solve(model, connector, pool, **kw):
     ex = run(pdtp.solve, model, connector=connector, method="enumerate", **pool, **kw)
     assert key(cp) == key(ex), (model, connector, pool, kw, key(cp), key(ex))
     if cp is not None:
-        assert cp.status == "OPTIMAL" and cp.proof == "cpsat"
+        assert cp.status == "OPTIMAL" and cp.proof in ("cpsat", "enumeration")
         assert cp.requests_per_s == ex.requests_per_s
     return cp
 
@@ -306,10 +307,17 @@ def wrong_hint(cands):
     return worst
 
 
+def cpsat_only(monkeypatch) -> None:
+    """Single-model planners without the enumeration proof (``decide.by_enumeration``):
+    CP-SAT proves every case, as it does where the enumeration's box is too large."""
+    monkeypatch.setattr(decide_module, "by_enumeration", lambda *a, **k: None)
+
+
 @pytest.mark.parametrize(("planner", "args", "kwargs"), SCENARIOS)
 def test_a_decider_returning_a_wrong_plan_fails_the_agreement_check(
     planner, args, kwargs, monkeypatch
 ):
+    cpsat_only(monkeypatch)
     agreement(planner, args, kwargs)  # CP-SAT itself passes
 
     def stub(self, hint, deadline, bound=None):
@@ -322,9 +330,31 @@ def test_a_decider_returning_a_wrong_plan_fails_the_agreement_check(
 
 
 @pytest.mark.parametrize(("planner", "args", "kwargs"), SCENARIOS)
+def test_an_enumeration_returning_a_wrong_plan_fails_the_agreement_check(
+    planner, args, kwargs, monkeypatch
+):
+    agreement(planner, args, kwargs)  # the enumeration itself passes
+    original = decide_module.by_enumeration
+    proved = []
+
+    def stub(cands, incumbent, kept, deadline):
+        got = original(cands, incumbent, kept, deadline)
+        if got is None:
+            return None
+        proved.append(got)
+        return dataclasses.replace(got, solution=perturbed(cands, got.solution))
+
+    monkeypatch.setattr(decide_module, "by_enumeration", stub)
+    with pytest.raises(AssertionError):
+        agreement(planner, args, kwargs)
+    assert proved  # the enumeration proved this case
+
+
+@pytest.mark.parametrize(("planner", "args", "kwargs"), SCENARIOS)
 def test_returning_the_hint_fails_when_the_hint_is_wrong_and_cpsat_does_not(
     planner, args, kwargs, monkeypatch
 ):
+    cpsat_only(monkeypatch)
     monkeypatch.setattr(decide_module, "starting_plan", wrong_hint)
     agreement(planner, args, kwargs)  # CP-SAT from a wrong hint still finds the optimum
 
@@ -337,7 +367,34 @@ def test_returning_the_hint_fails_when_the_hint_is_wrong_and_cpsat_does_not(
 
 
 @pytest.mark.parametrize(("planner", "args", "kwargs"), SCENARIOS)
+def test_the_enumeration_from_a_wrong_incumbent_finds_the_optimum(
+    planner, args, kwargs, monkeypatch
+):
+    # The enumeration decides, not only proves: from a feasible plan far below the optimum
+    # (and the pairs whose bound can match it) it returns the full oracle's optimum.
+    import pdtp.planning.solve as solve_module
+
+    built = []
+    original = solve_module.candidates
+
+    def spy(*a, **k):
+        built.append(original(*a, **k))
+        return built[-1]
+
+    monkeypatch.setattr(solve_module, "candidates", spy)
+    planner(*args, **kwargs)
+    cands = built[-1]
+    worst = wrong_hint(cands)
+    kept, _ = decide_module.beaten(cands, worst)
+    got = cands.prove(worst, kept, budget=10**7)
+    assert got is not None and got != worst
+    best, complete = cands.oracle(reduced=False)
+    assert complete and cands.values(got) == cands.values(best), (args, kwargs)
+
+
+@pytest.mark.parametrize(("planner", "args", "kwargs"), SCENARIOS)
 def test_cpsat_alone_without_hint_or_bounds_finds_the_optimum(planner, args, kwargs, monkeypatch):
+    cpsat_only(monkeypatch)
     original = OneModel.decide
 
     def unaided(self, hint, deadline, bound=None):

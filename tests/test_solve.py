@@ -92,7 +92,7 @@ def test_cpsat_agrees_with_oracle(connector):
         ex = solve_or_none(m, connector=connector, method="enumerate", **pool)
         assert key(cp) == key(ex), (m.name, connector, pool)
         if cp is not None:
-            assert cp.status == "OPTIMAL" and cp.proof == "cpsat" and cp.gap == 0.0
+            assert cp.status == "OPTIMAL" and cp.proof in ("cpsat", "enumeration") and cp.gap == 0.0
             assert cp.requests_per_s == ex.requests_per_s
             agreed += 1
     # MoRIIO plans no P/D pair on NVIDIA GPUs (its worker needs AMD's MoRI).
@@ -351,6 +351,8 @@ def test_first_solve_with_a_short_limit_does_not_wait_for_ortools():
     # it and says so, and the import carries on for later calls. Here the import never ends
     # (a finder that blocks it): a solve that waited for it would never return, and the
     # subprocess's timeout (a backstop against that hang, not a speed bound) would fail it.
+    # Tokens per dollar: a ratio the enumeration proof does not bound, so CP-SAT is asked
+    # for; a throughput solve is proven by the enumeration without OR-Tools at all.
     import subprocess
     import sys
 
@@ -363,24 +365,29 @@ def test_first_solve_with_a_short_limit_does_not_wait_for_ortools():
         "        return None\n"
         "sys.meta_path.insert(0, Blocked())\n"
         "pdtp.model('llama-3.1-70b')\n"
-        "p = pdtp.solve('llama-3.1-70b', 24, time_limit_s=0.2)\n"
+        "p = pdtp.solve('llama-3.1-70b', 24, time_limit_s=0.2, objective='tokens_per_dollar')\n"
         "print(p.status, p.method, len(p.notes), flush=True)\n"
+        "p = pdtp.solve('llama-3.1-70b', 24, time_limit_s=0.2)\n"
+        "print(p.status, p.method, p.proof, flush=True)\n"
         "import os; os._exit(0)\n"  # the blocked import thread must not hold the exit
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
-    status, method, notes = out.stdout.split()
-    assert (status, method, notes) == ("OPTIMAL", "enumerate", "1"), out.stdout
+    first, second = out.stdout.splitlines()
+    assert tuple(first.split()) == ("OPTIMAL", "enumerate", "1"), out.stdout
+    status, method, proof = second.split()
+    assert (status, proof) == ("OPTIMAL", "enumeration") and method != "enumerate", out.stdout
 
 
 def test_method_and_status_are_reported():
     plan = pdtp.solve("llama-3.1-70b", 24)
-    # CP-SAT proved it; who decided is the closed forms' plan when CP-SAT kept it.
-    assert (plan.proof, plan.status, plan.gap) == ("cpsat", "OPTIMAL", 0.0)
-    assert plan.method in ("closed-form", "cpsat")
+    # The enumeration of the competitive pairs' counts proved it (CP-SAT where that is too
+    # large); who decided is the closed forms' plan when the proof kept it.
+    assert (plan.proof, plan.status, plan.gap) == ("enumeration", "OPTIMAL", 0.0)
+    assert plan.method in ("closed-form", "enumeration")
     d = plan.to_dict()
-    assert d["proof"] == "cpsat" and d["gap"] == 0.0 and d["objective"] == "throughput"
+    assert d["proof"] == "enumeration" and d["gap"] == 0.0 and d["objective"] == "throughput"
     assert d["method"] == plan.method
     assert len(d["placement"]) == sum(s.instances for _, s in plan.sides)
     oracle = pdtp.solve("llama-3.1-70b", 24, method="enumerate")

@@ -509,6 +509,13 @@ class Candidates:
     def place(
         self, solution: _Solution, usage: list[tuple[int, int]] | None = None
     ) -> list[Placed]: ...
+    def prove(
+        self,
+        incumbent: _Solution,
+        pairs: list[int],
+        time_limit_s: float | None = None,
+        budget: int | None = None,
+    ) -> _Solution | None: ...
 
 def candidates(scenario: Scenario, time_limit_s: float | None = None) -> Candidates: ...
 

@@ -8,6 +8,7 @@
 //! - [`order`]: what "best" means, for every planner, once;
 //! - [`relax`]: closed forms per pair: CP-SAT's hint and valid relaxation bounds;
 //! - [`oracle`]: the exhaustive search tests hold CP-SAT to;
+//! - [`prove`]: a single-model proof by enumeration of the few competitive pairs' counts;
 //! - [`rule_blind`]: the best plan among pairs the connector refuses;
 //! - [`placement`]: where a plan's instances run (nodes and devices);
 //! - [`feasible`]: whether a plan meets every constraint (independent of CP-SAT).
@@ -22,6 +23,7 @@ pub mod layouts;
 pub mod oracle;
 pub mod order;
 pub mod placement;
+pub mod prove;
 pub mod relax;
 pub mod rule_blind;
 pub mod scenario;

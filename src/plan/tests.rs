@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 
 use super::candidates::Candidates;
 use super::oracle::search;
-use super::order::{Order, Sense, Value};
+use super::order::{Order, Sense, Term, Value};
 use super::relax::{bound, hint};
 use super::scenario::*;
 use crate::connector::profile;
@@ -435,5 +435,159 @@ fn competitive_pairs_keep_every_optimum() {
     assert!(
         checked > 250 && pruned > 1000 && ratios > 30,
         "{checked} {pruned} {ratios}"
+    );
+}
+
+/// Single-type pools whose P/D pairs mix instance sizes that do not divide one another
+/// (a 3- or 6-GPU pipeline next to 2- or 4-GPU tensor parallel, TP 5 next to TP 2 or 4) on
+/// partly free nodes, where the per-size capacity cuts over-count what the nodes hold.
+fn non_chain_cases() -> Vec<Scenario> {
+    use crate::layout::Layout;
+    let pp = |tp, pp| Layout {
+        pp,
+        ..Layout::tp(tp)
+    };
+    let spaces = [
+        (small(4), vec![pp(1, 3), Layout::tp(2)]),
+        (small(4), vec![pp(1, 3), Layout::tp(4)]),
+        (small(4), vec![pp(2, 3), Layout::tp(4)]),
+        (five(), vec![Layout::tp(5), Layout::tp(2)]),
+        (five(), vec![Layout::tp(5), Layout::tp(4)]),
+    ];
+    let nodes: &[&[(usize, i64, i64)]] = &[
+        &[(0, 6, 2)],
+        &[(0, 7, 2)],
+        &[(0, 6, 1), (0, 5, 1)],
+        &[(0, 8, 1), (0, 7, 1), (0, 3, 1)],
+        &[(0, 6, 3), (0, 2, 1)],
+        &[(0, 6, 4)],
+        &[(0, 7, 3)],
+        &[(0, 5, 2), (0, 4, 1)],
+        &[(0, 8, 2), (0, 6, 2)],
+    ];
+    let mut out = Vec::new();
+    for (objective, demand) in [
+        (Objective::Throughput, 0.0),
+        (Objective::FewestGpus, 3.0),
+        (Objective::Cost, 12.0),
+    ] {
+        for (perf, explicit) in &spaces {
+            for &nodes in nodes {
+                for connector in ["moriio", "nixl"] {
+                    let m = model(perf.clone(), &[h100()], loose(), demand);
+                    let mut sc = scenario(
+                        vec![m],
+                        vec![gpu_type("h100", Vendor::Nvidia, 32_000)],
+                        nodes,
+                        connector,
+                        objective,
+                    );
+                    sc.mode = Mode::Disaggregated;
+                    sc.layouts = LayoutSpace {
+                        families: None,
+                        explicit: explicit.clone(),
+                    };
+                    out.push(sc);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn closed_forms_search_sizes_that_do_not_divide_exactly() {
+    // The closed forms reuse a pair's relaxed plans as its exact ones only where the cuts
+    // are exact (chain sizes, two types). Here every pair of sizes that do not divide one
+    // another is taken alone: its one-pass plan (hint and best of its kind) must be the
+    // full enumeration's, and fit; the relaxed plan alone must not fit somewhere (else
+    // treating such sizes as dividing would go unnoticed).
+    use super::cluster::{chain, Fit};
+    use super::relax::{best_over, closed_forms};
+    let (mut pairs, mut overcounted) = (0, 0);
+    for sc in non_chain_cases() {
+        let full = Candidates::build(sc);
+        for &pair in &full.pairs {
+            let (a, b) = (&full.rows[pair.prefill], &full.rows[pair.decode]);
+            let (ia, ib) = (a.item.unwrap(), b.item.unwrap());
+            if ia.gpu_type != ib.gpu_type || chain(ia.piece, ib.piece) {
+                continue;
+            }
+            let mut c = full.clone();
+            c.pairs = vec![pair];
+            let order = Order::new(&c);
+            let forms = closed_forms(&c, &order);
+            let (best, done) = search(&c, &order, None, false);
+            assert!(done);
+            match (&forms.hint, &best) {
+                (Some(h), Some(best)) => {
+                    assert!(super::oracle::packs(&c.cluster, &c, h), "the hint fits");
+                    assert_eq!(order.cmp(&c, h, best), Ordering::Equal, "{pair:?}");
+                }
+                (None, None) => {}
+                (h, best) => panic!("hint {h:?}, optimum {best:?}"),
+            }
+            assert_eq!(forms.best_of_kind[0], forms.hint);
+            let relaxed = best_over(&c, &order, &[pair], Fit::Relaxed);
+            if let Some(r) = relaxed {
+                overcounted += usize::from(!super::oracle::packs(&c.cluster, &c, &r));
+            }
+            pairs += 1;
+        }
+    }
+    assert!(pairs > 100 && overcounted > 3, "{pairs} {overcounted}");
+}
+
+#[test]
+fn enumeration_proofs_equal_the_full_oracle() {
+    // The proof by enumeration (plan::prove) over the competitive pairs equals the full
+    // enumeration's optimum wherever it answers — from the closed forms' plan, and from a
+    // feasible plan below it (one decode instance fewer), whose box is larger; it answers
+    // for every objective whose first term it bounds (served, GPUs, cost, moves).
+    use super::prove::enumerate;
+    use super::relax::{closed_forms, competitive};
+    let (mut proved, mut from_worse, mut moves) = (0, 0, 0);
+    for sc in all_cases().into_iter().chain(non_chain_cases()) {
+        let c = Candidates::build(sc);
+        let order = Order::new(&c);
+        let forms = closed_forms(&c, &order);
+        let (Some(bounds), Some(h)) = (forms.values.as_ref(), forms.hint.as_ref()) else {
+            continue;
+        };
+        let (best, done) = search(&c, &order, None, false);
+        assert!(done);
+        let best = best.expect("a hint means a plan");
+        let mut worse = h.clone();
+        if let Some(ch) = worse[0].as_mut().filter(|ch| !ch.pair.is_aggregated()) {
+            ch.decode -= 1;
+        }
+        for (incumbent, count) in [(h, &mut proved), (&worse, &mut from_worse)] {
+            if super::feasible::feasible(&c, incumbent) != Some(true) {
+                continue;
+            }
+            let (kept, _) = competitive(&c, &order, bounds, incumbent).unwrap();
+            let Some(got) = enumerate(&c, &order, &kept, incumbent, None, 1 << 20) else {
+                let lead = order.lex[0].0;
+                assert!(
+                    !matches!(lead, Term::Served | Term::Gpus | Term::Cost | Term::Moves),
+                    "no answer for {:?}",
+                    c.scenario.objective
+                );
+                continue;
+            };
+            assert_eq!(super::feasible::feasible(&c, &got), Some(true));
+            assert_eq!(
+                order.cmp(&c, &got, &best),
+                Ordering::Equal,
+                "{:?}",
+                c.scenario.objective
+            );
+            *count += 1;
+            moves += usize::from(order.lex[0].0 == Term::Moves);
+        }
+    }
+    assert!(
+        proved > 200 && from_worse > 100 && moves > 20,
+        "{proved} {from_worse} {moves}"
     );
 }

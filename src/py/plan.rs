@@ -6,9 +6,9 @@ use pyo3::types::PyDict;
 use std::sync::{Arc, OnceLock};
 
 use crate::plan::{
-    self, feasible, oracle, placement, relax, rule_blind, Candidates, Choice, Families, GpuType,
-    LayoutSpace, Mode, ModelSpec, MoveCost, NodeClass, Objective, Order, Pair, Role, Running,
-    Scenario, Sense, Solution, Value,
+    self, feasible, oracle, placement, prove, relax, rule_blind, Candidates, Choice, Families,
+    GpuType, LayoutSpace, Mode, ModelSpec, MoveCost, NodeClass, Objective, Order, Pair, Role,
+    Running, Scenario, Sense, Solution, Value,
 };
 
 use super::connector::*;
@@ -888,6 +888,31 @@ impl PyCandidates {
                         .into(),
                 )
             })
+    }
+
+    /// A proof by enumeration (`plan::prove`): the best plan over every instance count of
+    /// `pairs` (indices in `pairs`, the competitive ones) whose first term can tie or beat
+    /// the feasible `incumbent`'s, each count's fit checked exactly. None when it proves
+    /// nothing here (a ratio or re-plan order, more than `budget` plans, a fit too large to
+    /// search, or `time_limit_s` passed): CP-SAT proves instead.
+    #[pyo3(signature = (incumbent, pairs, time_limit_s=None, budget=None))]
+    fn prove(
+        &self,
+        py: Python<'_>,
+        incumbent: PySolution<'_>,
+        pairs: Vec<usize>,
+        time_limit_s: Option<f64>,
+        budget: Option<u64>,
+    ) -> PyResult<Option<OutSolution>> {
+        let sol = self.solution(py, incumbent)?;
+        let deadline = deadline_in(time_limit_s);
+        let (c, o) = (self.c.clone(), self.order.clone());
+        let budget = budget.unwrap_or(prove::ENUMERATION_BUDGET);
+        let best = released(py, move || {
+            let _limit = plan::cluster::until(deadline);
+            prove::enumerate(&c, &o, &pairs, &sol, deadline, budget)
+        })?;
+        Ok(best.map(|s| out_solution(&s)))
     }
 }
 

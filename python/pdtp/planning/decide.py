@@ -1,5 +1,7 @@
-"""Who decides a plan, within the caller's time limit: CP-SAT (the one model, ``cpsat.py``)
-or, when OR-Tools cannot be imported in time, the exhaustive Rust oracle.
+"""Who decides a plan, within the caller's time limit: for a single model the Rust closed
+forms' plan proven by enumerating the few competitive pairs' counts (``by_enumeration``,
+no OR-Tools needed), else CP-SAT (the one model, ``cpsat.py``) or, when OR-Tools cannot be
+imported in time, the exhaustive Rust oracle.
 
 The time limit covers the whole call, OR-Tools' first import included. The first planner
 call in a process starts that import (about 0.5-1 s) in a background thread and waits for
@@ -120,6 +122,28 @@ def beaten(cands: Candidates, incumbent: Solution | None) -> tuple[list[int] | N
     return (None, None) if got is None else got
 
 
+def by_enumeration(
+    cands: Candidates, incumbent: Solution | None, kept: list[int], deadline: float
+) -> Decision | None:
+    """The optimum proven by enumeration (Rust ``plan::prove``): every instance count of the
+    ``kept`` pairs whose first term can tie or beat the feasible ``incumbent``'s, each
+    count's fit checked by the exact node search, none of the closed forms' dominance
+    shortcuts. None when it proves nothing here (a ratio or re-plan order, a box too large
+    for its budget, the deadline): CP-SAT proves instead. ``method`` says who decided
+    (``closed-form`` when the enumeration kept the starting plan, else ``enumeration``);
+    ``proof="enumeration"``."""
+    if incumbent is None:
+        return None
+    left = deadline - time.perf_counter() - MARGIN_S
+    if left <= 0:
+        return None
+    best = cands.prove(incumbent, kept, time_limit_s=left)
+    if best is None or best[0] is None:
+        return None
+    method = "closed-form" if best == incumbent else "enumeration"
+    return Decision(best, "OPTIMAL", 0.0, None, method, "enumeration")
+
+
 def decide(
     cands: Candidates,
     *,
@@ -145,14 +169,19 @@ def decide(
         return Decision(None, "UNKNOWN", None, None, method)
     if method == "enumerate":
         return by_oracle(cands, deadline, full=True)
-    if not ortools_ready(deadline - oracle_reserve(limit)):
-        if fallback is not None:
-            return fallback
-        return by_oracle(cands, deadline)
     start = hint if hint is not None else starting_plan(cands)
     # Only the Rust closed forms' own plan is known feasible here (a caller's hint may be
     # deliberately wrong, and a shared pool's pairs are not bounded one by one).
     kept, first = beaten(cands, start) if hint is None and not excluded else (None, None)
+    if kept is not None and not presolve:
+        # Rust alone: a plan proven here never waits for OR-Tools' import.
+        proved = by_enumeration(cands, start, kept, deadline)
+        if proved is not None:
+            return proved
+    if not ortools_ready(deadline - oracle_reserve(limit)):
+        if fallback is not None:
+            return fallback
+        return by_oracle(cands, deadline)
     if bound is None and first is not None:
         # Stage 0's relaxation bound is the best pair bound: reuse it, not recompute it.
         def bound(stage: int, fixed: list[int]) -> int | None:
