@@ -285,7 +285,9 @@ def check(
     >>> r.ok, r.violations[0].code, r.alternatives[:2]
     (False, 'kv_heads_not_replicated', ((4, 4), (8, 8)))
     """
-    connector, vllm_version = engine_connector(connector, vllm_version, sglang_version)
+    connector, vllm_version = engine_connector(
+        connector, vllm_version=vllm_version, sglang_version=sglang_version
+    )
     ctx = None
     if gpu is not None:
         if isinstance(model, ModelShape):

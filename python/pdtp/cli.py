@@ -154,7 +154,9 @@ def _fold_sglang_version(args: argparse.Namespace) -> None:
         )
     items = [c.strip() for c in given.split(",")] if isinstance(given, str) else [given]
     if len(items) == 1:
-        args.connector, args.vllm_version = engine_connector(given, args.vllm_version, version)
+        args.connector, args.vllm_version = engine_connector(
+            given, vllm_version=args.vllm_version, sglang_version=version
+        )
         return
     # A list (sweep): the release applies to its SGLang connectors, which must be there.
     if not any(is_sglang_connector(c) for c in items):
@@ -163,7 +165,8 @@ def _fold_sglang_version(args: argparse.Namespace) -> None:
             f"sglang-nixl, sglang-mori); --connector {given} names none"
         )
     args.connector = ",".join(
-        engine_connector(c, None, version)[0] if is_sglang_connector(c) else c for c in items
+        engine_connector(c, sglang_version=version)[0] if is_sglang_connector(c) else c
+        for c in items
     )
 
 
@@ -1355,7 +1358,7 @@ def _cmd_replan(args: argparse.Namespace) -> int:
 
     # The instances to stop and start, launch lines for the started ones only; none for a
     # model that vllm serve cannot load (a config file outside its model folder).
-    why = r.plan.serve_error or _not_deployable(r.current, r.plan)
+    why = r.plan.serve_error
     moves = (
         None
         if why
@@ -1377,21 +1380,6 @@ def _cmd_replan(args: argparse.Namespace) -> int:
     else:
         print(f"\n{moves.text(commands=not args.no_commands)}")
     return EXIT_OK
-
-
-def _not_deployable(*plans: Any) -> str | None:
-    """Why `pdtp deploy` writes no deployment of one of these plans (None: it writes both):
-    replan still prints its moves, without launch lines."""
-    from .deployment.adapter import view_of
-    from .deployment.diff import sglang_refusal
-    from .errors import InvalidArgumentError
-
-    for plan in plans:
-        try:
-            sglang_refusal(view_of(plan))
-        except InvalidArgumentError as e:
-            return str(e)
-    return None
 
 
 def _host_options(args: argparse.Namespace) -> dict[str, Any]:
