@@ -112,6 +112,10 @@ VLLM_VERSION_HELP = (
 )
 
 
+GPU_MEMORY_HELP = (
+    "the share of GPU memory weights and KV cache get (default: the engine's own: vLLM 0.9, "
+    "SGLang's mem_fraction_static for each layout and role)"
+)
 SGLANG_VERSION_HELP = (
     "for an SGLang connector (sglang-mooncake, sglang-nixl, sglang-mori): the SGLang release "
     "whose rules apply and whose launch lines are written (default: the newest pdtp knows; "
@@ -214,7 +218,13 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
     o.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
     o.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
     o.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
-    o.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    o.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        metavar="F",
+        help=GPU_MEMORY_HELP,
+    )
     o.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
     o.add_argument(
         "--time-limit", type=float, default=10.0, metavar="S", help="seconds (default 10)"
@@ -295,7 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu",
         help="also check that each side fits in this GPU's memory (needs --model or --config)",
     )
-    c.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    c.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        metavar="F",
+        help=GPU_MEMORY_HELP,
+    )
 
     s = sub.add_parser(
         "solve",
@@ -349,7 +365,13 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
     z.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
     z.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
-    z.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    z.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        metavar="F",
+        help=GPU_MEMORY_HELP,
+    )
     z.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
     z.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
     z.add_argument(

@@ -140,9 +140,15 @@ class Engine:
     #: the instances placed as given (what ``deploy_diff`` compares; ``require_both=False``:
     #: a running side may lack a role), through the same launch-line maker as ``deploy``.
     build_at: str
-    #: ``"module:attr"``: ``memory_fraction(gpu, release, *, tp, pp, dp_attention, mla)``, the
-    #: share of GPU memory the engine gives weights and KV cache when the line names none.
+    #: ``"module:attr"``: ``memory_fraction(gpu, release, *, tp, pp, dp_attention, mla,
+    #: role)``, the share of GPU memory the engine gives weights and KV cache when the line
+    #: names none (``tp``: the GPUs of a pipeline stage).
     memory_fraction_at: str
+    #: The fraction depends on the instance's layout and role (SGLang's), so plans size each
+    #: kind of instance at its own; False: one value (vLLM's 0.9).
+    memory_by_layout: bool = False
+    #: The launch flag that states the fraction (``--gpu-memory-utilization``).
+    memory_flag: str = "--gpu-memory-utilization"
 
     @staticmethod
     def _load(at: str) -> Any:
@@ -175,15 +181,31 @@ class Engine:
         pp: int = 1,
         dp_attention: bool = False,
         mla: bool = False,
+        role: str = "aggregated",
     ) -> float:
         fn = self._load(self.memory_fraction_at)
-        return float(fn(gpu, release, tp=tp, pp=pp, dp_attention=dp_attention, mla=mla))
+        return float(fn(gpu, release, tp=tp, pp=pp, dp_attention=dp_attention, mla=mla, role=role))
+
+    def layout_fraction(
+        self, gpu: GPU, release: str | None, layout: Any, role: str, mla: bool
+    ) -> float:
+        """The fraction of one pdtp layout (``tp`` GPUs per DP rank, ``dp`` ranks, ``pp``
+        stages) in ``role``: the engine counts ``tp × dp`` GPUs a stage, DP attention
+        when ``dp`` > 1. Where the engine holds back more than the GPU has (SGLang's
+        estimate for DP attention over many GPUs), it cannot start: a fraction no weights
+        fit in."""
+        f = self.memory_fraction(gpu, release, tp=layout.tp * layout.dp, pp=layout.pp,
+                                 dp_attention=layout.dp > 1, mla=mla, role=role)  # fmt: skip
+        return max(f, MIN_FRACTION)
 
 
 def _vllm_memory_fraction(gpu: Any, release: Any, **layout: Any) -> float:
     """vLLM's ``--gpu-memory-utilization`` default: 0.9 whatever the GPU and layout."""
     return DEFAULT_UTILIZATION
 
+
+#: The fraction of an instance the engine cannot start (it holds back all of the GPU).
+MIN_FRACTION = 1e-6
 
 #: Every engine pdtp plans for, by name: the one place an engine is registered.
 ENGINES: dict[str, Engine] = {
@@ -204,6 +226,8 @@ ENGINES: dict[str, Engine] = {
         deploy_at="pdtp.deployment.connectors.sglang_deploy:deploy_plan",
         build_at="pdtp.deployment.connectors.sglang_deploy:build_plan",
         memory_fraction_at="pdtp.deployment.connectors.sglang_memory:mem_fraction_static",
+        memory_by_layout=True,
+        memory_flag="--mem-fraction-static",
     ),
 }
 #: The engine a plan or call runs when nothing names another.

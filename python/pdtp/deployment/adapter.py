@@ -106,10 +106,21 @@ class PlanView:
     #: vLLM's ``--quantization`` the weights need (``"fp8"``: a 16-bit checkpoint planned
     #: with FP8 weights is quantized on load), None when the checkpoint loads as it is.
     quantization: str | None = None
+    #: The share of GPU memory each role was sized at where the engine picks its own by
+    #: layout (the plan's ``memory_fractions``); None: ``gpu_memory_utilization`` for all.
+    memory_fractions: dict[str, float] | None = None
+    #: The model's attention is MLA (an engine's memory default may depend on it).
+    mla: bool = False
     #: The serving engine that runs the plan (its connector's: ``pdtp.engine.ENGINES``).
     engine: str = "vllm"
     #: The release of a plan of another engine than vLLM (``vllm_version`` is then None).
     engine_version: str | None = None
+
+    def memory_fraction(self, role: str) -> float:
+        """The share of GPU memory instances of ``role`` were sized at."""
+        if self.memory_fractions and role in self.memory_fractions:
+            return self.memory_fractions[role]
+        return self.gpu_memory_utilization
 
     @cached_property
     def aggregated(self) -> bool:
@@ -168,7 +179,7 @@ def view_of(plan: Any, model_path: Any = None) -> PlanView:
     # The planner's placement; a plan read without one is placed as the planners place
     # (`_packed`: the same routine as Plan.placement()).
     placement = getattr(plan, "assignment", None) or None
-    return _view(
+    view = _view(
         model_ref=(
             getattr(plan, "serve_ref", plan.model_id)
             if model_path is None
@@ -188,6 +199,13 @@ def view_of(plan: Any, model_path: Any = None) -> PlanView:
         quantization=getattr(plan, "quantization", None),
         sides=sides,
         placement=placement,
+    )
+    fractions = getattr(plan, "memory_fractions", None)
+    spec = getattr(plan, "model_spec", None)
+    return replace(
+        view,
+        memory_fractions=dict(fractions) if fractions else None,
+        mla=bool(getattr(spec, "is_mla", False)),
     )
 
 

@@ -560,8 +560,27 @@ def instance_argv(
         kv_cache_dtype=SGLANG_KV_DTYPE.get(view.kv_dtype),
         quantization=view.quantization,
         served_model_name=view.served_model_name,
+        mem_fraction_static=stated_fraction(view, inst, conn_key),
     )
     return argv
+
+
+def stated_fraction(view: Any, inst: Any, conn_key: str) -> float | None:
+    """The ``--mem-fraction-static`` the line must state: the fraction the plan sized this
+    instance at, unless that is what the release picks by itself for its GPU and layout
+    (a plan sized at SGLang's own defaults states none)."""
+    from ...catalog import gpu as catalog_gpu
+    from .sglang_memory import mem_fraction_static
+
+    sized = view.memory_fraction(inst.role)
+    try:
+        g = catalog_gpu(view.gpu)
+    except Exception:  # a GPU the catalog lacks: state what was sized
+        return float(sized)
+    release = conn_key.partition("@")[2] or None
+    own = mem_fraction_static(g, release, tp=inst.tp * inst.dp, pp=inst.pp,
+                              dp_attention=inst.dp > 1, mla=view.mla, role=inst.role)  # fmt: skip
+    return None if abs(own - sized) < 5e-4 else float(sized)
 
 
 def deploy_sglang(
