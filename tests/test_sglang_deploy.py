@@ -526,15 +526,84 @@ def test_the_plans_kv_dtype_and_quantization_reach_sglangs_line(version):
         assert "--kv-cache-dtype" not in i.argv and "--quantization" not in i.argv
 
 
-def test_deploy_diff_of_sglang_plans_is_refused_in_words(plan, capsys, tmp_path):
-    """The moves between deployments are vLLM's; an SGLang plan is redeployed whole, said so
-    (replan still prints its plan, with the reason in place of the diff)."""
-    bigger = pdtp.solve("llama-3.1-70b", gpus=16, gpu="h100", connector="sglang-mooncake",
-                        sglang_version="0.5.9", mode="disagg")  # fmt: skip
-    with pytest.raises(InvalidArgumentError, match="deploy the new plan whole"):
-        pdtp.deploy_diff(plan, bigger, node_hosts=HOSTS4)
+def test_deploy_diff_of_sglang_plans_moves_what_changes(plan):
+    """Growing an SGLang deployment (replan's plan): the running instances keep their launch
+    lines, hosts and devices; the started ones get SGLang's lines from the same launch-line
+    maker as ``pdtp.deploy``; the router restarts with the target's backend list."""
+    bigger = pdtp.replan(plan, 2 * plan.requests_per_s, max_gpus=24).plan
+    assert (bigger.connector, bigger.vllm_version) == ("sglang-mooncake", "0.5.9")
+    d = pdtp.deploy_diff(plan, bigger, node_hosts=HOSTS4)
+    old = {i.name: i for i in d.old.instances}
+    assert d.keep and d.start and not d.stop
+    for i in d.keep:  # running on as they run: the same line on the same host
+        assert (i.command, i.host, i.devices) == (old[i.name].command, old[i.name].host,
+                                                  old[i.name].devices)  # fmt: skip
+    target_lines = {i.name: i.line() for i in d.target.instances}
+    text = d.text()
+    for i in d.start:
+        assert i.name not in old or old[i.name].command != i.command
+        assert i.argv[:3] == ("python", "-m", "sglang.launch_server")
+        assert target_lines[i.name] in text
+        assert f"--tp-size {i.tp * i.dp}" in i.line()
+    # Started instances only, node by node, each line as the target's script has it.
+    scripts = d.start_scripts()
+    started = {i.node for i in d.start}
+    assert sorted(scripts) == [f"start-node-{n}.sh" for n in sorted(started)]
+    for i in d.start:
+        assert i.line() in scripts[f"start-node-{i.node}.sh"]
+    for i in d.keep:  # a line names no host: one started on another node may read alike
+        if f"start-node-{i.node}.sh" in scripts:
+            assert i.line() not in scripts[f"start-node-{i.node}.sh"]
+    # The router takes its backends on its command line: restarted, with every prefill's own
+    # bootstrap port.
+    assert "then restart the router on 10.0.0.1" in text and "bash router.sh" in text
+    argv = d.target.router_argv
+    for i in d.target.api_instances:
+        if i.role == "prefill":
+            k = argv.index(i.url)
+            assert argv[k - 1] == "--prefill" and argv[k + 1] == str(i.bootstrap_port)
+    assert d.to_dict()["router"]["launch"] == argv
+    # The same plan again: nothing moves, the router stays.
+    same = pdtp.deploy_diff(plan, plan, node_hosts=HOSTS4)
+    assert not same.changed and same.restart_proxy == ""
+    assert same.instances_kept == len({(i.role, i.index) for i in same.target.instances})
+
+
+def test_deploy_diff_across_releases_and_engines_restarts_everything(plan):
+    """Another SGLang release, or vLLM in place of SGLang: no instance runs on."""
+    newer = pdtp.solve("llama-3.1-70b", gpus=12, gpu="h100", connector="sglang-mooncake",
+                       sglang_version="0.5.10", mode="disagg")  # fmt: skip
+    d = pdtp.deploy_diff(plan, newer, node_hosts=HOSTS4)
+    assert not d.keep and len(d.stop) == len(d.old.instances)
+    if d.restart_all:  # said when the new plan runs instances of the kinds running now
+        assert d.restart_all == "SGLang 0.5.9 -> 0.5.10"
+    assert all("sglang.launch_server" in i.command for i in d.start)
+    vllm = pdtp.solve("llama-3.1-70b", gpus=12, gpu="h100", connector="nixl", mode="disagg")
+    d = pdtp.deploy_diff(plan, vllm, node_hosts=HOSTS4)
+    assert not d.keep and all("vllm serve" in i.command for i in d.start)
+    assert all("sglang.launch_server" in i.command for i in d.stop)
+    if d.restart_all:
+        assert d.restart_all.startswith("SGLang 0.5.9 -> vLLM ")
+    with pytest.raises(InvalidArgumentError, match="vllm_version applies to vLLM plans"):
+        pdtp.deploy_diff(plan, plan, node_hosts=HOSTS4, vllm_version="0.20.0")
+    with pytest.raises(InvalidArgumentError, match="differs from the plan's SGLang 0.5.9"):
+        pdtp.deploy_diff(plan, plan, node_hosts=HOSTS4, sglang_version="0.5.10")
+
+
+def test_replan_prints_the_moves_of_an_sglang_deployment(plan, capsys, tmp_path):
+    """``pdtp replan`` of an SGLang plan: the new plan, then its deploy diff (the started
+    instances' SGLang lines), as for vLLM."""
     current = tmp_path / "current.json"
     current.write_text(plan.to_json())
     code, out, err = run_cli(capsys, "replan", "--current", str(current), "--demand",
-                             str(2 * plan.requests_per_s), "--max-gpus", "24")  # fmt: skip
-    assert code == 0 and "no deploy diff: deploy_diff covers vLLM plans" in out, err
+                             str(2 * plan.requests_per_s), "--max-gpus", "24",
+                             "--node-hosts", HOSTS4)  # fmt: skip
+    assert code == 0, err
+    assert "deploy diff: stop 0" in out and "python -m sglang.launch_server" in out
+    assert "then restart the router" in out
+    code, out, err = run_cli(capsys, "replan", "--current", str(current), "--demand",
+                             str(2 * plan.requests_per_s), "--max-gpus", "24",
+                             "--json", "--node-hosts", HOSTS4)  # fmt: skip
+    moves = json.loads(out)["deploy"]
+    assert moves["changed"] and moves["instances_started"] > 0
+    assert all(i["launch"][:3] == ["python", "-m", "sglang.launch_server"] for i in moves["start"])

@@ -269,6 +269,7 @@ class ModelSpec:
         demand_rps: float = 0.0,
         weight: float = 1.0,
         supports_pp: bool = False,
+        memory_fractions: list[list[tuple[tuple[int, int, int, str], float]]] | None = None,
     ) -> ModelSpec: ...
     @property
     def name(self) -> str: ...

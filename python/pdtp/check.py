@@ -20,6 +20,7 @@ from .connectors import (
     gpu_violation,
     resolve_connector,
 )
+from .engine import DEFAULT_UTILIZATION
 from .errors import (
     ArgumentTypeError,
     InvalidArgumentError,
@@ -244,7 +245,7 @@ def check(
     alternatives: int = DEFAULT_ALTERNATIVES,
     gpu: Any = None,
     workload: Any = None,
-    gpu_memory_utilization: float = 0.9,
+    gpu_memory_utilization: float | None = None,
     constants: Any = None,
     vllm_version: str | None = None,
     aggregated: Any = None,
@@ -276,16 +277,19 @@ def check(
     count them: D/P for NIXL and MoRIIO READ when D > P, one for MoRIIO WRITE);
     ``max_tp`` bounds the TP sizes proposed as alternatives (default: 16 or twice the larger
     given size). With ``gpu=`` (a GPU name), also checks that each side's weights and the
-    KV cache of one sequence of ``workload`` fit in ``gpu_memory_utilization`` of a GPU, and
-    proposes only alternatives that fit. Returns a :class:`CheckResult`; never raises for an
-    invalid pair.
+    KV cache of one sequence of ``workload`` fit in ``gpu_memory_utilization`` of a GPU
+    (default: the engine's own: vLLM's 0.9, SGLang's ``mem_fraction_static`` for each side's
+    layout and role in its release), and proposes only alternatives that fit. Returns a
+    :class:`CheckResult`; never raises for an invalid pair.
 
     >>> import pdtp
     >>> r = pdtp.check(pdtp.ModelShape(64, 8), prefill_tp=4, decode_tp=8)
     >>> r.ok, r.violations[0].code, r.alternatives[:2]
     (False, 'kv_heads_not_replicated', ((4, 4), (8, 8)))
     """
-    connector, vllm_version = engine_connector(connector, vllm_version, sglang_version)
+    connector, vllm_version = engine_connector(
+        connector, vllm_version=vllm_version, sglang_version=sglang_version
+    )
     ctx = None
     if gpu is not None:
         if isinstance(model, ModelShape):
@@ -295,7 +299,8 @@ def check(
             )
         from .perf import resolve_context
 
-        ctx = resolve_context(model, gpu, constants, gpu_memory_utilization)
+        util = DEFAULT_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
+        ctx = resolve_context(model, gpu, constants, util)
         model = ctx.model
     rules_model = model if ctx is not None or not _is_name(model) else _resolved(model)
     shape = model_shape(rules_model)
@@ -315,7 +320,13 @@ def check(
                 "instance's layout), not both"
             )
         return _check_aggregated(
-            rules_model, shape, Layout.of(aggregated, "aggregated"), conn, ctx, workload
+            rules_model,
+            shape,
+            Layout.of(aggregated, "aggregated"),
+            conn,
+            ctx,
+            workload,
+            gpu_memory_utilization,
         )
     if prefill_tp is None or decode_tp is None:
         raise InvalidArgumentError(
@@ -359,7 +370,8 @@ def check(
 
         w = resolve_workload(workload)
         for side, lay in (("prefill", pl), ("decode", dl)):
-            point, fit = memory_fits(ctx, w, lay.tp if tp_only else lay, side)
+            sized = _sized(ctx, conn, lay, side, gpu_memory_utilization)
+            point, fit = memory_fits(sized, w, lay.tp if tp_only else lay, side)
             fits[side] = fit
             violations.extend(
                 v for v in side_violations(ctx, w, point, side) if "slo" not in v.code
@@ -375,7 +387,9 @@ def check(
             if (side, lay) not in memo:
                 from .perf import memory_fits
 
-                memo[side, lay] = memory_fits(ctx, w, lay.tp if lay.is_tp_only else lay, side)[1]
+                sized = _sized(ctx, conn, lay, side, gpu_memory_utilization)
+                size = lay.tp if lay.is_tp_only else lay
+                memo[side, lay] = memory_fits(sized, w, size, side)[1]
             return memo[side, lay]
 
         if tp_only:
@@ -466,6 +480,19 @@ def _kv_settings_violation(conn: Connector, page_size: Any, kv_cache_dtype: Any)
     return None if raw is None else core_violation(raw)
 
 
+def _sized(ctx: Any, conn: Connector, layout: Layout, role: str, given: float | None) -> Any:
+    """The memory context one side is checked in: ``given`` when the caller named a
+    fraction, else the connector's engine's own for this layout and role (SGLang's
+    ``mem_fraction_static`` of its release; vLLM's 0.9 whatever the layout)."""
+    from .engine import engine
+
+    eng = engine(conn.engine)
+    if given is not None or not eng.memory_by_layout:
+        return ctx
+    util = eng.layout_fraction(ctx.gpu, conn.engine_version, layout, role, ctx.model.is_mla)
+    return replace(ctx, gpu_memory_utilization=util)
+
+
 def _is_name(model: Any) -> bool:
     """A model given by reference (name, id, config) rather than as an object."""
     return not all(hasattr(model, a) for a in ("num_attention_heads", "num_kv_heads", "is_mla"))
@@ -526,7 +553,13 @@ def _layout_alternatives(
 
 
 def _check_aggregated(
-    model: Any, shape: ModelShape, layout: Layout, conn: Connector, ctx: Any, workload: Any
+    model: Any,
+    shape: ModelShape,
+    layout: Layout,
+    conn: Connector,
+    ctx: Any,
+    workload: Any,
+    given_util: float | None = None,
 ) -> CheckResult:
     """One aggregated instance: its layout's load rules (no KV connector) and, with a GPU,
     its memory fit."""
@@ -537,6 +570,7 @@ def _check_aggregated(
         from .workload import resolve_workload
 
         w = resolve_workload(workload)
+        ctx = _sized(ctx, conn, layout, "aggregated", given_util)
         point, fits = memory_fits(ctx, w, layout, "aggregated")
         violations.extend(
             v for v in side_violations(ctx, w, point, "aggregated") if "slo" not in v.code

@@ -112,6 +112,10 @@ VLLM_VERSION_HELP = (
 )
 
 
+GPU_MEMORY_HELP = (
+    "the share of GPU memory weights and KV cache get (default: the engine's own: vLLM 0.9, "
+    "SGLang's mem_fraction_static for each layout and role)"
+)
 SGLANG_VERSION_HELP = (
     "for an SGLang connector (sglang-mooncake, sglang-nixl, sglang-mori): the SGLang release "
     "whose rules apply and whose launch lines are written (default: the newest pdtp knows; "
@@ -154,7 +158,9 @@ def _fold_sglang_version(args: argparse.Namespace) -> None:
         )
     items = [c.strip() for c in given.split(",")] if isinstance(given, str) else [given]
     if len(items) == 1:
-        args.connector, args.vllm_version = engine_connector(given, args.vllm_version, version)
+        args.connector, args.vllm_version = engine_connector(
+            given, vllm_version=args.vllm_version, sglang_version=version
+        )
         return
     # A list (sweep): the release applies to its SGLang connectors, which must be there.
     if not any(is_sglang_connector(c) for c in items):
@@ -163,7 +169,8 @@ def _fold_sglang_version(args: argparse.Namespace) -> None:
             f"sglang-nixl, sglang-mori); --connector {given} names none"
         )
     args.connector = ",".join(
-        engine_connector(c, None, version)[0] if is_sglang_connector(c) else c for c in items
+        engine_connector(c, sglang_version=version)[0] if is_sglang_connector(c) else c
+        for c in items
     )
 
 
@@ -211,7 +218,13 @@ def _add_solve_flags(p: argparse.ArgumentParser) -> Any:
     o.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
     o.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
     o.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
-    o.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    o.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        metavar="F",
+        help=GPU_MEMORY_HELP,
+    )
     o.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
     o.add_argument(
         "--time-limit", type=float, default=10.0, metavar="S", help="seconds (default 10)"
@@ -292,7 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu",
         help="also check that each side fits in this GPU's memory (needs --model or --config)",
     )
-    c.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    c.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        metavar="F",
+        help=GPU_MEMORY_HELP,
+    )
 
     s = sub.add_parser(
         "solve",
@@ -346,7 +365,13 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--kv-dtype", help="KV-cache dtype: bf16 (default) or fp8")
     z.add_argument("--max-tp", type=int, help="largest TP size (default: GPUs per node)")
     z.add_argument("--max-acks", type=int, help="cap on release acks per prefill rank")
-    z.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F")
+    z.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        metavar="F",
+        help=GPU_MEMORY_HELP,
+    )
     z.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds")
     z.add_argument("--method", choices=["cpsat", "enumerate"], default="cpsat")
     z.add_argument(
@@ -1355,7 +1380,7 @@ def _cmd_replan(args: argparse.Namespace) -> int:
 
     # The instances to stop and start, launch lines for the started ones only; none for a
     # model that vllm serve cannot load (a config file outside its model folder).
-    why = r.plan.serve_error or _not_deployable(r.current, r.plan)
+    why = r.plan.serve_error
     moves = (
         None
         if why
@@ -1377,21 +1402,6 @@ def _cmd_replan(args: argparse.Namespace) -> int:
     else:
         print(f"\n{moves.text(commands=not args.no_commands)}")
     return EXIT_OK
-
-
-def _not_deployable(*plans: Any) -> str | None:
-    """Why `pdtp deploy` writes no deployment of one of these plans (None: it writes both):
-    replan still prints its moves, without launch lines."""
-    from .deployment.adapter import view_of
-    from .deployment.diff import sglang_refusal
-    from .errors import InvalidArgumentError
-
-    for plan in plans:
-        try:
-            sglang_refusal(view_of(plan))
-        except InvalidArgumentError as e:
-            return str(e)
-    return None
 
 
 def _host_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -205,42 +205,56 @@ def resolve_connector(name: Any, vllm_version: str | None = None) -> Connector:
     return _resolve(norm if version is None else f"{norm}@{version.strip()}")
 
 
-def engine_connector(
-    connector: Any, vllm_version: str | None, sglang_version: str | None
-) -> tuple[Any, str | None]:
-    """``(connector, vllm_version)`` for the calls that take both ``vllm_version=`` and
-    ``sglang_version=``: an SGLang connector's release goes into its key
-    (``"sglang-nixl@0.5.9"``), which every later step resolves. The version of the other
-    engine is an :class:`~pdtp.errors.InvalidArgumentError`.
+def engine_connector(connector: Any, **versions: str | None) -> tuple[Any, str | None]:
+    """``(connector, vllm_version)`` for the calls that take every engine's release keyword
+    (``vllm_version=``, ``sglang_version=``: :func:`pdtp.engine.version_options`): another
+    engine's release goes into the connector's key (``"sglang-nixl@0.5.9"``), which every
+    later step resolves. A release keyword of an engine other than the connector's is an
+    :class:`~pdtp.errors.InvalidArgumentError`.
 
-    >>> engine_connector("sglang-nixl", None, "0.5.9")
+    >>> engine_connector("sglang-nixl", vllm_version=None, sglang_version="0.5.9")
     ('sglang-nixl@0.5.9', None)
     """
-    if sglang_version is not None and not isinstance(sglang_version, str):
-        raise ArgumentTypeError(
-            f"sglang_version must be a string like '0.5.9', got "
-            f"{type(sglang_version).__name__} {sglang_version!r}"
-        )
+    from .engine import DEFAULT_ENGINE, ENGINES
+
+    by_option = {e.version_option: e for e in ENGINES.values()}
+    for option, version in versions.items():
+        if option not in by_option:
+            raise ArgumentTypeError(f"unexpected keyword argument {option!r}")
+        if version is not None and not isinstance(version, str):
+            example = ENGINES[by_option[option].name].default_version
+            raise ArgumentTypeError(
+                f"{option} must be a string like {example!r}, got "
+                f"{type(version).__name__} {version!r}"
+            )
     name = connector.name if isinstance(connector, Connector) else connector
-    sglang = isinstance(connector, Connector) and connector.engine == "sglang"
+    runs_in = connector.engine if isinstance(connector, Connector) else None
     if isinstance(name, str):
         norm = name.partition("@")[0].strip().lower().replace("_", "-")
         known = _known_names()
-        sglang = norm in known and _resolve(known[norm]).engine == "sglang"
-    if sglang and vllm_version is not None:
-        raise InvalidArgumentError(
-            f"connector {name!r} runs in SGLang: give sglang_version=, not "
-            f"vllm_version={vllm_version!r}"
-        )
-    if sglang_version is None:
-        return connector, vllm_version
-    if not sglang:
-        raise InvalidArgumentError(
-            f"sglang_version={sglang_version!r} is for SGLang's connectors "
-            f"({', '.join(n for n in all_connector_names() if n.startswith('sglang-'))}), "
-            f"got connector={name!r}"
-        )
-    return resolve_connector(name, sglang_version.strip()).key, None
+        runs_in = _resolve(known[norm]).engine if norm in known else runs_in
+    given = {by_option[o]: v for o, v in versions.items() if v is not None}
+    default = ENGINES[DEFAULT_ENGINE]
+    for eng, version in given.items():
+        if eng.name == (runs_in or DEFAULT_ENGINE):
+            continue
+        if eng.name == DEFAULT_ENGINE and runs_in is not None:
+            theirs = ENGINES[runs_in]
+            raise InvalidArgumentError(
+                f"connector {name!r} runs in {theirs.label}: give {theirs.version_option}=, "
+                f"not {eng.version_option}={version!r}"
+            )
+        else:
+            names = [n for n in all_connector_names() if _resolve(n).engine == eng.name]
+            raise InvalidArgumentError(
+                f"{eng.version_option}={version!r} is for {eng.label}'s connectors "
+                f"({', '.join(names)}), got connector={name!r}"
+            )
+    own = given.pop(default, None)
+    if not given:
+        return connector, own
+    ((eng, version),) = given.items()
+    return resolve_connector(name, version.strip()).key, None
 
 
 def register_connector(

@@ -6,6 +6,7 @@ simulator and calibration all read them here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._version import Version, named_vllm_release
@@ -110,3 +111,152 @@ def engine_defaults(
         return {"max_num_seqs": 4096, "max_num_batched_tokens": 8192, "util": util}
     seqs, tokens = vllm_batch_defaults(gpu.name, gpu.memory_bytes)
     return {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, "util": DEFAULT_UTILIZATION}
+
+
+# ---- the engines, one object each ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One serving engine as pdtp knows it: its name in the data (a connector's ``engine``),
+    how output names it, the keyword that names its release, where its releases and its
+    deployment (launch lines and what fronts them) live, and its memory default.
+
+    Its connectors are the Rust core's objects whose ``engine`` is :attr:`name`
+    (``src/connector/``); :mod:`pdtp.check`, :mod:`pdtp.transfer` and ``pdtp deploy`` ask
+    this object, never an engine's name. The attributes naming code (``"module:attr"``)
+    are imported when first used, so ``import pdtp`` stays cheap and nothing cycles.
+    """
+
+    name: str
+    label: str
+    #: The keyword (and CLI option, ``-`` for ``_``) naming the release: ``vllm_version``.
+    version_option: str
+    #: ``"module:attr"``: the engine's releases the golden data covers, oldest first.
+    releases_at: str
+    #: ``"module:attr"``: ``deploy(view, options) -> deployment`` (one plan, its launch lines).
+    deploy_at: str
+    #: ``"module:attr"``: ``build(view, placed, options, require_both=) -> deployment`` with
+    #: the instances placed as given (what ``deploy_diff`` compares; ``require_both=False``:
+    #: a running side may lack a role), through the same launch-line maker as ``deploy``.
+    build_at: str
+    #: ``"module:attr"``: ``memory_fraction(gpu, release, *, tp, pp, dp_attention, mla,
+    #: role)``, the share of GPU memory the engine gives weights and KV cache when the line
+    #: names none (``tp``: the GPUs of a pipeline stage).
+    memory_fraction_at: str
+    #: The fraction depends on the instance's layout and role (SGLang's), so plans size each
+    #: kind of instance at its own; False: one value (vLLM's 0.9).
+    memory_by_layout: bool = False
+    #: The launch flag that states the fraction (``--gpu-memory-utilization``).
+    memory_flag: str = "--gpu-memory-utilization"
+
+    @staticmethod
+    def _load(at: str) -> Any:
+        from importlib import import_module
+
+        module, _, attr = at.partition(":")
+        return getattr(import_module(module), attr)
+
+    @property
+    def releases(self) -> tuple[str, ...]:
+        return tuple(self._load(self.releases_at))
+
+    @property
+    def default_version(self) -> str:
+        """The release ``<version_option>=None`` means: the newest pdtp knows."""
+        return self.releases[-1]
+
+    def deploy(self, view: Any, options: Any) -> Any:
+        return self._load(self.deploy_at)(view, options)
+
+    def build(self, view: Any, placed: Any, options: Any, *, require_both: bool = True) -> Any:
+        return self._load(self.build_at)(view, placed, options, require_both=require_both)
+
+    def memory_fraction(
+        self,
+        gpu: GPU,
+        release: str | None = None,
+        *,
+        tp: int = 1,
+        pp: int = 1,
+        dp_attention: bool = False,
+        mla: bool = False,
+        role: str = "aggregated",
+    ) -> float:
+        fn = self._load(self.memory_fraction_at)
+        return float(fn(gpu, release, tp=tp, pp=pp, dp_attention=dp_attention, mla=mla, role=role))
+
+    def layout_fraction(
+        self, gpu: GPU, release: str | None, layout: Any, role: str, mla: bool
+    ) -> float:
+        """The fraction of one pdtp layout (``tp`` GPUs per DP rank, ``dp`` ranks, ``pp``
+        stages) in ``role``: the engine counts ``tp × dp`` GPUs a stage, DP attention
+        when ``dp`` > 1. Where the engine holds back more than the GPU has (SGLang's
+        estimate for DP attention over many GPUs), it cannot start: a fraction no weights
+        fit in."""
+        f = self.memory_fraction(gpu, release, tp=layout.tp * layout.dp, pp=layout.pp,
+                                 dp_attention=layout.dp > 1, mla=mla, role=role)  # fmt: skip
+        return max(f, MIN_FRACTION)
+
+
+def _vllm_memory_fraction(gpu: Any, release: Any, **layout: Any) -> float:
+    """vLLM's ``--gpu-memory-utilization`` default: 0.9 whatever the GPU and layout."""
+    return DEFAULT_UTILIZATION
+
+
+#: The fraction of an instance the engine cannot start (it holds back all of the GPU).
+MIN_FRACTION = 1e-6
+
+#: Every engine pdtp plans for, by name: the one place an engine is registered.
+ENGINES: dict[str, Engine] = {
+    "vllm": Engine(
+        name="vllm",
+        label="vLLM",
+        version_option="vllm_version",
+        releases_at="pdtp.connectors:VLLM_RELEASES",
+        deploy_at="pdtp.deployment.build:deploy_vllm",
+        build_at="pdtp.deployment.build:build_vllm",
+        memory_fraction_at="pdtp.engine:_vllm_memory_fraction",
+    ),
+    "sglang": Engine(
+        name="sglang",
+        label="SGLang",
+        version_option="sglang_version",
+        releases_at="pdtp.deployment.connectors.sglang:SGLANG_RELEASES",
+        deploy_at="pdtp.deployment.connectors.sglang_deploy:deploy_plan",
+        build_at="pdtp.deployment.connectors.sglang_deploy:build_plan",
+        memory_fraction_at="pdtp.deployment.connectors.sglang_memory:mem_fraction_static",
+        memory_by_layout=True,
+        memory_flag="--mem-fraction-static",
+    ),
+}
+#: The engine a plan or call runs when nothing names another.
+DEFAULT_ENGINE = "vllm"
+
+
+def engine(name: str) -> Engine:
+    """The engine named ``name`` (``"vllm"``, ``"sglang"``)."""
+    from .errors import UnknownNameError
+
+    try:
+        return ENGINES[name]
+    except (KeyError, TypeError):
+        raise UnknownNameError(
+            f"engine must be one of {', '.join(ENGINES)}, got {name!r}"
+        ) from None
+
+
+def register_engine(e: Engine) -> Engine:
+    """Add an engine for the rest of the process (its connectors are core objects whose
+    ``engine`` is ``e.name``); its name and version keyword must be new."""
+    from .errors import InvalidArgumentError
+
+    if e.name in ENGINES or e.version_option in {x.version_option for x in ENGINES.values()}:
+        raise InvalidArgumentError(f"engine {e.name!r} or {e.version_option}= is taken")
+    ENGINES[e.name] = e
+    return e
+
+
+def version_options() -> tuple[str, ...]:
+    """Every engine's release keyword (``vllm_version``, ``sglang_version``)."""
+    return tuple(e.version_option for e in ENGINES.values())

@@ -198,7 +198,9 @@ def transfer_map(
     d = positive_int("decode_tp", dl.tp, maximum=MAX_MAP_TP)
     h = positive_int("kv_heads", kv_heads, maximum=MAX_HEADS)
     mla = flag("is_mla", is_mla)
-    connector, vllm_version = engine_connector(connector, vllm_version, sglang_version)
+    connector, vllm_version = engine_connector(
+        connector, vllm_version=vllm_version, sglang_version=sglang_version
+    )
     # None: the default without a GPU to go by (as ``check``): MoRIIO READ.
     conn = resolve_connector(NO_GPU_CONNECTOR if connector is None else connector, vllm_version)
     layers = None if num_layers is None else positive_int("num_layers", num_layers, maximum=1 << 20)

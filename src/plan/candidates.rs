@@ -445,6 +445,7 @@ impl Candidates {
                     && o.workload == m.workload
                     && o.gpu_perf == m.gpu_perf
                     && o.supports_pp == m.supports_pp
+                    && o.memory_fractions == m.memory_fractions
             });
             twin_of[mi] = twin;
             if let Some(j) = twin {
@@ -477,6 +478,12 @@ impl Candidates {
                 for &role in &roles {
                     for &layout in &space {
                         let loads = layout_rules::loads(&lm, &layout);
+                        // The engine's fraction for this kind of instance (SGLang's by layout
+                        // and role), else the scenario's.
+                        let ctx = PointContext {
+                            util: m.util_for(t, &layout, role, ctx.util),
+                            ..ctx
+                        };
                         let mut side = if loads || role != Role::Aggregated {
                             ctx.cached_point(&layout, role)
                         } else {

@@ -19,7 +19,7 @@
 use crate::layout::Layout;
 use crate::perf::weights_fit_layout;
 
-use super::scenario::{Families, ModelSpec, Scenario};
+use super::scenario::{Families, ModelSpec, Role, Scenario};
 
 /// Most nodes one instance (its DP ranks or pipeline stages) spans.
 pub const MAX_INSTANCE_NODES: i64 = 8;
@@ -36,7 +36,11 @@ pub fn default_families(sc: &Scenario, model: &ModelSpec, t: usize) -> Families 
             &model.gpu_perf[t],
             &sc.gpu_types[t].constants,
             &Layout::tp(tp),
-            sc.gpu_memory_utilization,
+            // The largest fraction any role of it is sized at: whether it could fit.
+            [Role::Prefill, Role::Decode, Role::Aggregated]
+                .iter()
+                .map(|&r| model.util_for(t, &Layout::tp(tp), r, sc.gpu_memory_utilization))
+                .fold(0.0, f64::max),
         )
     });
     Families {

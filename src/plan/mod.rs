@@ -34,8 +34,8 @@ pub use candidates::{
 pub use cluster::{Cluster, Item, Pattern};
 pub use order::{Choice, Order, Sense, Solution, Stage, Term, Value};
 pub use scenario::{
-    Families, GpuType, LayoutSpace, Mode, ModelSpec, MoveCost, NodeClass, Objective, Running,
-    Scenario, Vendor,
+    Families, GpuType, LayoutSpace, MemoryFractions, Mode, ModelSpec, MoveCost, NodeClass,
+    Objective, Running, Scenario, Vendor,
 };
 
 #[cfg(test)]

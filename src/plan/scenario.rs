@@ -72,7 +72,14 @@ pub struct ModelSpec {
     pub weight: f64,
     /// vLLM's model class implements `SupportsPP` (pipeline-parallel layouts load).
     pub supports_pp: bool,
+    /// The engine's own memory fraction per GPU type, by instance kind `(tp, dp, pp, role)`,
+    /// where it is not the scenario's `gpu_memory_utilization` (SGLang's
+    /// `mem_fraction_static`, which depends on the layout and role); empty: the scenario's.
+    pub memory_fractions: Vec<MemoryFractions>,
 }
+
+/// An engine's memory fraction by `(tp, dp, pp, role)` of one GPU type.
+pub type MemoryFractions = std::collections::BTreeMap<(i64, i64, i64, Role), f64>;
 
 impl ModelSpec {
     /// What the layout rules read of this model.
@@ -83,6 +90,16 @@ impl ModelSpec {
             num_experts: self.perf.num_experts as i64,
             supports_pp: self.supports_pp,
         }
+    }
+
+    /// The memory fraction an instance of `layout` in `role` is sized at on GPU type `t`:
+    /// the engine's own where one is given, else `scenario_util`.
+    pub fn util_for(&self, t: usize, layout: &Layout, role: Role, scenario_util: f64) -> f64 {
+        self.memory_fractions
+            .get(t)
+            .and_then(|f| f.get(&(layout.tp, layout.dp, layout.pp, role)))
+            .copied()
+            .unwrap_or(scenario_util)
     }
 
     /// A mixture-of-experts model (expert-parallel layouts apply).

@@ -7,8 +7,8 @@ use std::sync::{Arc, OnceLock};
 
 use crate::plan::{
     self, feasible, oracle, placement, prove, relax, rule_blind, Candidates, Choice, Families,
-    GpuType, LayoutSpace, Mode, ModelSpec, MoveCost, NodeClass, Objective, Order, Pair, Role,
-    Running, Scenario, Sense, Solution, Value,
+    GpuType, LayoutSpace, MemoryFractions, Mode, ModelSpec, MoveCost, NodeClass, Objective, Order,
+    Pair, Role, Running, Scenario, Sense, Solution, Value,
 };
 
 use super::connector::*;
@@ -26,9 +26,10 @@ pub(super) struct PyModelSpec {
 #[pymethods]
 impl PyModelSpec {
     #[new]
-    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0, supports_pp=false))]
+    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0, supports_pp=false, memory_fractions=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         name: String,
         model: &ModelInputs,
         workload: &Bound<'_, PyDict>,
@@ -36,7 +37,31 @@ impl PyModelSpec {
         demand_rps: f64,
         weight: f64,
         supports_pp: bool,
+        memory_fractions: Option<Vec<Vec<((i64, i64, i64, RoleArg), f64)>>>,
     ) -> PyResult<Self> {
+        let memory_fractions: Vec<MemoryFractions> = memory_fractions
+            .unwrap_or_default()
+            .into_iter()
+            .map(|per_type| {
+                per_type
+                    .into_iter()
+                    .map(|((tp, dp, pp, role), f)| ((tp, dp, pp, role.0), f))
+                    .collect()
+            })
+            .collect();
+        let bad = memory_fractions
+            .iter()
+            .flat_map(|f| f.values())
+            .any(|&f| !(f > 0.0 && f <= 1.0));
+        if bad || (!memory_fractions.is_empty() && memory_fractions.len() != gpus.len()) {
+            return Err(invalid(
+                py,
+                format!(
+                    "model {name}: memory_fractions must hold one table per GPU type, each \
+                     fraction in (0, 1]"
+                ),
+            ));
+        }
         Ok(PyModelSpec {
             inner: ModelSpec {
                 name,
@@ -46,6 +71,7 @@ impl PyModelSpec {
                 demand_rps,
                 weight,
                 supports_pp,
+                memory_fractions,
             },
         })
     }

@@ -19,9 +19,10 @@ from typing import Any
 
 from .._model import KV_DTYPE_BYTES
 from .._validate import short_repr
+from ..engine import DEFAULT_ENGINE
 from ..errors import ArgumentTypeError, InvalidArgumentError, UnknownNameError
 from ..layout import Layout
-from .connectors import connector_of, named
+from .connectors import connector_of, named, plan_read_mode
 from .versions import Version, resolve_version
 
 ROLES = ("prefill", "decode")
@@ -82,8 +83,8 @@ class PlannedInstance:
 
 @dataclass(frozen=True)
 class PlanView:
-    """What ``pdtp deploy`` needs from a plan. ``moriio_read_mode`` is None for a connector
-    without modes (NIXL);
+    """What ``pdtp deploy`` needs from a plan. ``read_mode`` (the connector's transfer mode)
+    is None for a connector without modes (NIXL);
     ``vllm_version`` is None when the plan does not say (deploy then uses its argument or
     the newest supported release)."""
 
@@ -93,7 +94,7 @@ class PlanView:
     kv_connector: str
     prefill_role: str
     decode_role: str
-    moriio_read_mode: bool | None
+    read_mode: bool | None
     vllm_version: Version | None
     gpu: str
     vendor: str
@@ -105,8 +106,21 @@ class PlanView:
     #: vLLM's ``--quantization`` the weights need (``"fp8"``: a 16-bit checkpoint planned
     #: with FP8 weights is quantized on load), None when the checkpoint loads as it is.
     quantization: str | None = None
-    #: The SGLang release of an SGLang connector's plan (``vllm_version`` is then None).
-    sglang_version: str | None = None
+    #: The share of GPU memory each role was sized at where the engine picks its own by
+    #: layout (the plan's ``memory_fractions``); None: ``gpu_memory_utilization`` for all.
+    memory_fractions: dict[str, float] | None = None
+    #: The model's attention is MLA (an engine's memory default may depend on it).
+    mla: bool = False
+    #: The serving engine that runs the plan (its connector's: ``pdtp.engine.ENGINES``).
+    engine: str = "vllm"
+    #: The release of a plan of another engine than vLLM (``vllm_version`` is then None).
+    engine_version: str | None = None
+
+    def memory_fraction(self, role: str) -> float:
+        """The share of GPU memory instances of ``role`` were sized at."""
+        if self.memory_fractions and role in self.memory_fractions:
+            return self.memory_fractions[role]
+        return self.gpu_memory_utilization
 
     @cached_property
     def aggregated(self) -> bool:
@@ -165,7 +179,7 @@ def view_of(plan: Any, model_path: Any = None) -> PlanView:
     # The planner's placement; a plan read without one is placed as the planners place
     # (`_packed`: the same routine as Plan.placement()).
     placement = getattr(plan, "assignment", None) or None
-    return _view(
+    view = _view(
         model_ref=(
             getattr(plan, "serve_ref", plan.model_id)
             if model_path is None
@@ -175,7 +189,7 @@ def view_of(plan: Any, model_path: Any = None) -> PlanView:
         connector=name,
         kv_connector=getattr(plan, "kv_connector", "") or "",
         roles=(getattr(plan, "prefill_role", None), getattr(plan, "decode_role", None)),
-        read_mode=_read_mode_attr(plan),
+        read_mode=plan_read_mode(plan),
         version=getattr(plan, "vllm_version", None) or key_version,
         gpu=plan.gpu,
         visible_devices_env=getattr(plan, "visible_devices_env", None),
@@ -185,6 +199,13 @@ def view_of(plan: Any, model_path: Any = None) -> PlanView:
         quantization=getattr(plan, "quantization", None),
         sides=sides,
         placement=placement,
+    )
+    fractions = getattr(plan, "memory_fractions", None)
+    spec = getattr(plan, "model_spec", None)
+    return replace(
+        view,
+        memory_fractions=dict(fractions) if fractions else None,
+        mla=bool(getattr(spec, "is_mla", False)),
     )
 
 
@@ -264,7 +285,8 @@ def _view(
         kv_connector = kv_connector or profile.kv_connector
         roles = (roles[0] or profile.prefill_role, roles[1] or profile.decode_role)
     read_mode = connector_of(kv_connector).read_mode(connector, read_mode)
-    sglang = connector_of(kv_connector).proxy_kind == "sglang_router"
+    engine = connector_of(kv_connector).engine
+    vllm = engine == DEFAULT_ENGINE
     env = visible_devices_env or (catalog_gpu.visible_devices_env if catalog_gpu else None)
     if env not in _VENDOR_OF_ENV:
         raise InvalidArgumentError(
@@ -300,9 +322,10 @@ def _view(
         kv_connector=kv_connector,
         prefill_role=roles[0],
         decode_role=roles[1],
-        moriio_read_mode=read_mode,
-        vllm_version=None if version is None or sglang else resolve_version(version),
-        sglang_version=str(version) if sglang and version is not None else None,
+        read_mode=read_mode,
+        vllm_version=None if version is None or not vllm else resolve_version(version),
+        engine=engine,
+        engine_version=str(version) if not vllm and version is not None else None,
         gpu=catalog_gpu.name if catalog_gpu else gpu,
         vendor=_VENDOR_OF_ENV[env],
         visible_devices_env=env,
@@ -400,25 +423,6 @@ def _split_connector(key: str) -> tuple[str, str | None]:
     """``"moriio@0.33.0"`` -> ``("moriio", "0.33.0")``: the connector key contract."""
     name, _, version = key.strip().lower().replace("_", "-").partition("@")
     return name, (version or None)
-
-
-def _read_mode_attr(plan: Any) -> bool | None:
-    for attr in ("read_mode", "moriio_read_mode", "moriio_mode", "mode"):
-        value = getattr(plan, attr, None)
-        if value is not None:
-            return _read_mode_value(value)
-    return None
-
-
-def _read_mode_value(value: Any) -> bool | None:
-    if value is None or isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("read", "true", "1"):
-        return True
-    if text in ("write", "false", "0"):
-        return False
-    raise InvalidArgumentError(f"plan MoRIIO mode must be 'read' or 'write', got {value!r}")
 
 
 def _catalog_gpu(name: str) -> Any:

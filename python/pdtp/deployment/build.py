@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._validate import public_api
 from ..errors import InvalidArgumentError
@@ -52,9 +51,6 @@ _IMAGE_REF = re.compile(
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
 )
 
-if TYPE_CHECKING:
-    from .connectors.sglang_deploy import SglangDeployment
-
 
 def _short(value: Any) -> str:
     """``value`` as an error quotes it: at most 80 characters of its repr."""
@@ -89,6 +85,20 @@ class DeployedInstance:
     @property
     def aggregated(self) -> bool:
         return self.planned.aggregated
+
+    @property
+    def http_port(self) -> int:
+        return self.ports.http
+
+    @property
+    def command(self) -> str:
+        """The shell line that launches it."""
+        return self.launch.command
+
+    @property
+    def launch_key(self) -> Any:
+        """What launching it again the same way means (``deploy_diff`` keeps it then)."""
+        return self.launch
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,12 +196,69 @@ class Deployment:
 
     @property
     def read_mode(self) -> bool | None:
-        return self.view.moriio_read_mode
+        return self.view.read_mode
 
     @property
     def aggregated(self) -> bool:
         """Aggregated instances behind pdtp's router (no KV connector, no P/D proxy)."""
         return self.view.aggregated
+
+    @property
+    def release(self) -> str:
+        """The engine release every instance runs (what ``deploy_diff`` compares)."""
+        return str(self.vllm_version)
+
+    @property
+    def engine_label(self) -> str:
+        return "vLLM"
+
+    # What fronts the instances (the connector's proxy), as ``deploy_diff`` reports it.
+    front_name = "proxy"
+    front_script = "proxy.sh"
+
+    @property
+    def front_host(self) -> str:
+        return self.proxy.host
+
+    def front_changes(self, old: Any) -> bool:
+        return bool(getattr(old, "proxy", None) != self.proxy)
+
+    def restart_front(self, stops: bool, changes: bool) -> str:
+        """Why the proxy restarts ('' when it need not): the connector's (NIXL's proxy
+        takes a fixed instance list; MoRIIO's never forgets a registration)."""
+        return connector_of(self.view.kv_connector).restart_proxy(stops, changes)
+
+    def front_dict(self) -> dict[str, Any]:
+        return self.proxy.to_dict()
+
+    def launch_lines(self) -> list[str]:
+        """Every instance's launch line, each with its node and instance (``Plan.commands``)."""
+        out = []
+        for inst in self.instances:
+            p = inst.planned
+            where = f"node {inst.node}"
+            if p.parts > 1:
+                where += f" ({p.part + 1} of {p.parts})"
+            out.append(f"{inst.launch.command}  # {where}, {p.role} {p.index}")
+        return out
+
+    def start_scripts(self, names: set[str]) -> dict[str, str]:
+        """``start-node-N.sh`` for each node with instances ``names`` (like ``node-N.sh``,
+        those instances only)."""
+        from .scripts import _comment, node_script
+
+        out = {}
+        for node in sorted({i.node for i in self.instances if i.name in names}):
+            only = replace(self, instances=tuple(i for i in self.instances if i.name in names))
+            text = node_script(only, node).replace(
+                "#!/usr/bin/env bash\n",
+                "#!/usr/bin/env bash\n"
+                + _comment("Starts only the instances this change adds to the node.")
+                + "\n",
+                1,
+            )
+            out[f"start-node-{node}.sh"] = text
+        return out
 
     @property
     def connector_label(self) -> str:
@@ -249,7 +316,7 @@ class Deployment:
             "serving": "agg" if self.aggregated else "disagg",
             "connector": v.connector,
             "kv_connector": None if self.aggregated else v.kv_connector,
-            "read_mode": v.moriio_read_mode,
+            "read_mode": v.read_mode,
             "backend": self.backend,
             "gpu": v.gpu,
             "gpus_per_node": v.gpus_per_node,
@@ -306,7 +373,7 @@ def deploy(
     need_hosts: bool = True,
     model_path: str | os.PathLike[str] | None = None,
     sglang_version: str | None = None,
-) -> Deployment | SglangDeployment:
+) -> Any:
     """Make ``plan`` (a :class:`pdtp.Plan` or its JSON dict) concrete: per node its
     instances' devices, ports and ``vllm serve`` lines, and the proxy/router they all
     register with / are reached through.
@@ -333,53 +400,87 @@ def deploy(
     >>> sorted(d.scripts())  # the release's proxy travels with the scripts, with its licence
     ['LICENSE-vllm.txt', 'README.md', 'moriio_toy_proxy_server.py', 'node-0.sh', 'proxy.sh']
     """
-    view = view_of(plan, model_path)
-    from .connectors.sglang_deploy import deploy_sglang, is_sglang_plan
+    from ..engine import engine
 
-    if is_sglang_plan(view):  # SGLang's launch lines and router, not vLLM's
-        if sglang_version is not None:
-            if not isinstance(sglang_version, str):
-                raise InvalidArgumentError(
-                    f"sglang_version must be a string like '0.5.9', got {_short(sglang_version)}"
-                )
-            if view.sglang_version is not None and sglang_version.strip() != view.sglang_version:
-                raise InvalidArgumentError(
-                    f"sglang_version {sglang_version} differs from the plan's SGLang "
-                    f"{view.sglang_version}, whose rules it was checked with; solve again for "
-                    f"SGLang {sglang_version}"
-                )
-            view = replace(view, sglang_version=sglang_version.strip())
-        if vllm_version is not None or backend is not None:
-            raise InvalidArgumentError(
-                f"{'vllm_version' if vllm_version is not None else 'backend'} applies to vLLM "
-                f"plans; this plan runs SGLang ({view.connector}, its release is the plan's)"
-            )
-        k8s = K8sOptions(name=name, namespace=namespace, image=image)
-        no_hosts = node_hosts is None and hosts_file is None and view.nodes > 1
-        if no_hosts and not need_hosts:  # Kubernetes only: pods are addressed by DNS
-            stand_in = [f"node{n}" for n in range(view.nodes)]
-            dep = deploy_sglang(view, stand_in, [], proxy_host, ports, k8s, hosts_known=False)
-            return dep
-        hosts, notes = _hosts(view.instances, node_hosts, hosts_file)
-        return deploy_sglang(view, hosts, notes, proxy_host, ports, k8s)
-    if sglang_version is not None:
-        raise InvalidArgumentError(
-            f"sglang_version applies to SGLang plans; this plan runs vLLM ({view.connector}): "
-            "give vllm_version"
-        )
-    opts: dict[str, Any] = dict(
+    view = view_of(plan, model_path)
+    options = DeployOptions(
         node_hosts=node_hosts,
         hosts_file=hosts_file,
         proxy_host=proxy_host,
-        vllm_version=vllm_version,
+        versions={"vllm_version": vllm_version, "sglang_version": sglang_version},
         ports=ports,
         backend=backend,
         k8s=K8sOptions(name=name, namespace=namespace, image=image),
+        need_hosts=need_hosts,
     )
-    if need_hosts or node_hosts is not None or hosts_file is not None or view.nodes == 1:
+    # The plan's engine writes its launch lines and what fronts them.
+    return engine(view.engine).deploy(view, options)
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    """What :func:`deploy` and :func:`pdtp.deploy_diff` take besides the plan, as every
+    engine's deploy receives it: ``versions`` holds each engine's release keyword
+    (``vllm_version``, ``sglang_version``) as given."""
+
+    node_hosts: Any = None
+    hosts_file: Any = None
+    proxy_host: str | None = None
+    versions: dict[str, Any] = field(default_factory=dict)
+    ports: Any = None
+    backend: str | None = None
+    k8s: K8sOptions = field(default_factory=lambda: K8sOptions())
+    need_hosts: bool = True
+
+    def hosts_given(self) -> bool:
+        return self.node_hosts is not None or self.hosts_file is not None
+
+    def version_for(self, view: PlanView) -> Any:
+        """The release keyword of the plan's engine as given; another engine's given is an
+        :class:`~pdtp.errors.InvalidArgumentError` naming the keyword this plan takes."""
+        from ..engine import ENGINES, engine
+
+        own = engine(view.engine)
+        for e in ENGINES.values():
+            value = self.versions.get(e.version_option)
+            if e is not own and value is not None:
+                raise InvalidArgumentError(
+                    f"{e.version_option} applies to {e.label} plans; this plan runs "
+                    f"{own.label} ({view.connector}): give {own.version_option}"
+                )
+        return self.versions.get(own.version_option)
+
+
+def deploy_vllm(view: PlanView, options: DeployOptions) -> Deployment:
+    """vLLM's deployment of ``view``: ``vllm serve`` lines and the connector's proxy."""
+    opts = _build_options(view, options)
+    if options.need_hosts or options.hosts_given() or view.nodes == 1:
         return build(view, view.instances, **opts)
     opts["node_hosts"] = [f"node{n}" for n in range(view.nodes)]  # stand-ins, never shown
     return replace(build(view, view.instances, **opts), hosts_known=False, notes=())
+
+
+def build_vllm(
+    view: PlanView,
+    placed: tuple[PlannedInstance, ...],
+    options: DeployOptions,
+    *,
+    require_both: bool = True,
+) -> Deployment:
+    """vLLM's deployment of ``view`` with its instances placed as ``placed``."""
+    return build(view, placed, require_both=require_both, **_build_options(view, options))
+
+
+def _build_options(view: PlanView, options: DeployOptions) -> dict[str, Any]:
+    return dict(
+        node_hosts=options.node_hosts,
+        hosts_file=options.hosts_file,
+        proxy_host=options.proxy_host,
+        vllm_version=options.version_for(view),
+        ports=options.ports,
+        backend=options.backend,
+        k8s=options.k8s,
+    )
 
 
 def build(
@@ -588,19 +689,4 @@ def launch_lines(
         ports={"http": base_port},
         need_hosts=False,
     )
-    if not isinstance(dep, Deployment):  # SGLang: its launch lines, then its router's
-        if not dep.hosts_known:  # the router's line names every instance's address
-            raise HostsNeededError(
-                f"the plan spans {view.nodes} nodes: SGLang's router line names each "
-                "instance's address; give node_hosts"
-            )
-        lines = [f"{i.line()}  # node {i.node}, {i.name}" for i in dep.instances]
-        return [*lines, f"{shlex.join(dep.router_argv)}  # SGLang's {dep.serving} router"]
-    out = []
-    for inst in dep.instances:
-        p = inst.planned
-        where = f"node {inst.node}"
-        if p.parts > 1:
-            where += f" ({p.part + 1} of {p.parts})"
-        out.append(f"{inst.launch.command}  # {where}, {p.role} {p.index}")
-    return out
+    return list(dep.launch_lines())

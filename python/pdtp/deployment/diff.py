@@ -2,13 +2,18 @@
 which to start (with their launch lines), which keep running.
 
 An old instance keeps running when the new plan still needs an instance of its role and
-layout and would launch it exactly as it runs (same host, devices, ports, model, vLLM release,
+layout and would launch it exactly as it runs (same host, devices, ports, model, engine release,
 connector, mode, backend, proxy); otherwise it stops. An instance that spans nodes (DP or PP
 over whole nodes) keeps or stops as a whole. New instances go where the planner placed them
 when those GPUs are free, else on the GPUs left free (first fit; whole free nodes for one
 that spans nodes), so nothing that keeps running moves — unlike deploying the new plan from
-scratch, whose placement may shift instances. Another vLLM release, GPU type or model keeps
+scratch, whose placement may shift instances. Another engine release, GPU type or model keeps
 nothing. ``target`` is the resulting deployment (its scripts describe the steady state).
+
+Every engine's plans move the same way: the placement is the plan's (engine-neutral), and
+each side is built by the plan's engine (``pdtp.engine.ENGINES``: vLLM's ``vllm serve`` lines
+and proxy, SGLang's ``sglang.launch_server`` lines and router), through the launch-line maker
+``pdtp.deploy`` uses.
 """
 
 from __future__ import annotations
@@ -19,13 +24,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._validate import public_api
+from ..engine import engine
 from ..errors import InvalidArgumentError
 from ..planning.plan import Plan
 from .adapter import PlannedInstance, PlanView, view_of
-from .build import DeployedInstance, Deployment, K8sOptions, build
+from .build import DeployOptions
 from .connectors import connector_of
 from .hosts import HostsNeededError
-from .scripts import _comment
+
+# A deployment of any engine (vLLM's ``Deployment``, SGLang's ``SglangDeployment``) and one of
+# its instances: what the diff reads of them is what both offer.
+Deployment = Any
+DeployedInstance = Any
 
 
 @dataclass(frozen=True)
@@ -51,14 +61,12 @@ class DeployDiff:
 
     @property
     def restart_proxy(self) -> str:
-        """Why the proxy must restart with the target's command ('' when it need not):
-        the connector's (NIXL's proxy takes a fixed instance list; MoRIIO's never forgets a
-        registration)."""
+        """Why what fronts the instances (vLLM's proxy, SGLang's router) must restart with the
+        target's command ('' when it need not): NIXL's proxy and SGLang's router take a fixed
+        instance list; MoRIIO's proxy never forgets a registration."""
         if not self.changed:
             return ""
-        return connector_of(self.target.view.kv_connector).restart_proxy(
-            bool(self.stop), self.old.proxy != self.target.proxy
-        )
+        return str(self.target.restart_front(bool(self.stop), self.target.front_changes(self.old)))
 
     def _where(self, i: DeployedInstance) -> str:
         return f"node {i.node} ({i.host})" if self.hosts_known else f"node {i.node}"
@@ -95,7 +103,7 @@ class DeployDiff:
         for i in self.stop:
             out.append(
                 f"  {i.name} on {self._where(i)}, GPUs {','.join(map(str, i.devices))}, "
-                f"HTTP port {i.ports.http}"
+                f"HTTP port {i.http_port}"
             )
         out.append("\nstart:" if self.start else "\nstart: nothing")
         for i in self.start:
@@ -104,36 +112,20 @@ class DeployDiff:
                 f"{','.join(map(str, i.devices))}"
             )
             if self.hosts_known and commands:
-                out.append(f"  {i.launch.command}")
+                out.append(f"  {i.command}")
         if self.start and commands and not self.hosts_known:
             out.append("  (give --node-hosts / node_hosts for the launch lines)")
         if self.restart_proxy:
+            t = self.target
             out.append(
-                f"\nthen restart the proxy on {self.target.proxy.host} "
-                f"({self.restart_proxy}): bash proxy.sh of the target deployment"
+                f"\nthen restart the {t.front_name} on {t.front_host} "
+                f"({self.restart_proxy}): bash {t.front_script} of the target deployment"
             )
         return "\n".join(out)
 
     def start_scripts(self) -> dict[str, str]:
         """``start-node-N.sh`` for each node with instances to start (like ``node-N.sh``)."""
-        from .scripts import node_script
-
-        out = {}
-        started = {i.name for i in self.start}
-        for node in sorted({i.node for i in self.start}):
-            only = replace(
-                self.target,
-                instances=tuple(i for i in self.target.instances if i.name in started),
-            )
-            text = node_script(only, node).replace(
-                "#!/usr/bin/env bash\n",
-                "#!/usr/bin/env bash\n"
-                + _comment("Starts only the instances this change adds to the node.")
-                + "\n",
-                1,
-            )
-            out[f"start-node-{node}.sh"] = text
-        return out
+        return dict(self.target.start_scripts({i.name for i in self.start}))
 
     def to_dict(self) -> dict[str, Any]:
         start = [i.to_dict() if self.hosts_known else _brief(i, False) for i in self.start]
@@ -148,7 +140,7 @@ class DeployDiff:
             "instances_kept": self.instances_kept,
             "restart_all": self.restart_all or None,
             "restart_proxy": self.restart_proxy or None,
-            "proxy": self.target.proxy.to_dict(),
+            self.target.front_name: self.target.front_dict(),
         }
 
 
@@ -161,7 +153,7 @@ def _brief(i: DeployedInstance, hosts_known: bool) -> dict[str, Any]:
         "devices": list(i.devices),
         "tp": i.tp,
         "layout": str(i.planned.layout),
-        "http_port": i.ports.http,
+        "http_port": i.http_port,
     }
 
 
@@ -183,11 +175,14 @@ def deploy_diff(
     ports: Any = None,
     backend: str | None = None,
     need_hosts: bool = True,
+    sglang_version: str | None = None,
 ) -> DeployDiff:
     """The moves from ``old`` (a plan as :func:`pdtp.deploy` deployed it) to ``new``; both
     are :class:`pdtp.Plan` objects or their JSON dicts, deployed with the same options.
     ``need_hosts=False`` accepts a multi-node plan without host addresses: the diff then
-    names nodes by number and carries no launch lines (``hosts_known`` is False).
+    names nodes by number and carries no launch lines (``hosts_known`` is False). Plans of
+    every engine diff alike (``sglang_version`` as for :func:`pdtp.deploy`); a plan of another
+    engine than the running one keeps nothing.
 
     >>> import pdtp
     >>> small = pdtp.solve("llama-3.1-70b", gpus=8, gpu="mi300x")
@@ -196,21 +191,19 @@ def deploy_diff(
     >>> len(d.stop), len(d.start) > 0, len(d.keep)
     (0, True, 4)
     """
-    opts: dict[str, Any] = dict(
+    opts = DeployOptions(
         node_hosts=node_hosts,
         hosts_file=hosts_file,
         proxy_host=proxy_host,
-        vllm_version=vllm_version,
+        versions={"vllm_version": vllm_version, "sglang_version": sglang_version},
         ports=ports,
         backend=backend,
-        k8s=K8sOptions(),
     )
     if isinstance(old, Mapping):
         old = Plan.from_dict(old)
     if isinstance(new, Mapping):
         new = Plan.from_dict(new)
     old_view, new_view = view_of(old), view_of(new)
-    sglang_refusal(old_view, new_view)
     # Each role's GPU type: a two-type plan may move a role to the other type.
     types = (_types(old), _types(new))
     try:
@@ -220,22 +213,8 @@ def deploy_diff(
             raise
     # Stand-in names, one per node any placement could use; never shown as hosts.
     most = max(old_view.nodes, new_view.nodes) + len(new_view.instances)
-    opts["node_hosts"] = [f"node{n}" for n in range(most)]
+    opts = replace(opts, node_hosts=[f"node{n}" for n in range(most)])
     return _diff(old_view, new_view, opts, types, hosts_known=False)
-
-
-def sglang_refusal(*views: PlanView) -> None:
-    """The moves between deployments are vLLM's (its proxy, ports and launch lines); an SGLang
-    plan is deployed whole: say so, naming what to run instead."""
-    from .connectors.sglang_deploy import is_sglang_plan
-
-    for v in views:
-        if is_sglang_plan(v):
-            raise InvalidArgumentError(
-                f"deploy_diff covers vLLM plans; this one runs SGLang ({v.connector}): deploy "
-                "the new plan whole (`pdtp deploy --plan NEW`) and restart its instances and "
-                "router"
-            )
 
 
 def _types(plan: Any) -> dict[str, str | None]:
@@ -247,21 +226,25 @@ def _types(plan: Any) -> dict[str, str | None]:
 def _diff(
     old_view: PlanView,
     new_view: PlanView,
-    opts: dict[str, Any],
+    opts: DeployOptions,
     types: tuple[dict[str, str | None], dict[str, str | None]],
     *,
     hosts_known: bool,
 ) -> DeployDiff:
-    before = build(old_view, old_view.instances, require_both=False, **_for(old_view, opts))
+    # Each side is built by its plan's engine, through the launch lines pdtp.deploy writes.
+    old_engine, new_engine = engine(old_view.engine), engine(new_view.engine)
+    sides = {old_view.engine, new_view.engine}
+    before = old_engine.build(old_view, old_view.instances, _for(old_view, opts, sides),
+                              require_both=False)  # fmt: skip
     placed = _sticky(old_view, new_view, before, types)
-    target = build(new_view, placed, **_for(new_view, opts))
+    target = new_engine.build(new_view, placed, _for(new_view, opts, sides))
     same = _launched_alike(before, target, placed)
     why = ""
     if same != _kept_units(placed, before):
         # A kept position launches differently (e.g. the backend changed): keep nothing.
         why = _why_all_restart(before, target)
         placed = _sticky(old_view, new_view, before, types, keep_none=True)
-        target = build(new_view, placed, **_for(new_view, opts))
+        target = new_engine.build(new_view, placed, _for(new_view, opts, sides))
         same = set()
     elif not same and before.instances and _same_kinds(before, target):
         why = _why_all_restart(before, target)
@@ -276,10 +259,17 @@ def _diff(
     )
 
 
-def _for(view: PlanView, opts: dict[str, Any]) -> dict[str, Any]:
+def _for(view: PlanView, opts: DeployOptions, engines: set[str]) -> DeployOptions:
     """The options as one side of the diff takes them: MoRIIO's ``backend`` is a P/D
-    setting (aggregated instances move no KV), so a diff across modes drops it there."""
-    return {**opts, "backend": None} if view.aggregated else opts
+    setting (aggregated instances move no KV), so a diff across modes drops it there; in a
+    diff across ``engines`` a release keyword applies to the side of its engine (one of no
+    side's engine stays, for that engine's deploy to refuse)."""
+    from ..engine import ENGINES
+
+    theirs = {e.version_option for e in ENGINES.values() if e.name in engines}
+    own = engine(view.engine).version_option
+    versions = {k: v for k, v in opts.versions.items() if k == own or k not in theirs}
+    return replace(opts, backend=None if view.aggregated else opts.backend, versions=versions)
 
 
 def _same_kinds(before: Deployment, target: Deployment) -> bool:
@@ -289,16 +279,15 @@ def _same_kinds(before: Deployment, target: Deployment) -> bool:
 
 
 def _why_all_restart(before: Deployment, target: Deployment) -> str:
-    if before.vllm_version != target.vllm_version:
-        return f"vLLM {before.vllm_version} -> {target.vllm_version}"
+    if before.engine_label != target.engine_label:
+        return f"{before.engine_label} {before.release} -> {target.engine_label} {target.release}"
+    if before.release != target.release:
+        return f"{before.engine_label} {before.release} -> {target.release}"
     if before.backend != target.backend:
-        return (
-            f"MoRIIO's backend changes from {before.backend} to {target.backend} (xgmi moves "
-            "KV within one node only; deploy with backend='rdma' / --backend rdma to grow "
-            "past one node without restarts)"
-        )
+        kv = connector_of(target.view.kv_connector)
+        return kv.why_backend_restarts(before.backend, target.backend)
     a, b = before.view, target.view
-    for key in ("model_ref", "served_model_name", "kv_connector", "moriio_read_mode", "gpu"):
+    for key in ("model_ref", "served_model_name", "kv_connector", "read_mode", "gpu"):
         if getattr(a, key) != getattr(b, key):
             return f"the plan's {key} changes ({getattr(a, key)} -> {getattr(b, key)})"
     if a.gpu_memory_utilization != b.gpu_memory_utilization or a.kv_dtype != b.kv_dtype:
@@ -331,16 +320,19 @@ def _kept_units(placed: tuple[PlannedInstance, ...], before: Deployment) -> set[
 def _launched_alike(
     before: Deployment, target: Deployment, placed: tuple[PlannedInstance, ...]
 ) -> set[tuple[str, int]]:
-    """The instances that run on as they are: same release, and every part of the instance
-    on the same host and devices with the same launch line."""
-    if before.vllm_version != target.vllm_version:
-        return set()  # another vLLM release: every instance restarts on it
+    """The instances that run on as they are: same engine and release, and every part of the
+    instance on the same host and devices with the same launch line."""
+    if (before.engine_label, before.release) != (target.engine_label, target.release):
+        return set()  # another release: every instance restarts on it
     old = {(i.role, i.index, i.planned.part): i for i in before.instances}
     parts: dict[tuple[str, int], list[bool]] = {}
     for i in target.instances:
         o = old.get((i.role, i.index, i.planned.part))
         alike = (
-            o is not None and o.planned == i.planned and o.launch == i.launch and o.host == i.host
+            o is not None
+            and o.planned == i.planned
+            and o.launch_key == i.launch_key
+            and o.host == i.host
         )
         parts.setdefault(_unit(i), []).append(alike)
     olds: dict[tuple[str, int], int] = {}
@@ -456,8 +448,10 @@ def _same_launch_settings(old: PlanView, new: PlanView) -> bool:
         "kv_connector",
         "prefill_role",
         "decode_role",
-        "moriio_read_mode",
+        "read_mode",
         "vllm_version",
+        "engine",
+        "engine_version",
         "vendor",
         "gpu_memory_utilization",
         "kv_dtype",

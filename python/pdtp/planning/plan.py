@@ -147,6 +147,10 @@ class Plan:
     solve_ms: float
     gpus_per_node: int = 8
     gpu_memory_utilization: float = DEFAULT_UTILIZATION
+    #: The share of GPU memory each role's instances were sized at where the engine picks
+    #: its own by layout (SGLang's ``mem_fraction_static``, the launch line naming none):
+    #: ``{"prefill": 0.842, "decode": 0.875}``; None: ``gpu_memory_utilization`` for all.
+    memory_fractions: dict[str, float] | None = None
     kv_dtype: str = "bf16"
     visible_devices_env: str = "CUDA_VISIBLE_DEVICES"
     kv_connector: str = ""
@@ -347,6 +351,7 @@ class Plan:
             # What `pdtp deploy --plan` needs to launch the plan as solved.
             "gpus_per_node": self.gpus_per_node,
             "gpu_memory_utilization": self.gpu_memory_utilization,
+            "memory_fractions": self.memory_fractions,
             "kv_dtype": self.kv_dtype,
             "visible_devices_env": self.visible_devices_env,
             "quantization": self.quantization,
@@ -468,6 +473,20 @@ def build(
             return placements(sc, cands, solution, usage)[model]
 
     pl, dl = Layout(*p.layout), Layout(*d.layout)
+    fractions = None
+    if sc.memory_fractions:  # the engine's own fraction per kind of instance (SGLang's)
+
+        def sized(lay: Layout, t: int, role: str) -> float:
+            key = (lay.tp, lay.dp, lay.pp, role)
+            return sc.memory_fractions[t].get(key, sc.gpu_memory_utilization)
+
+        if agg:
+            fractions = {"aggregated": sized(pl, p.gpu_type, "aggregated")}
+        else:
+            fractions = {
+                "prefill": sized(pl, p.gpu_type, "prefill"),
+                "decode": sized(dl, d.gpu_type, "decode"),
+            }
     warnings: tuple[CheckWarning, ...] = ()
     if not agg:
         violations, found = layout_rules(entry.layout_facts, pl, dl, sc.connector_key, sc.max_acks)
@@ -499,6 +518,7 @@ def build(
         solve_ms=(time.perf_counter() - started) * 1e3,
         gpus_per_node=pool.node_size[p.gpu_type],
         gpu_memory_utilization=sc.gpu_memory_utilization,
+        memory_fractions=fractions,
         kv_dtype=entry.model.kv_dtype,
         visible_devices_env=gp.visible_devices_env,
         kv_connector=sc.connector.kv_connector,

@@ -470,6 +470,18 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
     gmu = number("'gpu_memory_utilization'", d.get("gpu_memory_utilization", DEFAULT_UTILIZATION))
     if not 0 < gmu <= 1:
         raise bad("gpu_memory_utilization", "in (0, 1]", gmu)
+    fractions = d.get("memory_fractions")
+    if fractions is not None:
+        if not isinstance(fractions, dict) or not fractions:
+            raise bad("memory_fractions", "an object of role: fraction, or null", fractions)
+        checked = {}
+        for role, f in fractions.items():
+            if role not in ("prefill", "decode", "aggregated"):
+                raise bad("memory_fractions", "keys prefill, decode or aggregated", role)
+            checked[role] = number(f"'memory_fractions.{role}'", f)
+            if not 0 < checked[role] <= 1:
+                raise bad(f"memory_fractions.{role}", "in (0, 1]", f)
+        fractions = checked
     used = sum(s.gpus for s in present.values())
     gpus = integer("'gpus'", d.get("gpus", used), 0, MAX_GPUS)
     if gpus < used:
@@ -554,6 +566,7 @@ def plan_from_dict(data: Any, model: Any = None, rules: bool = True) -> Plan:
         solve_ms=predicted("solve_ms"),
         gpus_per_node=per_node,
         gpu_memory_utilization=gmu,
+        memory_fractions=fractions,
         kv_dtype=kv_dtype,
         visible_devices_env=env,
         kv_connector=conn.kv_connector,

@@ -536,8 +536,11 @@ def replan_scenario(
     gpu, connector, vllm_version = sc.gpu, sc.connector, sc.vllm_version
     model = sc._model
     cur, running_plan = _current(current, model, gpu, connector)
-    # The running instances' own, unless told otherwise.
-    utilization = sc.utilization(running_plan.gpu_memory_utilization)
+    # The running instances' own, unless told otherwise (None: they run at the engine's own
+    # fraction per kind of instance, SGLang's, and so will the new ones).
+    utilization: float | None = sc.utilization(running_plan.gpu_memory_utilization)
+    if sc.gpu_memory_utilization is None and getattr(running_plan, "memory_fractions", None):
+        utilization = None
     weights = _move_cost(move_cost)
     single = not isinstance(sc.gpus, Mapping) and not isinstance(sc.nodes, Mapping)
     target_gpu = (gpu if gpu is not None else (cur.gpu or DEFAULT_GPU)) if single else gpu

@@ -413,6 +413,10 @@ class Scenario:
     connector_default: str | None = None
     #: Which vLLM release's constants the scenario predicts with (``release_note``).
     constants_note: str = ""
+    #: Per GPU type, the engine's own memory fraction by ``(tp, dp, pp, role)`` where it
+    #: sizes the instances (SGLang's ``mem_fraction_static``, the line naming none); empty:
+    #: every instance at ``gpu_memory_utilization``.
+    memory_fractions: tuple[dict[tuple[int, int, int, str], float], ...] = ()
 
     def context(self, model: int, gpu_type: int) -> Context:
         """The performance-model inputs of one model on one GPU type."""
@@ -462,9 +466,11 @@ def build(
     running: Any = None,
     mode: Any = "disagg",
     layouts: Any = None,
+    engine_memory: bool = False,
 ) -> Scenario:
     """Resolve and validate every input once; ``models`` lists ``(model, workload, demand,
-    weight, name)``."""
+    weight, name)``. ``engine_memory``: no fraction was given, so an engine whose fraction
+    depends on the layout (SGLang) sizes each kind of instance at its own default."""
     from .._model import Model
     from ..catalog import resolve_model
     from ..constants import constants_for, constants_note
@@ -488,12 +494,24 @@ def build(
     consts = tuple(constants_for(g.name, constants, engine, conn.vllm_version) for g in pool.types)
     entries = []
     specs = []
+    from ..engine import engine as engine_of
+
+    eng = engine_of(engine)
+    by_layout = engine_memory and eng.memory_by_layout
+    fractions: list[dict[tuple[int, int, int, str], float]] = []
     for model, workload, demand, weight, name in models:
         # A model the caller resolved (the public Scenario's) is not looked up again.
         m = model if isinstance(model, Model) else resolve_model(model)
         w = resolve_workload(workload)
         entry = ModelEntry(name or m.name, m, w, demand, weight)
         entries.append(entry)
+        tables = None
+        if by_layout:
+            tables = [
+                _engine_fractions(eng, g, conn.vllm_version, m.is_mla, size, tp_bound, space)
+                for g, size in zip(pool.types, pool.node_size)
+            ]
+            fractions = fractions or [dict(t) for t in tables]
         specs.append(
             _core.ModelSpec(
                 name=entry.name,
@@ -503,6 +521,7 @@ def build(
                 demand_rps=demand,
                 weight=weight,
                 supports_pp=entry.layout_facts[5],
+                memory_fractions=None if tables is None else [list(t.items()) for t in tables],
             )
         )
     gpu_types = [
@@ -548,7 +567,39 @@ def build(
         layouts=space,
         connector_default=note,
         constants_note=constants_note(constants, engine, conn.vllm_version),
+        memory_fractions=tuple(fractions),
     )
+
+
+#: DP-attention and pipeline sizes a default layout space reaches (src/plan/layouts.rs:
+#: instances span at most 8 nodes, pipelines at most 8 stages).
+_MAX_SPAN_NODES = 8
+_MAX_PP = 8
+
+
+def _engine_fractions(
+    eng: Any, gpu: Any, release: str, mla: bool, node: int, bound: int | None, space: Any
+) -> dict[tuple[int, int, int, str], float]:
+    """The engine's fraction for every kind of instance the core may plan on ``gpu``:
+    TP-only sizes up to the bound, DP attention in powers of two and pipelines over whole
+    TP groups of one node, and the explicit layouts, in each role."""
+    from ..layout import Layout
+
+    top = bound or node
+    kinds = {Layout(tp) for tp in range(1, top + 1)}
+    for tp in range(1, min(top, node) + 1):
+        dp = 2
+        while tp * dp <= node * _MAX_SPAN_NODES:
+            kinds.add(Layout(tp, dp=dp))
+            dp *= 2
+        kinds.update(Layout(tp, pp=pp) for pp in range(2, _MAX_PP + 1))
+    if space is not None:
+        kinds.update(Layout(tp, pp=pp, dp=dp) for tp, pp, dp, _ in space[1])
+    return {
+        (k.tp, k.dp, k.pp, role): eng.layout_fraction(gpu, release, k, role, mla)
+        for k in sorted(kinds, key=lambda k: (k.tp, k.dp, k.pp))
+        for role in ("prefill", "decode", "aggregated")
+    }
 
 
 def needs_prices(pool: Pool, objective: str) -> None:
@@ -606,4 +657,5 @@ def build_for(
         running=running,
         mode=mode,
         layouts=None if layouts is None else list(layouts),
+        engine_memory=gpu_memory_utilization is None and question.gpu_memory_utilization is None,
     )

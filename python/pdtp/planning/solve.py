@@ -97,7 +97,9 @@ def solve(
     ('OPTIMAL', True)
     """
     started = time.perf_counter()
-    connector, vllm_version = engine_connector(connector, vllm_version, sglang_version)
+    connector, vllm_version = engine_connector(
+        connector, vllm_version=vllm_version, sglang_version=sglang_version
+    )
     sc = scenario_of(
         model,
         gpus=gpus,

@@ -19,7 +19,7 @@ from functools import cache
 from importlib import import_module
 
 from ...errors import InvalidArgumentError
-from .base import KvConnector, Pairing, ProxySpec, port_offset
+from .base import KvConnector, Pairing, ProxySpec, plan_read_mode, port_offset
 
 __all__ = [
     "KvConnector",
@@ -29,6 +29,7 @@ __all__ = [
     "connectors",
     "kv_connectors",
     "named",
+    "plan_read_mode",
     "port_offset",
     "register",
 ]

@@ -32,6 +32,27 @@ def port_offset(dp_rank: int, tp_rank: int, tp_size: int = 1) -> int:
     return dp_rank * tp_size + tp_rank
 
 
+def plan_read_mode(plan: Any) -> bool | None:
+    """The transfer mode a plan states (MoRIIO's READ: True, WRITE: False), under any of the
+    names plans have used for it; None when it states none."""
+    for attr in ("read_mode", "moriio_read_mode", "moriio_mode", "mode"):
+        value = getattr(plan, attr, None)
+        if value is not None:
+            return read_mode_value(value)
+    return None
+
+
+def read_mode_value(value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("read", "true", "1"):
+        return True
+    if text in ("write", "false", "0"):
+        return False
+    raise InvalidArgumentError(f"plan MoRIIO mode must be 'read' or 'write', got {value!r}")
+
+
 @dataclass(frozen=True)
 class ProxySpec:
     """A P/D proxy as a connector runs it: the file of vLLM's repository (``source_path``),
@@ -78,6 +99,11 @@ class KvConnector:
         from ...connectors import resolve_connector
 
         return resolve_connector(self.names[0])
+
+    @property
+    def engine(self) -> str:
+        """The serving engine that launches it (the core object's; ``pdtp.engine.ENGINES``)."""
+        return self.core.engine
 
     @property
     def kv_connector(self) -> str:
@@ -135,6 +161,10 @@ class KvConnector:
                 f"backend applies to MoRIIO only ({self.display} picks its transport)"
             )
         return None, ""
+
+    def why_backend_restarts(self, old: str | None, new: str | None) -> str:
+        """Why every instance restarts when the transport deploy states changes."""
+        return f"the transport changes from {old} to {new}"
 
     def k8s_backend(self, version: Version) -> str | None:
         """The transport of Kubernetes deployments (node placement is not pinned there)."""

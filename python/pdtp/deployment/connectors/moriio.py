@@ -127,6 +127,13 @@ class MoRIIO(KvConnector):
         # pdtp checks "moriio" with READ-mode rules; "moriio-write" is WRITE mode.
         return given if given is not None else name not in WRITE_NAMES
 
+    def why_backend_restarts(self, old: str | None, new: str | None) -> str:
+        return (
+            f"MoRIIO's backend changes from {old} to {new} (xgmi moves KV within one node "
+            "only; deploy with backend='rdma' / --backend rdma to grow past one node without "
+            "restarts)"
+        )
+
     def label(self, read_mode: bool | None) -> str:
         return f"MoRIIO {'READ' if read_mode else 'WRITE'} mode"
 
@@ -150,7 +157,7 @@ class MoRIIO(KvConnector):
             "handshake_port": ports.handshake,
             "notify_port": ports.notify,
         }
-        mode = "true" if view.moriio_read_mode else "false"
+        mode = "true" if view.read_mode else "false"
         if version >= MORIIO_READ_MODE_KEY_SINCE:
             extra["read_mode"] = mode
         else:

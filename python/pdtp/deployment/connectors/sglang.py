@@ -224,6 +224,7 @@ def launch_command(
     quantization: str | None = None,
     served_model_name: str | None = None,
     sglang_version: str | None = None,
+    mem_fraction_static: float | None = None,
 ) -> list[str]:
     """The ``python -m sglang.launch_server`` argv of one SGLang P/D instance (``side``
     ``prefill`` or ``decode``; ``aggregated``: an instance serving both phases, without
@@ -234,7 +235,8 @@ def launch_command(
     rank 0 serves the API, and a prefill's later nodes register with the bootstrap server on
     that host. ``kv_cache_dtype`` (SGLang's name: ``fp8_e4m3``), ``quantization``
     (``fp8``: online FP8 of a 16-bit checkpoint) and ``served_model_name`` are written when
-    given (prefill and decode must agree on the KV dtype). Every flag is one the release
+    given (prefill and decode must agree on the KV dtype), and ``mem_fraction_static`` when
+    the plan was sized at another fraction than the release's own. Every flag is one the release
     defines (tests check them against its argument definitions,
     ``tests/data/sglang_launch_flags.json``); join with :func:`shlex.join`.
 
@@ -279,6 +281,14 @@ def launch_command(
             raise InvalidArgumentError(
                 f"{field} must be a name not starting with '-', got {text!r}"
             )
+    if mem_fraction_static is not None and (
+        isinstance(mem_fraction_static, bool)
+        or not isinstance(mem_fraction_static, (int, float))
+        or not 0 < mem_fraction_static <= 1
+    ):
+        raise InvalidArgumentError(
+            f"mem_fraction_static must be a number in (0, 1], got {mem_fraction_static!r}"
+        )
     if pp > 1 and not _since(conn.sglang_version, PP_SIZE_SINCE):
         raise InvalidArgumentError(f"pp={pp} needs SGLang {PP_SIZE_SINCE} or newer (--pp-size)")
     if tp % dp:
@@ -305,6 +315,8 @@ def launch_command(
         argv += ["--kv-cache-dtype", kv_cache_dtype]
     if served_model_name is not None:
         argv += ["--served-model-name", served_model_name]
+    if mem_fraction_static is not None:
+        argv += ["--mem-fraction-static", f"{mem_fraction_static:g}"]
     if side == "aggregated":  # both phases in one engine: SGLang's default mode, no KV moves
         return argv
     argv += ["--disaggregation-mode", side]

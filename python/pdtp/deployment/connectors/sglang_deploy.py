@@ -111,9 +111,56 @@ class SglangKvConnector(KvConnector):
 def is_sglang_plan(view: Any) -> bool:
     """A plan of an SGLang connector: P/D, or aggregated (planned with SGLang's rules and
     constants, so SGLang runs it too)."""
-    from . import connector_of
+    return bool(view.engine == "sglang")
 
-    return isinstance(connector_of(view.kv_connector), SglangKvConnector)
+
+def deploy_plan(view: Any, options: Any) -> SglangDeployment:
+    """SGLang's deployment of ``view`` (``pdtp.deploy``'s options, ``DeployOptions``): its
+    launch lines and router."""
+    return build_plan(view, view.instances, options)
+
+
+def build_plan(
+    view: Any, placed: Any, options: Any, *, require_both: bool = True
+) -> SglangDeployment:
+    """SGLang's deployment of ``view`` with its instances placed as ``placed`` (the new plan's
+    placement in a diff keeps running instances where they run)."""
+    from ..build import _hosts
+
+    version = options.version_for(view)
+    if version is not None:
+        if not isinstance(version, str):
+            raise InvalidArgumentError(
+                f"sglang_version must be a string like '0.5.9', got {short_repr(version)}"
+            )
+        if view.engine_version is not None and version.strip() != view.engine_version:
+            raise InvalidArgumentError(
+                f"sglang_version {version} differs from the plan's SGLang "
+                f"{view.engine_version}, whose rules it was checked with; solve again for "
+                f"SGLang {version}"
+            )
+        view = replace(view, engine_version=version.strip())
+    if options.backend is not None:
+        raise InvalidArgumentError(
+            f"backend applies to vLLM plans; this plan runs SGLang ({view.connector}, its "
+            "release is the plan's)"
+        )
+    roles = {i.role for i in placed}
+    if require_both and roles != {"prefill", "decode"} and roles != {AGGREGATED}:
+        raise InvalidArgumentError(
+            "the plan must have at least one prefill and one decode instance to deploy, or "
+            "aggregated instances only"
+        )
+    view = replace(view, instances=tuple(placed))
+    k8s = options.k8s
+    nodes = max((i.node for i in placed), default=0) + 1
+    if not options.hosts_given() and nodes > 1 and not options.need_hosts:
+        # Kubernetes only: pods are addressed by DNS.
+        stand_in = [f"node{n}" for n in range(nodes)]
+        return deploy_sglang(view, stand_in, [], options.proxy_host, options.ports, k8s,
+                             hosts_known=False)  # fmt: skip
+    hosts, notes = _hosts(placed, options.node_hosts, options.hosts_file)
+    return deploy_sglang(view, hosts, notes, options.proxy_host, options.ports, k8s)
 
 
 @dataclass(frozen=True)
@@ -139,11 +186,23 @@ class SglangInstance:
     nnodes: int = 1
     #: ``--dist-init-addr`` of an instance spanning nodes (node rank 0's address), else None.
     dist_init_addr: str | None = None
+    #: The plan's instance (``deployment.adapter.PlannedInstance``) this launches.
+    planned: Any = None
 
     @property
     def name(self) -> str:
         base = f"{self.role}-{self.index}"
         return base if self.nnodes == 1 else f"{base}-node{self.part}"
+
+    @property
+    def command(self) -> str:
+        """The shell line that launches it."""
+        return self.line()
+
+    @property
+    def launch_key(self) -> Any:
+        """What launching it again the same way means (``deploy_diff`` keeps it then)."""
+        return (self.argv, self.devices_env, self.devices)
 
     @property
     def serves_api(self) -> bool:
@@ -212,6 +271,63 @@ class SglangDeployment:
     k8s_options: Any = None
     hosts_known: bool = True
 
+    #: SGLang picks its own transport settings: no backend is stated.
+    backend = None
+    # What fronts the instances (SGLang's router), as ``deploy_diff`` reports it.
+    front_name = "router"
+    front_script = "router.sh"
+
+    @property
+    def release(self) -> str:
+        """The engine release every instance runs (what ``deploy_diff`` compares)."""
+        return self.sglang_version
+
+    @property
+    def engine_label(self) -> str:
+        return "SGLang"
+
+    @property
+    def front_host(self) -> str:
+        return self.router_host
+
+    def front_changes(self, old: Any) -> bool:
+        before = (getattr(old, "router_host", None), list(getattr(old, "router_argv", [])))
+        return before != (self.router_host, self.router_argv)
+
+    def restart_front(self, stops: bool, changes: bool) -> str:
+        """The router takes its backends on its command line (``--prefill URL BOOTSTRAP``,
+        ``--decode URL``, ``--worker-urls``): it restarts whenever they change."""
+        return "its --prefill/--decode backends change" if changes else ""
+
+    def front_dict(self) -> dict[str, Any]:
+        return {"host": self.router_host, "port": self.router_port, "launch": self.router_argv}
+
+    def launch_lines(self) -> list[str]:
+        """Every launch line with its node and instance, then the router's (``Plan.commands``)."""
+        if not self.hosts_known:  # the router's line names every instance's address
+            from ..hosts import HostsNeededError
+
+            raise HostsNeededError(
+                f"the plan spans {len(self.nodes)} nodes: SGLang's router line names each "
+                "instance's address; give node_hosts"
+            )
+        lines = [f"{i.line()}  # node {i.node}, {i.name}" for i in self.instances]
+        return [*lines, f"{shlex.join(self.router_argv)}  # SGLang's {self.serving} router"]
+
+    def start_scripts(self, names: set[str]) -> dict[str, str]:
+        """``start-node-N.sh`` for each node with instances ``names`` (like ``node-N.sh``,
+        those launches only)."""
+        only = replace(self, instances=tuple(i for i in self.instances if i.name in names))
+        out = {}
+        for n in sorted({i.node for i in only.instances}):
+            text = only._node_script(n).replace(
+                "set -euo pipefail\n",
+                "# Starts only the instances this change adds to the node.\nset -euo pipefail\n",
+                1,
+            )
+            out[f"start-node-{n}.sh"] = text
+        return out
+
     def _need_hosts(self, what: str) -> None:
         if not self.hosts_known:
             from ..hosts import HostsNeededError
@@ -265,21 +381,7 @@ class SglangDeployment:
 
     def scripts(self) -> dict[str, str]:
         self._need_hosts("the scripts")
-        out = {}
-        for n, host in enumerate(self.nodes):
-            lines = [
-                "#!/usr/bin/env bash",
-                f"# node {n} ({host}): SGLang {self.sglang_version} {self.serving} instances, "
-                f"{self.connector}",
-                "set -euo pipefail",
-            ]
-            for i in self.instances:
-                if i.node == n:
-                    what = f"TP {i.tp}, DP attention {i.dp}" + (f", PP {i.pp}" if i.pp > 1 else "")
-                    if i.nnodes > 1:
-                        what += f"; node rank {i.part} of {i.nnodes} (at {i.dist_init_addr})"
-                    lines += [f"# {i.name}: {what}", i.line() + " &"]
-            out[f"node-{n}.sh"] = "\n".join([*lines, "wait", ""])
+        out = {f"node-{n}.sh": self._node_script(n) for n in range(len(self.nodes))}
         out["router.sh"] = "\n".join(
             [
                 "#!/usr/bin/env bash",
@@ -293,6 +395,21 @@ class SglangDeployment:
         )
         out["README.md"] = self.readme()
         return out
+
+    def _node_script(self, n: int) -> str:
+        lines = [
+            "#!/usr/bin/env bash",
+            f"# node {n} ({self.nodes[n]}): SGLang {self.sglang_version} {self.serving} "
+            f"instances, {self.connector}",
+            "set -euo pipefail",
+        ]
+        for i in self.instances:
+            if i.node == n:
+                what = f"TP {i.tp}, DP attention {i.dp}" + (f", PP {i.pp}" if i.pp > 1 else "")
+                if i.nnodes > 1:
+                    what += f"; node rank {i.part} of {i.nnodes} (at {i.dist_init_addr})"
+                lines += [f"# {i.name}: {what}", i.line() + " &"]
+        return "\n".join([*lines, "wait", ""])
 
     def readme(self) -> str:
         rows = [
@@ -443,8 +560,27 @@ def instance_argv(
         kv_cache_dtype=SGLANG_KV_DTYPE.get(view.kv_dtype),
         quantization=view.quantization,
         served_model_name=view.served_model_name,
+        mem_fraction_static=stated_fraction(view, inst, conn_key),
     )
     return argv
+
+
+def stated_fraction(view: Any, inst: Any, conn_key: str) -> float | None:
+    """The ``--mem-fraction-static`` the line must state: the fraction the plan sized this
+    instance at, unless that is what the release picks by itself for its GPU and layout
+    (a plan sized at SGLang's own defaults states none)."""
+    from ...catalog import gpu as catalog_gpu
+    from .sglang_memory import mem_fraction_static
+
+    sized = view.memory_fraction(inst.role)
+    try:
+        g = catalog_gpu(view.gpu)
+    except Exception:  # a GPU the catalog lacks: state what was sized
+        return float(sized)
+    release = conn_key.partition("@")[2] or None
+    own = mem_fraction_static(g, release, tp=inst.tp * inst.dp, pp=inst.pp,
+                              dp_attention=inst.dp > 1, mla=view.mla, role=inst.role)  # fmt: skip
+    return None if abs(own - sized) < 5e-4 else float(sized)
 
 
 def deploy_sglang(
@@ -461,7 +597,7 @@ def deploy_sglang(
     from ...connectors import resolve_connector
     from ..hosts import check_host
 
-    conn = resolve_connector(view.connector, view.sglang_version)
+    conn = resolve_connector(view.connector, view.engine_version)
     bases = SglangPorts.of(ports)
     # Each family spans one port per GPU of a node (dist_init: SGLang's ports above it):
     # families that overlap would meet on some plan, so they are refused whatever this one.
@@ -511,6 +647,7 @@ def deploy_sglang(
                 part=inst.part,
                 nnodes=inst.parts,
                 dist_init_addr=f"{leader}:{bases.dist_init + slot}" if inst.parts > 1 else None,
+                planned=inst,
             )
         )
     router_at = check_host("proxy_host", proxy_host) if proxy_host is not None else hosts[0]
