@@ -16,7 +16,7 @@ use crate::connector::{
 use crate::rules::{self, RuleError};
 
 /// What `check` needs to know about a model's attention.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Shape {
     pub num_attention_heads: i64,
     pub num_kv_heads: i64,
@@ -25,6 +25,12 @@ pub struct Shape {
     /// beside the KV cache). vLLM's NIXL worker reads it as `_has_mamba` (a `MambaSpec` KV
     /// cache group) and skips its replicated-fan-in assert for it.
     pub hybrid: bool,
+    /// The model has sliding-window attention layers (Gemma 2/3, gpt-oss, Mistral's SWA):
+    /// with vLLM's hybrid KV-cache manager on, they are a KV-cache group of their own
+    /// (`SlidingWindowSpec`) that a connector supporting HMA sees. Chunked local attention
+    /// (Llama 4) is not: vLLM turns the manager off for it by default
+    /// (vllm/config/vllm.py, `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`).
+    pub sliding_window: bool,
 }
 
 /// Which exception vLLM raises for a violation (`None`: vLLM raises nothing).
@@ -1279,6 +1285,7 @@ mod tests {
         num_kv_heads: 8,
         is_mla: false,
         hybrid: false,
+        sliding_window: false,
     };
 
     #[test]
@@ -1319,6 +1326,7 @@ mod tests {
             num_kv_heads: 4,
             is_mla: false,
             hybrid: false,
+            sliding_window: false,
         };
         let r = check_pair(&s, 8, 4, profile("moriio@0.32.0").unwrap(), None);
         assert!(r.ok());
@@ -1355,6 +1363,7 @@ mod tests {
                         num_kv_heads: h,
                         is_mla: mla,
                         hybrid,
+                        sliding_window: false,
                     };
                     for p in 1..=33 {
                         for d in 1..=33 {

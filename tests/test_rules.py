@@ -771,3 +771,25 @@ def test_sweep_default_connector_follows_each_gpus_vendor():
             plan.aggregated.instances,
         )
         assert row["requests_per_s"] == plan.requests_per_s
+
+
+def test_sliding_window_fact_of_a_model():
+    # A model with sliding-window attention groups carries it to the rules (check, the layout
+    # facts the planners read once, transfer_map); chunked local attention (Llama 4) does not:
+    # vLLM turns the hybrid KV-cache manager off for it by default (0.30.0
+    # vllm/config/vllm.py:1992), so the connector sees full attention.
+    from pdtp.catalog import resolve_model
+    from pdtp.check import model_shape
+    from pdtp.layout import layout_model
+
+    for name, sliding in (("gemma-3-27b", True), ("gpt-oss-120b", True), ("llama-4-scout", False)):
+        m = resolve_model(name)
+        assert model_shape(m).sliding_window is sliding, name
+        assert model_shape(name).sliding_window is sliding, name
+        assert layout_model(m)[7] is sliding, name
+    assert layout_model(pdtp.ModelShape(64, 8, sliding_window=True))[7] is True
+    assert layout_model(pdtp.ModelShape(64, 8))[7] is False
+    with pytest.raises(pdtp.PdtpError, match="sliding_window"):
+        pdtp.ModelShape(64, 8, sliding_window=1)  # type: ignore[arg-type]
+    with pytest.raises(pdtp.PdtpError, match="sliding_window"):
+        pdtp.transfer_map(2, 2, kv_heads=8, sliding_window="yes")  # type: ignore[arg-type]

@@ -307,6 +307,7 @@ fn compare_pairs(connector: &str, release: &str, data: &Value, tally: &mut Tally
                 num_kv_heads: h,
                 is_mla: mla,
                 hybrid: false,
+                sliding_window: false,
             };
             for p in 1..=max_tp {
                 for d in 1..=max_tp {
@@ -368,6 +369,7 @@ fn compare_pairs(connector: &str, release: &str, data: &Value, tally: &mut Tally
             num_kv_heads: 1,
             is_mla: true,
             hybrid: false,
+            sliding_window: false,
         };
         for p in 1..=max_tp {
             for d in 1..=max_tp {
@@ -863,6 +865,7 @@ fn pdtp_flow_report(
         num_kv_heads: v.h,
         is_mla: v.mla,
         hybrid: v.hybrid == "mamba",
+        sliding_window: false,
     };
     let flow = connector_flow(&shape, v.p, v.d, profile);
     let report = grid_report(shape, (v.p, v.ppp, v.pdp), (v.d, v.dpp, v.ddp), profile);

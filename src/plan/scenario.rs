@@ -72,13 +72,18 @@ pub struct ModelSpec {
     pub weight: f64,
     /// vLLM's model class implements `SupportsPP` (pipeline-parallel layouts load).
     pub supports_pp: bool,
+    /// The model has sliding-window attention layers (`check::Shape::sliding_window`).
+    pub sliding_window: bool,
 }
 
 impl ModelSpec {
     /// What the layout rules read of this model.
     pub fn layout_model(&self) -> LayoutModel {
         LayoutModel {
-            shape: self.perf.shape(),
+            shape: crate::check::Shape {
+                sliding_window: self.sliding_window,
+                ..self.perf.shape()
+            },
             num_layers: self.perf.num_layers as i64,
             num_experts: self.perf.num_experts as i64,
             supports_pp: self.supports_pp,

@@ -87,6 +87,7 @@ pub fn model(perf: ModelPerf, gpus: &[GpuPerf], w: Workload, demand: f64) -> Mod
         demand_rps: demand,
         weight: 1.0,
         supports_pp: true,
+        sliding_window: false,
     }
 }
 

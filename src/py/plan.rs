@@ -26,7 +26,7 @@ pub(super) struct PyModelSpec {
 #[pymethods]
 impl PyModelSpec {
     #[new]
-    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0, supports_pp=false))]
+    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0, supports_pp=false, sliding_window=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         name: String,
@@ -36,6 +36,7 @@ impl PyModelSpec {
         demand_rps: f64,
         weight: f64,
         supports_pp: bool,
+        sliding_window: bool,
     ) -> PyResult<Self> {
         Ok(PyModelSpec {
             inner: ModelSpec {
@@ -46,6 +47,7 @@ impl PyModelSpec {
                 demand_rps,
                 weight,
                 supports_pp,
+                sliding_window,
             },
         })
     }

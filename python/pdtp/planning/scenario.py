@@ -381,7 +381,7 @@ class ModelEntry:
         return self.model.serve_ref or self.model.hf_id or self.model.name
 
     @cached_property
-    def layout_facts(self) -> tuple[int, int, bool, int, int, bool, bool]:
+    def layout_facts(self) -> tuple[int, int, bool, int, int, bool, bool, bool]:
         """What the layout rules read of the model (``pdtp.layout.layout_model``), read once
         here and handed to every rule check of this scenario's plans."""
         from ..layout import layout_model
@@ -503,6 +503,7 @@ def build(
                 demand_rps=demand,
                 weight=weight,
                 supports_pp=entry.layout_facts[5],
+                sliding_window=entry.layout_facts[7],
             )
         )
     gpu_types = [
