@@ -776,6 +776,7 @@ pub(crate) fn moriio_write_flow(
     r: &MoriioWriteRules,
 ) -> Result<Flow, Violation> {
     moriio_hybrid(shape, r.hybrid)?;
+    moriio_write_sliding_window(shape, r)?;
     let h = shape.num_kv_heads;
     if r.mapping == WriteMapping::TpMapping {
         // `_write_tp_mapping` runs first (`validate_write_tp_topology`), in the prefill's
@@ -979,6 +980,25 @@ fn moriio_hybrid(shape: &Shape, hybrid: MoriioHybrid) -> Result<(), Violation> {
         error,
         Stage::EngineStart,
     ))
+}
+
+/// A model with sliding-window layers, as the release's MoRIIO WRITE engine start takes it
+/// (after the Mamba check: 0.30.0 `moriio_connector.py:419` then `:427`).
+fn moriio_write_sliding_window(shape: &Shape, r: &MoriioWriteRules) -> Result<(), Violation> {
+    match r.sliding_window {
+        Some(message) if shape.sliding_window => Err(Violation::new(
+            "sliding_window_unsupported",
+            "pair",
+            message.into(),
+            "MoRIIO WRITE keeps no sliding-window KV-cache group from vLLM 0.30.0: use \
+             connector=\"moriio\" (READ), vLLM 0.29.0 or older (the window runs as full \
+             attention), or connector=\"nixl\""
+                .into(),
+            VllmError::NotImplementedError,
+            Stage::EngineStart,
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The connector's refusal of a GPU vendor its worker cannot start on (`vendor`: `AMD` or
@@ -1216,6 +1236,7 @@ pub fn pair_ok(
         Rules::MoriioWrite(r) => {
             r.notices_reach_prefill
                 && moriio_hybrid(shape, r.hybrid).is_ok()
+                && moriio_write_sliding_window(shape, &r).is_ok()
                 && match r.mapping {
                     WriteMapping::TpMapping => {
                         rules::validate_write_tp_topology(p, d, h, shape.is_mla).is_ok()

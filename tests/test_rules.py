@@ -793,3 +793,51 @@ def test_sliding_window_fact_of_a_model():
         pdtp.ModelShape(64, 8, sliding_window=1)  # type: ignore[arg-type]
     with pytest.raises(pdtp.PdtpError, match="sliding_window"):
         pdtp.transfer_map(2, 2, kv_heads=8, sliding_window="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "version, message",
+    [
+        # Before 0.30.0 MoRIIOConnector is no SupportsHMA: vLLM turns the hybrid KV-cache
+        # manager off and unifies the window to full attention (0.29.0 vllm/config/vllm.py),
+        # so WRITE runs the dense flow.
+        ("0.29.0", None),
+        # MoRIIOConnectorScheduler.__init__ (0.30.0 moriio/moriio_connector.py:427, 0.32.0
+        # :572; 0.33.0 :639 only for a SlidingWindowSpec group).
+        ("0.30.0", "MoRIIO WRITE mode does not support hybrid KV cache groups"),
+        ("0.32.0", "MoRIIO WRITE mode does not support hybrid KV cache groups"),
+        ("0.33.0", "MoRIIO WRITE mode does not support sliding-window cache groups"),
+    ],
+)
+def test_moriio_write_refuses_sliding_window_models_from_030(version, message):
+    sliding = pdtp.ModelShape(64, 8, sliding_window=True)
+    w = pdtp.check(sliding, 2, 2, connector="moriio-write", vllm_version=version)
+    # READ keeps the window's group and starts.
+    assert pdtp.check(sliding, 2, 2, connector="moriio", vllm_version=version).ok
+    if message is None:
+        assert w.ok, w.violations
+        return
+    v = w.violations[0]
+    assert (v.code, v.vllm_error, v.when) == (
+        "sliding_window_unsupported",
+        "NotImplementedError",
+        "engine_start",
+    )
+    assert v.message.startswith(message)
+    # A catalog model with sliding-window layers meets it; Llama 4's chunked layers do not.
+    assert not pdtp.check("gemma-3-27b", 2, 2, connector="moriio-write", vllm_version=version).ok
+    assert pdtp.check("llama-4-scout", 8, 8, connector="moriio-write", vllm_version=version).ok
+    with pytest.raises(pdtp.PdtpError, match="MoRIIO WRITE mode does not support"):
+        pdtp.transfer_map(
+            2, 2, kv_heads=8, connector="moriio-write", vllm_version=version, sliding_window=True
+        )
+
+
+def test_moriio_write_planner_keeps_sliding_window_models_aggregated_from_030():
+    # The planners read the same fact: every P/D pair of Gemma 3 under MoRIIO WRITE 0.31.0 is
+    # refused at the engine start (moriio/moriio_connector.py:542), so no P/D plan is made.
+    plan = pdtp.solve(
+        "gemma-3-27b", gpus=8, gpu="mi355x", vllm_version="0.31.0", connector="moriio-write"
+    )
+    assert plan.prefill is None and plan.decode is None
+    assert all("MoRIIO WRITE mode does not support" in r for r in plan.rejected)

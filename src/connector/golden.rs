@@ -865,7 +865,7 @@ fn pdtp_flow_report(
         num_kv_heads: v.h,
         is_mla: v.mla,
         hybrid: v.hybrid == "mamba",
-        sliding_window: false,
+        sliding_window: v.hybrid == "sliding",
     };
     let flow = connector_flow(&shape, v.p, v.d, profile);
     let report = grid_report(shape, (v.p, v.ppp, v.pdp), (v.d, v.dpp, v.ddp), profile);
@@ -1178,14 +1178,10 @@ fn pdtp_agrees_with_vllm_moriio_flow() {
             let outcome = &outcomes[code as usize];
             let kind = outcome[0][0].as_str().unwrap();
             // Not compared, and counted: vectors the driver does not run past the engine
-            // start (0.27.0-0.29.0 hand Mamba groups to a connector with no code for them),
-            // and sliding-window vectors of releases whose connector sees the window (0.30.0
-            // on, the hybrid KV-cache manager on): pdtp's model shape has no sliding-window
-            // input. A release that unifies the window to full attention runs (and is
+            // start (0.27.0-0.29.0 hand Mamba groups to a connector with no code for them).
+            // A release that unifies a sliding window to full attention runs (and is
             // compared as) the dense flow.
-            if kind == "undriven"
-                || (v.hybrid == "sliding" && matches!(kind, "started" | "engine_start"))
-            {
+            if kind == "undriven" {
                 skipped += 1;
                 continue;
             }
@@ -1227,7 +1223,7 @@ fn pdtp_agrees_with_vllm_moriio_flow() {
     }
     println!(
         "flow moriio: {releases} releases, {total} vectors compared, {skipped} not compared \
-         (sliding-window layers the connector sees; Mamba groups the driver does not run)"
+         (Mamba groups the driver does not run)"
     );
     assert!(
         failures.is_empty(),
