@@ -841,3 +841,18 @@ def test_moriio_write_planner_keeps_sliding_window_models_aggregated_from_030():
     )
     assert plan.prefill is None and plan.decode is None
     assert all("MoRIIO WRITE mode does not support" in r for r in plan.rejected)
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.30.0", "0.33.0"])
+def test_moriio_read_moves_a_sliding_window_group_as_the_full_one(version):
+    # READ keeps the sliding-window group from 0.30.0 and reads every layer's blocks of its
+    # own group from the one remote rank the request's session names (0.30.0
+    # moriio/moriio_connector.py:2783-2791); before, the window is full attention. The map of
+    # a sliding-window model is the dense model's (tools/vllm_flow.py drives both layers).
+    for p, d, h, mla in ((2, 2, 8, False), (8, 2, 2, False), (4, 1, 1, True), (2, 8, 2, False)):
+        dense = pdtp.transfer_map(p, d, kv_heads=h, is_mla=mla, vllm_version=version)
+        sliding = pdtp.transfer_map(
+            p, d, kv_heads=h, is_mla=mla, vllm_version=version, sliding_window=True
+        )
+        assert (sliding.decode, sliding.prefill) == (dense.decode, dense.prefill)
+        assert sliding.warnings == dense.warnings
