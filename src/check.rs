@@ -16,7 +16,7 @@ use crate::connector::{
 use crate::rules::{self, RuleError};
 
 /// What `check` needs to know about a model's attention.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Shape {
     pub num_attention_heads: i64,
     pub num_kv_heads: i64,
@@ -25,6 +25,12 @@ pub struct Shape {
     /// beside the KV cache). vLLM's NIXL worker reads it as `_has_mamba` (a `MambaSpec` KV
     /// cache group) and skips its replicated-fan-in assert for it.
     pub hybrid: bool,
+    /// The model has sliding-window attention layers (Gemma 2/3, gpt-oss, Mistral's SWA):
+    /// with vLLM's hybrid KV-cache manager on, they are a KV-cache group of their own
+    /// (`SlidingWindowSpec`) that a connector supporting HMA sees. Chunked local attention
+    /// (Llama 4) is not: vLLM turns the manager off for it by default
+    /// (vllm/config/vllm.py, `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`).
+    pub sliding_window: bool,
 }
 
 /// Which exception vLLM raises for a violation (`None`: vLLM raises nothing).
@@ -770,6 +776,7 @@ pub(crate) fn moriio_write_flow(
     r: &MoriioWriteRules,
 ) -> Result<Flow, Violation> {
     moriio_hybrid(shape, r.hybrid)?;
+    moriio_write_sliding_window(shape, r)?;
     let h = shape.num_kv_heads;
     if r.mapping == WriteMapping::TpMapping {
         // `_write_tp_mapping` runs first (`validate_write_tp_topology`), in the prefill's
@@ -973,6 +980,25 @@ fn moriio_hybrid(shape: &Shape, hybrid: MoriioHybrid) -> Result<(), Violation> {
         error,
         Stage::EngineStart,
     ))
+}
+
+/// A model with sliding-window layers, as the release's MoRIIO WRITE engine start takes it
+/// (after the Mamba check: 0.30.0 `moriio_connector.py:419` then `:427`).
+fn moriio_write_sliding_window(shape: &Shape, r: &MoriioWriteRules) -> Result<(), Violation> {
+    match r.sliding_window {
+        Some(message) if shape.sliding_window => Err(Violation::new(
+            "sliding_window_unsupported",
+            "pair",
+            message.into(),
+            "MoRIIO WRITE keeps no sliding-window KV-cache group from vLLM 0.30.0: use \
+             connector=\"moriio\" (READ), vLLM 0.29.0 or older (the window runs as full \
+             attention), or connector=\"nixl\""
+                .into(),
+            VllmError::NotImplementedError,
+            Stage::EngineStart,
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The connector's refusal of a GPU vendor its worker cannot start on (`vendor`: `AMD` or
@@ -1210,6 +1236,7 @@ pub fn pair_ok(
         Rules::MoriioWrite(r) => {
             r.notices_reach_prefill
                 && moriio_hybrid(shape, r.hybrid).is_ok()
+                && moriio_write_sliding_window(shape, &r).is_ok()
                 && match r.mapping {
                     WriteMapping::TpMapping => {
                         rules::validate_write_tp_topology(p, d, h, shape.is_mla).is_ok()
@@ -1279,6 +1306,7 @@ mod tests {
         num_kv_heads: 8,
         is_mla: false,
         hybrid: false,
+        sliding_window: false,
     };
 
     #[test]
@@ -1319,6 +1347,7 @@ mod tests {
             num_kv_heads: 4,
             is_mla: false,
             hybrid: false,
+            sliding_window: false,
         };
         let r = check_pair(&s, 8, 4, profile("moriio@0.32.0").unwrap(), None);
         assert!(r.ok());
@@ -1355,6 +1384,7 @@ mod tests {
                         num_kv_heads: h,
                         is_mla: mla,
                         hybrid,
+                        sliding_window: false,
                     };
                     for p in 1..=33 {
                         for d in 1..=33 {

@@ -54,12 +54,26 @@ pub fn transfer_map(
     is_mla: bool,
     profile: &ConnectorProfile,
 ) -> Result<TransferMap, Violation> {
+    transfer_map_of(p, d, kv_heads, is_mla, (false, false), profile)
+}
+
+/// [`transfer_map`] of a model with Mamba-type and/or sliding-window layers
+/// (`(hybrid, sliding_window)`, as [`Shape`] names them): the connector's rules for them.
+pub fn transfer_map_of(
+    p: i64,
+    d: i64,
+    kv_heads: i64,
+    is_mla: bool,
+    (hybrid, sliding_window): (bool, bool),
+    profile: &ConnectorProfile,
+) -> Result<TransferMap, Violation> {
     // Attention heads = a stand-in that always divides: P·D is a multiple of both.
     let shape = Shape {
         num_attention_heads: p.saturating_mul(d),
         num_kv_heads: kv_heads,
         is_mla,
-        hybrid: false,
+        hybrid,
+        sliding_window,
     };
     let report = check_pair(&shape, p, d, profile, None);
     if let Some(first) = report.violations.into_iter().next() {

@@ -771,3 +771,88 @@ def test_sweep_default_connector_follows_each_gpus_vendor():
             plan.aggregated.instances,
         )
         assert row["requests_per_s"] == plan.requests_per_s
+
+
+def test_sliding_window_fact_of_a_model():
+    # A model with sliding-window attention groups carries it to the rules (check, the layout
+    # facts the planners read once, transfer_map); chunked local attention (Llama 4) does not:
+    # vLLM turns the hybrid KV-cache manager off for it by default (0.30.0
+    # vllm/config/vllm.py:1992), so the connector sees full attention.
+    from pdtp.catalog import resolve_model
+    from pdtp.check import model_shape
+    from pdtp.layout import layout_model
+
+    for name, sliding in (("gemma-3-27b", True), ("gpt-oss-120b", True), ("llama-4-scout", False)):
+        m = resolve_model(name)
+        assert model_shape(m).sliding_window is sliding, name
+        assert model_shape(name).sliding_window is sliding, name
+        assert layout_model(m)[7] is sliding, name
+    assert layout_model(pdtp.ModelShape(64, 8, sliding_window=True))[7] is True
+    assert layout_model(pdtp.ModelShape(64, 8))[7] is False
+    with pytest.raises(pdtp.PdtpError, match="sliding_window"):
+        pdtp.ModelShape(64, 8, sliding_window=1)  # type: ignore[arg-type]
+    with pytest.raises(pdtp.PdtpError, match="sliding_window"):
+        pdtp.transfer_map(2, 2, kv_heads=8, sliding_window="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "version, message",
+    [
+        # Before 0.30.0 MoRIIOConnector is no SupportsHMA: vLLM turns the hybrid KV-cache
+        # manager off and unifies the window to full attention (0.29.0 vllm/config/vllm.py),
+        # so WRITE runs the dense flow.
+        ("0.29.0", None),
+        # MoRIIOConnectorScheduler.__init__ (0.30.0 moriio/moriio_connector.py:427, 0.32.0
+        # :572; 0.33.0 :639 only for a SlidingWindowSpec group).
+        ("0.30.0", "MoRIIO WRITE mode does not support hybrid KV cache groups"),
+        ("0.32.0", "MoRIIO WRITE mode does not support hybrid KV cache groups"),
+        ("0.33.0", "MoRIIO WRITE mode does not support sliding-window cache groups"),
+    ],
+)
+def test_moriio_write_refuses_sliding_window_models_from_030(version, message):
+    sliding = pdtp.ModelShape(64, 8, sliding_window=True)
+    w = pdtp.check(sliding, 2, 2, connector="moriio-write", vllm_version=version)
+    # READ keeps the window's group and starts.
+    assert pdtp.check(sliding, 2, 2, connector="moriio", vllm_version=version).ok
+    if message is None:
+        assert w.ok, w.violations
+        return
+    v = w.violations[0]
+    assert (v.code, v.vllm_error, v.when) == (
+        "sliding_window_unsupported",
+        "NotImplementedError",
+        "engine_start",
+    )
+    assert v.message.startswith(message)
+    # A catalog model with sliding-window layers meets it; Llama 4's chunked layers do not.
+    assert not pdtp.check("gemma-3-27b", 2, 2, connector="moriio-write", vllm_version=version).ok
+    assert pdtp.check("llama-4-scout", 8, 8, connector="moriio-write", vllm_version=version).ok
+    with pytest.raises(pdtp.PdtpError, match="MoRIIO WRITE mode does not support"):
+        pdtp.transfer_map(
+            2, 2, kv_heads=8, connector="moriio-write", vllm_version=version, sliding_window=True
+        )
+
+
+def test_moriio_write_planner_keeps_sliding_window_models_aggregated_from_030():
+    # The planners read the same fact: every P/D pair of Gemma 3 under MoRIIO WRITE 0.31.0 is
+    # refused at the engine start (moriio/moriio_connector.py:542), so no P/D plan is made.
+    plan = pdtp.solve(
+        "gemma-3-27b", gpus=8, gpu="mi355x", vllm_version="0.31.0", connector="moriio-write"
+    )
+    assert plan.prefill is None and plan.decode is None
+    assert all("MoRIIO WRITE mode does not support" in r for r in plan.rejected)
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.30.0", "0.33.0"])
+def test_moriio_read_moves_a_sliding_window_group_as_the_full_one(version):
+    # READ keeps the sliding-window group from 0.30.0 and reads every layer's blocks of its
+    # own group from the one remote rank the request's session names (0.30.0
+    # moriio/moriio_connector.py:2783-2791); before, the window is full attention. The map of
+    # a sliding-window model is the dense model's (tools/vllm_flow.py drives both layers).
+    for p, d, h, mla in ((2, 2, 8, False), (8, 2, 2, False), (4, 1, 1, True), (2, 8, 2, False)):
+        dense = pdtp.transfer_map(p, d, kv_heads=h, is_mla=mla, vllm_version=version)
+        sliding = pdtp.transfer_map(
+            p, d, kv_heads=h, is_mla=mla, vllm_version=version, sliding_window=True
+        )
+        assert (sliding.decode, sliding.prefill) == (dense.decode, dense.prefill)
+        assert sliding.warnings == dense.warnings

@@ -50,7 +50,11 @@ sliding windows are unified to full attention (the dense flow runs) and Mamba sp
 release's own ``unify_hybrid_kv_cache_specs`` refusal (its text read from
 ``vllm/v1/core/kv_cache_utils.py``; 0.27.0-0.29.0 it no longer refuses and the driver stops:
 ``undriven``); a release with it builds both sides' scheduler and worker with the groups and
-records what they raise, else ``started`` (the groups' own transfer is not driven).
+records what they raise. A sliding-window group that starts (READ, 0.30.0 on) is then driven
+like a dense vector, each rank holding a full and a sliding-window layer whose blocks are their
+own group's list (``local_block_ids[group]``): the reads of both layers, the releases, acks and
+frees are recorded. A Mamba group that starts is recorded ``started`` (its state transfer is
+not driven).
 
 Names the driver chooses as vLLM's deployment does: request ids ``cmpl-…`` (vLLM's OpenAI
 server), transfer ids ``<TRANSFER_PREFIX>-…`` (the MoRIIO proxy; ``tx`` from 0.18.0). A
@@ -724,6 +728,7 @@ class Driver:
         self.dead: dict[int, list[Any]] = {}
         self.received: dict[tuple[str, int, int], list[Any]] = collections.defaultdict(list)
         self.dialled: list[Any] = []
+        self.hybrid = ""
 
     def log_read(self, key: Any) -> None:
         w = self.current_worker
@@ -800,7 +805,8 @@ class Driver:
         return m
 
     def layer_meta(self, w: Any) -> dict[str, list[Any]]:
-        return {LAYER: [["mem", w.dp_rank, w.tp_rank]]}
+        layers = [LAYER, LAYER_2] if self.hybrid else [LAYER]
+        return {name: [["mem", w.dp_rank, w.tp_rank]] for name in layers}
 
     # -- running as one rank
     @contextlib.contextmanager
@@ -1025,9 +1031,13 @@ def flow_vector(
     ``sliding`` (full and sliding-window attention layers)."""
     if hybrid:
         started = hybrid_start(rel, read, p, d, h, mla, hybrid)
-        if started is not None:
+        # A sliding-window group that starts (READ, 0.30.0 on) is driven through the
+        # transfer with both groups; the others stop at the start.
+        if started is not None and not (started["verdict"] == ["started"] and hybrid == "sliding"):
             return started
-    extra = {"ppp": ppp, "dpp": dpp}
+    extra: dict[str, Any] = {"ppp": ppp, "dpp": dpp}
+    if hybrid and rel.hma:
+        extra["hybrid"] = hybrid
     first = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, {}, **extra)
     votes = first.pop("_votes", {})
     if any(v == 0 for v in votes.values()):
@@ -1061,11 +1071,15 @@ def _flow(
     votes: dict[Any, int],
     ppp: int = 1,
     dpp: int = 1,
+    hybrid: str = "",
 ) -> dict[str, Any]:
+    """``hybrid``: ``sliding`` runs a second, sliding-window attention group beside the full
+    one under the hybrid KV-cache manager (its blocks as their own group's list)."""
     global DRIVER
     ns = rel.ns
     ENVS.values = {"VLLM_MORIIO_CONNECTOR_READ_MODE": read}
     drv = DRIVER = Driver(ns)
+    drv.hybrid = hybrid
     drv.votes = dict(votes)
     drv.lost = []
     drv.received = collections.defaultdict(list)
@@ -1084,10 +1098,10 @@ def _flow(
                     drv.current = rank
                     w = Worker.__new__(Worker)
                     w._flow_rank = rank
-                    cfg = rel.config(side, tp, dp, k, h, mla, read, backend, pp)
+                    cfg = rel.config(side, tp, dp, k, h, mla, read, backend, pp, hma=bool(hybrid))
                     with drv.as_rank(w):
-                        init_worker(Worker, w, cfg, side, ns, mla)
-                        attach_kv_state(w, tp, h, mla, ns)
+                        init_worker(Worker, w, cfg, side, ns, mla, hybrid)
+                        attach_kv_state(w, tp, h, mla, ns, hybrid)
                     if stage == 0:
                         drv.workers[(side, k, r)] = w
                     else:
@@ -1189,7 +1203,7 @@ def hybrid_start(
     flow) and Mamba layers fail vLLM's unification at engine start (the release's own
     ``unify_hybrid_kv_cache_specs`` text, vllm/v1/core/kv_cache_utils.py). A release with it
     builds both sides' scheduler and worker with the hybrid KV-cache groups: what they raise,
-    else ``started`` (the transfer of the Mamba or sliding-window groups is not driven)."""
+    else ``started`` (:func:`flow_vector` drives a sliding-window group on from there)."""
     global DRIVER
     if not rel.hma:
         if hybrid == "sliding":
@@ -1480,10 +1494,11 @@ def _set_meta(m: Any, req: dict[str, Any], producer: bool, **k: Any) -> None:
         return
     rel, p, pdp = k["rel"], k["p"], k["pdp"]
     cls = rel.ns["ReqMeta"]
+    groups = [[1], [1]] if DRIVER.hybrid else [[1]]
     fields = {
         "transfer_id": req["xfer"],
-        "local_block_ids": [[1]] if rel.grouped_blocks else [1],
-        "remote_block_ids": [[1]] if rel.grouped_blocks else [1],
+        "local_block_ids": groups if rel.grouped_blocks else [1],
+        "remote_block_ids": groups if rel.grouped_blocks else [1],
         "remote_engine_id": "prefill",
         "remote_host": "10.0.0.1",
         "remote_port": HANDSHAKE_PORT["prefill"],
@@ -1513,13 +1528,13 @@ def _reaped(
     sched_cls = ns["MoRIIOConnectorScheduler"]
     if not hasattr(sched_cls, "update_connector_output"):
         return "never"
-    cfg = rel.config("prefill", p, pdp, req["pdp"], h, mla, read, backend)
     drv = DRIVER
+    cfg = rel.config("prefill", p, pdp, req["pdp"], h, mla, read, backend, hma=bool(drv.hybrid))
     w = drv.workers[("prefill", req["pdp"], 0)]
     with drv.as_rank(w):
         code = sched_cls.__init__.__code__
         if "kv_cache_config" in code.co_varnames[: code.co_argcount]:
-            s = sched_cls(cfg, "prefill", kv_cache_config(ns, mla))
+            s = sched_cls(cfg, "prefill", kv_cache_config(ns, mla, drv.hybrid))
         else:
             s = sched_cls(cfg, "prefill")
         request = _Config(
@@ -1534,7 +1549,8 @@ def _reaped(
         t0 = CLOCK.now
         # Block ids per KV-cache group where the release's scheduler takes them so.
         grouped = "BlockIds" in str(sched_cls.request_finished.__annotations__.get("block_ids"))
-        delay, _ = s.request_finished(request, ([1],) if grouped else [1])
+        blocks = ([1], [1]) if drv.hybrid else ([1],)
+        delay, _ = s.request_finished(request, blocks if grouped else [1])
         if not delay:
             raise HarnessError("request_finished did not defer the free")
         output = _Config(finished_sending=set(), finished_recving=set())
@@ -1561,8 +1577,8 @@ def kv_cache_config(ns: dict[str, Any], mla: bool, hybrid: str = "") -> Any:
         m.num_speculative_blocks, m.mamba_type = 0, "mamba2"
         groups.append(_Config(layer_names=[LAYER_2], kv_cache_spec=m, enable_kv_transfer=True))
     elif hybrid == "sliding":
-        sw = ns["SlidingWindowSpec"]()
-        sw.sliding_window, sw.dcp_sharded = 4096, False
+        sw = ns["SlidingWindowMLASpec" if mla else "SlidingWindowSpec"]()
+        sw.sliding_window, sw.dcp_sharded = SLIDING_WINDOW, False
         groups.append(_Config(layer_names=[LAYER_2], kv_cache_spec=sw, enable_kv_transfer=True))
     return _Config(
         kv_cache_groups=groups,
@@ -1575,11 +1591,13 @@ def kv_cache_config(ns: dict[str, Any], mla: bool, hybrid: str = "") -> Any:
     )
 
 
-def init_worker(Worker: Any, w: Any, cfg: Any, side: str, ns: dict[str, Any], mla: bool) -> None:
+def init_worker(
+    Worker: Any, w: Any, cfg: Any, side: str, ns: dict[str, Any], mla: bool, hybrid: str = ""
+) -> None:
     params = list(Worker.__init__.__code__.co_varnames[1 : Worker.__init__.__code__.co_argcount])
     kwargs: dict[str, Any] = {"vllm_config": cfg, "engine_id": side}
     if "kv_cache_config" in params:
-        kwargs["kv_cache_config"] = kv_cache_config(ns, mla)
+        kwargs["kv_cache_config"] = kv_cache_config(ns, mla, hybrid)
     Worker.__init__(w, **{k: v for k, v in kwargs.items() if k in params})
 
 
@@ -1612,6 +1630,7 @@ class _KVTensor:
 
 
 NUM_BLOCKS = 64
+SLIDING_WINDOW = 4096  # tokens: a hybrid vector's sliding-window layer
 
 
 def head_layout(ns: dict[str, Any], heads: int) -> Any:
@@ -1649,28 +1668,41 @@ def heads_covered(w: Any, offsets: Any, sizes: Any) -> list[int]:
     return [lo, hi]
 
 
-def attach_kv_state(w: Any, tp: int, h: int, mla: bool, ns: dict[str, Any]) -> None:
-    """What register_kv_caches leaves: one layer, memory descriptors naming the rank."""
+def attach_kv_state(
+    w: Any, tp: int, h: int, mla: bool, ns: dict[str, Any], hybrid: str = ""
+) -> None:
+    """What register_kv_caches leaves: one layer (``hybrid="sliding"``: and a sliding-window
+    layer of the same shape), memory descriptors naming the rank."""
     heads = 1 if mla else max(1, h // tp)
     w._flow_heads, w._flow_mla = heads, mla
     shape = (NUM_BLOCKS, BLOCK_SIZE, 576) if mla else (2, NUM_BLOCKS, BLOCK_SIZE, heads, 128)
     if mla and ns.get("_flow_standard_mla"):
         shape = (NUM_BLOCKS, 1, BLOCK_SIZE, 576)  # 0.33.0: the standardized [B, H, N, C] view
-    spec = ns["MLAAttentionSpec"] if mla else ns["FullAttentionSpec"]
-    w.layer_name_to_local_kv_cache_metadata = {LAYER: [["mem", w.dp_rank, w.tp_rank]]}
+    layers = [LAYER, LAYER_2] if hybrid == "sliding" else [LAYER]
+    w.layer_name_to_local_kv_cache_metadata = {n: [["mem", w.dp_rank, w.tp_rank]] for n in layers}
     w.moriio_wrapper.local_memory_registered = True
-    w.kv_caches = {LAYER: _KVTensor(shape)}
+    w.kv_caches = {n: _KVTensor(shape) for n in layers}
     w.kv_cache_shape = shape
-    sp = spec()
-    sp.num_heads, sp.num_states, sp.state_content_size_bytes = 1, BLOCK_SIZE, 576 * 2
-    w.layer_to_spec = {LAYER: sp}
-    w.layer_names = [LAYER]
+    w.layer_to_spec = {}
+    for n in layers:
+        # The sliding-window layer's spec: vLLM's SlidingWindowSpec (SlidingWindowMLASpec).
+        full = n == LAYER
+        if mla:
+            spec = ns["MLAAttentionSpec"] if full else ns["SlidingWindowMLASpec"]
+        else:
+            spec = ns["FullAttentionSpec"] if full else ns["SlidingWindowSpec"]
+        sp = spec()
+        sp.num_heads, sp.num_states, sp.state_content_size_bytes = 1, BLOCK_SIZE, 576 * 2
+        if not full:
+            sp.sliding_window = SLIDING_WINDOW
+        w.layer_to_spec[n] = sp
+    w.layer_names = list(layers)
     w.kv_layer_mr_offset = {}
     if "HeadLayout" in ns and not mla:
-        w.kv_head_layouts = {LAYER: head_layout(ns, heads)}
+        w.kv_head_layouts = {n: head_layout(ns, heads) for n in layers}
     elif "HeadLayout" in ns:
         w.kv_head_layouts = {}
-    w.attention_block_sizes = {LAYER: BLOCK_SIZE}
+    w.attention_block_sizes = {n: BLOCK_SIZE for n in layers}
     w.mamba_state_layouts = {}
     w._flow_meta_extra = {
         "num_blocks": NUM_BLOCKS,

@@ -137,16 +137,23 @@ def alternatives(
     decode_sizes: list[int],
     limit: int,
     hybrid: bool = False,
+    sliding_window: bool = False,
 ) -> list[tuple[int, int]]: ...
 def transfer_map(
-    prefill_tp: int, decode_tp: int, kv_heads: int, is_mla: bool, connector: str
+    prefill_tp: int,
+    decode_tp: int,
+    kv_heads: int,
+    is_mla: bool,
+    connector: str,
+    hybrid: bool = False,
+    sliding_window: bool = False,
 ) -> tuple[
     list[tuple[int, list[int], list[tuple[int, list[int]]], list[int], list[int]]],
     list[tuple[int, list[int], list[int], list[int], int]],
 ]: ...
 
 # ---- layouts -------------------------------------------------------------------------------
-_LayoutModel = tuple[int, int, bool, int, int, bool, bool]
+_LayoutModel = tuple[int, int, bool, int, int, bool, bool, bool]
 
 def parse_layout(text: str) -> tuple[int, int, int, bool]: ...
 def stage_layers(pp: int, num_layers: int) -> list[tuple[int, int]]: ...
@@ -270,6 +277,7 @@ class ModelSpec:
         weight: float = 1.0,
         supports_pp: bool = False,
         memory_fractions: list[list[tuple[tuple[int, int, int, str], float]]] | None = None,
+        sliding_window: bool = False,
     ) -> ModelSpec: ...
     @property
     def name(self) -> str: ...

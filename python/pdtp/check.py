@@ -25,7 +25,7 @@ from .errors import (
     ArgumentTypeError,
     InvalidArgumentError,
 )
-from .layout import Layout, is_hybrid, loadable_tp_sizes
+from .layout import Layout, is_hybrid, is_sliding, loadable_tp_sizes
 from .violations import CheckWarning, Violation, layout_rules, load_rules, pair_rules
 
 # Largest KV/attention head count accepted (far above any real model; keeps arithmetic small).
@@ -47,12 +47,17 @@ class ModelShape:
     name: str = "model"
     #: The model has Mamba-type layers (Mamba, Mamba-2, Gated DeltaNet, …) beside attention.
     hybrid: bool = False
+    #: The model has sliding-window attention layers (Gemma 2/3, gpt-oss): a KV-cache group
+    #: of their own under vLLM's hybrid KV-cache manager (chunked local attention, Llama 4,
+    #: is not: vLLM turns the manager off for it).
+    sliding_window: bool = False
 
     def __post_init__(self) -> None:
         positive_int("num_attention_heads", self.num_attention_heads, maximum=MAX_HEADS)
         positive_int("num_kv_heads", self.num_kv_heads, maximum=MAX_HEADS)
         flag("is_mla", self.is_mla)
         flag("hybrid", self.hybrid)
+        flag("sliding_window", self.sliding_window)
         if not isinstance(self.name, str):
             raise ArgumentTypeError(f"name must be a string, got {type(self.name).__name__}")
 
@@ -73,11 +78,14 @@ def model_shape(model: Any) -> ModelShape:
             model.is_mla,
             str(getattr(model, "name", "model")),
             is_hybrid(model),
+            is_sliding(model),
         )
     from .catalog import resolve_model  # lazy: the catalog loads data files
 
     m = resolve_model(model)
-    return ModelShape(m.num_attention_heads, m.num_kv_heads, m.is_mla, m.name, is_hybrid(m))
+    return ModelShape(
+        m.num_attention_heads, m.num_kv_heads, m.is_mla, m.name, is_hybrid(m), is_sliding(m)
+    )
 
 
 #: What :attr:`CheckResult.verdict` says happens, most benign first.
@@ -410,6 +418,7 @@ def check(
                     sizes["decode"],
                     n_alt,
                     hybrid=shape.hybrid,
+                    sliding_window=shape.sliding_window,
                 )
             )
         else:

@@ -135,11 +135,11 @@ def supports_pp(model: Any) -> bool:
     return False
 
 
-def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool]:
+def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool, bool]:
     """What the layout rules read of a model: ``(attention heads, KV heads, MLA, layers,
-    routed experts, supports pipeline parallel, hybrid)``. ``model``: a ``pdtp.Model`` or
-    anything with the attention numbers (a ``ModelShape`` has no layer or expert counts: 1
-    and 0)."""
+    routed experts, supports pipeline parallel, hybrid, sliding window)``. ``model``: a
+    ``pdtp.Model`` or anything with the attention numbers (a ``ModelShape`` has no layer or
+    expert counts: 1 and 0)."""
     return (
         model.num_attention_heads,
         model.num_kv_heads,
@@ -148,6 +148,7 @@ def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool]:
         int(getattr(model, "num_experts", 0) or 0),
         supports_pp(model),
         is_hybrid(model),
+        is_sliding(model),
     )
 
 
@@ -168,3 +169,15 @@ def is_hybrid(model: Any) -> bool:
     layers = getattr(model, "num_layers", None)
     attention = getattr(model, "num_attention_layers", None)
     return isinstance(layers, int) and isinstance(attention, int) and attention < layers
+
+
+def is_sliding(model: Any) -> bool:
+    """The model has sliding-window attention layers (an attention group of kind
+    ``"sliding"``), a KV-cache group of their own (``SlidingWindowSpec``) under vLLM's hybrid
+    KV-cache manager. Chunked local attention (Llama 4) does not count: vLLM turns the
+    manager off for it by default (vllm/config/vllm.py). A ``ModelShape`` says so with
+    ``sliding_window=True``."""
+    if getattr(model, "sliding_window", False) is True:
+        return True
+    groups = getattr(model, "attention_groups", ()) or ()
+    return any(getattr(g, "kind", "") == "sliding" for g in groups)

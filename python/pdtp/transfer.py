@@ -172,6 +172,8 @@ def transfer_map(
     num_layers: int | None = None,
     vllm_version: str | None = None,
     sglang_version: str | None = None,
+    hybrid: bool = False,
+    sliding_window: bool = False,
 ) -> TransferMap:
     """The transfer map of a valid pair under ``connector`` as vLLM ``vllm_version``
     (default: the newest release pdtp knows) runs it. An invalid pair raises the error vLLM
@@ -182,7 +184,9 @@ def transfer_map(
     Each side is a TP size or a layout (``"tp2dp4ep"``, ``"tp8pp2"``, :class:`pdtp.Layout`):
     the TP map holds between the TP sizes, per (prefill DP rank, decode DP rank) pair
     (``data_parallel``) and per pipeline stage (``num_layers`` gives each stage's layers;
-    MoRIIO has no pipeline handling and refuses such layouts).
+    MoRIIO has no pipeline handling and refuses such layouts). ``hybrid`` and
+    ``sliding_window``: the model has Mamba-type or sliding-window layers
+    (:class:`pdtp.ModelShape`), which some releases' connectors refuse or move apart.
 
     >>> import pdtp
     >>> m = pdtp.transfer_map(4, 8, kv_heads=4)
@@ -198,6 +202,7 @@ def transfer_map(
     d = positive_int("decode_tp", dl.tp, maximum=MAX_MAP_TP)
     h = positive_int("kv_heads", kv_heads, maximum=MAX_HEADS)
     mla = flag("is_mla", is_mla)
+    facts = flag("hybrid", hybrid), flag("sliding_window", sliding_window)
     connector, vllm_version = engine_connector(
         connector, vllm_version=vllm_version, sglang_version=sglang_version
     )
@@ -207,16 +212,22 @@ def transfer_map(
     if not (pl.is_tp_only and dl.is_tp_only):
         from .violations import layout_rules
 
-        shape = _LayoutShape(math.lcm(p, d), h, mla, layers or max(pl.pp, dl.pp))
+        shape = _LayoutShape(math.lcm(p, d), h, mla, layers or max(pl.pp, dl.pp), *facts)
         broken, _ = layout_rules(shape, pl, dl, conn.key, None)
         broken = [v for v in broken if v.code not in _NOT_MAP_RULES]
         if broken:
             raise broken[0].exception()
-    decode_rows, prefill_rows = _core.transfer_map(p, d, h, mla, conn.key)
+    decode_rows, prefill_rows = _core.transfer_map(
+        p, d, h, mla, conn.key, hybrid=facts[0], sliding_window=facts[1]
+    )
     # Warnings come from the same pair check `pdtp.check` runs (attention heads play no part
     # in the map, so any count both sizes divide will do).
     warnings = check(
-        ModelShape(math.lcm(p, d), h, mla), p, d, connector=conn, alternatives=0
+        ModelShape(math.lcm(p, d), h, mla, hybrid=facts[0], sliding_window=facts[1]),
+        p,
+        d,
+        connector=conn,
+        alternatives=0,
     ).warnings
     return TransferMap(
         prefill_tp=p,
@@ -259,6 +270,8 @@ class _LayoutShape:
     num_kv_heads: int
     is_mla: bool
     num_layers: int
+    hybrid: bool = False
+    sliding_window: bool = False
     num_experts: int = 1
     architectures: tuple[str, ...] = ("LlamaForCausalLM",)
 

@@ -307,6 +307,7 @@ fn compare_pairs(connector: &str, release: &str, data: &Value, tally: &mut Tally
                 num_kv_heads: h,
                 is_mla: mla,
                 hybrid: false,
+                sliding_window: false,
             };
             for p in 1..=max_tp {
                 for d in 1..=max_tp {
@@ -368,6 +369,7 @@ fn compare_pairs(connector: &str, release: &str, data: &Value, tally: &mut Tally
             num_kv_heads: 1,
             is_mla: true,
             hybrid: false,
+            sliding_window: false,
         };
         for p in 1..=max_tp {
             for d in 1..=max_tp {
@@ -836,7 +838,8 @@ fn compare_start(
                 )),
             })
         }
-        // The engine starts (the transfer of a hybrid model's other groups is not driven).
+        // The engine starts (a Mamba group's state transfer is not driven; a sliding-window
+        // group's is, and is recorded as `ok` with its requests).
         "started" => Some(
             match report
                 .violations
@@ -863,6 +866,7 @@ fn pdtp_flow_report(
         num_kv_heads: v.h,
         is_mla: v.mla,
         hybrid: v.hybrid == "mamba",
+        sliding_window: v.hybrid == "sliding",
     };
     let flow = connector_flow(&shape, v.p, v.d, profile);
     let report = grid_report(shape, (v.p, v.ppp, v.pdp), (v.d, v.dpp, v.ddp), profile);
@@ -1150,6 +1154,7 @@ fn pdtp_agrees_with_vllm_moriio_flow() {
     let mut failures = Vec::new();
     let mut total = 0u64;
     let mut skipped = 0u64;
+    let mut sliding_served = 0u64;
     let mut releases = 0u64;
     let mut cache: BTreeMap<&str, Value> = BTreeMap::new();
     for (release, file) in runs {
@@ -1175,17 +1180,20 @@ fn pdtp_agrees_with_vllm_moriio_flow() {
             let outcome = &outcomes[code as usize];
             let kind = outcome[0][0].as_str().unwrap();
             // Not compared, and counted: vectors the driver does not run past the engine
-            // start (0.27.0-0.29.0 hand Mamba groups to a connector with no code for them),
-            // and sliding-window vectors of releases whose connector sees the window (0.30.0
-            // on, the hybrid KV-cache manager on): pdtp's model shape has no sliding-window
-            // input. A release that unifies the window to full attention runs (and is
+            // start (0.27.0-0.29.0 hand Mamba groups to a connector with no code for them).
+            // A release that unifies a sliding window to full attention runs (and is
             // compared as) the dense flow.
-            if kind == "undriven"
-                || (v.hybrid == "sliding" && matches!(kind, "started" | "engine_start"))
-            {
+            if kind == "undriven" {
                 skipped += 1;
                 continue;
             }
+            // A sliding-window group that starts is driven through its transfer (compared
+            // below as the requests it served), never left at `started`.
+            assert!(
+                !(v.hybrid == "sliding" && kind == "started"),
+                "moriio@{release}: a sliding-window vector stops at the engine start"
+            );
+            sliding_served += u64::from(v.hybrid == "sliding" && kind == "ok");
             let r = if a[0] == "write" {
                 compare_write_flow_vector(&v, outcome, write_profile)
             } else {
@@ -1224,7 +1232,7 @@ fn pdtp_agrees_with_vllm_moriio_flow() {
     }
     println!(
         "flow moriio: {releases} releases, {total} vectors compared, {skipped} not compared \
-         (sliding-window layers the connector sees; Mamba groups the driver does not run)"
+         (Mamba groups the driver does not run)"
     );
     assert!(
         failures.is_empty(),
@@ -1233,6 +1241,10 @@ fn pdtp_agrees_with_vllm_moriio_flow() {
         failures.join("\n")
     );
     assert!(total > 10_000, "{total}");
+    assert!(
+        sliding_served > 0,
+        "no sliding-window vector's requests compared"
+    );
 }
 
 // ------------------------------------------------------------------ MoRIIO WRITE's flow

@@ -535,6 +535,16 @@ pub const MORIIO_HYBRID_030: &str = "MoRIIO only supports sliding-window hybrid 
      Gemma) under the hybrid KV cache manager. Unsupported KV cache group spec(s): \
      ['MambaSpec']. Pass --disable-hybrid-kv-cache-manager to run without HMA.";
 
+/// 0.30.0-0.32.0 WRITE with a sliding-window group (the scheduler's `__init__`, 0.30.0
+/// `moriio_connector.py:427`, 0.32.0 `:572`).
+pub const MORIIO_SLIDING_WRITE_030: &str = "MoRIIO WRITE mode does not support hybrid KV cache \
+     groups (sliding-window attention). Use READ mode, or pass \
+     --disable-hybrid-kv-cache-manager.";
+
+/// 0.33.0 WRITE with a sliding-window group (`moriio_connector.py:639`).
+pub const MORIIO_SLIDING_WRITE_033: &str = "MoRIIO WRITE mode does not support sliding-window \
+     cache groups. Use READ mode, or pass --disable-hybrid-kv-cache-manager.";
+
 /// 0.31.0-0.32.0 WRITE (the scheduler's `__init__`, 0.31.0 `moriio_connector.py:497`).
 pub const MORIIO_HYBRID_WRITE_031: &str = "MoRIIO hybrid (mamba/KDA) transfer is implemented \
      for READ mode only; set kv_connector_extra_config.read_mode=true";
@@ -605,6 +615,12 @@ pub struct MoriioWriteRules {
     /// notices go to its own notify port (whose listener dies of `AssertionError "Only
     /// prefill can get block messages"`): no prefill rank ever writes.
     pub notices_reach_prefill: bool,
+    /// What the scheduler raises at the engine start for a model with sliding-window layers
+    /// (`NotImplementedError`, its text), else `None`. Before 0.30.0 MoRIIOConnector is no
+    /// `SupportsHMA`: vLLM turns the hybrid KV-cache manager off and unifies the windows to
+    /// full attention, so WRITE runs the dense flow. From 0.30.0 it keeps the manager on and
+    /// WRITE refuses the sliding-window group (0.30.0 `moriio_connector.py:427`).
+    pub sliding_window: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -981,6 +997,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mapping: WriteMapping::SameRank,
             hybrid: MoriioHybrid::CoreRefuses,
             notices_reach_prefill: true,
+            sliding_window: None,
         }),
     },
     ConnectorProfile {
@@ -992,6 +1009,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mapping: WriteMapping::SameRank,
             hybrid: MoriioHybrid::CoreRefuses,
             notices_reach_prefill: false,
+            sliding_window: None,
         }),
     },
     ConnectorProfile {
@@ -1003,6 +1021,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mapping: WriteMapping::SameRank,
             hybrid: MoriioHybrid::CoreRefuses,
             notices_reach_prefill: true,
+            sliding_window: None,
         }),
     },
     ConnectorProfile {
@@ -1014,6 +1033,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mapping: WriteMapping::SameRank,
             hybrid: MoriioHybrid::CoreRefuses,
             notices_reach_prefill: true,
+            sliding_window: None,
         }),
     },
     ConnectorProfile {
@@ -1025,6 +1045,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mapping: WriteMapping::SameRank,
             hybrid: MoriioHybrid::Unmodelled,
             notices_reach_prefill: true,
+            sliding_window: None,
         }),
     },
     ConnectorProfile {
@@ -1039,6 +1060,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
                 MORIIO_HYBRID_030,
             ),
             notices_reach_prefill: true,
+            sliding_window: Some(MORIIO_SLIDING_WRITE_030),
         }),
     },
     ConnectorProfile {
@@ -1050,6 +1072,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mapping: WriteMapping::SameRank,
             hybrid: MoriioHybrid::ConnectorRefuses(VllmError::MoRIIOError, MORIIO_HYBRID_WRITE_031),
             notices_reach_prefill: true,
+            sliding_window: Some(MORIIO_SLIDING_WRITE_030),
         }),
     },
     ConnectorProfile {
@@ -1061,6 +1084,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mapping: WriteMapping::TpMapping,
             hybrid: MoriioHybrid::Starts,
             notices_reach_prefill: true,
+            sliding_window: Some(MORIIO_SLIDING_WRITE_033),
         }),
     },
 ];

@@ -79,6 +79,7 @@ fn report_of(v: &Vector, profile: &ConnectorProfile) -> PairReport {
         num_kv_heads: v.h,
         is_mla: v.mla,
         hybrid: v.hybrid,
+        sliding_window: false,
     };
     super::golden::grid_report(shape, (v.p, v.ppp, v.pdp), (v.d, v.dpp, v.ddp), profile)
 }
@@ -219,6 +220,7 @@ fn compare(
         num_kv_heads: v.h,
         is_mla: v.mla,
         hybrid: v.hybrid,
+        sliding_window: false,
     };
     let flow = connector_flow(&shape, v.p, v.d, profile).map_err(|e| format!("flow {e:?}"))?;
     let reads = outcome[1][0].as_array().unwrap();

@@ -92,6 +92,7 @@ fn checked_verdict(key: &str, case: &Value, h: i64) -> String {
         num_kv_heads: h,
         is_mla: case["mla"].as_bool().expect("mla"),
         hybrid: false,
+        sliding_window: false,
     };
     match connector_flow(&shape, int(&case["p"]), int(&case["d"]), resolved.profile) {
         Ok(_) => "ok".into(),

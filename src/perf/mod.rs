@@ -115,6 +115,10 @@ impl ModelPerf {
             is_mla: self.is_mla,
             // Layers without a KV cache are Mamba-type (recurrent) layers.
             hybrid: self.num_attention_layers < self.num_layers,
+            // `num_sliding_layers` counts chunked windows too (the same memory), which vLLM's
+            // connectors see as full attention: `ModelSpec::layout_model` sets it from the
+            // model's attention groups.
+            sliding_window: false,
         }
     }
 

@@ -76,6 +76,8 @@ pub struct ModelSpec {
     /// where it is not the scenario's `gpu_memory_utilization` (SGLang's
     /// `mem_fraction_static`, which depends on the layout and role); empty: the scenario's.
     pub memory_fractions: Vec<MemoryFractions>,
+    /// The model has sliding-window attention layers (`check::Shape::sliding_window`).
+    pub sliding_window: bool,
 }
 
 /// An engine's memory fraction by `(tp, dp, pp, role)` of one GPU type.
@@ -85,7 +87,10 @@ impl ModelSpec {
     /// What the layout rules read of this model.
     pub fn layout_model(&self) -> LayoutModel {
         LayoutModel {
-            shape: self.perf.shape(),
+            shape: crate::check::Shape {
+                sliding_window: self.sliding_window,
+                ..self.perf.shape()
+            },
             num_layers: self.perf.num_layers as i64,
             num_experts: self.perf.num_experts as i64,
             supports_pp: self.supports_pp,

@@ -88,6 +88,7 @@ pub fn model(perf: ModelPerf, gpus: &[GpuPerf], w: Workload, demand: f64) -> Mod
         weight: 1.0,
         supports_pp: true,
         memory_fractions: Vec::new(),
+        sliding_window: false,
     }
 }
 

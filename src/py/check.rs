@@ -86,7 +86,7 @@ pub(super) fn warning_tuple(w: check::Warning) -> WarningTuple {
 }
 
 #[pyfunction]
-#[pyo3(signature = (num_attention_heads, num_kv_heads, is_mla, prefill_tp, decode_tp, connector, max_acks, prefill_sizes, decode_sizes, limit, hybrid=false))]
+#[pyo3(signature = (num_attention_heads, num_kv_heads, is_mla, prefill_tp, decode_tp, connector, max_acks, prefill_sizes, decode_sizes, limit, hybrid=false, sliding_window=false))]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn alternatives(
     py: Python<'_>,
@@ -101,6 +101,7 @@ pub(super) fn alternatives(
     decode_sizes: Vec<i64>,
     limit: usize,
     hybrid: bool,
+    sliding_window: bool,
 ) -> PyResult<Vec<(i64, i64)>> {
     let prof = profile(py, connector)?;
     let shape = Shape {
@@ -108,6 +109,7 @@ pub(super) fn alternatives(
         num_kv_heads,
         is_mla,
         hybrid,
+        sliding_window,
     };
     released(py, || {
         check::alternatives(

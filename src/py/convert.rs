@@ -16,8 +16,8 @@ use crate::sim;
 use super::errors::*;
 
 /// A model as the layout rules see it: `(heads, kv_heads, is_mla, layers, experts,
-/// supports_pp, hybrid)`.
-pub(super) type LayoutModelTuple = (i64, i64, bool, i64, i64, bool, bool);
+/// supports_pp, hybrid, sliding_window)`.
+pub(super) type LayoutModelTuple = (i64, i64, bool, i64, i64, bool, bool, bool);
 
 pub(super) fn layout_model(t: LayoutModelTuple) -> LayoutModel {
     LayoutModel {
@@ -26,6 +26,7 @@ pub(super) fn layout_model(t: LayoutModelTuple) -> LayoutModel {
             num_kv_heads: t.1,
             is_mla: t.2,
             hybrid: t.6,
+            sliding_window: t.7,
         },
         num_layers: t.3,
         num_experts: t.4,

@@ -26,7 +26,7 @@ pub(super) struct PyModelSpec {
 #[pymethods]
 impl PyModelSpec {
     #[new]
-    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0, supports_pp=false, memory_fractions=None))]
+    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0, supports_pp=false, memory_fractions=None, sliding_window=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -38,6 +38,7 @@ impl PyModelSpec {
         weight: f64,
         supports_pp: bool,
         memory_fractions: Option<Vec<Vec<((i64, i64, i64, RoleArg), f64)>>>,
+        sliding_window: bool,
     ) -> PyResult<Self> {
         let memory_fractions: Vec<MemoryFractions> = memory_fractions
             .unwrap_or_default()
@@ -72,6 +73,7 @@ impl PyModelSpec {
                 weight,
                 supports_pp,
                 memory_fractions,
+                sliding_window,
             },
         })
     }

@@ -13,8 +13,11 @@ use super::errors::*;
 pub(super) type DecodeRow = (i64, Vec<i64>, Vec<(i64, Vec<i64>)>, Vec<i64>, Vec<i64>);
 pub(super) type PrefillRow = (i64, Vec<i64>, Vec<i64>, Vec<i64>, i64);
 
-/// `(decode_rows, prefill_rows)`; raises vLLM's error for an invalid pair.
+/// `(decode_rows, prefill_rows)`; raises vLLM's error for an invalid pair. `hybrid` and
+/// `sliding_window`: the model's Mamba-type and sliding-window layers (`check::Shape`).
 #[pyfunction]
+#[pyo3(signature = (prefill_tp, decode_tp, kv_heads, is_mla, connector, hybrid=false, sliding_window=false))]
+#[allow(clippy::too_many_arguments)]
 pub(super) fn transfer_map(
     py: Python<'_>,
     prefill_tp: i64,
@@ -22,6 +25,8 @@ pub(super) fn transfer_map(
     kv_heads: i64,
     is_mla: bool,
     connector: &str,
+    hybrid: bool,
+    sliding_window: bool,
 ) -> PyResult<(Vec<DecodeRow>, Vec<PrefillRow>)> {
     let prof = profile(py, connector)?;
     if prefill_tp > transfer::MAX_MAP_TP || decode_tp > transfer::MAX_MAP_TP {
@@ -31,7 +36,14 @@ pub(super) fn transfer_map(
         )));
     }
     let result = released(py, || {
-        transfer::transfer_map(prefill_tp, decode_tp, kv_heads, is_mla, prof)
+        transfer::transfer_map_of(
+            prefill_tp,
+            decode_tp,
+            kv_heads,
+            is_mla,
+            (hybrid, sliding_window),
+            prof,
+        )
     })?;
     match result {
         Ok(m) => Ok((
