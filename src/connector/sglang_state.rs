@@ -7,7 +7,7 @@
 //! driven by `tools/sglang_state.py`; `tests/data/sglang_golden_state.json.gz` holds what it
 //! did and the test below compares every vector with these rules.
 
-use super::sglang::Backend;
+use super::sglang::{surfaces, Backend, Verdict};
 
 /// A model's state kinds beside its full-attention KV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -124,89 +124,65 @@ const fn st(swa: KindRule, mamba: KindRule, index: KindRule, surface: StateSurfa
 /// No state sender: nothing is sent, so nothing raises (the surface is never reached).
 pub const NO_STATE: StateRules = st(Never, Never, Never, RequestFails);
 
-/// Every change of the state rules, per backend (ascending `since`; before a backend's first
-/// row, [`NO_STATE`]).
-pub static STATE_PROFILES: &[(Backend, &str, StateRules)] = &[
-    (
-        Backend::Mooncake,
-        "0.5.3.post3",
-        st(
-            RefusedUnequal(REFUSED_HYBRID),
-            RefusedUnequal(REFUSED_HYBRID),
-            Whole,
-            TransferThread,
-        ),
-    ),
-    (
-        Backend::Mooncake,
-        "0.5.9",
-        st(
-            RefusedUnequal(REFUSED_SWA),
-            SlicedUnequal,
-            Whole,
-            TransferThread,
-        ),
-    ),
-    (
-        Backend::Mooncake,
-        "0.5.22",
-        st(SlicedUnequal, SlicedUnequal, Whole, TransferThread),
-    ),
-    (
-        Backend::Nixl,
-        "0.5.9",
-        st(
-            RefusedUnequal(REFUSED_SWA),
-            RefusedUnequal(REFUSED_MAMBA_NIXL),
-            Whole,
-            PrefillScheduler,
-        ),
-    ),
-    (
-        Backend::Nixl,
-        "0.5.11",
-        st(
-            RefusedUnequal(REFUSED_SWA),
-            SlicedUnequal,
-            Whole,
-            PrefillScheduler,
-        ),
-    ),
-    (
-        Backend::Nixl,
-        "0.5.12",
-        st(
-            RefusedUnequal(REFUSED_SWA),
-            SlicedUnequal,
-            Whole,
-            RequestFails,
-        ),
-    ),
-    (
-        Backend::Nixl,
-        "0.5.22",
-        st(SlicedUnequal, SlicedUnequal, Whole, RequestFails),
-    ),
-    (
-        Backend::Mori,
-        "0.5.12",
-        st(
-            RefusedUnequal(REFUSED_SWA_MORI),
-            SlicedUnequal,
-            Whole,
-            RequestFails,
-        ),
-    ),
-];
+/// Mooncake 0.5.3.post3-0.5.8.post1: the transfer worker refuses a non-MLA hybrid model at
+/// P ≠ D before `maybe_send_extra` ([`REFUSED_HYBRID`]); the DSA index (MLA) is copied whole.
+pub const MOONCAKE_HYBRID_REFUSED: StateRules = st(
+    RefusedUnequal(REFUSED_HYBRID),
+    RefusedUnequal(REFUSED_HYBRID),
+    Whole,
+    TransferThread,
+);
+/// Mooncake 0.5.9-0.5.21: Mamba state sliced (`_send_mamba_state_slice`), SWA refused.
+pub const MOONCAKE_SWA_REFUSED: StateRules = st(
+    RefusedUnequal(REFUSED_SWA),
+    SlicedUnequal,
+    Whole,
+    TransferThread,
+);
+/// Mooncake 0.5.22 on: SWA layers head-sliced too (`_send_swa_state_slice`).
+pub const MOONCAKE_SWA_SLICED: StateRules = st(SlicedUnequal, SlicedUnequal, Whole, TransferThread);
+/// NIXL 0.5.9-0.5.10.post1 (its first state sender): SWA and Mamba refused at P ≠ D, raised
+/// in `add_transfer_request` on the prefill scheduler's thread.
+pub const NIXL_HYBRID_REFUSED: StateRules = st(
+    RefusedUnequal(REFUSED_SWA),
+    RefusedUnequal(REFUSED_MAMBA_NIXL),
+    Whole,
+    PrefillScheduler,
+);
+/// NIXL 0.5.11: Mamba state sliced.
+pub const NIXL_MAMBA_SLICED: StateRules = st(
+    RefusedUnequal(REFUSED_SWA),
+    SlicedUnequal,
+    Whole,
+    PrefillScheduler,
+);
+/// NIXL 0.5.12-0.5.21: sent from the transfer worker, whose handler fails the request.
+pub const NIXL_REQUEST_FAILS: StateRules = st(
+    RefusedUnequal(REFUSED_SWA),
+    SlicedUnequal,
+    Whole,
+    RequestFails,
+);
+/// NIXL 0.5.22 on: SWA layers head-sliced.
+pub const NIXL_SWA_SLICED: StateRules = st(SlicedUnequal, SlicedUnequal, Whole, RequestFails);
+/// MORI 0.5.12 on (its first state sender; 0.5.9-0.5.11 send none, even at P = D): SWA
+/// refused by `_send_swa_*_state`, Mamba sliced inside `_send_mamba_state`.
+pub const MORI_STATE: StateRules = st(
+    RefusedUnequal(REFUSED_SWA_MORI),
+    SlicedUnequal,
+    Whole,
+    RequestFails,
+);
 
-/// The state rules of `backend` at release `version` (a release pdtp covers).
+/// The state rules of `backend` at release `version` (a release pdtp covers): the rules row's
+/// (`sglang::SGLANG_PROFILES`).
 pub fn state_rules(backend: Backend, version: super::version::Version) -> StateRules {
-    STATE_PROFILES
-        .iter()
-        .rfind(|(b, since, _)| {
-            *b == backend && super::sglang::parse_release(since).expect("valid") <= version
-        })
-        .map_or(NO_STATE, |(_, _, r)| *r)
+    let key = format!(
+        "{}@{}",
+        backend.name(),
+        super::sglang::release_text(version)
+    );
+    super::sglang::resolve_sglang(&key).map_or(NO_STATE, |r| r.profile.rules.state)
 }
 
 /// What a pair does with one state kind (pdtp's reading of the release's sender).
@@ -236,6 +212,45 @@ pub fn state_outcome(r: &StateRules, kind: StateKind, p: i64, d: i64) -> StateOu
         ),
         SlicedUnequal => StateOutcome::Sent { sliced: true },
     }
+}
+
+/// The first of `kinds` that the pair `p` → `d` does not carry correctly, as a pair verdict
+/// (`Raises` with where it surfaces, or `Corrupts` for state never sent or copied whole into
+/// another layout); `None` when every kind arrives.
+pub fn state_verdict(r: &StateRules, kinds: &[StateKind], p: i64, d: i64) -> Option<Verdict> {
+    for &kind in kinds {
+        match state_outcome(r, kind, p, d) {
+            StateOutcome::Sent { .. } => {}
+            StateOutcome::Refused(message) => {
+                return Some(Verdict::Raises {
+                    error: "RuntimeError",
+                    message,
+                    surfaces: match r.surface {
+                        StateSurface::TransferThread => surfaces::TRANSFER_THREAD,
+                        StateSurface::PrefillScheduler => surfaces::PREFILL_SCHEDULER,
+                        StateSurface::RequestFails => surfaces::REQUEST,
+                    },
+                })
+            }
+            StateOutcome::NeverSent => {
+                return Some(Verdict::Corrupts(format!(
+                    "this SGLang release's transfer backend has no state sender: the prefill \
+                     never sends the {}, even at equal TP sizes, and the decode runs on state \
+                     it never received",
+                    kind.words()
+                )))
+            }
+            StateOutcome::WholeAtUnequal => {
+                return Some(Verdict::Corrupts(format!(
+                    "this SGLang release copies each prefill rank's {} whole between attention \
+                     TP {p} and {d}: every rank holds its own shard, so the decode gets another \
+                     layout's bytes",
+                    kind.words()
+                )))
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -339,7 +354,7 @@ mod tests {
                 for release in run["releases"].as_array().expect("releases") {
                     let key = format!("sglang-{backend}@{}", s(release));
                     let res = resolve_sglang(&key).unwrap_or_else(|e| panic!("{key}: {e}"));
-                    let r = state_rules(res.backend, res.rules_version);
+                    let r = res.profile.rules.state;
                     checked += 1;
                     vectors += StateKind::ALL
                         .iter()
@@ -370,14 +385,31 @@ mod tests {
     }
 
     #[test]
-    fn rows_ascend_and_start_at_releases() {
-        for b in Backend::ALL {
-            let rows: Vec<_> = STATE_PROFILES.iter().filter(|(x, _, _)| *x == b).collect();
-            for w in rows.windows(2) {
-                assert!(parse_release(w[0].1).unwrap() < parse_release(w[1].1).unwrap());
-            }
-            for (_, since, _) in rows {
-                assert!(SGLANG_RELEASES.contains(since), "{since}");
+    fn state_rules_change_only_where_sglang_does() {
+        // A release where pdtp's state rules change starts a run of equal golden data (runs
+        // also split for other reasons: a mover's name, the caller chain).
+        let doc = golden();
+        for (backend, runs) in doc["backends"].as_object().expect("backends") {
+            let b = crate::connector::sglang::backend(&format!("sglang-{backend}")).unwrap();
+            let starts: Vec<String> = runs
+                .as_array()
+                .expect("runs")
+                .iter()
+                .map(|r| s(&r["releases"][0]))
+                .collect();
+            let mut prev = None;
+            for release in SGLANG_RELEASES {
+                let Some(v) = parse_release(release) else {
+                    continue;
+                };
+                if resolve_sglang(&format!("sglang-{backend}@{release}")).is_err() {
+                    continue;
+                }
+                let r = state_rules(b, v);
+                if prev.is_some() && Some(r) != prev {
+                    assert!(starts.contains(&release.to_string()), "{backend} {release}");
+                }
+                prev = Some(r);
             }
         }
     }
@@ -401,6 +433,93 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// A Mamba hybrid (Qwen3-Next: 2 KV heads on its attention layers) through `check`.
+    const QWEN3_NEXT: crate::check::Shape = crate::check::Shape {
+        num_attention_heads: 16,
+        num_kv_heads: 2,
+        is_mla: false,
+        hybrid: true,
+    };
+
+    fn flow_of(key: &str, p: i64, d: i64) -> Result<(), crate::check::Violation> {
+        let prof = crate::connector::profile(key).unwrap_or_else(|| panic!("{key}"));
+        prof.rules.flow(&QWEN3_NEXT, p, d).map(|_| ())
+    }
+
+    #[test]
+    fn check_reads_the_state_rules_for_mamba_models() {
+        use crate::check::{consequence, Stage};
+        // NIXL 0.5.9-0.5.10.post1 `maybe_send_extra`: RuntimeError at P != D, raised in
+        // `add_transfer_request` (nixl/conn.py) on the prefill scheduler's thread.
+        let v = flow_of("sglang-nixl@0.5.10", 1, 2).unwrap_err();
+        assert_eq!(v.code, "sglang_state_refused");
+        assert_eq!(v.message, REFUSED_MAMBA_NIXL);
+        assert_eq!(v.error.name(), "RuntimeError");
+        assert_eq!(v.when, Stage::FirstTransfer);
+        assert!(v.hint.contains("prefill scheduler"), "{}", v.hint);
+        // 0.5.11 slices Mamba state (`_send_mamba_state_slice`): the pair runs.
+        assert!(flow_of("sglang-nixl@0.5.11", 1, 2).is_ok());
+        assert!(flow_of("sglang-nixl@0.5.10", 2, 2).is_ok());
+        // Mooncake 0.5.3.post3-0.5.8.post1: the transfer worker's own guard; its handler
+        // re-raises "Transfer thread failed ...": the thread dies.
+        let v = flow_of("sglang-mooncake@0.5.8", 2, 1).unwrap_err();
+        assert_eq!(v.message, REFUSED_HYBRID);
+        assert!(v.hint.contains("transfer thread"), "{}", v.hint);
+        assert!(flow_of("sglang-mooncake@0.5.9", 2, 1).is_ok());
+        // MORI 0.5.9-0.5.11 has no state sender: wrong even at P = D.
+        for key in ["sglang-mori@0.5.9", "sglang-mori@0.5.11"] {
+            let v = flow_of(key, 2, 2).unwrap_err();
+            assert_eq!(v.code, "sglang_state_not_carried");
+            assert_eq!(v.consequence, consequence::WRONG_BYTES);
+        }
+        assert!(flow_of("sglang-mori@0.5.12", 2, 2).is_ok());
+        // A model without state is not affected by any of it.
+        let dense = crate::check::Shape {
+            hybrid: false,
+            ..QWEN3_NEXT
+        };
+        let prof = crate::connector::profile("sglang-mori@0.5.9").unwrap();
+        assert!(prof.rules.flow(&dense, 2, 2).is_ok());
+    }
+
+    #[test]
+    fn the_issue_state_examples() {
+        // "from 0.5.22 Mooncake and NIXL head-slice sliding-window layers at P != D"
+        for b in [Backend::Mooncake, Backend::Nixl] {
+            let at = |v: &str| state_rules(b, parse_release(v).unwrap());
+            assert!(matches!(at("0.5.21").swa, RefusedUnequal(_)));
+            assert_eq!(at("0.5.22").swa, SlicedUnequal);
+            assert_eq!(
+                state_outcome(&at("0.5.22"), StateKind::Swa, 4, 2),
+                StateOutcome::Sent { sliced: true }
+            );
+        }
+        // "MORI 0.5.9 never sends the state even at P = D"
+        let mori = state_rules(Backend::Mori, parse_release("0.5.9").unwrap());
+        for k in StateKind::ALL {
+            assert_eq!(state_outcome(&mori, k, 2, 2), StateOutcome::NeverSent);
+        }
+        // MORI's refusal names the sizes.
+        let r = state_rules(Backend::Mori, parse_release("0.5.23").unwrap());
+        assert_eq!(
+            state_outcome(&r, StateKind::Swa, 4, 2),
+            StateOutcome::Refused(
+                "PD state transfer does not support TP-mismatched non-MLA SWA models \
+                 (prefill_tp_size=4, decode_tp_size=2)"
+                    .into()
+            )
+        );
+        // The DSA index (an MLA model's, one per token on every rank) is copied whole at any
+        // size by every backend that sends state.
+        for b in Backend::ALL {
+            let r = state_rules(b, parse_release("0.5.23").unwrap());
+            assert_eq!(
+                state_outcome(&r, StateKind::SparseIndex, 8, 2),
+                StateOutcome::Sent { sliced: false }
+            );
         }
     }
 }
