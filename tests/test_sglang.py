@@ -43,9 +43,9 @@ def test_the_default_engine_stays_vllm():
 
 
 def test_sglang_version_is_accepted_and_checked():
-    c = sglang.resolve_sglang_connector("SGLang_NIXL", sglang_version="0.5.9")
-    assert (c.name, c.sglang_version, c.rules_since) == ("sglang-nixl", "0.5.9", "0.5.8")
-    assert sglang.resolve_sglang_connector("sglang-nixl@0.5.9") == c
+    c = sglang.resolve_sglang_connector("SGLang_NIXL", sglang_version="0.5.10.post1")
+    assert (c.name, c.sglang_version, c.rules_since) == ("sglang-nixl", "0.5.10.post1", "0.5.10")
+    assert sglang.resolve_sglang_connector("sglang-nixl@0.5.10.post1") == c
     newer = sglang.resolve_sglang_connector("sglang-nixl", sglang_version="0.9.0")
     assert newer.rules_version == sglang.DEFAULT_SGLANG_VERSION
     assert "newest pdtp knows" in newer.label

@@ -852,4 +852,5 @@ def sglang_check_pair(
     decode: int,
     prefill_pp: int = 1,
     decode_pp: int = 1,
+    state: list[str] = ...,
 ) -> dict[str, Any]: ...

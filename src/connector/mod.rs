@@ -12,6 +12,7 @@
 mod parallel;
 pub mod sglang;
 pub mod sglang_flow;
+pub mod sglang_state;
 mod version;
 
 #[cfg(test)]

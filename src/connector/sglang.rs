@@ -366,12 +366,20 @@ pub struct SglangRules {
     pub prepared: Prepared,
     /// What the decode side checks of `--page-size` / `--kv-cache-dtype` ([`KvSettings`]).
     pub kv_settings: KvSettings,
+    /// What the state sender does with SWA, Mamba and DSA state
+    /// ([`sglang_state::StateRules`]).
+    pub state: sglang_state::StateRules,
 }
 
 impl SglangRules {
     /// The same rules with NIXL's prepared path `prepared`.
     pub const fn prepared(self, prepared: Prepared) -> SglangRules {
         SglangRules { prepared, ..self }
+    }
+
+    /// The same rules with the state sender's rules `state`.
+    pub const fn state(self, state: sglang_state::StateRules) -> SglangRules {
+        SglangRules { state, ..self }
     }
 
     /// The same rules with the `--page-size` / `--kv-cache-dtype` checks `kv_settings`.
@@ -410,9 +418,11 @@ const fn rules(
         bootstrap_timeout,
         prepared: Prepared::No,
         kv_settings: KvSettings::Unchecked,
+        state: sglang_state::NO_STATE,
     }
 }
 
+use super::sglang_state;
 use Mapping::{Hetero, MlaOnly, MlaOnlyFanIn, SameRank};
 use Missing::{Crash, Fails};
 use SliceSurface::{PrefillScheduler, RequestFails, TransferThread};
@@ -439,7 +449,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             false,
             false,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Mooncake,
@@ -452,7 +463,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             false,
             false,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Mooncake,
@@ -465,7 +477,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             false,
             false,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Mooncake,
@@ -478,7 +491,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             RequestFails,
             false,
             false,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Mooncake,
@@ -491,7 +505,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             RequestFails,
             false,
             true,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Mooncake,
@@ -504,7 +519,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             RequestFails,
             false,
             true,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Mooncake,
@@ -517,7 +533,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             RequestFails,
             false,
             true,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Mooncake,
@@ -530,7 +547,22 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             RequestFails,
             false,
             true,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
+    ),
+    row(
+        Backend::Mooncake,
+        "0.5.3.post3",
+        rules(
+            Hetero,
+            PLAIN,
+            Fails(FAIL_051),
+            SRC_MOD,
+            RequestFails,
+            false,
+            true,
+        )
+        .state(sglang_state::MOONCAKE_HYBRID_REFUSED),
     ),
     row(
         Backend::Mooncake,
@@ -543,7 +575,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             RequestFails,
             true,
             true,
-        ),
+        )
+        .state(sglang_state::MOONCAKE_HYBRID_REFUSED),
     ),
     row(
         Backend::Mooncake,
@@ -557,7 +590,23 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .kv_settings(KvSettings::PageSize),
+        .kv_settings(KvSettings::PageSize)
+        .state(sglang_state::MOONCAKE_HYBRID_REFUSED),
+    ),
+    row(
+        Backend::Mooncake,
+        "0.5.9",
+        rules(
+            Hetero,
+            PLAIN,
+            Fails(FAIL_051),
+            SRC_MOD,
+            RequestFails,
+            true,
+            true,
+        )
+        .kv_settings(KvSettings::PageSize)
+        .state(sglang_state::MOONCAKE_SWA_REFUSED),
     ),
     row(
         Backend::Mooncake,
@@ -571,7 +620,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::MOONCAKE_SWA_REFUSED),
     ),
     row(
         Backend::Mooncake,
@@ -585,7 +635,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::MOONCAKE_SWA_REFUSED),
     ),
     row(
         Backend::Mooncake,
@@ -599,7 +650,23 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::MOONCAKE_SWA_REFUSED),
+    ),
+    row(
+        Backend::Mooncake,
+        "0.5.22",
+        rules(
+            Hetero,
+            PLAIN,
+            Fails(FAIL_0510),
+            Slice::HelperReplicated,
+            RequestFails,
+            true,
+            true,
+        )
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::MOONCAKE_SWA_SLICED),
     ),
     row(
         Backend::Nixl,
@@ -612,7 +679,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             false,
             false,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Nixl,
@@ -625,7 +693,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             false,
             false,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Nixl,
@@ -638,7 +707,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             false,
             false,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Nixl,
@@ -651,7 +721,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             false,
             false,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Nixl,
@@ -664,7 +735,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             false,
             false,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Nixl,
@@ -677,7 +749,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             PrefillScheduler,
             true,
             false,
-        ),
+        )
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Nixl,
@@ -691,7 +764,23 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             false,
         )
-        .kv_settings(KvSettings::PageSize),
+        .kv_settings(KvSettings::PageSize)
+        .state(sglang_state::NO_STATE),
+    ),
+    row(
+        Backend::Nixl,
+        "0.5.9",
+        rules(
+            Hetero,
+            PLAIN,
+            Fails(FAIL_051),
+            SRC_MOD,
+            PrefillScheduler,
+            true,
+            false,
+        )
+        .kv_settings(KvSettings::PageSize)
+        .state(sglang_state::NIXL_HYBRID_REFUSED),
     ),
     row(
         Backend::Nixl,
@@ -705,7 +794,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             false,
         )
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::NIXL_HYBRID_REFUSED),
     ),
     row(
         Backend::Nixl,
@@ -719,7 +809,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             false,
         )
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::NIXL_MAMBA_SLICED),
     ),
     row(
         Backend::Nixl,
@@ -733,7 +824,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             false,
         )
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::NIXL_REQUEST_FAILS),
     ),
     row(
         Backend::Nixl,
@@ -748,7 +840,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
         )
         .prepared(Prepared::GroupsPerRank)
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::NIXL_REQUEST_FAILS),
     ),
     row(
         Backend::Nixl,
@@ -763,7 +856,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
         )
         .prepared(Prepared::GroupsPerSlice)
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::NIXL_REQUEST_FAILS),
     ),
     row(
         Backend::Nixl,
@@ -778,7 +872,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
         )
         .prepared(Prepared::GroupsPerSliceAsserted)
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::NIXL_SWA_SLICED),
     ),
     row(
         Backend::Mori,
@@ -792,7 +887,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .kv_settings(KvSettings::PageSize),
+        .kv_settings(KvSettings::PageSize)
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Mori,
@@ -806,7 +902,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::NO_STATE),
     ),
     row(
         Backend::Mori,
@@ -820,7 +917,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::MORI_STATE),
     ),
     row(
         Backend::Mori,
@@ -834,7 +932,8 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
             true,
         )
-        .kv_settings(KvSettings::PageSizeAndDtype),
+        .kv_settings(KvSettings::PageSizeAndDtype)
+        .state(sglang_state::MORI_STATE),
     ),
 ];
 
@@ -1317,8 +1416,11 @@ mod tests {
         let r = resolve_sglang("sglang-mooncake").unwrap();
         assert_eq!(r.key(), "sglang-mooncake@0.5.23");
         assert_eq!(
-            resolve_sglang("SGLang_NIXL@0.5.9").unwrap().profile.since,
-            "0.5.8"
+            resolve_sglang("SGLang_NIXL@0.5.10.post1")
+                .unwrap()
+                .profile
+                .since,
+            "0.5.10"
         );
         let r = resolve_sglang("sglang-mori@0.6.0").unwrap();
         assert_eq!(r.rules_version, sglang_newest());

@@ -7,6 +7,7 @@ use super::sglang::{
     head_slice, kv_settings_outcome, pair_verdict, rank_outcome, surfaces, RankOutcome,
     SglangRules, SliceOutcome, Verdict,
 };
+use super::sglang_state::{state_verdict, StateKind, StateRules};
 use crate::check::{
     consequence, divisible_hint, shown, silent, DecodeFlow, Flow, Shape, Stage, Violation,
     VllmError,
@@ -157,6 +158,9 @@ pub fn flow(shape: &Shape, p: i64, d: i64, r: &SglangRules) -> Result<Flow, Viol
             ));
         }
     }
+    if let Some(v) = state_violation(&r.state, &state_kinds(shape), p, d) {
+        return Err(v);
+    }
     let mut acks = vec![0i64; p as usize];
     let mut decode = Vec::with_capacity(d as usize);
     for rank in 0..d {
@@ -195,6 +199,59 @@ pub fn flow(shape: &Shape, p: i64, d: i64, r: &SglangRules) -> Result<Flow, Viol
         defer_timeout: false,
         rotates_on_xgmi: false,
     })
+}
+
+/// What the release's state sender does with the model's state (`kinds`) at `p` → `d`, as
+/// `check`'s violation: SGLang's `RuntimeError` at the first transfer (where it surfaces in
+/// the hint), or pdtp's `wrong_bytes` where the state never arrives.
+pub fn state_violation(r: &StateRules, kinds: &[StateKind], p: i64, d: i64) -> Option<Violation> {
+    let hint = format!(
+        "prefill attention TP {p} -> decode attention TP {d}: use equal attention TP sizes, or \
+         a release that slices this state"
+    );
+    match state_verdict(r, kinds, p, d)? {
+        Verdict::Raises {
+            message, surfaces, ..
+        } => {
+            let what = match surfaces {
+                surfaces::TRANSFER_THREAD => {
+                    "the transfer thread raises it at a request's last chunk and dies: every \
+                     later transfer hangs"
+                }
+                surfaces::PREFILL_SCHEDULER => {
+                    "the prefill scheduler raises it at a request's last chunk and dies"
+                }
+                _ => "every request fails with it at its last chunk (KVPoll.Failed)",
+            };
+            Some(Violation::new(
+                "sglang_state_refused",
+                "pair",
+                message,
+                format!("{hint}; {what}"),
+                error_class("RuntimeError"),
+                Stage::FirstTransfer,
+            ))
+        }
+        Verdict::Corrupts(why) => Some(silent(
+            "sglang_state_not_carried",
+            consequence::WRONG_BYTES,
+            why,
+            hint,
+        )),
+        other => unreachable!("state verdicts raise or corrupt: {other:?}"),
+    }
+}
+
+/// The state kinds beside the full layers' KV that `check`'s model shape names: Mamba-type
+/// layers (`hybrid`). (The shape does not yet say whether SGLang keeps a model's sliding
+/// layers in its SWA pool, a per-release list of architectures, nor whether it has a DSA
+/// index: `pdtp.deployment.connectors.sglang.check_sglang_pair(state=...)` takes them.)
+fn state_kinds(shape: &Shape) -> Vec<StateKind> {
+    if shape.hybrid {
+        vec![StateKind::Mamba]
+    } else {
+        Vec::new()
+    }
 }
 
 /// The KV heads (indices) a rank holds; MLA: `[0]`, the latent.

@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::connector::sglang::{self, SglangResolved, Verdict};
+use crate::connector::sglang_state::{state_verdict, StateKind};
 
 use super::errors::*;
 
@@ -60,10 +61,11 @@ pub(super) fn resolve_sglang_connector(
 }
 
 /// What SGLang does with a pair: prefill attention TP `prefill` → decode attention TP
-/// `decode`, for a model of `num_kv_heads` KV heads (MLA or not) and PP sizes. A dict:
-/// `verdict` (`ok`, `raises`, `hangs`, `corrupts`) and its details.
+/// `decode`, for a model of `num_kv_heads` KV heads (MLA or not) and PP sizes, whose state
+/// beside the full layers' KV is `state` (`"swa"`, `"mamba"`, `"dsa"`). A dict: `verdict`
+/// (`ok`, `raises`, `hangs`, `corrupts`) and its details.
 #[pyfunction]
-#[pyo3(signature = (key, num_kv_heads, is_mla, prefill, decode, prefill_pp=1, decode_pp=1))]
+#[pyo3(signature = (key, num_kv_heads, is_mla, prefill, decode, prefill_pp=1, decode_pp=1, state=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn sglang_check_pair<'py>(
     py: Python<'py>,
@@ -74,8 +76,27 @@ pub(super) fn sglang_check_pair<'py>(
     decode: i64,
     prefill_pp: i64,
     decode_pp: i64,
+    state: Vec<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let r = resolved(py, key)?;
+    let mut kinds = Vec::new();
+    for name in &state {
+        let kind = StateKind::ALL
+            .into_iter()
+            .find(|k| k.key() == name.as_str());
+        match kind {
+            Some(k) => kinds.push(k),
+            None => {
+                return Err(invalid(
+                    py,
+                    format!(
+                        "state must name kinds among {}, got {name:?}",
+                        StateKind::ALL.map(|k| format!("{:?}", k.key())).join(", ")
+                    ),
+                ))
+            }
+        }
+    }
     for (name, v) in [
         ("num_kv_heads", num_kv_heads),
         ("prefill", prefill),
@@ -92,7 +113,7 @@ pub(super) fn sglang_check_pair<'py>(
     }
     let rules = r.profile.rules;
     let verdict = py.allow_threads(|| {
-        sglang::pair_verdict(
+        match sglang::pair_verdict(
             &rules,
             num_kv_heads,
             is_mla,
@@ -100,7 +121,13 @@ pub(super) fn sglang_check_pair<'py>(
             decode,
             prefill_pp,
             decode_pp,
-        )
+        ) {
+            // The state moves with a request's last chunk, after its KV.
+            Verdict::Ok => {
+                state_verdict(&rules.state, &kinds, prefill, decode).unwrap_or(Verdict::Ok)
+            }
+            other => other,
+        }
     });
     let out = PyDict::new(py);
     out.set_item("key", r.key())?;

@@ -16,18 +16,21 @@ kills the decode scheduler, the prefill scheduler, the transfer thread, or fails
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from ... import _core
 from ...errors import ArgumentTypeError, InvalidArgumentError
-from ...layout import loadable_tp_sizes
+from ...layout import is_hybrid, loadable_tp_sizes
 
 #: Every SGLang release pdtp's golden data covers, oldest first.
 SGLANG_RELEASES: tuple[str, ...] = tuple(_core.sglang_releases())
 #: The release ``sglang_version=None`` means: the newest pdtp knows.
 DEFAULT_SGLANG_VERSION: str = SGLANG_RELEASES[-1]
+#: The state kinds ``check_sglang_pair(state=...)`` takes.
+STATE_KINDS: tuple[str, ...] = ("swa", "mamba", "dsa")
 #: The connector names (scripts rely on them).
 SGLANG_CONNECTORS: tuple[str, ...] = tuple(_core.sglang_connector_names())
 
@@ -115,16 +118,28 @@ def check_sglang_pair(
     prefill_pp: int = 1,
     decode_pp: int = 1,
     sglang_version: str | None = None,
+    state: Sequence[str] = (),
 ) -> dict[str, Any]:
     """What SGLang does with a prefill instance of TP ``prefill_tp`` (DP attention over
     ``prefill_dp`` ranks) and a decode instance of TP ``decode_tp`` (``decode_dp``), for a
     model of ``num_kv_heads`` KV heads. A TP that DP does not divide is pdtp's error (SGLang
     refuses it at start).
 
+    ``state`` names what the model keeps beside its full layers' KV, as SGLang transfers it
+    (:data:`STATE_KINDS`): ``"swa"`` (sliding-window layers in SGLang's separate SWA pool),
+    ``"mamba"`` (Mamba / linear-attention state), ``"dsa"`` (DeepSeek-V3.2's sparse-index
+    cache). Each release's state sender decides (``tests/data/sglang_golden_state.json.gz``).
+
     >>> check_sglang_pair("sglang-mooncake@0.5.9", 8, False, 4, 2)["verdict"]
     'corrupts'
+    >>> check_sglang_pair("sglang-nixl@0.5.21", 8, False, 4, 2, state=["swa"])["error"]
+    'RuntimeError'
     """
     conn = resolve_sglang_connector(connector, sglang_version)
+    if isinstance(state, str) or not all(isinstance(k, str) for k in state):
+        raise ArgumentTypeError(
+            f"state must be a list of state kinds among {list(STATE_KINDS)}, got {state!r}"
+        )
     sizes = {}
     for side, tp, dp in (("prefill", prefill_tp, prefill_dp), ("decode", decode_tp, decode_dp)):
         for field, v in ((f"{side}_tp", tp), (f"{side}_dp", dp)):
@@ -144,9 +159,24 @@ def check_sglang_pair(
         sizes["decode"],
         prefill_pp,
         decode_pp,
+        list(state),
     )
     out["connector"] = conn.label
     return out
+
+
+def state_kinds(model: Any) -> list[str]:
+    """The state kinds of :data:`STATE_KINDS` pdtp knows ``model`` keeps as SGLang transfers
+    it: ``"mamba"`` for Mamba-type layers, ``"dsa"`` for a sparse-attention index. Sliding
+    layers are not named: whether SGLang keeps them in its SWA pool depends on the
+    architecture and release (Gemma-2/3 run with full-size KV, gpt-oss with the pool); pass
+    ``state=["swa"]`` to :func:`check_sglang_pair` for a model SGLang runs so."""
+    kinds = []
+    if is_hybrid(model):
+        kinds.append("mamba")
+    if any(getattr(g, "index_bytes", 0) for g in getattr(model, "attention_groups", ())):
+        kinds.append("dsa")
+    return kinds
 
 
 def gpu_refusal(connector: Any, vendor: str) -> str | None:
@@ -178,7 +208,9 @@ def unequal_pairs_accepted(
                 if p == d or p not in ok_sizes or d not in ok_sizes:
                     continue
                 loadable += 1
-                verdict = _core.sglang_check_pair(conn.key, m.num_kv_heads, m.is_mla, p, d)
+                verdict = _core.sglang_check_pair(
+                    conn.key, m.num_kv_heads, m.is_mla, p, d, 1, 1, state_kinds(m)
+                )
                 accepted += verdict["verdict"] == "ok"
     return accepted, loadable
 
