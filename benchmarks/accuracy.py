@@ -194,23 +194,10 @@ def _with(table: Table) -> Callable[[PerfPoint], Any]:
 
 
 def predict_all(points: Sequence[PerfPoint], constants: Callable[[PerfPoint], Any]) -> Predictions:
-    """:func:`predict_points`' mean TPOT, mean TTFT and throughput, with the median TTFT (a
-    steady-state request's, ``predict_serving``'s ``ttft_median_ms``) where the row measured
-    one."""
-    preds = predict_points(points, constants)
-    for p, pr in zip(points, preds):
-        if p.ttft_median_ms is None:
-            continue
-        c = constants(p)
-        s = _core.predict_serving(
-            model_inputs(p.model),
-            gpu_inputs(p.gpu, p.model.weight_dtype),
-            constant_inputs(c),
-            p.layout,
-            p.workload(),
-        )
-        pr["ttft_median_ms"] = math.nan if s is None else s.ttft_steady * 1e3
-    return preds
+    """:func:`predict_points`' mean TPOT, mean TTFT, throughput and median TTFT (a
+    steady-state request's, ``predict_serving``'s ``ttft_median_ms``: no first wave, no
+    warm-up stall)."""
+    return predict_points(points, constants)
 
 
 def held_out(

@@ -615,3 +615,27 @@ def test_a_table_fits_factors_per_engine_release_range():
     # A release with too few rows starts no range of its own.
     few = load_points([{**rows[0], "engine_release": "0.6.0"}])
     assert fit_table(points + few, max_iterations=5).releases("sglang") == ["0.5.9"]
+
+
+def test_a_table_puts_the_first_waves_stall_in_the_mean_and_not_the_median():
+    """Rows generated with an SGLang warm-up stall of 1.5 s that every run's first wave waits
+    out: the table fits the steady terms on the median TTFT and finds the stall on the mean
+    (not in the per-request overhead, which every steady request would then pay)."""
+    from pdtp.calibration import fit_table, predict_points
+
+    truth = TRUE.replace(first_wave_stall_s=1.5)
+    rows = []
+    for r in _synthetic_rows(truth):
+        (p,) = load_points([{**r, "engine": "sglang"}])
+        (pred,) = predict_points([p], truth)
+        rows.append({**r, **pred, "engine": "sglang"})
+    points = load_points(rows)
+    assert all(p.ttft_median_ms is not None and p.num_prompts for p in points)
+    # The stall moves the mean, never the median.
+    (calm,) = predict_points([points[0]], truth.replace(first_wave_stall_s=0.0))
+    assert calm["ttft_median_ms"] == pytest.approx(rows[0]["ttft_median_ms"])
+    assert calm["ttft_ms"] < rows[0]["ttft_ms"]
+    table = fit_table(points, max_iterations=40)
+    fitted = table.constants(points[0].gpu, "sglang")
+    assert fitted.first_wave_stall_s == pytest.approx(1.5, rel=0.2)
+    assert fitted.api_overhead_s == pytest.approx(TRUE.api_overhead_s, rel=0.3)

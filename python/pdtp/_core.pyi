@@ -538,7 +538,7 @@ _PointTuple = tuple[
     _Layout,
     _ServingWork,
     list[tuple[str, int]],
-    tuple[float, float, float],
+    tuple[float, float, float, float],
 ]
 
 CONSTANT_FIELDS: list[str]
@@ -627,14 +627,14 @@ def fit_constants(
     x0: Sequence[float],
     lo: Sequence[float],
     hi: Sequence[float],
-    weights: tuple[float, float, float],
+    weights: tuple[float, float, float, float],
     scale: float,
     max_iterations: int,
     time_limit_s: float,
 ) -> tuple[list[float], float, int, bool]: ...
 def predict_points(
     points: Sequence[_PointTuple], x: Sequence[float]
-) -> list[tuple[float, float, float]]: ...
+) -> list[tuple[float, float, float, float]]: ...
 
 # ---- simulator (src/sim) -------------------------------------------------------------------
 

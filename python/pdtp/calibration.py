@@ -121,6 +121,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "fp8_weight_efficiency": (0.2, 2.0),
     "fp4_weight_efficiency": (0.2, 2.0),
     "int4_weight_efficiency": (0.2, 2.0),
+    "fp4_grouped_weight_efficiency": (0.2, 2.0),
     "allreduce_latency_s": (1e-6, 200e-6),
     "alltoall_latency_s": (1e-6, 1e-3),
     "kernel_overhead_s": (1e-8, 50e-6),
@@ -128,6 +129,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "step_overhead_s": (1e-6, 1e-3),
     "api_overhead_s": (1e-3, 1.0),
     "schedule_wait_steps": (0.05, 30.0),
+    "first_wave_stall_s": (1e-3, 300.0),
     "ttft_queue_factor": (1.0, 10.0),
     "reserve_bytes": (1e9, 32e9),
 }
@@ -145,10 +147,10 @@ DEFAULT_FIT: tuple[str, ...] = (
     "moe_weight_efficiency",
 )
 
-# Residual weights of TPOT, TTFT and throughput. TTFT counts half: it holds queueing the
-# model sees only on average (bursts, scheduler polling) and its errors would otherwise pull
-# the decode constants.
-_WEIGHTS = (1.0, 0.5, 1.0)
+# Residual weights of TPOT, mean TTFT, throughput and median TTFT. A TTFT counts half: it
+# holds queueing the model sees only on average (scheduler polling) and its errors would
+# otherwise pull the decode constants. Which TTFT a fit takes is its own choice (`_core_point`).
+_WEIGHTS = (1.0, 0.5, 1.0, 0.5)
 _SCALE = 0.1
 
 
@@ -684,12 +686,21 @@ def load_points(points: Any, *, gpu: Any = None, deadline: float | None = None) 
 
 
 def _core_point(
-    p: PerfPoint, consts: Constants, params: Sequence[tuple[str, int]] = ()
+    p: PerfPoint,
+    consts: Constants,
+    params: Sequence[tuple[str, int]] = (),
+    ttft: str = "mean",
 ) -> tuple[Any, ...]:
-    measured = tuple(
+    """The core's tuple for one point. ``ttft`` says which TTFT it is fitted on: ``"mean"``;
+    ``"steady"``, the median where the row has one (the mean elsewhere); ``"both"``."""
+    measured = [
         math.nan if getattr(p, k) is None else float(getattr(p, k)) * scale
-        for k, scale in zip(KINDS, (1e-3, 1e-3, 1.0))
-    )
+        for k, scale in zip((*KINDS, "ttft_median_ms"), (1e-3, 1e-3, 1.0, 1e-3))
+    ]
+    if ttft == "mean":
+        measured[3] = math.nan
+    elif ttft == "steady" and math.isfinite(measured[3]):
+        measured[1] = math.nan
     return (
         model_inputs(p.model),
         gpu_inputs(p.gpu, p.model.weight_dtype),
@@ -697,13 +708,18 @@ def _core_point(
         p.layout,
         p.workload(),
         list(params),
-        measured,
+        tuple(measured),
     )
 
 
-def _as_ms(values: tuple[float, float, float]) -> dict[str, float]:
-    tpot, ttft, tps = values
-    return {"tpot_ms": tpot * 1e3, "ttft_ms": ttft * 1e3, "output_tokens_per_s": tps}
+def _as_ms(values: tuple[float, float, float, float]) -> dict[str, float]:
+    tpot, ttft, tps, ttft_median = values
+    return {
+        "tpot_ms": tpot * 1e3,
+        "ttft_ms": ttft * 1e3,
+        "output_tokens_per_s": tps,
+        "ttft_median_ms": ttft_median * 1e3,
+    }
 
 
 def predict_points(points: Sequence[PerfPoint], constants: Any = None) -> list[dict[str, float]]:
@@ -790,6 +806,7 @@ def _run_fit(
     deadline: float | None,
     max_iterations: int = 100,
     priors: Sequence[tuple[_Key, _Key | None, float]] = (),
+    ttft: str = "mean",
 ) -> tuple[dict[_Key, float], bool]:
     """Fit: point i's constant ``name`` takes the parameter of group ``g`` for each
     ``(name, g)`` in ``assignments[i]`` (several groups on one constant multiply). ``base``
@@ -799,7 +816,7 @@ def _run_fit(
     rows = []
     for p, assigned in zip(points, assignments):
         params = [(name, space.add(name, g)) for name, g in assigned]
-        rows.append(_core_point(p, base(p), params))
+        rows.append(_core_point(p, base(p), params, ttft))
     core_priors = [
         (space.add(*child), None if parent is None else space.add(*parent), weight)
         for child, parent, weight in priors
@@ -902,7 +919,12 @@ def calibrate(
 def _informed(name: str, points: Sequence[PerfPoint]) -> bool:
     """Whether any point's prediction depends on constant ``name``."""
     if name == "fp4_weight_efficiency":
-        return any(p.model.weight_dtype == "fp4" for p in points)
+        # Dense FP4 GEMMs, pinned by dense models: an MoE's dense share (DeepSeek-R1's 3% of
+        # its bytes) cannot tell it from the experts' grouped kernels, and a fit that lets it
+        # try runs it to its bound.
+        return any(p.model.weight_dtype == "fp4" and not p.model.num_experts for p in points)
+    if name == "fp4_grouped_weight_efficiency":  # FP4 experts' grouped GEMMs
+        return any(p.model.weight_dtype == "fp4" and p.model.num_experts for p in points)
     if name == "int4_weight_efficiency":
         return any(p.model.weight_dtype == "int4" for p in points)
     if name == "fp8_weight_efficiency":
@@ -919,6 +941,11 @@ def _informed(name: str, points: Sequence[PerfPoint]) -> bool:
         return False  # aggregated runs do not use the disaggregated queueing factor
     if name in ("api_overhead_s", "schedule_wait_steps"):
         return any(p.ttft_ms is not None for p in points)
+    if name == "first_wave_stall_s":  # the mean TTFT of a run that starts its clients at once
+        return any(
+            p.ttft_ms is not None and p.concurrency is not None and p.num_prompts is not None
+            for p in points
+        )
     return True
 
 
@@ -939,10 +966,19 @@ TABLE_LEVELS: dict[str, str] = {
     "step_overhead_s": "gpu",
     "api_overhead_s": "engine",
     "schedule_wait_steps": "engine",
+    "first_wave_stall_s": "engine",
     "fp4_weight_efficiency": "gpu",
+    "fp4_grouped_weight_efficiency": "gpu",
     "moe_weight_efficiency": "gpu",
     "ep_weight_efficiency": "global",
 }
+
+
+#: Fitted after the others, on their fitted values: the first wave's warm-up stall enters the
+#: mean TTFT only. Fitted jointly, it freed the decode constants the mean TTFT had held and
+#: they chased DeepSeek-R1's AMD TPOT: held out, Llama's AMD TPOT error went 16% → 49%
+#: (MI300X all-reduce latency 12 → 83 µs).
+SECOND_STAGE = frozenset({"first_wave_stall_s"})
 
 
 def _generation(name: str) -> str | None:
@@ -956,7 +992,12 @@ def _generation(name: str) -> str | None:
         return None
 
 
-_FORMAT_CONSTANTS = {"fp8_weight_efficiency", "fp4_weight_efficiency", "int4_weight_efficiency"}
+_FORMAT_CONSTANTS = {
+    "fp8_weight_efficiency",
+    "fp4_weight_efficiency",
+    "int4_weight_efficiency",
+    "fp4_grouped_weight_efficiency",
+}
 _VENDOR_GROUP = {"AMD": "amd", "NVIDIA": "nvidia"}
 #: Prior weights: how strongly a GPU type's constant is tied to its vendor's, and a vendor's
 #: to the shared one (residual weight per unit of log ratio); engine factors are tied to 1.
@@ -1081,6 +1122,8 @@ def _table_assignments(
             out.append((name, "*"))
         elif level == "engine":
             out.append((name, p.engine))
+            if name in RELEASE_CONSTANTS and release:
+                out.append((name, _release_group(p.engine, release)))
         else:
             out.append((name, p.gpu.name))
             if level == "gpu+engine" and p.engine != "vllm":
@@ -1106,11 +1149,14 @@ def fit_table(
     shared), starting from the generic constants. Per-GPU constants are shrunk towards their
     vendor's shared value and those towards one shared by all (priors of weight
     :data:`PRIOR_GPU`, :data:`PRIOR_VENDOR`), so a type with few rows keeps a typical value
-    and a type with none takes its vendor's."""
+    and a type with none takes its vendor's. Two stages: everything but :data:`SECOND_STAGE`
+    on the steady request's TTFT (the median where a row has one), then the first wave's
+    stall on the mean TTFT with the rest held."""
     lv = dict(TABLE_LEVELS if levels is None else levels)
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
     ranges = _release_ranges(points)
-    assignments = [_table_assignments(p, lv, ranges) for p in points]
+    first = {name: level for name, level in lv.items() if name not in SECOND_STAGE}
+    assignments = [_table_assignments(p, first, ranges) for p in points]
     used = {key for assigned in assignments for key in assigned}
     priors: list[tuple[_Key, _Key | None, float]] = []
     start: dict[_Key, float] = {}
@@ -1129,8 +1175,31 @@ def fit_table(
                 start[(name, "*")] = float(getattr(GENERIC, name))
                 if name not in _FORMAT_CONSTANTS:
                     priors.append((vendor, (name, "*"), PRIOR_VENDOR))
+    # Everything but the first wave's stall on the steady request's TTFT: the median where a
+    # row has one (the mean elsewhere). The mean's first wave is the stall's, fitted next; on
+    # the mean these constants took the stall in (SGLang api_overhead_s 0.22 s and 8 steps'
+    # wait), and every steady request paid it.
     values, complete = _run_fit(
-        points, lambda p: GENERIC, assignments, start, deadline, max_iterations, priors
+        points, lambda p: GENERIC, assignments, start, deadline, max_iterations, priors, "steady"
     )
     measured = tuple(sorted({p.gpu.name for p in points}))
-    return Table(values, measured, complete)
+    table = Table(values, measured, complete)
+    second = [(name, level) for name, level in lv.items() if name in SECOND_STAGE]
+    if not second:
+        return table
+    # The first wave's stall, on the constants fitted without it: what the mean TTFT holds
+    # beyond the steady request and the modelled first wave.
+    late = [_table_assignments(p, dict(second), ranges) for p in points]
+    used2 = {key for assigned in late for key in assigned}
+    start2 = {key: 1.0 if key[1].startswith("@") else 0.0 for key in used2}
+    priors2 = [(key, None, PRIOR_ENGINE) for key in sorted(used2) if key[1].startswith("@")]
+    stall, complete2 = _run_fit(
+        points,
+        lambda p: table.constants(p.gpu, p.engine, p.engine_release),
+        late,
+        start2,
+        deadline,
+        max_iterations,
+        priors2,
+    )
+    return Table({**values, **stall}, measured, complete and complete2)

@@ -20,12 +20,16 @@ What each constant means (the step model is in ``src/perf/mod.rs``):
   decode attention reads the KV cache at; ``moe_weight_efficiency``: routed experts' rate
   relative to dense weights, ``ep_weight_efficiency`` whole experts under expert parallel
   relative to tensor-parallel slices; ``fp8/fp4/int4_weight_efficiency``: a weight format's kernels
-  relative to 16-bit ones;
+  relative to 16-bit ones (dense GEMMs); ``fp4_grouped_weight_efficiency``: FP4 routed experts'
+  grouped MoE GEMMs relative to 16-bit grouped ones (a kernel of its own);
 - ``allreduce_latency_s`` / ``alltoall_latency_s``: collective latency;
   ``kernel_overhead_s`` per kernel launched, ``seq_overhead_s`` per running sequence and
   ``step_overhead_s`` per engine step;
 - ``api_overhead_s``: per request, HTTP to first streamed token outside the GPU;
   ``schedule_wait_steps``: steps a new prompt waits before the scheduler runs its prefill;
+  ``first_wave_stall_s``: the engine's one-off warm-up (kernels compiled just in time for the
+  first batch shapes, SGLang's) that a benchmark's first wave of requests waits out: in the
+  mean TTFT, not the median;
 - ``reserve_bytes``: memory kept from the KV cache per GPU (0 for SGLang, whose
   ``mem_fraction_static`` already leaves out activations and CUDA graphs);
   ``ttft_queue_factor``: the disaggregated TTFT's queueing factor; ``kv_transfer_*``: the P/D link;
@@ -69,6 +73,8 @@ class Constants:
     fp8_weight_efficiency: float = 1.0
     fp4_weight_efficiency: float = 0.8
     int4_weight_efficiency: float = 0.8
+    # FP4 routed experts in grouped MoE GEMMs (a kernel of its own, not the dense FP4 GEMM).
+    fp4_grouped_weight_efficiency: float = 0.8
     allreduce_latency_s: float = 15e-6
     alltoall_latency_s: float = 30e-6
     kernel_overhead_s: float = 5e-6
@@ -76,6 +82,8 @@ class Constants:
     step_overhead_s: float = 1e-3
     api_overhead_s: float = 40e-3
     schedule_wait_steps: float = 2.0
+    # vLLM compiles its kernels and captures its graphs before it serves: no first-wave stall.
+    first_wave_stall_s: float = 0.0
     reserve_bytes: float = 4e9
     ttft_queue_factor: float = 1.8
     # Per-rank KV transfer between instances: a 400 Gb/s RDMA NIC per GPU.
@@ -109,7 +117,7 @@ class Constants:
         return dataclasses.asdict(self)
 
 
-_MAY_BE_ZERO = {"reserve_bytes"}
+_MAY_BE_ZERO = {"reserve_bytes", "first_wave_stall_s"}
 _FRACTIONS = {
     "mfu_prefill",
     "mfu_decode",
@@ -124,6 +132,7 @@ _RELATIVE = {
     "fp8_weight_efficiency",
     "fp4_weight_efficiency",
     "int4_weight_efficiency",
+    "fp4_grouped_weight_efficiency",
 }
 
 GENERIC = Constants()
@@ -133,10 +142,12 @@ GENERIC = Constants()
 #: ``rocm/sgl-dev:sglang-0.5.9-rocm720-…``, ``vllm/vllm-openai:v0.11.0``.
 _RELEASE = re.compile(r"(?:sglang|vllm)[\w./-]*?[:\s-]v?(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE)
 
-#: Constants an engine release moves: its kernels (fusion, graphs, attention backends) and its
-#: per-sequence host work. A release changes neither the GPU nor the model, so weight
+#: Constants an engine release moves: its kernels (fusion, graphs, attention backends), its
+#: per-sequence host work and its warm-up (which kernels it compiles just in time: the same
+#: SGLang runs on B200 stalled their first wave 10-90 s in the Oct-Nov 2025 InferenceMAX runs
+#: and about 1 s under 0.5.9). A release changes neither the GPU nor the model, so weight
 #: streaming and GEMM efficiencies stay per GPU type.
-RELEASE_CONSTANTS: tuple[str, ...] = ("kernel_overhead_s", "seq_overhead_s")
+RELEASE_CONSTANTS: tuple[str, ...] = ("kernel_overhead_s", "seq_overhead_s", "first_wave_stall_s")
 
 
 def engine_release(image: Any) -> str:

@@ -1,7 +1,7 @@
 //! Fitting efficiency constants to measured serving points (`pdtp.calibrate` and the
 //! defaults' fit): a bounded Levenberg–Marquardt search over log-constants that minimises
-//! a robust (soft-L1) loss of log-ratio residuals `ln(predicted / measured)` of TPOT, TTFT
-//! and output throughput.
+//! a robust (soft-L1) loss of log-ratio residuals `ln(predicted / measured)` of TPOT, mean
+//! TTFT, output throughput and median TTFT.
 //!
 //! Each point names which of its constants are free and which parameter each takes
 //! (`params`), so one search can fit one constant per GPU type, one per engine and one
@@ -14,6 +14,13 @@ use std::time::Instant;
 use super::serving::{serving, ServingPoint, ServingWorkload};
 use super::{Constants, GpuPerf, ModelPerf};
 use crate::layout::Layout;
+
+/// Quantities a point may measure: TPOT, mean TTFT, output tokens/s, median TTFT.
+pub const KINDS: usize = 4;
+
+fn quantities(s: &ServingPoint) -> [f64; KINDS] {
+    [s.tpot, s.ttft, s.output_tokens_per_s, s.ttft_steady]
+}
 
 /// One measured point and how the parameters enter its constants.
 #[derive(Debug, Clone)]
@@ -28,14 +35,16 @@ pub struct FitPoint {
     /// field named again is multiplied by the next parameter (a per-engine factor on a
     /// per-GPU value).
     pub params: Vec<(usize, usize)>,
-    /// Measured TPOT (s), mean TTFT (s) and output tokens/s; NaN where not measured.
-    pub measured: [f64; 3],
+    /// Measured TPOT (s), mean TTFT (s), output tokens/s and median TTFT (s, against the
+    /// steady request's `ttft_steady`: the mean holds the first wave, the median does not);
+    /// NaN where not measured.
+    pub measured: [f64; KINDS],
 }
 
 #[derive(Debug, Clone, Copy)]
 pub struct FitOptions {
-    /// Weight of each quantity's residuals (TPOT, TTFT, throughput).
-    pub weights: [f64; 3],
+    /// Weight of each quantity's residuals (TPOT, mean TTFT, throughput, median TTFT).
+    pub weights: [f64; KINDS],
     /// Soft-L1 scale: residuals (log ratios) beyond it count linearly, not squared.
     pub scale: f64,
     pub max_iterations: usize,
@@ -45,7 +54,7 @@ pub struct FitOptions {
 impl Default for FitOptions {
     fn default() -> Self {
         FitOptions {
-            weights: [1.0, 0.5, 1.0],
+            weights: [1.0, 0.5, 1.0, 0.5],
             scale: 0.1,
             max_iterations: 100,
             deadline: None,
@@ -101,21 +110,22 @@ pub fn predict(p: &FitPoint, x: &[f64]) -> Option<ServingPoint> {
     serving(&p.model, &p.gpu, &c, &p.layout, &p.workload)
 }
 
-/// Predicted `[tpot, ttft, output tokens/s]` of every point (NaN where nothing fits).
-pub fn predict_all(points: &[FitPoint], x: &[f64]) -> Vec<[f64; 3]> {
+/// Predicted `[tpot, mean ttft, output tokens/s, median ttft]` of every point (NaN where
+/// nothing fits).
+pub fn predict_all(points: &[FitPoint], x: &[f64]) -> Vec<[f64; KINDS]> {
     points
         .iter()
         .map(|p| match predict(p, x) {
-            Some(s) => [s.tpot, s.ttft, s.output_tokens_per_s],
-            None => [f64::NAN; 3],
+            Some(s) => quantities(&s),
+            None => [f64::NAN; KINDS],
         })
         .collect()
 }
 
-fn residuals(p: &FitPoint, x: &[f64], weights: &[f64; 3]) -> [f64; 3] {
-    let pred = predict(p, x).map(|s| [s.tpot, s.ttft, s.output_tokens_per_s]);
-    let mut r = [0.0; 3];
-    for k in 0..3 {
+fn residuals(p: &FitPoint, x: &[f64], weights: &[f64; KINDS]) -> [f64; KINDS] {
+    let pred = predict(p, x).map(|s| quantities(&s));
+    let mut r = [0.0; KINDS];
+    for k in 0..KINDS {
         let m = p.measured[k];
         if !(m.is_finite() && m > 0.0) {
             continue;
@@ -152,7 +162,7 @@ impl Problem<'_> {
     }
 
     /// All residuals, or None when the deadline passed meanwhile.
-    fn all(&self, u: &[f64]) -> Option<Vec<[f64; 3]>> {
+    fn all(&self, u: &[f64]) -> Option<Vec<[f64; KINDS]>> {
         let x = self.x_of(u);
         let mut out = Vec::with_capacity(self.points.len());
         for (i, p) in self.points.iter().enumerate() {
@@ -171,7 +181,7 @@ impl Problem<'_> {
             .collect()
     }
 
-    fn cost(&self, r: &[[f64; 3]], u: &[f64]) -> f64 {
+    fn cost(&self, r: &[[f64; KINDS]], u: &[f64]) -> f64 {
         let s = self.opts.scale;
         let points: f64 = r.iter().flat_map(|v| v.iter()).map(|&v| loss(v, s)).sum();
         let priors: f64 = self.prior_residuals(u).iter().map(|&v| loss(v, s)).sum();
@@ -272,12 +282,12 @@ pub fn fit(
     let s = opts.scale;
     for iteration in 0..opts.max_iterations {
         // Robust weights (iteratively reweighted least squares for soft-L1).
-        let omega: Vec<[f64; 3]> = r
+        let omega: Vec<[f64; KINDS]> = r
             .iter()
             .map(|v| v.map(|e| 1.0 / (1.0 + e * e / (s * s)).sqrt()))
             .collect();
         // Sparse Jacobian columns: (point, [dr/du_j]) for the points the parameter enters.
-        let mut columns: Vec<Vec<(usize, [f64; 3])>> = Vec::with_capacity(n);
+        let mut columns: Vec<Vec<(usize, [f64; KINDS])>> = Vec::with_capacity(n);
         for j in 0..n {
             let mut uj = u.clone();
             let step = if uj[j] + h > pb.hi[j] { -h } else { h };
@@ -289,7 +299,7 @@ pub fn fit(
                     return done(&u, cost, iteration, false);
                 }
                 let ri = residuals(&points[i], &x, &opts.weights);
-                col.push((i, [0, 1, 2].map(|q| (ri[q] - r[i][q]) / step)));
+                col.push((i, std::array::from_fn(|q| (ri[q] - r[i][q]) / step)));
             }
             columns.push(col);
         }
@@ -298,10 +308,10 @@ pub fn fit(
         let mut g = vec![0.0; n];
         let mut dense: Vec<Vec<f64>> = vec![Vec::new(); n];
         for j in 0..n {
-            let mut dj = vec![0.0; points.len() * 3];
+            let mut dj = vec![0.0; points.len() * KINDS];
             for &(i, d) in &columns[j] {
-                for q in 0..3 {
-                    dj[i * 3 + q] = d[q];
+                for q in 0..KINDS {
+                    dj[i * KINDS + q] = d[q];
                     g[j] += d[q] * omega[i][q] * r[i][q];
                 }
             }
@@ -311,8 +321,8 @@ pub fn fit(
             for k in j..n {
                 let mut sum = 0.0;
                 for &(i, d) in &columns[j] {
-                    for q in 0..3 {
-                        sum += d[q] * omega[i][q] * dense[k][i * 3 + q];
+                    for q in 0..KINDS {
+                        sum += d[q] * omega[i][q] * dense[k][i * KINDS + q];
                     }
                 }
                 a[j * n + k] = sum;
@@ -406,7 +416,7 @@ mod tests {
                             (field("step_overhead_s"), 1),
                             (field("mfu_prefill"), 2),
                         ],
-                        measured: [s.tpot, s.ttft, s.output_tokens_per_s],
+                        measured: quantities(&s),
                     });
                 }
             }

@@ -253,6 +253,11 @@ constants! {
     fp8_weight_efficiency => "fp8_weight_efficiency",
     fp4_weight_efficiency => "fp4_weight_efficiency",
     int4_weight_efficiency => "int4_weight_efficiency",
+    /// FP4 routed experts in grouped MoE GEMMs relative to 16-bit grouped GEMMs: a kernel of
+    /// their own (CUTLASS/TRT-LLM grouped FP4 MoE, AITER's MXFP4 MoE), not the dense FP4
+    /// GEMM's `fp4_weight_efficiency`. One efficiency for both carried DeepSeek-R1's expert
+    /// rate to Llama's dense FP4 layers and back (held out: −30% / +20–45% TPOT).
+    fp4_grouped_weight_efficiency => "fp4_grouped_weight_efficiency",
     /// All-reduce latency α (s).
     allreduce_latency => "allreduce_latency_s",
     /// All-to-all (expert-parallel dispatch or combine) latency (s).
@@ -267,6 +272,11 @@ constants! {
     api_overhead => "api_overhead_s",
     /// Engine steps a new prompt waits before its prefill is scheduled.
     schedule_wait_steps => "schedule_wait_steps",
+    /// The engine's one-off warm-up stall that a run's first wave waits out (s): kernels
+    /// compiled just in time for the first batch shapes they meet (SGLang's DeepGEMM and
+    /// FlashInfer JIT). The first `concurrency` requests of a benchmark pay it; the steady
+    /// (median) request does not. vLLM compiles and captures its graphs before it serves: 0.
+    first_wave_stall => "first_wave_stall_s",
     /// Memory held back per GPU for the runtime, activations and CUDA/HIP graphs (bytes).
     reserve_bytes => "reserve_bytes",
     /// Disaggregated TTFT = api + q · t_p + transfer: q covers queueing at the prefill
@@ -308,6 +318,14 @@ impl Constants {
             WeightFormat::Fp8 => self.fp8_weight_efficiency,
             WeightFormat::Fp4 => self.fp4_weight_efficiency,
             WeightFormat::Int4 => self.int4_weight_efficiency,
+        }
+    }
+
+    /// The format's efficiency in the routed experts' grouped GEMMs.
+    fn grouped_format_efficiency(&self, f: WeightFormat) -> f64 {
+        match f {
+            WeightFormat::Fp4 => self.fp4_grouped_weight_efficiency,
+            other => self.format_efficiency(other),
         }
     }
 }
@@ -681,7 +699,7 @@ pub fn step_time(
         1.0
     };
     let experts = expert_bytes_read(m, layout, tokens * dp)
-        / (c.format_efficiency(m.expert_format) * c.moe_weight_efficiency * ep_efficiency);
+        / (c.grouped_format_efficiency(m.expert_format) * c.moe_weight_efficiency * ep_efficiency);
     let stream = (dense + experts) * stage / (g.hbm_bandwidth * c.mbu);
     let flops_per_token = 2.0 * m.active_params * stage / tp / g.peak_flops;
     let decode_gemm = flops_per_token * batch.decode_seqs / c.mfu_decode;
@@ -1025,6 +1043,7 @@ pub(crate) mod tests {
             fp8_weight_efficiency: 1.0,
             fp4_weight_efficiency: 1.0,
             int4_weight_efficiency: 1.0,
+            fp4_grouped_weight_efficiency: 1.0,
             allreduce_latency: 30e-6,
             alltoall_latency: 30e-6,
             kernel_overhead: 0.0,
@@ -1032,6 +1051,7 @@ pub(crate) mod tests {
             step_overhead: 1.5e-3,
             api_overhead: 0.0,
             schedule_wait_steps: 1.0,
+            first_wave_stall: 0.0,
             reserve_bytes: 4e9,
             ttft_queue_factor: 1.8,
             kv_transfer_bandwidth: 50e9,
@@ -1197,6 +1217,37 @@ pub(crate) mod tests {
         assert!((expert_bytes_read(&m, &ep8, 1e6) - all).abs() < 1e-6 * all);
         // At small batches the busiest EP rank reads more than the mean.
         assert!(expert_bytes_read(&m, &ep8, 4.0) > expert_bytes_read(&m, &tp8, 4.0));
+    }
+
+    #[test]
+    fn fp4_experts_stream_at_the_grouped_kernels_rate_dense_fp4_at_the_dense_one() {
+        let (g, c) = (h100(), consts());
+        let moe = ModelPerf {
+            dense_format: WeightFormat::Fp4,
+            expert_format: WeightFormat::Fp4,
+            ..moe_mla()
+        };
+        let dense = ModelPerf {
+            dense_format: WeightFormat::Fp4,
+            ..llama70()
+        };
+        let slow_grouped = Constants {
+            fp4_grouped_weight_efficiency: 0.5,
+            ..c
+        };
+        let slow_dense = Constants {
+            fp4_weight_efficiency: 0.5,
+            ..c
+        };
+        let (l, b) = (Layout::tp(8), StepBatch::decode(32.0, 2000.0));
+        let t = |m: &ModelPerf, c: &Constants| step_time(m, &g, c, &l, &b);
+        // The dense model never meets the grouped kernels; the MoE meets both.
+        assert_eq!(t(&dense, &slow_grouped), t(&dense, &c));
+        assert!(t(&dense, &slow_dense) > t(&dense, &c));
+        assert!(t(&moe, &slow_grouped) > t(&moe, &slow_dense));
+        assert!(t(&moe, &slow_dense) > t(&moe, &c));
+        // An fp8 MoE's experts keep the fp8 efficiency.
+        assert_eq!(t(&moe_mla(), &slow_grouped), t(&moe_mla(), &c));
     }
 
     #[test]
@@ -1394,7 +1445,7 @@ pub(crate) mod tests {
         })
         .unwrap();
         assert_eq!(built, c);
-        assert_eq!(built.allreduce_latency, 0.5 + 11.0);
+        assert_eq!(built.allreduce_latency, 0.5 + 12.0);
         let short = Constants::try_from_fn(|name| {
             if name == "mbu" {
                 Err(name.len())

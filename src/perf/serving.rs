@@ -15,8 +15,10 @@
 //!   engine's time). When the clients outnumber what the KV cache holds, the running batch
 //!   is capped and the rest wait in line: Little's law gives that wait.
 //! - The benchmark starts all clients at once: the first `C` prompts arrive together and
-//!   are prefilled in `max_num_batched_tokens` steps before decoding starts, which raises
-//!   the mean TTFT over `num_prompts` requests.
+//!   are prefilled in `max_num_batched_tokens` steps before decoding starts, after the
+//!   engine's one-off warm-up stall (`first_wave_stall`: kernels compiled just in time for
+//!   their first shapes, SGLang's; vLLM warms up before it serves), which raises the mean
+//!   TTFT over `num_prompts` requests and not the median (`ttft_steady`).
 //! - **Throughput** is Little's law over a request's life, `C · osl / (TTFT + (osl − 1) ·
 //!   TPOT)`, less the run's tail, when the last requests drain with fewer in flight.
 //!
@@ -191,7 +193,9 @@ pub fn serving(
         prefill_attention_work: per_step * isl / 2.0,
         ..StepBatch::default()
     });
-    let mut burst = c.api_overhead + steps * first * (1.0 + 1.0 / steps) / 2.0;
+    // The engine's one-off warm-up (kernels compiled for their first shapes) holds the
+    // whole wave.
+    let mut burst = c.api_overhead + c.first_wave_stall + steps * first * (1.0 + 1.0 / steps) / 2.0;
     if limited {
         // Those beyond the cap wait for the first requests to finish.
         burst = (cap * burst + (n - cap) * (burst + osl * tpot)) / n;
@@ -262,7 +266,8 @@ pub struct DisaggregatedPoint {
 ///   law over the loop, `C = X · (TTFT + osl · TPOT)`.
 /// - **The first wave**: the benchmark starts all `C` clients at once, so the first `C`
 ///   prompts wait for the prefill side to clear them, `C / 2P` on average beyond a steady
-///   request; the mean over `num_prompts` requests carries it, the median does not.
+///   request, and for the engine's one-off warm-up (`first_wave_stall`); the mean over
+///   `num_prompts` requests carries both, the median does not.
 /// - **Decode**: each DP rank runs its share of the requests in flight, at most what its KV
 ///   cache holds; TPOT is its step time there.
 ///
@@ -345,7 +350,7 @@ pub fn disaggregated(
     let (mean, drain) = if prompts.is_finite() {
         let waves = prompts / n;
         (
-            ttft + n / prompts * n / (2.0 * capacity),
+            ttft + n / prompts * (n / (2.0 * capacity) + c.first_wave_stall),
             waves / (waves + DRAIN_REQUESTS),
         )
     } else {
@@ -468,6 +473,48 @@ mod tests {
             ..fp8_llama()
         };
         assert!(serving(&big, &g, &c, &Layout::tp(1), &work(1.0)).is_none());
+    }
+
+    #[test]
+    fn the_warm_up_stall_holds_the_first_wave_only() {
+        // A one-off stall S that all C first requests wait out raises the mean TTFT over N
+        // requests by C / N · S, leaves the steady (median) request alone and costs the run
+        // the time: throughput falls.
+        let (m, g, c) = (fp8_llama(), h100(), consts());
+        let l = Layout::tp(4);
+        let stalled = Constants {
+            first_wave_stall: 2.0,
+            ..c
+        };
+        for engine in [Engine::Vllm, Engine::Sglang] {
+            let w = ServingWorkload {
+                engine,
+                ..work(32.0)
+            };
+            let (a, b) = (
+                serving(&m, &g, &c, &l, &w).unwrap(),
+                serving(&m, &g, &stalled, &l, &w).unwrap(),
+            );
+            assert_eq!(a.ttft_steady, b.ttft_steady);
+            let added = b.ttft - a.ttft;
+            assert!((added - 32.0 / 320.0 * 2.0).abs() < 1e-9, "{added}");
+            assert!(b.output_tokens_per_s < a.output_tokens_per_s);
+            // Steady state (no first wave): no stall.
+            let steady = ServingWorkload {
+                num_prompts: f64::INFINITY,
+                ..w
+            };
+            let s = serving(&m, &g, &stalled, &l, &steady).unwrap();
+            assert_eq!(s.ttft, s.ttft_steady);
+        }
+        // The P/D loop's first wave waits it out alike.
+        let w = pd_work(64.0);
+        let (a, b) = (
+            disaggregated(&m, &g, &c, &l, 1.0, &l, 4.0, &w).unwrap(),
+            disaggregated(&m, &g, &stalled, &l, 1.0, &l, 4.0, &w).unwrap(),
+        );
+        assert_eq!(a.ttft_steady, b.ttft_steady);
+        assert!((b.ttft - a.ttft - 64.0 / 640.0 * 2.0).abs() < 1e-9);
     }
 
     fn pd_work(c: f64) -> ServingWorkload {

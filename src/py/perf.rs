@@ -279,7 +279,7 @@ pub(super) fn layout_sides(
 
 /// One calibration point from Python: `(model, gpu, consts, layout, workload, params,
 /// measured)` with params as `[(constant name, parameter index)]` and measured as
-/// `(tpot_s, ttft_s, output_tokens_per_s)` (NaN where not measured).
+/// `(tpot_s, ttft_s, output_tokens_per_s, ttft_median_s)` (NaN where not measured).
 pub(super) type PointTuple<'py> = (
     PyRef<'py, ModelInputs>,
     PyRef<'py, GpuInputs>,
@@ -287,7 +287,7 @@ pub(super) type PointTuple<'py> = (
     LayoutTuple,
     Bound<'py, PyDict>,
     Vec<(String, usize)>,
-    (f64, f64, f64),
+    (f64, f64, f64, f64),
 );
 
 pub(super) fn fit_points(py: Python<'_>, points: Vec<PointTuple<'_>>) -> PyResult<Vec<FitPoint>> {
@@ -308,7 +308,7 @@ pub(super) fn fit_points(py: Python<'_>, points: Vec<PointTuple<'_>>) -> PyResul
                 layout: layout(l),
                 workload: serving_workload(&w)?,
                 params,
-                measured: [measured.0, measured.1, measured.2],
+                measured: [measured.0, measured.1, measured.2, measured.3],
             })
         })
         .collect()
@@ -326,7 +326,7 @@ pub(super) fn fit_constants(
     x0: Vec<f64>,
     lo: Vec<f64>,
     hi: Vec<f64>,
-    weights: (f64, f64, f64),
+    weights: (f64, f64, f64, f64),
     scale: f64,
     max_iterations: usize,
     time_limit_s: f64,
@@ -342,7 +342,7 @@ pub(super) fn fit_constants(
         .ok()
         .and_then(|d| std::time::Instant::now().checked_add(d));
     let opts = FitOptions {
-        weights: [weights.0, weights.1, weights.2],
+        weights: [weights.0, weights.1, weights.2, weights.3],
         scale,
         max_iterations,
         deadline,
@@ -359,17 +359,17 @@ pub(super) fn fit_constants(
     Ok((res.x, res.cost, res.iterations, res.complete))
 }
 
-/// Predictions `(tpot_s, ttft_s, output_tokens_per_s)` of calibration points under
-/// parameters `x` (NaN where nothing fits).
+/// Predictions `(tpot_s, ttft_s, output_tokens_per_s, ttft_median_s)` of calibration points
+/// under parameters `x` (NaN where nothing fits).
 #[pyfunction]
 pub(super) fn predict_points(
     py: Python<'_>,
     points: Vec<PointTuple<'_>>,
     x: Vec<f64>,
-) -> PyResult<Vec<(f64, f64, f64)>> {
+) -> PyResult<Vec<(f64, f64, f64, f64)>> {
     let pts = fit_points(py, points)?;
     let out = released(py, || perf_fit::predict_all(&pts, &x))?;
-    Ok(out.into_iter().map(|v| (v[0], v[1], v[2])).collect())
+    Ok(out.into_iter().map(|v| (v[0], v[1], v[2], v[3])).collect())
 }
 
 // ---- typed performance inputs: converted once, then passed to every core call ------------

@@ -410,7 +410,13 @@ impl<'a> Sim<'a> {
             // that reaches a busy instance also waits here for the step in progress to end
             // (half a step on average): that half is part of the count, not added to it.
             let in_progress = if inst.busy { 0.5 * step } else { 0.0 };
-            (perf::admission_delay(&pool.constants, step) - in_progress).max(0.0)
+            // A closed loop's first wave (every client's first request, sent at once) also
+            // waits out the engine's one-off warm-up, as the performance model charges it.
+            let warm_up = match self.load {
+                Load::Closed { concurrency } if id < concurrency => pool.constants.first_wave_stall,
+                _ => 0.0,
+            };
+            (perf::admission_delay(&pool.constants, step) - in_progress).max(0.0) + warm_up
         };
         if delay > 0.0 && delay.is_finite() {
             self.push(now + delay, 0, Kind::Admit(id));

@@ -128,6 +128,7 @@ fn at_low_load_the_analytic_model_is_reproduced() {
     let c = Constants {
         api_overhead: 0.03,
         schedule_wait_steps: 2.5,
+        first_wave_stall: 0.0,
         ..consts()
     };
     let with = |mut cfg: Config| {
@@ -440,6 +441,7 @@ fn every_layout_at_low_load_reproduces_the_analytic_model() {
     let c = Constants {
         api_overhead: 0.03,
         schedule_wait_steps: 2.5,
+        first_wave_stall: 0.0,
         ..consts()
     };
     let g = h100();
@@ -587,4 +589,30 @@ fn too_many_schedulers_are_refused_naming_the_product() {
     };
     let e = cfg.validate().unwrap_err();
     assert!(e.message.contains("instances × dp × pp"), "{}", e.message);
+}
+
+#[test]
+fn a_closed_loops_first_wave_waits_out_the_warm_up_and_the_rest_does_not() {
+    // Every client's first request waits the engine's one-off warm-up stall S, as
+    // `predict_serving`'s mean TTFT charges it: the mean TTFT over N requests rises by about
+    // C / N · S (the first wave's own prefill burst is the same either way), the median not.
+    let reqs = Requests::generate(&FIXED, 320, 1).unwrap();
+    let load = Load::Closed { concurrency: 32 };
+    let base = simulate(&agg(8, 1), &load, &reqs).unwrap();
+    let mut cfg = agg(8, 1);
+    if let Deployment::Aggregated(p) = &mut cfg.deployment {
+        p.constants = Constants {
+            first_wave_stall: 2.0,
+            ..p.constants
+        };
+    }
+    let stalled = simulate(&cfg, &load, &reqs).unwrap();
+    let added = stalled.ttft.mean - base.ttft.mean;
+    assert!((added - 32.0 / 320.0 * 2.0).abs() < 0.05, "{added}");
+    assert!((stalled.ttft.p50 - base.ttft.p50).abs() < 0.1 * base.ttft.p50);
+    // An open loop has no first wave.
+    let open_reqs = open(200, 2.0, FIXED, 2);
+    let a = simulate(&agg(8, 1), &Load::Open, &open_reqs).unwrap();
+    let b = simulate(&cfg, &Load::Open, &open_reqs).unwrap();
+    assert_eq!(a.ttft.mean, b.ttft.mean);
 }
