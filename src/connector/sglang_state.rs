@@ -442,6 +442,7 @@ mod tests {
         num_kv_heads: 2,
         is_mla: false,
         hybrid: true,
+        sliding_window: false,
     };
 
     fn flow_of(key: &str, p: i64, d: i64) -> Result<(), crate::check::Violation> {

@@ -476,7 +476,7 @@ fn non_chain_cases() -> Vec<Scenario> {
         for (perf, explicit) in &spaces {
             for &nodes in nodes {
                 for connector in ["moriio", "nixl"] {
-                    let m = model(perf.clone(), &[h100()], loose(), demand);
+                    let m = model(*perf, &[h100()], loose(), demand);
                     let mut sc = scenario(
                         vec![m],
                         vec![gpu_type("h100", Vendor::Nvidia, 32_000)],

@@ -23,6 +23,9 @@ pub(super) struct PyModelSpec {
     inner: ModelSpec,
 }
 
+/// One `((tp, dp, pp, role), fraction)` entry of an engine's memory-fraction table.
+type FractionEntry = ((i64, i64, i64, RoleArg), f64);
+
 #[pymethods]
 impl PyModelSpec {
     #[new]
@@ -37,7 +40,7 @@ impl PyModelSpec {
         demand_rps: f64,
         weight: f64,
         supports_pp: bool,
-        memory_fractions: Option<Vec<Vec<((i64, i64, i64, RoleArg), f64)>>>,
+        memory_fractions: Option<Vec<Vec<FractionEntry>>>,
         sliding_window: bool,
     ) -> PyResult<Self> {
         let memory_fractions: Vec<MemoryFractions> = memory_fractions
