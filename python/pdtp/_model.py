@@ -818,7 +818,9 @@ class Model:
             if self.model_type == "deepseek_v4" and changes["kv_dtype"] != self.kv_dtype:
                 from ._model_dsv4 import regroup
 
-                changes["attention_groups"] = regroup(self.attention_groups, changes["kv_dtype"])
+                changes["attention_groups"] = tuple(
+                    AttentionGroup(**g) for g in regroup(self.attention_groups, changes["kv_dtype"])
+                )
         return replace(self, **changes) if changes else self
 
     def to_dict(self) -> dict[str, Any]:
@@ -1458,7 +1460,7 @@ def _parse_deepseek_v4(
             hf_id=resolved_hf_id,
             aliases=aliases,
             model_type="deepseek_v4",
-            attention_groups=tuple(groups),
+            attention_groups=tuple(AttentionGroup(**g) for g in groups),
             architectures=_architectures(data),
         )
     except ConfigError as exc:

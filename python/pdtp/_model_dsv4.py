@@ -150,10 +150,10 @@ def kv_groups(
     index_topk: int,
     window: int,
     kv_dtype: str,
-) -> list[AttentionGroup]:
-    """The KV-cache groups vLLM 0.33 allocates for these layers (one entry per cache kind)."""
-    from ._model import AttentionGroup
-
+) -> list[dict[str, Any]]:
+    """The KV-cache groups vLLM 0.33 allocates for these layers (one entry per cache kind),
+    as :class:`~pdtp._model.AttentionGroup` fields (the Model record builds them: this module
+    sits below it)."""
     fp8 = kv_dtype == "fp8"
     latent = FP8_DS_MLA_BYTES if fp8 else head_dim * 2
     n4 = sum(1 for r in ratios if r == 4)
@@ -161,20 +161,20 @@ def kv_groups(
 
     def group(
         cache: str, layers: int, dim: int, content: int, block: int, tps: int, win: int
-    ) -> AttentionGroup:
-        return AttentionGroup(
-            kind="mla",
-            cache=cache,
-            num_layers=layers,
-            num_kv_heads=1,
-            head_dim=dim,
-            v_head_dim=0,
-            window=win,
-            tokens_per_state=tps,
-            block_size=block,
-            page_bytes=page_bytes(content, block, tps, fp8),
-            topk=index_topk if cache == "index" else 0,
-        )
+    ) -> dict[str, Any]:
+        return {
+            "kind": "mla",
+            "cache": cache,
+            "num_layers": layers,
+            "num_kv_heads": 1,
+            "head_dim": dim,
+            "v_head_dim": 0,
+            "window": win,
+            "tokens_per_state": tps,
+            "block_size": block,
+            "page_bytes": page_bytes(content, block, tps, fp8),
+            "topk": index_topk if cache == "index" else 0,
+        }
 
     groups = [group("swa", len(ratios), head_dim, latent, SWA_BLOCK, 1, window)]
     index_bytes = index_head_dim + index_head_dim // INDEX_QUANT_BLOCK * 4
@@ -199,7 +199,7 @@ def kv_groups(
     return groups
 
 
-def regroup(groups: tuple[AttentionGroup, ...], kv_dtype: str) -> tuple[AttentionGroup, ...]:
+def regroup(groups: tuple[AttentionGroup, ...], kv_dtype: str) -> tuple[dict[str, Any], ...]:
     """The same layers' caches at another KV dtype (``Model.with_dtypes``)."""
     swa = next(g for g in groups if g.cache == "swa")
     compressed = {g.tokens_per_state: g.num_layers for g in groups if g.cache == "compressed"}
