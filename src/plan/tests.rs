@@ -591,3 +591,56 @@ fn enumeration_proofs_equal_the_full_oracle() {
         "{proved} {from_worse} {moves}"
     );
 }
+
+#[test]
+fn stage_bounds_hold_on_pools_too_large_to_merge_stages() {
+    // On large pools "most served" cannot share a stage with its tie-breakers (the merged
+    // range would pass 2^53), and the relaxation bounds the second stage by the fewest
+    // counts that serve the first stage's value. That bound must not exceed the optimum's
+    // (the enumeration proof's plan, which equals the full oracle where that finishes).
+    use super::prove::enumerate;
+    use super::relax::{closed_forms, competitive};
+    let mut checked = 0;
+    for count in [512, 8192] {
+        for (perf, w) in [
+            (llama70(), workload()),
+            (small(4), workload()),
+            (five(), loose()),
+        ] {
+            for connector in ["moriio", "nixl"] {
+                let sc = scenario(
+                    vec![model(perf.clone(), &[h100()], w, 0.0)],
+                    vec![gpu_type("h100", Vendor::Nvidia, 32_000)],
+                    &[(0, 8, count), (0, 5, 3)],
+                    connector,
+                    Objective::Throughput,
+                );
+                let c = Candidates::build(sc);
+                let order = Order::new(&c);
+                if order.stages.len() < 2 || order.stages[0].terms != [(Term::Served, 1)] {
+                    continue;
+                }
+                let forms = closed_forms(&c, &order);
+                let (Some(bounds), Some(h)) = (forms.values.as_ref(), forms.hint.as_ref()) else {
+                    continue;
+                };
+                let (kept, _) = competitive(&c, &order, bounds, h).unwrap();
+                let best = enumerate(&c, &order, &kept, h, None, 1 << 22).expect("a proof");
+                let values = order.values(&c, &best);
+                let mut fixed = Vec::new();
+                for (k, st) in order.stages.iter().enumerate() {
+                    let Value::Int(v) = values[k] else { break };
+                    if let Some(b) = bound(&c, &order, k, &fixed) {
+                        match st.sense {
+                            Sense::Max => assert!(b >= v, "stage {k}: bound {b} < optimum {v}"),
+                            Sense::Min => assert!(b <= v, "stage {k}: bound {b} > optimum {v}"),
+                        }
+                        checked += usize::from(k == 1);
+                    }
+                    fixed.push(v);
+                }
+            }
+        }
+    }
+    assert!(checked >= 4, "{checked}");
+}
