@@ -474,7 +474,7 @@ fn non_chain_cases() -> Vec<Scenario> {
         for (perf, explicit) in &spaces {
             for &nodes in nodes {
                 for connector in ["moriio", "nixl"] {
-                    let m = model(perf.clone(), &[h100()], loose(), demand);
+                    let m = model(*perf, &[h100()], loose(), demand);
                     let mut sc = scenario(
                         vec![m],
                         vec![gpu_type("h100", Vendor::Nvidia, 32_000)],
@@ -609,7 +609,7 @@ fn stage_bounds_hold_on_pools_too_large_to_merge_stages() {
         ] {
             for connector in ["moriio", "nixl"] {
                 let sc = scenario(
-                    vec![model(perf.clone(), &[h100()], w, 0.0)],
+                    vec![model(perf, &[h100()], w, 0.0)],
                     vec![gpu_type("h100", Vendor::Nvidia, 32_000)],
                     &[(0, 8, count), (0, 5, 3)],
                     connector,
