@@ -593,3 +593,118 @@ fn enumeration_proofs_equal_the_full_oracle() {
         "{proved} {from_worse} {moves}"
     );
 }
+
+#[test]
+fn stage_bounds_hold_on_pools_too_large_to_merge_stages() {
+    // On large pools "most served" cannot share a stage with its tie-breakers (the merged
+    // range would pass 2^53), and the relaxation bounds the second stage by the fewest
+    // counts that serve the first stage's value. That bound must not exceed the optimum's
+    // (the enumeration proof's plan, which equals the full oracle where that finishes).
+    use super::prove::enumerate;
+    use super::relax::{closed_forms, competitive};
+    let mut checked = 0;
+    for count in [512, 8192] {
+        for (perf, w) in [
+            (llama70(), workload()),
+            (small(4), workload()),
+            (five(), loose()),
+        ] {
+            for connector in ["moriio", "nixl"] {
+                let sc = scenario(
+                    vec![model(perf, &[h100()], w, 0.0)],
+                    vec![gpu_type("h100", Vendor::Nvidia, 32_000)],
+                    &[(0, 8, count), (0, 5, 3)],
+                    connector,
+                    Objective::Throughput,
+                );
+                let c = Candidates::build(sc);
+                let order = Order::new(&c);
+                if order.stages.len() < 2 || order.stages[0].terms != [(Term::Served, 1)] {
+                    continue;
+                }
+                let forms = closed_forms(&c, &order);
+                let (Some(bounds), Some(h)) = (forms.values.as_ref(), forms.hint.as_ref()) else {
+                    continue;
+                };
+                let (kept, _) = competitive(&c, &order, bounds, h).unwrap();
+                let best = enumerate(&c, &order, &kept, h, None, 1 << 22).expect("a proof");
+                let values = order.values(&c, &best);
+                let mut fixed = Vec::new();
+                for (k, st) in order.stages.iter().enumerate() {
+                    let Value::Int(v) = values[k] else { break };
+                    if let Some(b) = bound(&c, &order, k, &fixed) {
+                        match st.sense {
+                            Sense::Max => assert!(b >= v, "stage {k}: bound {b} < optimum {v}"),
+                            Sense::Min => assert!(b <= v, "stage {k}: bound {b} > optimum {v}"),
+                        }
+                        checked += usize::from(k == 1);
+                    }
+                    fixed.push(v);
+                }
+            }
+        }
+    }
+    assert!(checked >= 4, "{checked}");
+}
+
+#[test]
+fn move_bounds_hold_for_every_pair_when_a_running_side_left_the_pool() {
+    // A re-plan's per-pair lower bound (relax::move_bounds) must not exceed the best plan
+    // of that pair alone (the full enumeration over it), also when a running side's layout
+    // is no longer in the pool (it stops and restarts elsewhere, whatever is chosen).
+    use super::candidates::Role;
+    use super::relax::move_bounds;
+    use crate::layout::Layout;
+    let side = |role, tp, n| Running {
+        gpu_type: Some(0),
+        role,
+        layout: Layout::tp(tp),
+        instances: n,
+    };
+    let mut checked = 0;
+    for (prefill, decode) in [
+        (side(Role::Prefill, 16, 2), side(Role::Decode, 2, 2)),
+        (side(Role::Prefill, 2, 1), side(Role::Decode, 16, 1)),
+        (side(Role::Prefill, 16, 1), side(Role::Decode, 16, 3)),
+    ] {
+        for nodes in [&[(0, 8, 2)][..], &[(0, 8, 1), (0, 5, 2)]] {
+            let weights = MoveCost {
+                start: 1.0,
+                stop: 2.0,
+                restart: 3.0,
+                gpu: 0.5,
+            };
+            let objective = Objective::Moves {
+                weights,
+                prefill,
+                decode,
+            };
+            let m = model(small(4), &[h100()], workload(), 6.0);
+            let sc = scenario(
+                vec![m],
+                vec![gpu_type("h100", Vendor::Nvidia, 32_000)],
+                nodes,
+                "nixl",
+                objective,
+            );
+            let full = Candidates::build(sc);
+            let order = Order::new(&full);
+            let Some(bounds) = move_bounds(&full, &order) else {
+                continue;
+            };
+            for (i, &pair) in full.pairs.iter().enumerate() {
+                let mut c = full.clone();
+                c.pairs = vec![pair];
+                let (best, done) = search(&c, &order, None, false);
+                assert!(done);
+                let Some(best) = best else { continue };
+                let (Some(b), Value::Int(v)) = (bounds[i], order.values(&c, &best)[0]) else {
+                    continue;
+                };
+                assert!(b <= v, "pair {pair:?}: bound {b} > its best {v}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 20, "{checked}");
+}
