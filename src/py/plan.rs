@@ -37,7 +37,7 @@ impl PyModelSpec {
         demand_rps: f64,
         weight: f64,
         supports_pp: bool,
-        memory_fractions: Option<Vec<Vec<((i64, i64, i64, RoleArg), f64)>>>,
+        memory_fractions: Option<FractionRows>,
     ) -> PyResult<Self> {
         let memory_fractions: Vec<MemoryFractions> = memory_fractions
             .unwrap_or_default()
@@ -81,6 +81,9 @@ impl PyModelSpec {
         &self.inner.name
     }
 }
+
+/// An engine's memory fraction per GPU type: `((tp, dp, pp, role), fraction)` rows.
+type FractionRows = Vec<Vec<((i64, i64, i64, RoleArg), f64)>>;
 
 /// One GPU type of a scenario's pool.
 #[pyclass(frozen, module = "pdtp._core", name = "GpuType")]
