@@ -89,6 +89,11 @@ def test_sglang_plans_are_sized_at_the_releases_fraction(sized):
         "decode": eng.layout_fraction(h100, "0.5.23", own.decode.layout, "decode", mla),
     }
     assert named.memory_fractions is None and named.gpu_memory_utilization == 0.9
+    # Said in the plan's notes (what `pdtp solve` prints).
+    said = [n for n in own.notes if n.startswith("memory: ")]
+    assert len(said) == 1 and "SGLang 0.5.23's own mem_fraction_static" in said[0]
+    assert f"decode {own.memory_fractions['decode']:g}" in said[0]
+    assert not [n for n in named.notes if n.startswith("memory: ")]
     # The plan reads back as written.
     again = pdtp.Plan.from_dict(json.loads(own.to_json()))
     assert again.memory_fractions == own.memory_fractions

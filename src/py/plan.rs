@@ -23,9 +23,6 @@ pub(super) struct PyModelSpec {
     inner: ModelSpec,
 }
 
-/// One `((tp, dp, pp, role), fraction)` entry of an engine's memory-fraction table.
-type FractionEntry = ((i64, i64, i64, RoleArg), f64);
-
 #[pymethods]
 impl PyModelSpec {
     #[new]
@@ -40,7 +37,7 @@ impl PyModelSpec {
         demand_rps: f64,
         weight: f64,
         supports_pp: bool,
-        memory_fractions: Option<Vec<Vec<FractionEntry>>>,
+        memory_fractions: Option<FractionRows>,
         sliding_window: bool,
     ) -> PyResult<Self> {
         let memory_fractions: Vec<MemoryFractions> = memory_fractions
@@ -86,6 +83,9 @@ impl PyModelSpec {
         &self.inner.name
     }
 }
+
+/// An engine's memory fraction per GPU type: `((tp, dp, pp, role), fraction)` rows.
+type FractionRows = Vec<Vec<((i64, i64, i64, RoleArg), f64)>>;
 
 /// One GPU type of a scenario's pool.
 #[pyclass(frozen, module = "pdtp._core", name = "GpuType")]

@@ -487,6 +487,16 @@ def build(
                 "prefill": sized(pl, p.gpu_type, "prefill"),
                 "decode": sized(dl, d.gpu_type, "decode"),
             }
+        from ..engine import engine
+
+        eng = engine(sc.connector.engine)
+        each = ", ".join(f"{role} {f:g}" for role, f in fractions.items())
+        notes = (
+            *notes,
+            f"memory: each instance sized at {eng.label} {sc.connector.engine_version}'s own "
+            f"{eng.memory_flag.lstrip('-').replace('-', '_')} for its layout ({each}); give "
+            "gpu_memory_utilization to size them all at one",
+        )
     warnings: tuple[CheckWarning, ...] = ()
     if not agg:
         violations, found = layout_rules(entry.layout_facts, pl, dl, sc.connector_key, sc.max_acks)
