@@ -122,3 +122,18 @@ def test_state_kinds_of_models_and_bad_input():
         pair("sglang-nixl", 2, 2, "sliding")
     with pytest.raises(PdtpError, match="state must be a list"):
         sglang.check_sglang_pair("sglang-nixl", 8, False, 2, 2, state="swa")
+
+
+def test_mooncake_0_5_9_mamba_slice_overruns_the_slot_for_p_above_d():
+    # mooncake/conn.py:744 (0.5.9, _send_mamba_state_slice): dst_dim_start =
+    # local_tp_rank_in_group * src_dim, no modulo: with P = 4 and D = 2, prefill ranks 2 and 3
+    # write decode rank 1's slot past its end. 0.5.10 takes it modulo the writers per decode
+    # rank. (MLA: its KV moves whole, so the state alone decides.)
+    def mamba(v: str, p: int, d: int) -> dict:
+        return pair(f"sglang-mooncake@{v}", p, d, "mamba", heads=1, mla=True)
+
+    got = mamba("0.5.9", 4, 2)
+    assert got["verdict"] == "corrupts" and "modulo" in got["message"]
+    assert mamba("0.5.9", 2, 1)["verdict"] == "ok"  # D = 1: one group, no overrun
+    assert mamba("0.5.9", 2, 4)["verdict"] == "ok"
+    assert mamba("0.5.10", 4, 2)["verdict"] == "ok"

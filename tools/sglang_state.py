@@ -96,6 +96,7 @@ def _module_function(rel: sg.Release, name: str) -> ast.FunctionDef | None:
 class Recorder:
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.blocks: list[list[int]] = []  # (source address, destination address, bytes)
 
 
 # Methods that move bytes (or wait on them): recorded, never run.
@@ -123,7 +124,16 @@ class StateSelf:
         if name.startswith("__"):
             raise AttributeError(name)
         methods = self.__dict__["_methods"]
-        if _is_io(name):
+        if name == "_transfer_data":  # Mooncake's one byte mover: the blocks it is handed
+            rec = self.__dict__["_rec"]
+
+            def transfer(session: Any, blocks: Any) -> int:
+                rec.calls.append(name)
+                rec.blocks.extend([int(a), int(b), int(n)] for a, b, n in blocks)
+                return 0
+
+            return transfer
+        if _is_io(name) and name not in self.__dict__.get("_run", ()):
             rec = self.__dict__["_rec"]
 
             def io(*a: Any, **k: Any) -> Any:
@@ -328,8 +338,11 @@ def drive(
                 if isinstance(m, ast.FunctionDef):
                     methods[m.name] = m
         ns = sg._namespace(rel, sg.Prefill(p, 1, 1), sg.Log())
+        import collections
+
         ns.update(
             np=np,
+            deque=collections.deque,
             get_parallel=lambda: sg.Strict(enable_kv_cache_sharding=False),
             get_memory=lambda: sg.Strict(enable_unified_memory=False),
             get_disagg=lambda: sg.Strict(),
@@ -416,6 +429,8 @@ def drive(
         _state_layout_rejections={},
         decode_kv_args_table={"decode-peer": peer, "decode-session": peer},
         disaggregation_mode="prefill",
+        # Mooncake's Mamba slice runs to its end: its blocks say which heads go where.
+        _run=("_send_mamba_state_slice",) if backend == "mooncake" else (),
     )
     args = {
         "req": req,
@@ -445,6 +460,7 @@ def drive(
         raise sg.Gap(f"{rel.version} {backend} {fn_name}: no stand-in for {missing}")
     for _ in range(30):
         rec.calls.clear()
+        rec.blocks.clear()
         log.errors.clear()
         try:
             if guard is not None:
@@ -464,7 +480,18 @@ def drive(
             raise
         except Exception as e:  # the release's own
             return {"error": [type(e).__name__, sg._text(e)]}
-        return {"sends": sorted(set(rec.calls))}
+        out = {"sends": sorted(set(rec.calls))}
+        if rec.blocks:  # in state heads: source head, heads sent, destination head
+            src_len, dst_len = per_src * 16, per_dst * 16
+            out["heads"] = [
+                [
+                    (a - 1000 - src_len * 3) // 16,
+                    n // 16,
+                    (b - 2000 - dst_len * 5) // 16,
+                ]
+                for a, b, n in rec.blocks
+            ]
+        return out
     raise sg.Gap(f"{rel.version} {backend}: too many names")
 
 

@@ -606,7 +606,7 @@ pub static SGLANG_PROFILES: &[SglangProfile] = &[
             true,
         )
         .kv_settings(KvSettings::PageSize)
-        .state(sglang_state::MOONCAKE_SWA_REFUSED),
+        .state(sglang_state::MOONCAKE_MAMBA_NO_MODULO),
     ),
     row(
         Backend::Mooncake,

@@ -61,8 +61,15 @@ pub enum KindRule {
     /// TP sizes).
     RefusedUnequal(&'static str),
     /// Whole at P = D; at P ≠ D sliced per rank by the release's slice method (SWA: the same
-    /// `compute_head_slice_params` as the full layers' KV; Mamba: by its heads/channels).
+    /// `compute_head_slice_params` as the full layers' KV; Mamba: by its heads/channels, each
+    /// decode rank receiving exactly its own, [`mamba_slice`]).
     SlicedUnequal,
+    /// Mooncake 0.5.9's `_send_mamba_state_slice`: as `SlicedUnequal`, but for P > D the
+    /// destination offset is `rank · heads` with no rank-in-group modulo
+    /// (`dst_dim_start = local_tp_rank_in_group * src_dim`, mooncake/conn.py:744): the
+    /// prefill ranks past a decode rank's first write beyond its state slot (0.5.10 adds
+    /// `% writers_per_decode`).
+    SlicedNoModulo,
 }
 
 /// Where an exception of the state sender reaches the user.
@@ -132,7 +139,14 @@ pub const MOONCAKE_HYBRID_REFUSED: StateRules = st(
     Whole,
     TransferThread,
 );
-/// Mooncake 0.5.9-0.5.21: Mamba state sliced (`_send_mamba_state_slice`), SWA refused.
+/// Mooncake 0.5.9: as [`MOONCAKE_SWA_REFUSED`], the Mamba slice without its modulo.
+pub const MOONCAKE_MAMBA_NO_MODULO: StateRules = st(
+    RefusedUnequal(REFUSED_SWA),
+    KindRule::SlicedNoModulo,
+    Whole,
+    TransferThread,
+);
+/// Mooncake 0.5.10-0.5.21: Mamba state sliced (`_send_mamba_state_slice`), SWA refused.
 pub const MOONCAKE_SWA_REFUSED: StateRules = st(
     RefusedUnequal(REFUSED_SWA),
     SlicedUnequal,
@@ -185,6 +199,25 @@ pub fn state_rules(backend: Backend, version: super::version::Version) -> StateR
     super::sglang::resolve_sglang(&key).map_or(NO_STATE, |r| r.profile.rules.state)
 }
 
+/// The heads (channels) of Mamba state prefill rank `src` sends decode rank `dst`
+/// (`h` heads in all, `max(1, h // tp)` per rank): (source head in the rank's slot, heads
+/// sent, destination head in the decode rank's slot), as the release's slice method computes
+/// them (mooncake/conn.py `_send_mamba_state_slice`; from 0.5.17 `utils.py`
+/// `compute_mamba_state_slice_byte_blocks`).
+pub fn mamba_slice(rule: KindRule, p: i64, d: i64, h: i64, src: i64, dst: i64) -> (i64, i64, i64) {
+    let (hp, hd) = ((h / p).max(1), (h / d).max(1));
+    if p > d {
+        let slot = if rule == KindRule::SlicedNoModulo {
+            src % p
+        } else {
+            src % (p / d).max(1)
+        };
+        (0, hp, slot * hp)
+    } else {
+        (((dst % d) * hd) % hp, hd, 0)
+    }
+}
+
 /// What a pair does with one state kind (pdtp's reading of the release's sender).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateOutcome {
@@ -197,6 +230,9 @@ pub enum StateOutcome {
     WholeAtUnequal,
     /// SGLang raises `RuntimeError` with this text.
     Refused(String),
+    /// Sliced, but some prefill ranks write past the decode rank's state slot (wrong state in
+    /// the decode's other slots, none in its own).
+    PastSlot,
 }
 
 /// What `r` does with state `kind` for prefill attention TP `p` → decode `d`.
@@ -211,6 +247,10 @@ pub fn state_outcome(r: &StateRules, kind: StateKind, p: i64, d: i64) -> StateOu
                 .replace("{d}", &d.to_string()),
         ),
         SlicedUnequal => StateOutcome::Sent { sliced: true },
+        // Rank r of the P writes at r · (H / P) into a slot of H / D heads: past it for some
+        // rank exactly when D > 1 (with D = 1 every rank is in the one group).
+        KindRule::SlicedNoModulo if p < d || d == 1 => StateOutcome::Sent { sliced: true },
+        KindRule::SlicedNoModulo => StateOutcome::PastSlot,
     }
 }
 
@@ -237,6 +277,14 @@ pub fn state_verdict(r: &StateRules, kinds: &[StateKind], p: i64, d: i64) -> Opt
                     "this SGLang release's transfer backend has no state sender: the prefill \
                      never sends the {}, even at equal TP sizes, and the decode runs on state \
                      it never received",
+                    kind.words()
+                )))
+            }
+            StateOutcome::PastSlot => {
+                return Some(Verdict::Corrupts(format!(
+                    "this SGLang release slices the {} between attention TP {p} and {d} \
+                     without the rank-in-group modulo on the destination offset: prefill ranks \
+                     past each decode rank's first write beyond its slot",
                     kind.words()
                 )))
             }
@@ -286,7 +334,7 @@ mod tests {
             .map(s)
             .collect();
         assert!(!sends.is_empty(), "the sender moved nothing: {v}");
-        let sliced = sends.iter().any(|n| n.contains("slice"));
+        let sliced = sends.iter().any(|n| n.contains("slice")) || v.get("heads").is_some();
         if !sliced && p != d && kind.sharded() {
             return StateOutcome::WholeAtUnequal;
         }
@@ -302,7 +350,8 @@ mod tests {
         }
     }
 
-    fn disagreements(r: &StateRules, data: &Value) -> Vec<String> {
+    /// Every disagreement of `r` with one run's data (`h`: the grid's heads).
+    fn disagreements(r: &StateRules, data: &Value, h: i64) -> Vec<String> {
         let mut out = Vec::new();
         let sender = data["sender"].as_bool().expect("sender");
         if sender && surface(&data["surface"]) != r.surface {
@@ -324,8 +373,31 @@ mod tests {
                     continue;
                 }
                 assert!(!pairs.is_empty(), "the mapping pairs every decode rank");
+                let mut past = false;
                 for pair in pairs {
-                    let want = recorded(&pair[2], kind, p, d);
+                    // Mooncake's Mamba slice runs to its end: the heads of every block.
+                    if let Some(blocks) = pair[2].get("heads").and_then(|b| b.as_array()) {
+                        let (src, dst) = (int(&pair[0]), int(&pair[1]));
+                        let want: Vec<(i64, i64, i64)> = blocks
+                            .iter()
+                            .map(|b| (int(&b[0]), int(&b[1]), int(&b[2])))
+                            .collect();
+                        let got = vec![mamba_slice(r.kind(kind), p, d, h, src, dst)];
+                        if want != got {
+                            out.push(format!(
+                                "{kind:?} P={p} D={d} {src}->{dst}: SGLang heads {want:?}, \
+                                 pdtp {got:?}"
+                            ));
+                        }
+                        let (_, n, t) = want[0];
+                        past |= t + n > (h / d).max(1);
+                    }
+                }
+                for pair in pairs {
+                    let mut want = recorded(&pair[2], kind, p, d);
+                    if past {
+                        want = StateOutcome::PastSlot; // the pair's blocks overrun a slot
+                    }
                     if want != got {
                         out.push(format!(
                             "{kind:?} P={p} D={d} {}->{}: SGLang {want:?}, pdtp {got:?}",
@@ -366,7 +438,7 @@ mod tests {
                         })
                         .sum::<usize>();
                     bad.extend(
-                        disagreements(&r, &run["data"])
+                        disagreements(&r, &run["data"], int(&doc["grid"]["kv_heads"]))
                             .into_iter()
                             .take(5)
                             .map(|b| format!("{key}: {b}")),
@@ -469,7 +541,22 @@ mod tests {
         let v = flow_of("sglang-mooncake@0.5.8", 2, 1).unwrap_err();
         assert_eq!(v.message, REFUSED_HYBRID);
         assert!(v.hint.contains("transfer thread"), "{}", v.hint);
-        assert!(flow_of("sglang-mooncake@0.5.9", 2, 1).is_ok());
+        // 0.5.9 slices Mamba state but, for P > D, writes past the decode rank's slot
+        // (mooncake/conn.py:744, no modulo); 0.5.10 adds it.
+        // (An MLA model's KV moves whole, so only the state decides there.)
+        let mla_hybrid = crate::check::Shape {
+            num_kv_heads: 1,
+            is_mla: true,
+            ..QWEN3_NEXT
+        };
+        let prof = crate::connector::profile("sglang-mooncake@0.5.9").unwrap();
+        let v = prof.rules.flow(&mla_hybrid, 4, 2).unwrap_err();
+        assert_eq!(v.code, "sglang_state_not_carried");
+        assert!(v.message.contains("modulo"), "{}", v.message);
+        assert!(prof.rules.flow(&mla_hybrid, 2, 1).is_ok()); // one group: no overrun
+        assert!(prof.rules.flow(&mla_hybrid, 2, 4).is_ok());
+        let fixed = crate::connector::profile("sglang-mooncake@0.5.10").unwrap();
+        assert!(fixed.rules.flow(&mla_hybrid, 4, 2).is_ok());
         // MORI 0.5.9-0.5.11 has no state sender: wrong even at P = D.
         for key in ["sglang-mori@0.5.9", "sglang-mori@0.5.11"] {
             let v = flow_of(key, 2, 2).unwrap_err();
