@@ -451,6 +451,12 @@ pub struct NixlRules {
     /// block_len is padded to the Mamba page: `if not self._has_mamba:`, 0.20.0
     /// `nixl/worker.py:1494`).
     pub mamba_skips_block_len: bool,
+    /// 0.20.0 on: a model with Mamba-type layers reads every prefill rank of its group when
+    /// prefill TP > decode TP, not only those holding distinct KV heads: each holds its own
+    /// shard of the Mamba state (`target_remote_ranks` returns `remote_all_source_ranks`,
+    /// 0.20.0 `kv_connector/utils.py:630`; `ssm_ranks`, 0.33.0 `nixl/tp_mapping.py:135`).
+    /// The ranks whose KV heads another rank of the group already sent move Mamba state only.
+    pub mamba_reads_every_rank: bool,
 }
 
 /// Which peer rank a MoRIIO rank dials (and reads from / writes to).
@@ -697,6 +703,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::ReadsWithoutAgent,
             mamba_same_tp: false,
             mamba_skips_block_len: false,
+            mamba_reads_every_rank: false,
         }),
     },
     ConnectorProfile {
@@ -711,6 +718,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::Recomputed,
             mamba_same_tp: false,
             mamba_skips_block_len: false,
+            mamba_reads_every_rank: false,
         }),
     },
     ConnectorProfile {
@@ -725,6 +733,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::Recomputed,
             mamba_same_tp: false,
             mamba_skips_block_len: false,
+            mamba_reads_every_rank: false,
         }),
     },
     ConnectorProfile {
@@ -739,6 +748,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: false,
+            mamba_reads_every_rank: false,
         }),
     },
     ConnectorProfile {
@@ -753,6 +763,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: true,
             mamba_skips_block_len: false,
+            mamba_reads_every_rank: false,
         }),
     },
     ConnectorProfile {
@@ -767,6 +778,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
         }),
     },
     ConnectorProfile {
@@ -781,6 +793,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
         }),
     },
     ConnectorProfile {
@@ -795,6 +808,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
         }),
     },
     ConnectorProfile {
@@ -809,6 +823,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
         }),
     },
     ConnectorProfile {
@@ -823,6 +838,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
         }),
     },
     ConnectorProfile {
