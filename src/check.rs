@@ -533,7 +533,9 @@ pub(crate) fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<
         }
     }
     // 3. What runs: decode rank r reads prefill rank r*P/D (D >= P, or MLA: one copy of the
-    // latent), else its P/D prefill ranks, once per distinct head set.
+    // latent), else its P/D prefill ranks, once per distinct head set (a hybrid model from
+    // 0.20.0: every one, for its Mamba shard).
+    let every_rank = r.mamba_reads_every_rank && shape.hybrid;
     let decode = (0..d)
         .map(|rank| {
             let mine = heads(shape, d, rank);
@@ -554,7 +556,13 @@ pub(crate) fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<
                         .filter(|x| theirs.contains(x))
                         .collect()
                 };
-                if got.is_empty() || sources.iter().any(|(_, hs)| *hs == got) {
+                let repeat = got.is_empty() || sources.iter().any(|(_, hs)| *hs == got);
+                if repeat && every_rank {
+                    // Its Mamba shard only: the KV heads came from another rank.
+                    sources.push((src, Vec::new()));
+                    continue;
+                }
+                if repeat {
                     continue;
                 }
                 sources.push((src, got));

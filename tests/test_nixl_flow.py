@@ -93,3 +93,31 @@ def test_nixl_mamba_skips_the_block_length_assert_020_to_023(version):
     # 0.19.1: the Mamba equal-TP assert comes first; 0.24.0 on compares heads per rank.
     assert first(hybrid, 2, 8, "0.19.1")[1].code == "mamba_heterogeneous_tp"
     assert pdtp.check(shape, 2, 8, connector="nixl", vllm_version="0.24.0").ok
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.23.0", "0.24.0", "0.33.0"])
+def test_nixl_hybrid_reads_every_prefill_rank_from_020(version):
+    # 0.20.0 kv_connector/utils.py:630: `target_remote_ranks` of a Mamba model returns
+    # `remote_all_source_ranks` (attention + Mamba sources); 0.33.0 nixl/tp_mapping.py:135:
+    # `ssm_ranks = list(range(tp_rank * abs_tp, (tp_rank + 1) * abs_tp))`. Each prefill rank
+    # holds its own shard of the Mamba state, so a decode rank reads all P/D of them even
+    # where their KV heads repeat (P = 8 > H = 1), and notifies each.
+    m = pdtp.transfer_map(8, 2, kv_heads=1, hybrid=True, connector="nixl", vllm_version=version)
+    d1 = m.decode[1]
+    assert [(r.prefill_rank, r.heads) for r in d1.reads] == [(4, (0,)), (5, ()), (6, ()), (7, ())]
+    assert d1.releases == (4, 5, 6, 7)
+    assert all(p.readers == (p.rank // 4,) for p in m.prefill)
+    # The same pair without Mamba layers is the replicated fan-in assert; P <= H reads each
+    # prefill rank for its own heads, hybrid or not.
+    with pytest.raises(pdtp.PdtpError):
+        pdtp.transfer_map(8, 2, kv_heads=1, connector="nixl", vllm_version=version)
+    g = pdtp.transfer_map(4, 2, kv_heads=8, hybrid=True, connector="nixl", vllm_version=version)
+    assert [(r.prefill_rank, r.heads) for r in g.decode[0].reads] == [(0, (0, 1)), (1, (2, 3))]
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.19.1"])
+def test_nixl_hybrid_before_020_needs_equal_tp(version):
+    # 0.18.0 nixl_connector.py:2041-2042 (see test_nixl_mamba_needs_equal_tp_018_to_019):
+    # no hybrid pair with P != D reaches the read.
+    with pytest.raises(pdtp.PdtpError, match="Mamba does not support heterogeneous TP"):
+        pdtp.transfer_map(8, 2, kv_heads=16, hybrid=True, connector="nixl", vllm_version=version)

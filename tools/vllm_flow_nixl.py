@@ -27,7 +27,11 @@ against stand-ins; the worker state they read is what ``register_kv_caches`` lea
    (the prefix-cache-hit path: no local blocks to fill, so ``_read_blocks`` only posts the
    notification it would attach to the READ, to the same remote rank), recording the prefill
    ranks each decode rank reads and every notification (target rank, message) it sends —
-   the MLA fan-in's extra notifications included;
+   the MLA fan-in's extra notifications included — and **which KV heads each read moves**:
+   the release's whole ``add_remote_agent`` registers the remote descriptors (the head
+   offset into the prefill rank's block) and the split local handles (where P > D), and
+   the local and remote handles ``_read_blocks_for_req`` hands each read are decoded back,
+   descriptor by descriptor, to the heads they cover on both sides (``heads_moved``);
 3. the **release**: every prefill rank's ``_get_new_notifs`` with the notifications addressed
    to it (NIXL's ``get_new_notifs``), counting them against what the message says, then the
    expiry of the deferred send (``get_finished``'s ``_reqs_to_send`` loop /
@@ -39,16 +43,19 @@ against stand-ins; the worker state they read is what ``register_kv_caches`` lea
    port its requests name (``self.side_channel_port``, the release's statement run per DP
    rank): the ports must differ, then each DP rank runs the TP flow above.
 
-Hybrid models record the verdict only (the driver builds no Mamba descriptors for their
-reads), pipeline layouts the engine start (the stages' handshake is the layout golden's),
-DP layouts the ports and the TP flow's verdict.
+Hybrid models (KV-cache groups full attention + Mamba: ``_is_mamba_group``,
+``_group_spec_types``) run the same flow: their reads, notifications and releases are
+recorded as for any model. Pipeline layouts record the engine start (the stages' handshake
+is the layout golden's), DP layouts the ports and the TP flow's verdict.
 
 Recorded per vector: the verdict (``ok``, or the stage — ``engine_start`` / ``handshake`` /
 ``first_transfer`` — and the exception class and message that reaches the user, with the one
 the handshake raised where the callbacks only log it, and what becomes of the request:
 ``failed_recv`` / ``ready_without_agent`` / ``waits``), per decode rank the prefill ranks it
-reads and notifies, per prefill rank the notifications received and whether it freed the
-request by them (``acks``) or only by the abort timeout (``timeout``).
+reads and notifies and the (prefill rank, KV heads) of each read (a head landing in another
+head's slot is recorded as ``misplaced``), per prefill rank the notifications received and
+whether it freed the request by them (``acks``) or only by the abort timeout (``timeout``).
+Grid vectors also carry the attention heads (192, H, 3H) that pdtp's check is given.
 
 Output: ``tests/data/golden/flow-nixl-<digest>.json.gz`` (one file per run of releases whose
 extracted code is identical) and the ``flow-nixl`` part of ``tests/data/golden/index.json``
@@ -69,6 +76,8 @@ import threading
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vllm_golden as vg
@@ -102,6 +111,10 @@ SIDE_CHANNEL_PORT = 5600
 ABORT_TIMEOUT = 480.0  # vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT default (s)
 ENGINE = "prefill"
 REQ = "cmpl-req-0"
+# Address space of the read's descriptors: one region per layer, local and remote apart.
+REGION = 1 << 32
+LOCAL_BASE = 1 << 40
+REMOTE_BASE = 1 << 44
 
 
 class _Clock:
@@ -151,6 +164,8 @@ class _Agent:
     def __init__(self, log: list[tuple[str, str]] | None = None):
         self.log = log if log is not None else []
         self.inbox: dict[str, list[bytes]] = {}
+        # Prepared descriptor lists by handle: (agent, [(addr, len, device)]).
+        self.dlists: dict[int, tuple[str, list[tuple[int, int, int]]]] = {}
 
     def send_notif(self, agent: str, notif_msg: bytes) -> None:
         self.log.append((agent, notif_msg.decode()))
@@ -162,14 +177,26 @@ class _Agent:
     def add_remote_agent(self, metadata: Any) -> str:
         return "prefill-agent"
 
-    def get_xfer_descs(self, *a: Any, **k: Any) -> list[Any]:
-        return []
+    def get_xfer_descs(self, blocks_data: Any, *a: Any, **k: Any) -> list[Any]:
+        # Strided rows (addr, len, device, stride, count) stand for `count` plain rows.
+        out = []
+        for row in blocks_data:
+            addr, length, dev, *strided = (int(x) for x in row)
+            stride, count = strided if strided else (0, 1)
+            out += [(addr + j * stride, length, dev) for j in range(count)]
+        return out
 
-    def prep_xfer_dlist(self, *a: Any, **k: Any) -> int:
-        return 0
+    def prep_xfer_dlist(self, agent: str, descs: Any, *a: Any, **k: Any) -> int:
+        handle = 1000 + len(self.dlists)
+        self.dlists[handle] = (agent, self.get_xfer_descs(descs))
+        return handle
 
     def make_prepped_xfer(self, *a: Any, **k: Any) -> int:
         raise HarnessError("a READ was posted: the driver only takes the notification path")
+
+
+class _SlidingWindowSpec(vg._AttentionSpec):
+    """vLLM's ``SlidingWindowSpec``: an attention KV-cache group (``_is_attention_spec``)."""
 
 
 class _Anything:
@@ -197,6 +224,21 @@ class NixlFlow(Nixl):
         "_logical_to_remote_kernel_block_ids",
         "_handle_failed_transfer",
         "_get_block_descs_ids",
+        # The descriptors of the read (which bytes, so which KV heads, move): the whole
+        # add_remote_agent, with the builders it calls.
+        "add_remote_agent",
+        "_build_fa_remote",
+        "_build_fa_remote_for_mamba",
+        "_build_local_splits_from_plan",
+        "_fa_desc_replicated",
+        "_needs_split_local_xfer_handles",
+        "_split_remote_blocks",
+        "_align_remote_regions_by_layer",
+        "_block_strided_descs",
+        "_pack_strided_descs",
+        "_strided_desc_starts",
+        "_stack_descs",
+        "_build_fa_local",
     )
 
     def __init__(self, rel: Release):
@@ -271,6 +313,18 @@ class NixlFlow(Nixl):
             "len(local_block_ids) == 0" not in rb and "num_local_blocks == 0" not in rb
         )
         self.pp_keys = "remote_pp_rank" in ast.unparse(methods["_nixl_handshake"])
+        # The connector supports the hybrid KV-cache manager (0.18.0 on).
+        self.hma = False
+        for cls in self.CONNECTORS:
+            found = rel.find(cls)
+            if found and isinstance(found[1], ast.ClassDef):
+                self.hma |= any("SupportsHMA" in ast.unparse(b) for b in found[1].bases)
+        # How register_kv_caches leaves the local descriptors: (addr, len, device) rows in a
+        # list, the same rows in a numpy array (0.27.0 on), or one strided row per region
+        # (addr, len, device, stride, count: 0.33.0 `_pack_strided_descs`).
+        every = "\n".join(ast.unparse(m) for m in methods.values())
+        self.strided = "_pack_strided_descs" in methods
+        self.ndarray = self.strided or "src_blocks_data.tolist()" in every
 
     # ---------------------------------------------------------------- one vector
 
@@ -286,6 +340,9 @@ class NixlFlow(Nixl):
 
     def metadata(self, p: int, h: int, mla: bool) -> Any:
         m = super().metadata(p, h, mla)
+        # The prefill rank's KV regions, at an address no local one has (the read's
+        # descriptors are decoded back to heads by address, `heads_moved`).
+        m.kv_caches_base_addr = [REMOTE_BASE + i * REGION for i in range(vg.NUM_LAYERS)]
         if self.hybrid:
             # A hybrid model's Mamba state per block: one block's length (conv + SSM halves),
             # so one physical block per logical block.
@@ -293,7 +350,19 @@ class NixlFlow(Nixl):
             m.ssm_sizes = (half, half)
         return m
 
+    # The model has sliding-window layers (set per vector, as `hybrid`).
+    sliding = False
+
     def flow_worker(self, rank: int, tp: int, h: int, mla: bool, hybrid: bool) -> Any:
+        # The KV-cache groups the worker sees: full attention, a hybrid model's Mamba state,
+        # and sliding-window layers as a group of their own where the connector supports
+        # the hybrid KV-cache manager (`SupportsHMA`; without it vLLM gives every layer a
+        # full-attention spec).
+        groups: list[type] = [vg._FullAttentionSpec]
+        if hybrid:
+            groups.append(vg._MambaSpec)
+        if self.sliding and self.hma:
+            groups.append(_SlidingWindowSpec)
         self.hybrid = hybrid
         base = self.worker(rank, tp, h, mla)
         w = self.FlowWorker()
@@ -304,6 +373,10 @@ class NixlFlow(Nixl):
             _notif_log=log,
             _has_mamba=hybrid,
             _is_hma_required=hybrid,
+            # A hybrid model's KV-cache groups: full attention, then the Mamba state (0.20.0
+            # `nixl/worker.py:123`).
+            _is_mamba_group=[g is vg._MambaSpec for g in groups],
+            _group_spec_types=tuple(groups),
             _handshake_futures={},
             _handshake_lock=threading.RLock(),
             _handshake_initiation_executor=_InlineExecutor(),
@@ -335,15 +408,52 @@ class NixlFlow(Nixl):
             transfer_tp_size=tp,
             _physical_blocks_per_logical_kv_block=1,
             _physical_blocks_per_logical={},  # per remote engine (0.20.0)
-            src_xfer_handles_by_tp_ratio=_AnyKey([0] * (vg.MAX_TP + 1)),
-            src_xfer_handles_by_block_size=_AnyKey(0),
             _dram_src_handles_by_tp_ratio=_AnyKey([None] * (vg.MAX_TP + 1)),
             _dram_src_handles_by_block_size=_AnyKey(None),
             kv_cache_config=Stub(transfer_groups=[None], transfer_group_ids=(0,)),
         )
-        # Descriptor handles per remote rank (registered after the validation the driver
-        # stops at): any key has one.
-        w.dst_xfer_side_handles = _AnyKey(_AnyKey(0))
+        # What register_kv_caches leaves for the read: each local region's blocks as one
+        # descriptor list (`src_blocks_data`, registered as the whole-block handle), and no
+        # split handles yet (add_remote_agent makes them per remote TP size).
+        local_len = vg.heads_per_rank(h, tp, mla) * vg.HEAD_BYTES
+        blocks: Any
+        if self.strided:
+            blocks = [
+                (LOCAL_BASE + i * REGION, local_len, rank, local_len, vg.NUM_BLOCKS)
+                for i in range(vg.NUM_LAYERS)
+            ]
+        else:
+            blocks = [
+                (LOCAL_BASE + i * REGION + b * local_len, local_len, rank)
+                for i in range(vg.NUM_LAYERS)
+                for b in range(vg.NUM_BLOCKS)
+            ]
+        src = w.nixl_wrapper.prep_xfer_dlist("NIXL_INIT_AGENT", blocks)
+        if self.ndarray:
+            blocks = np.array(blocks, dtype=np.uint64 if self.strided else np.int64)
+        w.__dict__.update(
+            src_blocks_data=blocks,
+            src_blocks_data_by_block_size={vg.BLOCK_SIZE: blocks},
+            block_stride_per_layer=[local_len] * vg.NUM_LAYERS,
+            region_num_blocks=[vg.NUM_BLOCKS] * vg.NUM_LAYERS,
+            num_regions=vg.NUM_LAYERS,
+            num_layers=vg.NUM_LAYERS,
+            num_descs=vg.NUM_LAYERS * vg.NUM_BLOCKS,
+            _logical_num_blocks=vg.NUM_BLOCKS,
+            _ple_region_index=None,
+            src_xfer_side_handle=src,
+            src_xfer_handles_by_block_size={vg.BLOCK_SIZE: src},
+            src_xfer_handles_by_tp_ratio={},
+        )
+        # Descriptor handles per remote engine and rank, as add_remote_agent stores them.
+        w.dst_xfer_side_handles = collections.defaultdict(dict)
+        if hybrid:
+            # Hybrid models: add_remote_agent up to its validation (the driver builds no
+            # Mamba descriptors), every handle a stand-in; the reads are compared by rank.
+            w.add_remote_agent = self.Worker.add_remote_agent.__get__(w)
+            w.dst_xfer_side_handles = _AnyKey(_AnyKey(0))
+            w.src_xfer_handles_by_tp_ratio = _AnyKey([0] * (vg.MAX_TP + 1))
+            w.src_xfer_handles_by_block_size = _AnyKey(0)
         w._evict_stale_engines = lambda: None
         w._track_remote_engine_replacement = lambda *a, **k: None
         w._cleanup_remote_engine = lambda *a, **k: None
@@ -354,13 +464,13 @@ class NixlFlow(Nixl):
         w._log_failure = log_failure
         return w
 
-    def meta(self, p: int) -> Any:
+    def meta(self, p: int, groups: int = 1) -> Any:
         """The decode scheduler's ReqMeta of one request (both the flat and the nested
         ``remote`` form), with no local blocks to fill (see the module doc)."""
         remote = Stub(
             engine_id=ENGINE,
             request_id=REQ,
-            block_ids=[[1]] if self.nested_meta else [1],
+            block_ids=[[1]] * groups if self.nested_meta else [1],
             host="prefill",
             port=5600,
             registration_generation=0,
@@ -374,8 +484,8 @@ class NixlFlow(Nixl):
             remote_host="prefill",
             remote_port=5600,
             remote_block_ids=[1],
-            local_block_ids=[[1]] if self.nested_meta else [1],
-            local_physical_block_ids=[[1]] if self.nested_meta else [1],
+            local_block_ids=[[1]] * groups if self.nested_meta else [1],
+            local_physical_block_ids=[[1]] * groups if self.nested_meta else [1],
             tp_size=p,
             dcp_size=1,
             pp_size=1,
@@ -399,7 +509,7 @@ class NixlFlow(Nixl):
             return f"P{remote_tp_rank}"
 
         w.add_remote_agent = add_remote_agent
-        meta = self.meta(p)
+        meta = self.meta(p, len(w._is_mamba_group))
         w._recving_metadata[REQ] = meta
         w._background_nixl_handshake(REQ, ENGINE, meta)
         if ENGINE not in w._remote_agents:
@@ -434,15 +544,14 @@ class NixlFlow(Nixl):
         ready = list(w._ready_requests.queue)
         if len(ready) != 1:
             raise HarnessError(f"handshake done, {len(ready)} ready requests")
-        if hybrid:
-            # Hybrid models: the handshake's verdict only (the driver does not build the
-            # Mamba groups' descriptors the read walks).
-            return {"reads": [], "notified": []}
         # The read: the prefix-cache-hit path (no local blocks to fill; see the module doc).
-        empty: list[Any] = [[]] if self.grouped_hit else []
+        groups = len(w._is_mamba_group)
+        empty: list[Any] = [[] for _ in range(groups)] if self.grouped_hit else []
         meta.local_block_ids = meta.local_physical_block_ids = empty
         reads: list[int] = []
         real = w._read_blocks
+
+        moved: list[Any] = []
 
         def read_blocks(*a: Any, **k: Any) -> Any:
             spec = k.get("read_spec")
@@ -453,19 +562,65 @@ class NixlFlow(Nixl):
             before = len(w._notif_log)
             out = real(*a, **k)
             if spec is None and "remote_rank" not in k:
-                # 0.11-0.13: _read_blocks computes the rank it reads (and notifies).
+                # 0.11-0.13: _read_blocks computes the rank it reads (and notifies), with
+                # the whole-block local handle and the engine's one remote handle.
                 reads.extend(int(t[1:]) for t, _ in w._notif_log[before:])
+                k = dict(
+                    k,
+                    local_xfer_side_handle=w.src_xfer_side_handle,
+                    remote_xfer_side_handle=w.dst_xfer_side_handles[ENGINE],
+                )
+            if not hybrid:
+                moved.append(self.heads_moved(w, k, reads[-1], p, d, h, mla, rank))
             return out
 
         w._read_blocks = read_blocks
         try:
             w._read_blocks_for_req(*ready[0])
+        except HarnessError:
+            raise
         except (NameError, AttributeError, TypeError, KeyError) as e:
             raise HarnessError(f"{type(e).__name__}: {e}") from e
         except Exception as e:
             return {"error": _err(e), "fate": "read"}
         notified = [[_rank(t), m] for t, m in w._notif_log]
-        return {"reads": reads, "notified": notified}
+        return {"reads": reads, "notified": notified, "moved": moved}
+
+    def heads_moved(
+        self, w: Any, k: dict[str, Any], q: int, p: int, d: int, h: int, mla: bool, rank: int
+    ) -> list[Any]:
+        """The KV heads one read moves: its local and remote descriptor lists (the handles
+        ``_read_blocks`` is given), paired by index as ``make_prepped_xfer`` pairs them,
+        each byte range decoded back to (K/V, head) on both sides. ``[q, heads]`` with the
+        global indices of the heads read from prefill rank ``q`` (MLA: ``[0]``, the latent),
+        or ``[q, heads, "misplaced", pairs]`` where a head lands in another head's slot."""
+        dl = w.nixl_wrapper.dlists
+        lh, rh = k["local_xfer_side_handle"], k["remote_xfer_side_handle"]
+        if lh not in dl or rh not in dl:
+            raise HarnessError(f"read with unregistered handles {lh}, {rh}")
+        local, remote = dl[lh][1], dl[rh][1]
+        if len(local) != len(remote):
+            raise HarnessError(f"{len(local)} local and {len(remote)} remote descriptors")
+        # K and V as halves of one block (blocks-first layouts), where the topology says so.
+        topo = w.kv_topo
+        split = getattr(topo, "virtually_split_kv_in_blocks", None)
+        if split is None:
+            split = getattr(topo, "is_kv_layout_blocks_first", False)
+        split = bool(split) and not mla
+        mine = heads_of_rank(h, d, rank, mla)
+        theirs = heads_of_rank(h, p, q, mla)
+        pairs: set[tuple[int, int]] = set()
+        for (la, ll, _), (ra, rl, _) in zip(local, remote, strict=True):
+            if ll != rl:
+                raise HarnessError(f"descriptor lengths {ll} and {rl}")
+            lu = _units(la - LOCAL_BASE, ll, len(mine), split)
+            ru = _units(ra - REMOTE_BASE, rl, len(theirs), split)
+            for (lkv, lhd), (rkv, rhd) in zip(lu, ru, strict=True):
+                pairs.add((theirs[rhd] if rkv == lkv else -1, mine[lhd]))
+        heads = sorted({a for a, _ in pairs})
+        if any(a != b for a, b in pairs):
+            return [q, heads, "misplaced", sorted(pairs)]
+        return [q, heads]
 
     def prefill_release(
         self, p: int, d: int, h: int, mla: bool, hybrid: bool, rank: int, msgs: list[str]
@@ -504,8 +659,6 @@ class NixlFlow(Nixl):
                 then = got.get("then")
                 return [["handshake", e[0], e[1], r, got["fate"], then], [], []]
             decode.append(got)
-        if hybrid:
-            return [["ok"], None, None]
         inbox: dict[int, list[str]] = collections.defaultdict(list)
         for got in decode:
             for q, m in got["notified"]:
@@ -514,7 +667,39 @@ class NixlFlow(Nixl):
         reads = [sorted(set(g["reads"])) for g in decode]
         notified = [[q for q, _ in g["notified"]] for g in decode]
         counts = [len(inbox.get(q, [])) for q in range(p)]
-        return [["ok"], [reads, notified], [counts, freed]]
+        moved = None if hybrid else [g["moved"] for g in decode]
+        return [["ok"], [reads, notified, moved], [counts, freed]]
+
+
+def heads_of_rank(h: int, tp: int, rank: int, mla: bool) -> list[int]:
+    """The KV heads a TP rank holds, as ``QKVParallelLinear`` shards them: ``H / tp``
+    consecutive heads, or with ``tp > H`` head ``rank // (tp / H)`` (replicated); MLA the
+    latent, ``[0]``."""
+    if mla:
+        return [0]
+    if tp >= h:
+        return [rank * h // tp]
+    n = h // tp
+    return list(range(rank * n, (rank + 1) * n))
+
+
+def _units(addr: int, length: int, heads: int, split: bool) -> list[tuple[int, int]]:
+    """The (K/V part, head slot) units a descriptor covers in a block of ``heads`` KV heads
+    (``vg.HEAD_BYTES`` each): K and V halves of each head in a ``[2, heads, ...]`` block
+    where the layout is blocks-first (K then V), else whole heads."""
+    block = heads * vg.HEAD_BYTES
+    off = addr % REGION % block
+    unit = vg.HEAD_BYTES // 2 if split else vg.HEAD_BYTES
+    if off % unit or length % unit:
+        raise HarnessError(f"a descriptor at {off} of {length} bytes splits a head")
+    out = []
+    for u in range(off // unit, (off + length) // unit):
+        if split:
+            half = heads
+            out.append((u // half, u % half))
+        else:
+            out.append((0, u))
+    return out
 
 
 def _rank(agent: str) -> int:
@@ -605,33 +790,55 @@ def pp_outcome(conn: Any, pp: int, tp: int) -> list[Any]:
 # ---------------------------------------------------------------- grid, data, main
 
 
+# Attention heads of the grid's models: 192 (every TP size of the grid divides it: many
+# query heads per KV head, the replicated-KV models) and, per KV-head count H, H (MHA) and 3H
+# (GQA with 3 query heads per KV head), where both sides load them.
+MANY_HEADS = 192
+
+
+def attention_heads(h: int) -> list[int]:
+    return sorted({MANY_HEADS, h, 3 * h})
+
+
 def grid() -> list[list[Any]]:
-    """[P, D, KV heads, MLA, hybrid, prefill PP, decode PP, prefill DP, decode DP] of every
-    vector (sizes that load the model on both sides: other vectors never reach the
-    connector)."""
+    """[P, D, KV heads, MLA, hybrid, prefill PP, decode PP, prefill DP, decode DP, attention
+    heads, sliding window] of every vector (sizes that load the model on both sides — KV heads as
+    ``QKVParallelLinear`` splits them, attention heads divisible by TP as vLLM's
+    ``ModelConfig.verify_with_parallel_config`` asserts: other vectors never reach the
+    connector). NIXL's code never reads the attention heads (no ``num_attention_heads`` in
+    any release's connector); pdtp's check is compared at each count."""
     out = []
     for mla in (False, True):
         for hybrid in (False, True):
             if mla and hybrid:
                 continue
             for h in MLA_HEADS if mla else KV_HEADS:
-                for p in TP_SIZES:
-                    for d in TP_SIZES:
-                        if loads(h, p, mla) and loads(h, d, mla):
-                            out.append([p, d, h, mla, hybrid, 1, 1])
+                for a in attention_heads(h):
+                    for p in TP_SIZES:
+                        for d in TP_SIZES:
+                            if loads(h, p, mla) and loads(h, d, mla) and a % p == 0 and a % d == 0:
+                                out.append([p, d, h, mla, hybrid, 1, 1, 1, 1, a, False])
+    # Models with sliding-window layers (Gemma 2/3, gpt-oss, Mistral's SWA): every KV-head
+    # count, as MHA/GQA.
+    for h in KV_HEADS:
+        for p in TP_SIZES:
+            for d in TP_SIZES:
+                if loads(h, p, False) and loads(h, d, False):
+                    out.append([p, d, h, False, False, 1, 1, 1, 1, MANY_HEADS, True])
     for ppp, dpp in PP_LAYOUTS:
         for p in PP_TP:
             for d in PP_TP:
-                out.append([p, d, 8, False, False, ppp, dpp, 1, 1])
+                out.append([p, d, 8, False, False, ppp, dpp, 1, 1, MANY_HEADS, False])
     for pdp, ddp in DP_LAYOUTS:
         for p in PP_TP:
             for d in PP_TP:
-                out.append([p, d, 8, False, False, 1, 1, pdp, ddp])
-    return [v if len(v) == 9 else [*v, 1, 1] for v in out]
+                out.append([p, d, 8, False, False, 1, 1, pdp, ddp, MANY_HEADS, False])
+    return out
 
 
 def outcome(flow: NixlFlow, conn: Any, ports: Any, v: list[Any]) -> list[Any]:
-    p, d, h, mla, hybrid, ppp, dpp, pdp, ddp = v
+    p, d, h, mla, hybrid, ppp, dpp, pdp, ddp, _attention_heads, sliding = v
+    flow.sliding = sliding
     if pdp > 1 or ddp > 1:
         # Each DP rank is its own engine: a request carries its prefill DP rank's engine id
         # and handshake port (the scheduler's side_channel_port), and the decode DP rank's
@@ -740,15 +947,20 @@ def generate(rel: Release) -> dict[str, Any]:
     table: list[Any] = []
     index: dict[str, int] = {}
     codes = []
+    seen: dict[str, Any] = {}
     for v in vectors:
-        item = outcome(flow, conn, ports, v)
+        # The attention heads change nothing NIXL runs: one run per other fields.
+        run = json.dumps([*v[:9], v[10]])
+        if run not in seen:
+            seen[run] = outcome(flow, conn, ports, v)
+        item = seen[run]
         key = json.dumps(item, sort_keys=True)
         if key not in index:
             index[key] = len(table)
             table.append(item)
         codes.append(index[key])
     return {
-        "format": 1,
+        "format": 2,
         "part": "flow-nixl",
         "abort_timeout": ABORT_TIMEOUT,
         "vectors": vectors,

@@ -21,7 +21,8 @@ MAX_MAP_TP: int = _core.MAX_MAP_TP
 
 @dataclass(frozen=True)
 class Read:
-    """Heads one decode rank receives from one prefill rank."""
+    """Heads one decode rank receives from one prefill rank (empty: a hybrid model's read of
+    that rank's Mamba state only, its KV heads having come from another rank: NIXL 0.20.0 on)."""
 
     prefill_rank: int
     heads: tuple[int, ...]

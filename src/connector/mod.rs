@@ -452,6 +452,12 @@ pub struct NixlRules {
     /// block_len is padded to the Mamba page: `if not self._has_mamba:`, 0.20.0
     /// `nixl/worker.py:1494`).
     pub mamba_skips_block_len: bool,
+    /// 0.20.0 on: a model with Mamba-type layers reads every prefill rank of its group when
+    /// prefill TP > decode TP, not only those holding distinct KV heads: each holds its own
+    /// shard of the Mamba state (`target_remote_ranks` returns `remote_all_source_ranks`,
+    /// 0.20.0 `kv_connector/utils.py:630`; `ssm_ranks`, 0.33.0 `nixl/tp_mapping.py:135`).
+    /// The ranks whose KV heads another rank of the group already sent move Mamba state only.
+    pub mamba_reads_every_rank: bool,
 }
 
 /// Which peer rank a MoRIIO rank dials (and reads from / writes to).
@@ -714,6 +720,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::ReadsWithoutAgent,
             mamba_same_tp: false,
             mamba_skips_block_len: false,
+            mamba_reads_every_rank: false,
         }),
     },
     ConnectorProfile {
@@ -728,6 +735,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::Recomputed,
             mamba_same_tp: false,
             mamba_skips_block_len: false,
+            mamba_reads_every_rank: false,
         }),
     },
     ConnectorProfile {
@@ -742,6 +750,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::Recomputed,
             mamba_same_tp: false,
             mamba_skips_block_len: false,
+            mamba_reads_every_rank: false,
         }),
     },
     ConnectorProfile {
@@ -756,6 +765,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: false,
+            mamba_reads_every_rank: false,
         }),
     },
     ConnectorProfile {
@@ -770,6 +780,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: true,
             mamba_skips_block_len: false,
+            mamba_reads_every_rank: false,
         }),
     },
     ConnectorProfile {
@@ -784,6 +795,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
         }),
     },
     ConnectorProfile {
@@ -798,6 +810,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
         }),
     },
     ConnectorProfile {
@@ -812,6 +825,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
         }),
     },
     ConnectorProfile {
@@ -826,6 +840,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
         }),
     },
     ConnectorProfile {
@@ -840,6 +855,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             handshake_failure: NixlHandshakeFailure::RequestFails,
             mamba_same_tp: false,
             mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
         }),
     },
     ConnectorProfile {

@@ -7,8 +7,10 @@
 //! happened to `tests/data/golden/flow-nixl-*.json.gz` (`index.json` part `flow-nixl`).
 //! This test resolves `nixl@release` as users do and compares, for every vector: the
 //! verdict (the exception class and text, when it reaches the user and what becomes of the
-//! request), per decode rank the prefill ranks it reads and notifies, and per prefill rank
-//! the notifications it receives and whether they free the request or only the timeout does.
+//! request), per decode rank the prefill ranks it reads and notifies and the KV heads each
+//! read moves (decoded from the release's own descriptors; hybrid models by rank), and per
+//! prefill rank the notifications it receives and whether they free the request or only the
+//! timeout does. Each vector carries attention heads 192, H or 3H for pdtp's check.
 //! Pipeline layouts compare the engine start; data-parallel layouts the handshake ports each
 //! DP rank's scheduler binds and the TP flow's verdict.
 
@@ -63,6 +65,10 @@ struct Vector {
     dpp: i64,
     pdp: i64,
     ddp: i64,
+    /// Attention heads (192, H or 3H): NIXL never reads them; pdtp's check does.
+    a: i64,
+    /// The model has sliding-window layers (their own KV-cache group from 0.18.0).
+    sliding: bool,
 }
 
 fn ints(v: &Value) -> Vec<i64> {
@@ -75,11 +81,11 @@ fn ints(v: &Value) -> Vec<i64> {
 
 fn report_of(v: &Vector, profile: &ConnectorProfile) -> PairReport {
     let shape = Shape {
-        num_attention_heads: 192, // every TP size of the grid divides it
+        num_attention_heads: v.a,
         num_kv_heads: v.h,
         is_mla: v.mla,
         hybrid: v.hybrid,
-        sliding_window: false,
+        sliding_window: v.sliding,
     };
     super::golden::grid_report(shape, (v.p, v.ppp, v.pdp), (v.d, v.dpp, v.ddp), profile)
 }
@@ -213,18 +219,20 @@ fn compare(
         ));
     }
     if outcome[1].is_null() {
-        return Ok(()); // hybrid: the verdict only
+        return Err("vLLM's reads were not recorded".into());
     }
     let shape = Shape {
-        num_attention_heads: 192,
+        num_attention_heads: v.a,
         num_kv_heads: v.h,
         is_mla: v.mla,
         hybrid: v.hybrid,
-        sliding_window: false,
+        sliding_window: v.sliding,
     };
     let flow = connector_flow(&shape, v.p, v.d, profile).map_err(|e| format!("flow {e:?}"))?;
     let reads = outcome[1][0].as_array().unwrap();
     let notified = outcome[1][1].as_array().unwrap();
+    // The KV heads each read moves, decoded from its descriptors (hybrid models: by rank).
+    let moved = outcome[1][2].as_array();
     let mut count = vec![0i64; v.p as usize];
     for r in 0..v.d as usize {
         let f = &flow.decode[r];
@@ -235,6 +243,27 @@ fn compare(
                 "decode rank {r} reads prefill ranks {:?}; pdtp {pdtp_reads:?}",
                 ints(&reads[r])
             ));
+        }
+        if let Some(moved) = moved {
+            let mut theirs: Vec<(i64, Vec<i64>)> = Vec::new();
+            for m in moved[r].as_array().unwrap() {
+                let m = m.as_array().unwrap();
+                if m.len() > 2 {
+                    // A head copied into another head's slot: wrong bytes, which pdtp refuses.
+                    return Err(format!(
+                        "decode rank {r}'s read from prefill rank {} puts (remote, local) \
+                         heads {} in the wrong slots; pdtp accepts",
+                        m[0], m[3]
+                    ));
+                }
+                theirs.push((m[0].as_i64().unwrap(), ints(&m[1])));
+            }
+            if theirs != f.sources {
+                return Err(format!(
+                    "decode rank {r} reads (prefill rank, KV heads) {theirs:?}; pdtp {:?}",
+                    f.sources
+                ));
+            }
         }
         let mut got = ints(&notified[r]);
         got.sort();
@@ -288,6 +317,7 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
     let mut failures = Vec::new();
     let mut total = 0u64;
     let mut releases = 0;
+    let mut depth: BTreeMap<&str, u64> = BTreeMap::new();
     let mut cache: BTreeMap<String, Value> = BTreeMap::new();
     for (release, file) in runs() {
         let data = cache.entry(file.clone()).or_insert_with(|| load(&file));
@@ -311,14 +341,18 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
                 dpp: a[6].as_i64().unwrap(),
                 pdp: a[7].as_i64().unwrap(),
                 ddp: a[8].as_i64().unwrap(),
+                a: a[9].as_i64().unwrap(),
+                sliding: a[10].as_bool().unwrap(),
             };
             total += 1;
-            if let Err(e) = compare(&v, &outcomes[code as usize], policy, profile) {
+            let outcome = &outcomes[code as usize];
+            *depth.entry(depth_of(&v, outcome)).or_insert(0u64) += 1;
+            if let Err(e) = compare(&v, outcome, policy, profile) {
                 bad += 1;
                 if failures.len() < 30 {
                     failures.push(format!(
-                        "nixl@{release} P{} D{} H{} mla={} hybrid={} pp {}x{} dp {}x{}: {e}",
-                        v.p, v.d, v.h, v.mla, v.hybrid, v.ppp, v.dpp, v.pdp, v.ddp
+                        "nixl@{release} P{} D{} H{} A{} mla={} hybrid={} swa={} pp {}x{} dp {}x{}: {e}",
+                        v.p, v.d, v.h, v.a, v.mla, v.hybrid, v.sliding, v.ppp, v.dpp, v.pdp, v.ddp
                     ));
                 }
             }
@@ -335,10 +369,36 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
         failures.len(),
         failures.join("\n")
     );
+    println!("flow nixl: {releases} releases, {total} vectors compared: {depth:?}");
     assert!(
-        releases >= 35 && total > 50_000,
+        releases >= 35 && total > 100_000,
         "{releases} releases, {total} vectors"
     );
+    // Every TP-only vector vLLM runs is compared read by read: by KV heads, hybrid models
+    // (whose Mamba descriptors the driver does not build) by rank.
+    assert!(
+        depth["heads"] > 40_000
+            && depth["ranks (hybrid)"] > 10_000
+            && depth["heads (sliding window)"] > 10_000,
+        "{depth:?}"
+    );
+}
+
+/// How deep one vector is compared (what the driver recorded for it).
+fn depth_of(v: &Vector, outcome: &Value) -> &'static str {
+    if v.ppp > 1 || v.dpp > 1 {
+        "engine start (PP)"
+    } else if v.pdp > 1 || v.ddp > 1 {
+        "ports and verdict (DP)"
+    } else if outcome[0][0] != "ok" {
+        "verdict (class, message, moment, fate)"
+    } else if outcome[1][2].is_null() {
+        "ranks (hybrid)"
+    } else if v.sliding {
+        "heads (sliding window)"
+    } else {
+        "heads"
+    }
 }
 
 /// The handshake failure of each release range is a fact of its row: 0.11.0 queues the
@@ -358,4 +418,99 @@ fn nixl_handshake_failure_rows() {
     assert_eq!(of("0.16.0"), NixlHandshakeFailure::Recomputed);
     assert_eq!(of("0.17.0"), NixlHandshakeFailure::RequestFails);
     assert_eq!(of("0.33.0"), NixlHandshakeFailure::RequestFails);
+}
+
+/// 0.20.0 on, a hybrid model (Mamba-2 / Gated DeltaNet layers) with prefill TP > decode TP
+/// reads every prefill rank of its group, not only those holding distinct KV heads: each
+/// holds its own shard of the Mamba state (`target_remote_ranks` returns
+/// `remote_all_source_ranks`, 0.20.0 `kv_connector/utils.py:630`; `ssm_ranks`, 0.33.0
+/// `nixl/tp_mapping.py:135`). The ranks whose KV heads another rank already sent move Mamba
+/// state only (no heads), and every one of them is notified and frees the request.
+#[test]
+fn nixl_hybrid_reads_every_prefill_rank_from_020() {
+    let flow = |v: &str, hybrid: bool| {
+        let profile = resolve(&format!("nixl@{v}")).unwrap().profile;
+        let shape = Shape {
+            num_attention_heads: 16,
+            num_kv_heads: 1,
+            is_mla: false,
+            hybrid,
+            sliding_window: false,
+        };
+        connector_flow(&shape, 8, 2, profile)
+    };
+    // P = 8 > D = 2 > H = 1: decode rank 1 reads prefill ranks 4-7, head 0 from rank 4.
+    let f = flow("0.20.0", true).expect("vLLM 0.20.0 runs it");
+    assert_eq!(
+        f.decode[1].sources,
+        vec![(4, vec![0]), (5, vec![]), (6, vec![]), (7, vec![])]
+    );
+    assert_eq!(f.decode[1].releases, vec![4, 5, 6, 7]);
+    assert_eq!(f.expected_acks, 1);
+    for v in ["0.24.0", "0.33.0"] {
+        assert_eq!(flow(v, true).unwrap().decode[1].sources.len(), 4, "{v}");
+    }
+    // The same pair of a model without Mamba layers: the replicated fan-in assert.
+    assert_eq!(
+        flow("0.20.0", false).unwrap_err().code,
+        "replicated_kv_prefill_larger"
+    );
+    // P > D <= H: every prefill rank holds distinct heads, hybrid or not.
+    let profile = resolve("nixl@0.33.0").unwrap().profile;
+    let gqa = Shape {
+        num_attention_heads: 32,
+        num_kv_heads: 8,
+        is_mla: false,
+        hybrid: true,
+        sliding_window: false,
+    };
+    let f = connector_flow(&gqa, 4, 2, profile).unwrap();
+    assert_eq!(f.decode[0].sources, vec![(0, vec![0, 1]), (1, vec![2, 3])]);
+}
+
+/// The heads comparison can fail: a read recorded as moving a whole prefill block (every
+/// head the prefill rank holds, as a same-rank copy would) is a disagreement with pdtp,
+/// which has each decode rank of P = 2 < D = 4 (8 KV heads) take its own 2 heads.
+#[test]
+fn nixl_flow_heads_comparison_fails_on_other_heads() {
+    let (release, file) = runs().into_iter().next_back().expect("a release");
+    let data = load(&file);
+    let profile = resolve(&format!("nixl@{release}")).unwrap().profile;
+    let vectors = data["vectors"].as_array().unwrap();
+    let codes = ints(&data["codes"]);
+    let at = vectors
+        .iter()
+        .position(|v| {
+            let a = v.as_array().unwrap();
+            (0..3).map(|i| a[i].as_i64().unwrap()).collect::<Vec<_>>() == [2, 4, 8]
+                && !a[3].as_bool().unwrap()
+                && !a[4].as_bool().unwrap()
+                && !a[10].as_bool().unwrap()
+                && a[9].as_i64().unwrap() == 192
+        })
+        .expect("P2 D4 H8 in the grid");
+    let v = Vector {
+        p: 2,
+        d: 4,
+        h: 8,
+        mla: false,
+        hybrid: false,
+        ppp: 1,
+        dpp: 1,
+        pdp: 1,
+        ddp: 1,
+        a: 192,
+        sliding: false,
+    };
+    let mut outcome = data["outcomes"][codes[at] as usize].clone();
+    let policy = &data["load_failure_policy"];
+    assert_eq!(compare(&v, &outcome, policy, profile), Ok(()));
+    assert_eq!(outcome[1][2][1], serde_json::json!([[0, [2, 3]]]));
+    outcome[1][2][1] = serde_json::json!([[0, [0, 1, 2, 3]]]);
+    let err = compare(&v, &outcome, policy, profile).unwrap_err();
+    assert!(err.contains("decode rank 1 reads"), "{err}");
+    outcome[1][2][1] = serde_json::json!([[0, [2, 3], "misplaced", [[2, 3], [3, 2]]]]);
+    assert!(compare(&v, &outcome, policy, profile)
+        .unwrap_err()
+        .contains("wrong slots"));
 }
