@@ -191,8 +191,8 @@ class PerfPoint:
     #: The engine release the run used (``"0.5.9"``, from ``engine_image`` or
     #: ``engine_release``); ``""`` when the row does not record it.
     engine_release: str = ""
-    #: The measured median TTFT, where the row has it (scored, not fitted: the fit takes the
-    #: mean, whose first-wave burst the median does not see).
+    #: The measured median TTFT, where the row has it: a steady request's, which the table's
+    #: fit takes for the steady terms (the mean holds the first wave's burst and stall).
     ttft_median_ms: float | None = None
     #: Free-form labels for grouping (the accuracy benchmark's folds).
     labels: tuple[tuple[str, str], ...] = field(default=())
