@@ -46,10 +46,6 @@ UPWARD: dict[tuple[str, str], str] = {
         "Scenario's pool and field checks are the planners' own resolvers, run once when the "
         "scenario is made"
     ),
-    ("pdtp._model_dsv4", "pdtp._model"): (
-        "DeepSeek-V4's sizing returns _model's AttentionGroup values; _model calls it to read "
-        "the config"
-    ),
     ("pdtp.cli", "pdtp.service.command"): (
         "`pdtp serve`: its flags and its start; the HTTP service is built on the CLI's parser"
     ),
