@@ -902,6 +902,53 @@ pub(super) fn grid_report(
     pair_report(&m, &lay(p, ppp, pdp), &lay(d, dpp, ddp), profile, None)
 }
 
+/// A vector vLLM refuses or hangs on (READ or WRITE): its class, text and moment against
+/// pdtp's first violation; `None` where vLLM raises nothing and the requests decide.
+/// `engines`: the recorded engine ids that vLLM's text names, each `{remote_engine_id}` in
+/// pdtp's template.
+fn compare_refusal(
+    v: &FlowVector,
+    verdict: &[Value],
+    report: &crate::check::PairReport,
+    engines: &[&str],
+) -> Option<Result<(), String>> {
+    use crate::check::consequence;
+    let kind = verdict[0].as_str().unwrap();
+    if kind == "ok" {
+        return None;
+    }
+    let class = verdict[1].as_str().unwrap();
+    let Some(first) = report.violations.first() else {
+        return Some(Err(format!("vLLM {verdict:?}; pdtp accepts")));
+    };
+    if class == "hang" {
+        // A handshake dials a port no prefill rank bound: it waits forever.
+        return Some(
+            if first.error == VllmError::None && first.consequence == consequence::HANG {
+                Ok(())
+            } else {
+                Err(format!("vLLM hangs in the {kind}; pdtp {first:?}"))
+            },
+        );
+    }
+    let mut message = fill(verdict[2].as_str().unwrap(), &[v.p, v.d, v.h]);
+    for engine in engines {
+        message = message.replace(engine, "{remote_engine_id}");
+    }
+    let (e, m) = first.user_error();
+    Some(
+        if e.name() == class && m == message && first.when.name() == kind {
+            Ok(())
+        } else {
+            Err(format!(
+                "vLLM {class}({message:?}) at {kind}; pdtp {}({m:?}) at {}",
+                e.name(),
+                first.when.name()
+            ))
+        },
+    )
+}
+
 /// One vector: vLLM's recorded outcome against pdtp's report and flow.
 fn compare_flow_vector(
     v: &FlowVector,
@@ -912,33 +959,11 @@ fn compare_flow_vector(
     let (report, flow) = pdtp_flow_report(v, profile);
     let verdict = outcome[0].as_array().expect("verdict");
     let first = report.violations.first();
-    let kind = verdict[0].as_str().unwrap();
     if let Some(r) = compare_start(verdict, &report) {
         return r;
     }
-    if kind != "ok" {
-        let class = verdict[1].as_str().unwrap();
-        let first = first.ok_or_else(|| format!("vLLM {verdict:?}; pdtp accepts"))?;
-        if class == "hang" {
-            // A handshake dials a port no prefill rank bound: it waits forever.
-            return if first.error == VllmError::None && first.consequence == consequence::HANG {
-                Ok(())
-            } else {
-                Err(format!("vLLM hangs in the {kind}; pdtp {first:?}"))
-            };
-        }
-        let message = fill(verdict[2].as_str().unwrap(), &[v.p, v.d, v.h])
-            .replace(FLOW_ENGINE, "{remote_engine_id}");
-        let (e, m) = first.user_error();
-        return if e.name() == class && m == message && first.when.name() == kind {
-            Ok(())
-        } else {
-            Err(format!(
-                "vLLM {class}({message:?}) at {kind}; pdtp {}({m:?}) at {}",
-                e.name(),
-                first.when.name()
-            ))
-        };
+    if let Some(r) = compare_refusal(v, verdict, &report, &[FLOW_ENGINE]) {
+        return r;
     }
     // vLLM raises nothing: what happened to each request.
     let requests = outcome[1].as_array().expect("requests");
@@ -1385,33 +1410,11 @@ fn compare_write_flow_vector(
     let (report, flow) = pdtp_flow_report(v, profile);
     let verdict = outcome[0].as_array().expect("verdict");
     let first = report.violations.first();
-    let kind = verdict[0].as_str().unwrap();
     if let Some(r) = compare_start(verdict, &report) {
         return r;
     }
-    if kind != "ok" {
-        let class = verdict[1].as_str().unwrap();
-        let first = first.ok_or_else(|| format!("vLLM {verdict:?}; pdtp accepts"))?;
-        if class == "hang" {
-            return if first.error == VllmError::None && first.consequence == consequence::HANG {
-                Ok(())
-            } else {
-                Err(format!("vLLM hangs in the {kind}; pdtp {first:?}"))
-            };
-        }
-        let message = fill(verdict[2].as_str().unwrap(), &[v.p, v.d, v.h])
-            .replace(FLOW_ENGINE_DECODE, "{remote_engine_id}")
-            .replace(FLOW_ENGINE, "{remote_engine_id}");
-        let (e, m) = first.user_error();
-        return if e.name() == class && m == message && first.when.name() == kind {
-            Ok(())
-        } else {
-            Err(format!(
-                "vLLM {class}({message:?}) at {kind}; pdtp {}({m:?}) at {}",
-                e.name(),
-                first.when.name()
-            ))
-        };
+    if let Some(r) = compare_refusal(v, verdict, &report, &[FLOW_ENGINE_DECODE, FLOW_ENGINE]) {
+        return r;
     }
     let requests = outcome[1].as_array().expect("requests");
     let silent = |c: &str| match first {
