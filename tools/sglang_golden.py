@@ -74,6 +74,7 @@ import tempfile
 import threading
 import types
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -1014,6 +1015,29 @@ def run_backend(rel: Release, backend: str) -> dict[str, Any]:
     }
 
 
+def drive_releases(
+    versions: list[str], cache: Path, run: Callable[[Release, str], Any]
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, str]]]:
+    """``run(release, backend)`` for every release's backends, consecutive releases with the
+    same answer merged into one run; and each wheel's provenance. (This tool's and
+    tools/sglang_state.py's one release loop.)"""
+    cache.mkdir(parents=True, exist_ok=True)
+    per_backend: dict[str, list[dict[str, Any]]] = {b: [] for b in BACKENDS}
+    provenance = {}
+    for v in versions:
+        rel = Release(v, fetch(v, cache))
+        provenance[v] = {"wheel_sha256": rel.sha256, "disaggregation_digest": rel.digest()}
+        for b in rel.backends():
+            got = run(rel, b)
+            runs = per_backend[b]
+            if runs and runs[-1]["data"] == got:
+                runs[-1]["releases"].append(v)
+            else:
+                runs.append({"releases": [v], "data": got})
+        print(v, " ".join(f"{b}:{len(per_backend[b])}" for b in rel.backends()), flush=True)
+    return per_backend, provenance
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--versions", nargs="*", default=None)
@@ -1022,20 +1046,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     versions = RELEASES if args.versions is None else args.versions
     cache = args.wheels or Path(tempfile.mkdtemp(prefix="sglang-wheels-"))
-    cache.mkdir(parents=True, exist_ok=True)
-    per_backend: dict[str, list[dict[str, Any]]] = {b: [] for b in BACKENDS}
-    provenance = {}
-    for v in versions:
-        rel = Release(v, fetch(v, cache))
-        provenance[v] = {"wheel_sha256": rel.sha256, "disaggregation_digest": rel.digest()}
-        for b in rel.backends():
-            got = run_backend(rel, b)
-            runs = per_backend[b]
-            if runs and runs[-1]["data"] == got:
-                runs[-1]["releases"].append(v)
-            else:
-                runs.append({"releases": [v], "data": got})
-        print(v, " ".join(f"{b}:{len(per_backend[b])}" for b in rel.backends()), flush=True)
+    per_backend, provenance = drive_releases(versions, cache, run_backend)
     doc = {
         "generator": "tools/sglang_golden.py",
         "command": "python tools/sglang_golden.py",

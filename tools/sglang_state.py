@@ -542,20 +542,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     versions = sg.RELEASES if args.versions is None else args.versions
     cache = args.wheels or Path(tempfile.mkdtemp(prefix="sglang-wheels-"))
-    cache.mkdir(parents=True, exist_ok=True)
-    per_backend: dict[str, list[dict[str, Any]]] = {b: [] for b in sg.BACKENDS}
-    provenance = {}
-    for v in versions:
-        rel = sg.Release(v, sg.fetch(v, cache))
-        provenance[v] = {"wheel_sha256": rel.sha256, "disaggregation_digest": rel.digest()}
-        for b in rel.backends():
-            got = run_backend(rel, b)
-            runs = per_backend[b]
-            if runs and runs[-1]["data"] == got:
-                runs[-1]["releases"].append(v)
-            else:
-                runs.append({"releases": [v], "data": got})
-        print(v, " ".join(f"{b}:{len(per_backend[b])}" for b in rel.backends()), flush=True)
+    per_backend, provenance = sg.drive_releases(versions, cache, run_backend)
     doc = {
         "generator": "tools/sglang_state.py",
         "command": "python tools/sglang_state.py",
