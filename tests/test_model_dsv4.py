@@ -363,3 +363,13 @@ def test_solve_check_and_transfer_map() -> None:
     assert not pdtp.check("deepseek-v3", 8, 4, connector="nixl").warnings
     tm = pdtp.transfer_map(8, 4, kv_heads=1, is_mla=True, connector="nixl")
     assert tm is not None
+
+
+def test_the_plan_solve_picks_for_deepseek_v4_pro_simulates():
+    # The simulator reserved every windowed cache for max_num_seqs running sequences, which
+    # the planner's pool (sized for the batch it runs) cannot hold: `pdtp simulate` refused
+    # the plan `pdtp solve` picked ("leaves no memory for the KV cache"). plan_coverage found
+    # it on 5 of 728 default plans.
+    plan = pdtp.solve("deepseek-v4-pro", gpus=16, gpu="h200")
+    result = pdtp.simulate(plan, rate_rps=1, requests=40)
+    assert result.goodput_rps > 0

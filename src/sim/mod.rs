@@ -125,7 +125,18 @@ impl Pool {
             perf::kv_capacity_tokens(m, g, c, self.layout.tp, util)
         } else {
             let budget = perf::kv_budget_bytes_layout(m, g, c, &self.layout, util);
-            perf::kv_pool_tokens(m, &self.layout, budget, f64::from(self.max_num_seqs))
+            // Windowed caches are held per running sequence: reserve them for the sequences
+            // that can run at once (each with at least one block), not for `max_num_seqs`
+            // ones the pool could never hold (vLLM's scheduler then simply runs fewer).
+            let one_block = perf::sequence_kv_bytes(m, &self.layout, f64::from(BLOCK_SIZE));
+            let running = if one_block > 0.0 {
+                (budget / one_block)
+                    .floor()
+                    .clamp(1.0, f64::from(self.max_num_seqs))
+            } else {
+                f64::from(self.max_num_seqs)
+            };
+            perf::kv_pool_tokens(m, &self.layout, budget, running)
         };
         if tokens.is_finite() && tokens > 0.0 {
             (tokens / f64::from(BLOCK_SIZE)).floor().min(1e15) as u64
