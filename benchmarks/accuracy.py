@@ -25,7 +25,13 @@ at the row's engine release (``engine_image``; its measured release range's fact
 The **measured disaggregated (P/D) runs** are never fitted: each is predicted from its prefill
 and decode layouts and worker counts (:func:`predict_disaggregated`, pdtp's step function in
 a closed loop of the run's concurrency) with constants fitted on every aggregated row, and on
-every aggregated row of other models (leave the model out).
+every aggregated row of other models (leave the model out). They are scored twice: by the
+closed loop at the run's concurrency, and through :func:`pdtp.evaluate` (the path a user and
+``solve`` price a configuration on) at a TPOT limit equal to the run's measured TPOT, whose
+throughput is what pdtp says the deployment serves at that interactivity. A breakdown gives
+the loop's signed median errors by framework and GPU type, decode layout, prefill:decode GPU
+ratio and concurrency. TensorRT-LLM runs (``dynamo-trt``) are not scored: pdtp neither plans
+nor fits TensorRT-LLM, so none of its constants reach these predictions.
 
 The **v2** column is the stored full run of the model before this one (``accuracy_v2.json``)
 next to the live model; ``accuracy_v1.json`` keeps the first model's. ``--quick`` runs one

@@ -18,6 +18,11 @@ choices that meet the limit, and how many decisions missed it; and the same for 
 serving stack turns the concurrency down until the limit holds), whose worst case is 0 only
 where no measured concurrency of the chosen layout meets the limit.
 
+The measured **disaggregated** runs are decided alike per (model, dtype, GPU type, framework,
+ISL/OSL, TPOT limit), with constants fitted without their model: the run the P/D closed loop
+picks, and the deployment (layouts and instance counts) :func:`pdtp.evaluate` rates highest
+at the limit, scored at its best measured run within it (``pd_decisions``).
+
 Targets (issue 22): median ≥ 0.97, worst ≥ 0.90.
 """
 
@@ -234,6 +239,9 @@ def pd_decisions(
                     "evaluate_chosen": chosen,
                     "evaluate_valid": bool(rated[chosen]["valid"]),
                     "evaluate_score": max(hits) / best if hits else 0.0,
+                    # No run of the chosen deployment within the limit was measured (it may
+                    # meet it at a concurrency the data lacks): scored 0, counted apart.
+                    "evaluate_measured": bool(hits),
                 }
             )
     return out
@@ -255,6 +263,10 @@ def pd_summary(ds: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "slo_misses": sum(not d["meets_limit"] for d in items),
             "evaluate_median": statistics.median(ev),
             "evaluate_worst": min(ev),
+            "evaluate_unmeasured": sum(not d["evaluate_measured"] for d in items),
+            "evaluate_worst_measured": min(
+                (d["evaluate_score"] for d in items if d["evaluate_measured"]), default=math.nan
+            ),
         }
     return out
 
@@ -359,14 +371,21 @@ def render_markdown(result: dict[str, Any]) -> str:
             "`pdtp.evaluate` rates highest at the limit (at its best measured run within it):",
             "",
             "| framework | decisions | loop: median | loop: worst | SLO misses "
-            "| evaluate: median | evaluate: worst |",
-            "|---|---:|---:|---:|---:|---:|---:|",
+            "| evaluate: median | evaluate: worst | evaluate: worst measured | unmeasured |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for name, s in pd["summary"].items():
             lines.append(
                 f"| {name} | {s['decisions']} | {s['median']:.3f} | {s['worst']:.3f} | "
-                f"{s['slo_misses']} | {s['evaluate_median']:.3f} | {s['evaluate_worst']:.3f} |"
+                f"{s['slo_misses']} | {s['evaluate_median']:.3f} | {s['evaluate_worst']:.3f} | "
+                f"{s['evaluate_worst_measured']:.3f} | {s['evaluate_unmeasured']} |"
             )
+        lines += [
+            "",
+            "unmeasured: evaluate's choice has no measured run within the limit (scored 0; it "
+            "may meet the limit at a concurrency the data lacks); worst measured: the worst "
+            "among the others.",
+        ]
     lines += ["", f"Targets: median ≥ {TARGET_MEDIAN}, worst ≥ {TARGET_WORST}."]
     return "\n".join(lines) + "\n"
 
