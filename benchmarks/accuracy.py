@@ -432,6 +432,73 @@ def evaluate_disaggregated(
     }
 
 
+def _side_text(side: Any) -> str:
+    """A plan side's layout in pdtp's syntax (``tp8``, ``tp1dp8ep``)."""
+    text = f"tp{side.tp}" + (f"pp{side.pp}" if side.pp > 1 else "")
+    text += f"dp{side.dp}" if side.dp > 1 else ""
+    return text + ("ep" if side.ep else "")
+
+
+def solve_disaggregated(run: dict[str, Any], table: Table) -> dict[str, Any]:
+    """What :func:`pdtp.solve` plans for the run's GPU pool (its GPU count of its type),
+    restricted to the run's two layouts, P/D only, at a TPOT limit equal to the run's measured
+    TPOT, with ``table``'s constants at the run's release: its predicted throughput and whether
+    it splits the pool as the run did (``same_split``). ``solve`` may split the GPUs
+    differently (then its throughput is that of its own split); an infeasible pool (no
+    layout meets the limit as predicted) plans nothing: 0 tokens/s, as a user gets."""
+    import pdtp
+
+    dec = run["decode"]
+    release = dec.engine_release
+    kwargs: dict[str, Any] = {
+        "gpus": run["gpus"],
+        "gpu": dec.gpu.name,
+        "workload": pdtp.Workload(
+            isl=max(1, round(dec.isl)),
+            osl=max(1, round(dec.osl)),
+            ttft_ms=None,
+            tpot_ms=run["measured"]["tpot_ms"],
+        ),
+        "connector": DISAGG_CONNECTORS.get(run.get("framework", ""), "sglang-nixl"),
+        "mode": "disagg",
+        "layouts": sorted({run["prefill_layout_text"], run["decode_layout_text"]}),
+        "constants": table.constants(dec.gpu, dec.engine, release),
+        "gpu_memory_utilization": dec.gpu_memory_utilization,
+        "time_limit_s": 30,
+    }
+    try:
+        try:
+            plan = pdtp.solve(dec.model, sglang_version=release or None, **kwargs)
+        except pdtp.InvalidArgumentError:
+            # MoRI before the release that ships it (see evaluate_disaggregated).
+            plan = pdtp.solve(dec.model, **kwargs)
+    except PdtpError as exc:
+        return {
+            "output_tokens_per_s": 0.0,
+            "feasible": False,
+            "same_split": False,
+            "why": str(exc)[:80],
+        }
+    split = (
+        plan.prefill.instances,
+        _side_text(plan.prefill),
+        plan.decode.instances,
+        _side_text(plan.decode),
+    )
+    measured = (
+        run["prefill_workers"],
+        run["prefill_layout_text"],
+        run["decode_workers"],
+        run["decode_layout_text"],
+    )
+    return {
+        "output_tokens_per_s": plan.output_tokens_per_s,
+        "feasible": True,
+        "same_split": split == measured,
+        "split": f"{split[0]}x{split[1]}+{split[2]}x{split[3]}",
+    }
+
+
 #: What :func:`evaluate_disaggregated` is scored on (its TPOT is the limit's by
 #: construction, so it is not scored).
 EVALUATE_SCORED = ("ttft_ms", "output_tokens_per_s")
@@ -594,6 +661,18 @@ def _score_disaggregated(
         scored = disaggregated_summaries(runs, evaluated, EVALUATE_SCORED)
         scored["invalid"] = {"n": sum(not e["valid"] for e in evaluated)}
         result.setdefault("disaggregated_evaluate", {})[setting] = scored
+        solved = [solve_disaggregated(r, table) for r in runs]
+        plans = disaggregated_summaries(runs, solved, ("output_tokens_per_s",))
+        plans["infeasible"] = {"n": sum(not x["feasible"] for x in solved)}
+        plans["same_split"] = {"n": sum(x["same_split"] for x in solved)}
+        same = [(r, x) for r, x in zip(runs, solved) if x["same_split"]]
+        if same:
+            plans["same_split"].update(
+                disaggregated_summaries(
+                    [r for r, _ in same], [x for _, x in same], ("output_tokens_per_s",)
+                )["output_tokens_per_s/all"]
+            )
+        result.setdefault("disaggregated_solve", {})[setting] = plans
 
 
 def _targets(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -716,6 +795,29 @@ def render_markdown(result: dict[str, Any]) -> str:
                 f"| {DISAGG_LABELS[s]} | not valid as evaluated (e.g. TPOT limit unmet) | all | "
                 f"{table.get('invalid', {}).get('n', 0)} | |"
             )
+    solved = result.get("disaggregated_solve", {})
+    if solved:
+        lines += [
+            "",
+            "`pdtp.solve` on each run's GPU pool, restricted to its two layouts, P/D only, at the "
+            "run's measured TPOT: its planned throughput against the measured one:",
+            "",
+            "| constants | GPUs | n | median / p90 | infeasible | same split as run (its median) |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for s, table in solved.items():
+            same = table.get("same_split", {})
+            for vendor in (*VENDORS, "all"):
+                v = table.get(f"output_tokens_per_s/{vendor}")
+                if not v:
+                    continue
+                tail = (
+                    f"{table.get('infeasible', {}).get('n', 0)} | {same.get('n', 0)} "
+                    f"({_pct(same.get('median'))})"
+                    if vendor == "all"
+                    else " | "
+                )
+                lines.append(f"| {DISAGG_LABELS[s]} | {vendor} | {v['n']} | {_cell(v)} | {tail} |")
     breakdown = result.get("disaggregated_breakdown", {})
     if breakdown:
         setting = "model" if "model" in breakdown else next(iter(breakdown))

@@ -456,6 +456,10 @@ def test_out_of_sample_accuracy(accuracy_module: Any, tmp_path: pathlib.Path, ca
     evaluated = result["disaggregated_evaluate"]["model"]
     assert evaluated["output_tokens_per_s/all"]["n"] == disagg["output_tokens_per_s/all"]["n"]
     assert 0 <= evaluated["invalid"]["n"] < evaluated["output_tokens_per_s/all"]["n"]
+    # ... and pdtp.solve's own plan for each run's pool, with how often it splits it alike.
+    solved = result["disaggregated_solve"]["model"]
+    assert solved["output_tokens_per_s/all"]["n"] == disagg["output_tokens_per_s/all"]["n"]
+    assert 0 < solved["same_split"]["n"] <= solved["output_tokens_per_s/all"]["n"]
     assert result["skipped"]["speculative decoding (mtp)"] > 100
     assert result["disaggregated_runs"] + sum(result["skipped"].values()) > 300
 
@@ -594,6 +598,23 @@ def test_pd_runs_are_scored_through_evaluate_as_a_user_calls_it(accuracy_module:
     assert (
         accuracy_module.evaluate_disaggregated(wide, table, 50.0)["output_tokens_per_s"] > served[2]
     )
+    # solve on the run's pool with its two layouts: where it splits the pool as the run did,
+    # it plans exactly what evaluate rates that deployment (one pricing path); a TPOT limit
+    # nothing meets plans nothing.
+    same = 0
+    for r in runs[:12]:
+        planned = accuracy_module.solve_disaggregated(r, table)
+        if planned["same_split"]:
+            same += 1
+            rated = accuracy_module.evaluate_disaggregated(r, table)
+            assert planned["output_tokens_per_s"] == pytest.approx(rated["output_tokens_per_s"])
+    assert same >= 3
+    tight = {**run, "measured": {**run["measured"], "tpot_ms": 0.5}}
+    assert accuracy_module.solve_disaggregated(tight, table) == {
+        **accuracy_module.solve_disaggregated(tight, table),
+        "feasible": False,
+        "output_tokens_per_s": 0.0,
+    }
     # Residuals are broken down by what the issue names; every run lands once per breakdown.
     loop = [accuracy_module.predict_disaggregated(r, table) for r in runs]
     rows = accuracy_module.disaggregated_breakdown(runs, loop)
