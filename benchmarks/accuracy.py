@@ -25,7 +25,13 @@ at the row's engine release (``engine_image``; its measured release range's fact
 The **measured disaggregated (P/D) runs** are never fitted: each is predicted from its prefill
 and decode layouts and worker counts (:func:`predict_disaggregated`, pdtp's step function in
 a closed loop of the run's concurrency) with constants fitted on every aggregated row, and on
-every aggregated row of other models (leave the model out).
+every aggregated row of other models (leave the model out). They are scored twice: by the
+closed loop at the run's concurrency, and through :func:`pdtp.evaluate` (the path a user and
+``solve`` price a configuration on) at a TPOT limit equal to the run's measured TPOT, whose
+throughput is what pdtp says the deployment serves at that interactivity. A breakdown gives
+the loop's signed median errors by framework and GPU type, decode layout, prefill:decode GPU
+ratio and concurrency. TensorRT-LLM runs (``dynamo-trt``) are not scored: pdtp neither plans
+nor fits TensorRT-LLM, so none of its constants reach these predictions.
 
 The **v2** column is the stored full run of the model before this one (``accuracy_v2.json``)
 next to the live model; ``accuracy_v1.json`` keeps the first model's. ``--quick`` runs one
@@ -276,10 +282,27 @@ def _side(base: PerfPoint, layout_text: str) -> tuple[PerfPoint, tuple[int, int,
     return side, (tp, pp, dp, ep)
 
 
+#: The KV cache dtype every measured P/D run of DeepSeek-R1 was launched with: fp8_e4m3 in
+#: all of InferenceX's SGLang P/D recipes (``benchmarks/multi_node/amd_utils/models.yaml``
+#: ``base_flags`` for MoRI on MI355X; every ``srt-slurm-recipes/dsr1/sglang/*/disagg``
+#: recipe, prefill and decode, for Dynamo on B200/GB200/H200; SemiAnalysisAI/InferenceX
+#: @843c6254 and its history). The aggregated InferenceMAX launch defaults (bf16 KV on AMD)
+#: do not hold for these runs.
+DISAGG_KV_DTYPE = "fp8"
+#: The connector each P/D framework's runs move KV caches with (its SGLang transfer backend:
+#: ``--disaggregation-transfer-backend mori`` on MI355X, ``nixl`` in the Dynamo recipes).
+DISAGG_CONNECTORS = {"mori-sglang": "sglang-mori", "dynamo-sglang": "sglang-nixl"}
+
+
 def load_disaggregated(skipped: Counter[str] | None = None) -> list[dict[str, Any]]:
     """The measured P/D runs pdtp can express: each as its prefill and decode worker points
-    (model, GPU and engine settings parsed as for an aggregated row), worker counts and the
-    measured TPOT, TTFT and whole-deployment output tokens/s."""
+    (model, GPU and engine settings parsed as for an aggregated row, the KV cache in
+    :data:`DISAGG_KV_DTYPE` as the runs were launched), worker counts, framework and the
+    measured TPOT, TTFT and whole-deployment output tokens/s.
+
+    TensorRT-LLM runs (``dynamo-trt``) are skipped by :func:`inferencex_skip_reason`: pdtp
+    neither plans nor fits TensorRT-LLM, so no constant of it reaches a vLLM/SGLang
+    prediction and its runs are not scored."""
     skipped = Counter() if skipped is None else skipped
     out = []
     for row in _expressible(REFERENCE / INFERENCEX_DISAGG, skipped):
@@ -288,6 +311,7 @@ def load_disaggregated(skipped: Counter[str] | None = None) -> list[dict[str, An
             "tp": row["decode_gpus_per_worker"],
             "ep": "1",
             "dp_attention": "False",
+            "kv_dtype": row.get("kv_dtype") or DISAGG_KV_DTYPE,
         }
         try:
             (base,) = load_points([agg_like])
@@ -306,6 +330,10 @@ def load_disaggregated(skipped: Counter[str] | None = None) -> list[dict[str, An
                 "prefill_workers": int(row["prefill_workers"]),
                 "decode_workers": int(row["decode_workers"]),
                 "family": f"{layout_family(prefill)} / {layout_family(decode)}",
+                "framework": row["framework"],
+                "prefill_layout_text": row["pdtp_prefill_layout"],
+                "decode_layout_text": row["pdtp_decode_layout"],
+                "gpus": int(row["num_gpus"]),
                 "engine_image": row.get("engine_image", ""),
                 "measured": {
                     "tpot_ms": float(row["tpot_mean_ms"]),
@@ -346,13 +374,195 @@ def predict_disaggregated(run: dict[str, Any], table: Table) -> dict[str, float]
     }
 
 
-def disaggregated_summaries(
+def evaluate_disaggregated(
+    run: dict[str, Any], table: Table, tpot_limit_ms: float | None = None
+) -> dict[str, Any]:
+    """The measured P/D deployment as a user gets it from :func:`pdtp.evaluate` (the path
+    ``solve`` prices a configuration on): its layouts and instance counts, the run's model,
+    GPU, memory fraction and connector, ``table``'s constants at the run's engine release, and
+    an interactivity target of ``tpot_limit_ms`` (default: the run's measured TPOT). So the
+    throughput is what pdtp says this deployment serves at that TPOT, which the run measured
+    at its concurrency; its TTFT is :func:`pdtp.evaluate`'s (at the decode side's capacity)."""
+    import pdtp
+
+    dec = run["decode"]
+    limit = run["measured"]["tpot_ms"] if tpot_limit_ms is None else tpot_limit_ms
+    conn = DISAGG_CONNECTORS.get(run.get("framework", ""), "sglang-nixl")
+    release = dec.engine_release
+    kwargs: dict[str, Any] = {
+        "gpu": dec.gpu.name,
+        "workload": pdtp.Workload(
+            isl=max(1, round(dec.isl)), osl=max(1, round(dec.osl)), ttft_ms=None, tpot_ms=limit
+        ),
+        "prefill_tp": run["prefill_layout_text"],
+        "prefill_instances": run["prefill_workers"],
+        "decode_tp": run["decode_layout_text"],
+        "decode_instances": run["decode_workers"],
+        # The constants of the run's release, whatever release the rules below are of.
+        "constants": table.constants(dec.gpu, dec.engine, release),
+        "gpu_memory_utilization": dec.gpu_memory_utilization,
+    }
+    rules = "the run's release"
+    try:
+        e = pdtp.evaluate(dec.model, connector=f"{conn}@{release}" if release else conn, **kwargs)
+    except PdtpError:
+        # MoRI ran in ROCm development images (rocm/sgl-dev:sglang-0.5.7/0.5.8-...-mori) before
+        # the SGLang release that ships it; pdtp's rules know it from that release on, so
+        # such runs are judged by the newest release's rules (the prediction is the same).
+        rules = "the newest release's"
+        try:
+            e = pdtp.evaluate(dec.model, connector=conn, **kwargs)
+        except PdtpError as exc:
+            return {
+                **{kind: math.nan for kind in (*EVALUATE_SCORED, "output_tokens_per_s_per_gpu")},
+                "bottleneck": "",
+                "valid": False,
+                "why": str(exc)[:80],
+                "rules": rules,
+            }
+    return {
+        "tpot_ms": e.tpot_ms,
+        "ttft_ms": e.ttft_ms,
+        "output_tokens_per_s": e.output_tokens_per_s,
+        "output_tokens_per_s_per_gpu": e.output_tokens_per_s / max(e.gpus, 1),
+        "bottleneck": e.bottleneck,
+        "valid": e.valid,
+        "why": ", ".join(v.code for v in e.violations),
+        "rules": rules,
+    }
+
+
+def _side_text(side: Any) -> str:
+    """A plan side's layout in pdtp's syntax (``tp8``, ``tp1dp8ep``)."""
+    text = f"tp{side.tp}" + (f"pp{side.pp}" if side.pp > 1 else "")
+    text += f"dp{side.dp}" if side.dp > 1 else ""
+    return text + ("ep" if side.ep else "")
+
+
+def solve_disaggregated(run: dict[str, Any], table: Table) -> dict[str, Any]:
+    """What :func:`pdtp.solve` plans for the run's GPU pool (its GPU count of its type),
+    restricted to the run's two layouts, P/D only, at a TPOT limit equal to the run's measured
+    TPOT, with ``table``'s constants at the run's release: its predicted throughput and whether
+    it splits the pool as the run did (``same_split``). ``solve`` may split the GPUs
+    differently (then its throughput is that of its own split); an infeasible pool (no
+    layout meets the limit as predicted) plans nothing: 0 tokens/s, as a user gets."""
+    import pdtp
+
+    dec = run["decode"]
+    release = dec.engine_release
+    kwargs: dict[str, Any] = {
+        "gpus": run["gpus"],
+        "gpu": dec.gpu.name,
+        "workload": pdtp.Workload(
+            isl=max(1, round(dec.isl)),
+            osl=max(1, round(dec.osl)),
+            ttft_ms=None,
+            tpot_ms=run["measured"]["tpot_ms"],
+        ),
+        "connector": DISAGG_CONNECTORS.get(run.get("framework", ""), "sglang-nixl"),
+        "mode": "disagg",
+        "layouts": sorted({run["prefill_layout_text"], run["decode_layout_text"]}),
+        "constants": table.constants(dec.gpu, dec.engine, release),
+        "gpu_memory_utilization": dec.gpu_memory_utilization,
+        "time_limit_s": 30,
+    }
+    try:
+        try:
+            plan = pdtp.solve(dec.model, sglang_version=release or None, **kwargs)
+        except pdtp.InvalidArgumentError:
+            # MoRI before the release that ships it (see evaluate_disaggregated).
+            plan = pdtp.solve(dec.model, **kwargs)
+    except PdtpError as exc:
+        return {
+            "output_tokens_per_s": 0.0,
+            "feasible": False,
+            "same_split": False,
+            "why": str(exc)[:80],
+        }
+    split = (
+        plan.prefill.instances,
+        _side_text(plan.prefill),
+        plan.decode.instances,
+        _side_text(plan.decode),
+    )
+    measured = (
+        run["prefill_workers"],
+        run["prefill_layout_text"],
+        run["decode_workers"],
+        run["decode_layout_text"],
+    )
+    return {
+        "output_tokens_per_s": plan.output_tokens_per_s,
+        "feasible": True,
+        "same_split": split == measured,
+        "split": f"{split[0]}x{split[1]}+{split[2]}x{split[3]}",
+    }
+
+
+#: What :func:`evaluate_disaggregated` is scored on (its TPOT is the limit's by
+#: construction, so it is not scored).
+EVALUATE_SCORED = ("ttft_ms", "output_tokens_per_s")
+
+
+def disaggregated_breakdown(
     runs: Sequence[dict[str, Any]], preds: Sequence[dict[str, float]]
+) -> list[dict[str, Any]]:
+    """Signed median errors of the P/D predictions by framework and GPU, decode layout
+    (TP / DP attention (+EP) size / nodes), prefill:decode GPU ratio and concurrency: where
+    the residuals sit."""
+
+    def decode_key(r: dict[str, Any]) -> str:
+        tp, _, dp, ep = r["decode_layout"]
+        gpus = tp * dp
+        nodes = -(-gpus // max(int(r["decode"].gpu.scaleup_gpus or 1), 1))
+        kind = f"dp{dp}{'+ep' if ep else ''}" if dp > 1 else f"tp{tp}{'ep' if ep else ''}"
+        return f"{kind} ({nodes} domain{'s' if nodes > 1 else ''})"
+
+    def ratio_key(r: dict[str, Any]) -> str:
+        tp, pp, dp, _ = r["prefill_layout"]
+        p = tp * pp * dp * r["prefill_workers"]
+        dtp, dpp, ddp, _ = r["decode_layout"]
+        d = dtp * dpp * ddp * r["decode_workers"]
+        x = p / d
+        return "P < D/2" if x < 0.5 else ("P ≈ D" if x <= 2 else "P > 2D")
+
+    def conc_key(r: dict[str, Any]) -> str:
+        c = r["decode"].concurrency or 0
+        return "c ≤ 8" if c <= 8 else ("c ≤ 256" if c <= 256 else "c > 256")
+
+    keys: dict[str, Callable[[dict[str, Any]], str]] = {
+        "framework/GPU": lambda r: f"{r.get('framework', '?')}/{r['decode'].gpu.name}",
+        "decode layout": decode_key,
+        "prefill:decode GPUs": ratio_key,
+        "concurrency": conc_key,
+    }
+    out = []
+    for by, key in keys.items():
+        groups: dict[str, list[int]] = {}
+        for i, r in enumerate(runs):
+            groups.setdefault(key(r), []).append(i)
+        for name, members in sorted(groups.items()):
+            row: dict[str, Any] = {"by": by, "group": name, "n": len(members)}
+            for kind in DISAGG_SCORED:
+                signed = [
+                    preds[i][kind] / runs[i]["measured"][kind] - 1.0
+                    for i in members
+                    if math.isfinite(preds[i][kind])
+                ]
+                row[kind] = sorted(signed)[len(signed) // 2] if signed else math.nan
+            out.append(row)
+    return out
+
+
+def disaggregated_summaries(
+    runs: Sequence[dict[str, Any]],
+    preds: Sequence[dict[str, float]],
+    kinds: Sequence[str] = DISAGG_SCORED,
 ) -> dict[str, dict[str, Any]]:
     """Per ``kind/vendor`` (and ``kind/all``): n, median and p90 of the absolute relative
     errors of the P/D predictions."""
     out: dict[str, dict[str, Any]] = {}
-    for kind in DISAGG_SCORED:
+    for kind in kinds:
         for vendor in (*VENDORS, "all"):
             errors = [
                 abs(pr[kind] / r["measured"][kind] - 1.0) if math.isfinite(pr[kind]) else math.inf
@@ -405,9 +615,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         table = fit_table(
             [p for p in points if p.model.name != "deepseek-r1"], max_iterations=iters
         )
-        result["disaggregated"]["model"] = disaggregated_summaries(
-            runs, [predict_disaggregated(r, table) for r in runs]
-        )
+        _score_disaggregated(result, runs, {"model": table})
     else:
         model_preds, _ = held_out(points, lambda p: p.model.name)
         gpu_preds, _ = held_out(points, lambda p: p.gpu.name)
@@ -425,12 +633,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         # aggregated row of other models (leave the model out).
         models = {r["decode"].model.name for r in runs}
         other = fit_table([p for p in points if p.model.name not in models])
-        result["disaggregated"]["aggregated_fit"] = disaggregated_summaries(
-            runs, [predict_disaggregated(r, full) for r in runs]
-        )
-        result["disaggregated"]["model"] = disaggregated_summaries(
-            runs, [predict_disaggregated(r, other) for r in runs]
-        )
+        _score_disaggregated(result, runs, {"aggregated_fit": full, "model": other})
     if V1.is_file():
         v1 = json.loads(V1.read_text())
         result["settings"]["v1"] = v1["measured-serving.csv"]
@@ -440,6 +643,36 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     result["targets"] = _targets(result["settings"])
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+def _score_disaggregated(
+    result: dict[str, Any], runs: Sequence[dict[str, Any]], tables: dict[str, Table]
+) -> None:
+    """The P/D runs scored per constants table: the closed loop (``disaggregated``), where its
+    residuals sit (``disaggregated_breakdown``), and :func:`pdtp.evaluate`'s own numbers at
+    each run's measured TPOT (``disaggregated_evaluate``)."""
+    for setting, table in tables.items():
+        loop = [predict_disaggregated(r, table) for r in runs]
+        result["disaggregated"][setting] = disaggregated_summaries(runs, loop)
+        result.setdefault("disaggregated_breakdown", {})[setting] = disaggregated_breakdown(
+            runs, loop
+        )
+        evaluated = [evaluate_disaggregated(r, table) for r in runs]
+        scored = disaggregated_summaries(runs, evaluated, EVALUATE_SCORED)
+        scored["invalid"] = {"n": sum(not e["valid"] for e in evaluated)}
+        result.setdefault("disaggregated_evaluate", {})[setting] = scored
+        solved = [solve_disaggregated(r, table) for r in runs]
+        plans = disaggregated_summaries(runs, solved, ("output_tokens_per_s",))
+        plans["infeasible"] = {"n": sum(not x["feasible"] for x in solved)}
+        plans["same_split"] = {"n": sum(x["same_split"] for x in solved)}
+        same = [(r, x) for r, x in zip(runs, solved) if x["same_split"]]
+        if same:
+            plans["same_split"].update(
+                disaggregated_summaries(
+                    [r for r, _ in same], [x for _, x in same], ("output_tokens_per_s",)
+                )["output_tokens_per_s/all"]
+            )
+        result.setdefault("disaggregated_solve", {})[setting] = plans
 
 
 def _targets(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -538,6 +771,69 @@ def render_markdown(result: dict[str, Any]) -> str:
                         f"| {DISAGG_LABELS[s]} | {KIND_LABELS[kind]} | {vendor} | {n} | "
                         f"{_cell(old)} | {_cell(v)} |"
                     )
+    evaluated = result.get("disaggregated_evaluate", {})
+    if evaluated:
+        lines += [
+            "",
+            "The same P/D deployments through `pdtp.evaluate` (what a user gets; layouts and "
+            "instance counts as run, the TPOT limit at the run's measured TPOT): its throughput "
+            "at that TPOT and its TTFT against the measured mean:",
+            "",
+            "| constants | quantity | GPUs | n | median / p90 |",
+            "|---|---|---|---:|---:|",
+        ]
+        for s, table in evaluated.items():
+            for kind in EVALUATE_SCORED:
+                for vendor in (*VENDORS, "all"):
+                    v = table.get(f"{kind}/{vendor}")
+                    if v:
+                        lines.append(
+                            f"| {DISAGG_LABELS[s]} | {KIND_LABELS[kind]} | {vendor} | "
+                            f"{v['n']} | {_cell(v)} |"
+                        )
+            lines.append(
+                f"| {DISAGG_LABELS[s]} | not valid as evaluated (e.g. TPOT limit unmet) | all | "
+                f"{table.get('invalid', {}).get('n', 0)} | |"
+            )
+    solved = result.get("disaggregated_solve", {})
+    if solved:
+        lines += [
+            "",
+            "`pdtp.solve` on each run's GPU pool, restricted to its two layouts, P/D only, at the "
+            "run's measured TPOT: its planned throughput against the measured one:",
+            "",
+            "| constants | GPUs | n | median / p90 | infeasible | same split as run (its median) |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for s, table in solved.items():
+            same = table.get("same_split", {})
+            for vendor in (*VENDORS, "all"):
+                v = table.get(f"output_tokens_per_s/{vendor}")
+                if not v:
+                    continue
+                tail = (
+                    f"{table.get('infeasible', {}).get('n', 0)} | {same.get('n', 0)} "
+                    f"({_pct(same.get('median'))})"
+                    if vendor == "all"
+                    else " | "
+                )
+                lines.append(f"| {DISAGG_LABELS[s]} | {vendor} | {v['n']} | {_cell(v)} | {tail} |")
+    breakdown = result.get("disaggregated_breakdown", {})
+    if breakdown:
+        setting = "model" if "model" in breakdown else next(iter(breakdown))
+        lines += [
+            "",
+            f"Where the P/D residuals sit ({DISAGG_LABELS[setting]}; signed median, predicted "
+            "÷ measured − 1):",
+            "",
+            "| by | group | n | TPOT | TTFT (mean) | TTFT (median) | throughput |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for row in breakdown[setting]:
+            cells = " | ".join(
+                "–" if not math.isfinite(row[k]) else f"{100 * row[k]:+.0f}%" for k in DISAGG_SCORED
+            )
+            lines.append(f"| {row['by']} | {row['group']} | {row['n']} | {cells} |")
     if result.get("skipped"):
         lines += ["", "Rows pdtp cannot express (skipped):", ""]
         lines += [f"- {reason}: {n}" for reason, n in result["skipped"].items()]

@@ -452,6 +452,14 @@ def test_out_of_sample_accuracy(accuracy_module: Any, tmp_path: pathlib.Path, ca
     # rows pdtp cannot express are counted by reason, not dropped silently.
     disagg = result["disaggregated"]["model"]
     assert disagg["output_tokens_per_s/all"]["n"] >= 30
+    # ... and through pdtp.evaluate (the user's path), with the invalid ones counted.
+    evaluated = result["disaggregated_evaluate"]["model"]
+    assert evaluated["output_tokens_per_s/all"]["n"] == disagg["output_tokens_per_s/all"]["n"]
+    assert 0 <= evaluated["invalid"]["n"] < evaluated["output_tokens_per_s/all"]["n"]
+    # ... and pdtp.solve's own plan for each run's pool, with how often it splits it alike.
+    solved = result["disaggregated_solve"]["model"]
+    assert solved["output_tokens_per_s/all"]["n"] == disagg["output_tokens_per_s/all"]["n"]
+    assert 0 < solved["same_split"]["n"] <= solved["output_tokens_per_s/all"]["n"]
     assert result["skipped"]["speculative decoding (mtp)"] > 100
     assert result["disaggregated_runs"] + sum(result["skipped"].values()) > 300
 
@@ -539,6 +547,118 @@ def test_decision_accuracy_quick_run(decision_module: Any, tmp_path: pathlib.Pat
     result = json.loads(out.read_text())
     s = result["splits"]["model"]["summary"]["llama-3.3-70b"]
     assert s["decisions"] > 50 and 0.0 <= s["worst"] <= s["median"] <= 1.0
+    # P/D decisions: one per measured group and limit, by framework, both choosers scored.
+    pd = result["disaggregated"]["summary"]
+    assert pd["all"]["decisions"] >= 20
+    assert set(pd) == {"all", "dynamo-sglang", "mori-sglang"}
+    for v in pd.values():
+        assert 0.0 <= v["worst"] <= v["median"] <= 1.0
+        assert 0.0 <= v["evaluate_worst"] <= v["evaluate_median"] <= 1.0
+
+
+def test_pd_runs_are_scored_through_evaluate_as_a_user_calls_it(accuracy_module: Any) -> None:
+    """The P/D scoring's evaluate path is pdtp.evaluate itself (same numbers as a live call
+    with the run's layouts, instance counts, model, GPU and constants), launched with the KV
+    dtype the runs used, and it answers as a capacity at a TPOT limit should: a looser limit
+    never serves less, more decode instances serve more where the decode side binds."""
+    runs = accuracy_module.load_disaggregated()
+    assert runs and all(r["decode"].model.kv_dtype == "fp8" for r in runs)
+    assert {r["framework"] for r in runs} == {"dynamo-sglang", "mori-sglang"}
+
+    class Defaults:
+        def constants(self, gpu: Any, engine: str, release: str = "") -> Constants:
+            return constants_for(gpu.name, engine=engine, release=release)
+
+    table = Defaults()
+    run = next(r for r in runs if r["framework"] == "dynamo-sglang" and r["decode_workers"] == 1)
+    dec = run["decode"]
+    got = accuracy_module.evaluate_disaggregated(run, table)
+    live = pdtp.evaluate(
+        dec.model,
+        gpu=dec.gpu.name,
+        workload=pdtp.Workload(
+            isl=round(dec.isl), osl=round(dec.osl), ttft_ms=None, tpot_ms=run["measured"]["tpot_ms"]
+        ),
+        prefill_tp=run["prefill_layout_text"],
+        prefill_instances=run["prefill_workers"],
+        decode_tp=run["decode_layout_text"],
+        decode_instances=run["decode_workers"],
+        connector=f"sglang-nixl@{dec.engine_release}",
+        constants=table.constants(dec.gpu, dec.engine, dec.engine_release),
+        gpu_memory_utilization=dec.gpu_memory_utilization,
+    )
+    assert got["output_tokens_per_s"] == live.output_tokens_per_s
+    assert got["ttft_ms"] == live.ttft_ms and got["valid"] == live.valid
+    limits = [5.0, 20.0, 50.0, 200.0]
+    served = [
+        accuracy_module.evaluate_disaggregated(run, table, x)["output_tokens_per_s"] for x in limits
+    ]
+    assert served == sorted(served) and served[-1] > 0
+    wide = {**run, "decode_workers": 4, "prefill_workers": 16 * run["prefill_workers"]}
+    assert (
+        accuracy_module.evaluate_disaggregated(wide, table, 50.0)["output_tokens_per_s"] > served[2]
+    )
+    # solve on the run's pool with its two layouts: where it splits the pool as the run did,
+    # it plans exactly what evaluate rates that deployment (one pricing path); a TPOT limit
+    # nothing meets plans nothing.
+    same = 0
+    for r in runs[:12]:
+        planned = accuracy_module.solve_disaggregated(r, table)
+        if planned["same_split"]:
+            same += 1
+            rated = accuracy_module.evaluate_disaggregated(r, table)
+            assert planned["output_tokens_per_s"] == pytest.approx(rated["output_tokens_per_s"])
+    assert same >= 3
+    tight = {**run, "measured": {**run["measured"], "tpot_ms": 0.5}}
+    assert accuracy_module.solve_disaggregated(tight, table) == {
+        **accuracy_module.solve_disaggregated(tight, table),
+        "feasible": False,
+        "output_tokens_per_s": 0.0,
+    }
+    # Residuals are broken down by what the issue names; every run lands once per breakdown.
+    loop = [accuracy_module.predict_disaggregated(r, table) for r in runs]
+    rows = accuracy_module.disaggregated_breakdown(runs, loop)
+    for by in ("framework/GPU", "decode layout", "prefill:decode GPUs", "concurrency"):
+        assert sum(r["n"] for r in rows if r["by"] == by) == len(runs)
+
+
+def test_pd_decisions_score_a_perfect_and_a_wrong_chooser(
+    accuracy_module: Any, decision_module: Any
+) -> None:
+    """A chooser that knows the measurements picks the measured best P/D run (and the
+    deployment holding it) for every limit; one that prefers the slowest scores lower."""
+    runs = accuracy_module.load_disaggregated()
+    exact = [dict(r["measured"]) for r in runs]
+    best_of: dict[tuple[str, float], float] = {}
+
+    def per_gpu(r: dict[str, Any]) -> float:
+        return r["measured"]["output_tokens_per_s"] / r["gpus"]
+
+    def knows(sign: float) -> Any:
+        def evaluated(run: dict[str, Any], limit: float) -> dict[str, Any]:
+            # The best measured per-GPU throughput of the deployment within the limit.
+            mine = [
+                per_gpu(r)
+                for r in runs
+                if decision_module._pd_group(r) == decision_module._pd_group(run)
+                and decision_module._deployment(r) == decision_module._deployment(run)
+                and r["measured"]["tpot_ms"] <= limit
+            ]
+            v = max(mine) if mine else 0.0
+            best_of[(decision_module._deployment(run), limit)] = v
+            return {"output_tokens_per_s_per_gpu": sign * v, "valid": bool(mine)}
+
+        return evaluated
+
+    ds = decision_module.pd_decisions(runs, exact, knows(1.0), decision_module.TPOT_LIMITS_MS)
+    assert len(ds) >= 20
+    assert all(d["score"] == pytest.approx(1.0) for d in ds)
+    assert all(d["evaluate_score"] == pytest.approx(1.0) for d in ds)
+    slow = [{**e, "output_tokens_per_s": 1.0 / e["output_tokens_per_s"]} for e in exact]
+    worse = decision_module.pd_summary(
+        decision_module.pd_decisions(runs, slow, knows(-1.0), decision_module.TPOT_LIMITS_MS)
+    )
+    assert worse["all"]["median"] < 0.9 and worse["all"]["evaluate_median"] < 0.9
 
 
 # ---- physically scaled fixed costs and engine releases (issue 22) ------------------------------
