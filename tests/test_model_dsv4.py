@@ -373,3 +373,70 @@ def test_the_plan_solve_picks_for_deepseek_v4_pro_simulates():
     plan = pdtp.solve("deepseek-v4-pro", gpus=16, gpu="h200")
     result = pdtp.simulate(plan, rate_rps=1, requests=40)
     assert result.goodput_rps > 0
+
+
+# ------------------------------------------------------------------------------------------
+# Layouts vLLM 0.33 cannot shard
+# ------------------------------------------------------------------------------------------
+
+_GROUPS = [("deepseek-v4-flash", FLASH, 8), ("deepseek-v4-pro", PRO, 16)]
+
+
+@pytest.mark.parametrize(("name", "folder", "groups"), _GROUPS)
+def test_tp_above_output_groups_is_refused_as_vllm_0_33_fails(
+    name: str, folder: pathlib.Path, groups: int
+) -> None:
+    """vLLM 0.33.0 ``models/deepseek_v4/attention.py:226`` gives each TP rank
+    ``o_groups // tp_size`` output groups, 0 above ``o_groups``; ``wo_a``'s DeepGEMM regrouping
+    (``model_executor/layers/quantization/utils/fp8_utils.py:1222``, ``r = wq.size(0) // g``)
+    then raises ``ZeroDivisionError: integer division or modulo by zero`` while the model
+    loads. TP up to ``o_groups`` loads; DP and EP change nothing (each DP rank is its own TP
+    group; the default fused MoE asserts nothing of EP)."""
+    m = pdtp.model(name)
+    assert m.output_groups == _config(folder)["o_groups"] == groups
+    assert pdtp.check(name, groups, groups, connector="nixl").ok
+    for p, d in ((2 * groups, groups), (groups, 2 * groups)):
+        res = pdtp.check(name, p, d, connector="nixl")
+        assert not res.ok
+        (v,) = [v for v in res.violations if v.code == "tp_exceeds_output_groups"]
+        assert v.side == ("prefill" if p > groups else "decode")
+        assert (v.vllm_error, v.when) == ("ZeroDivisionError", "model_load")
+        assert v.message == "integer division or modulo by zero"
+        assert f"tp <= {groups}" in v.hint
+        assert isinstance(v.exception(), ZeroDivisionError)
+        assert res.alternatives and all(max(a) <= groups for a in res.alternatives)
+    # DP attention and expert parallel: the TP group of each DP rank decides.
+    bad = pdtp.check(name, f"tp{2 * groups}dp2ep", f"tp{groups}dp2ep", connector="nixl")
+    assert "tp_exceeds_output_groups" in [v.code for v in bad.violations]
+    assert pdtp.check(name, f"tp{groups}dp2ep", f"tp{groups}dp4ep", connector="nixl").ok
+    agg = pdtp.check(name, aggregated=f"tp{2 * groups}", connector="nixl")
+    assert [v.code for v in agg.violations] == ["tp_exceeds_output_groups"]
+    assert pdtp.check(name, aggregated=f"tp{groups}dp2ep", connector="nixl").ok
+    # Every TP size dividing the heads up to o_groups loads, none above.
+    assert pdtp.layout.loadable_tp_sizes(m, 64) == [t for t in (1, 2, 4, 8, 16) if t <= groups]
+    # A model without output groups keeps every TP size the heads allow.
+    assert dataclasses.replace(m, output_groups=0) != m
+    assert 2 * groups in pdtp.layout.loadable_tp_sizes(dataclasses.replace(m, output_groups=0), 64)
+
+
+def test_planners_never_place_tp_above_output_groups() -> None:
+    """The planners read the same rule: offered only tp16, solve finds nothing that loads
+    DeepSeek-V4-Flash and says why; offered tp16 and tp8, it places tp8; evaluate of a tp16
+    side is invalid with vLLM's error."""
+    with pytest.raises(pdtp.InfeasibleError, match="8 output-projection groups"):
+        pdtp.solve("deepseek-v4-flash", gpus=32, gpu="h200", layouts=["tp16"], connector="nixl")
+    plan = pdtp.solve(
+        "deepseek-v4-flash", gpus=32, gpu="h200", layouts=["tp16", "tp8"], connector="nixl"
+    )
+    assert plan.sides and all(s.tp <= 8 for _, s in plan.sides)
+    est = pdtp.evaluate(
+        "deepseek-v4-flash",
+        gpu="h200",
+        prefill_tp=16,
+        prefill_instances=1,
+        decode_tp=8,
+        decode_instances=1,
+        connector="nixl",
+    )
+    assert not est.valid
+    assert [v.code for v in est.violations] == ["tp_exceeds_output_groups"]

@@ -439,6 +439,7 @@ _NON_NEGATIVE_INT_FIELDS: Final[tuple[str, ...]] = (
     "qk_rope_head_dim",
     "expert_params",
     "embedding_params",
+    "output_groups",
 )
 # Values to_dict() adds next to the fields; from_dict() accepts and ignores them.
 _DERIVED_KEYS: Final[frozenset[str]] = frozenset(
@@ -527,6 +528,10 @@ class Model:
     #: what decides, e.g., whether the class supports pipeline parallel. Not part of
     #: equality (the shape is the model).
     architectures: tuple[str, ...] = field(default=(), compare=False)
+    #: DeepSeek-V4's output-projection head groups (``o_groups``; 0 for every other model):
+    #: vLLM 0.33 gives each TP rank ``o_groups // tp`` of them, so TP above it does not load
+    #: (``pdtp.layout`` refuses it with vLLM's error).
+    output_groups: int = 0
 
     def __post_init__(self) -> None:
         who = f"Model {_shown(self.name)}" if isinstance(self.name, str) else "Model"
@@ -1462,6 +1467,7 @@ def _parse_deepseek_v4(
             model_type="deepseek_v4",
             attention_groups=tuple(AttentionGroup(**g) for g in groups),
             architectures=_architectures(data),
+            output_groups=cfg.req_int(("o_groups",), "the output-projection head groups"),
         )
     except ConfigError as exc:
         raise ConfigError(f"{label}: {exc}") from None

@@ -351,8 +351,10 @@ def check(
             f"check with {conn.name} takes TP sizes ({conn.tp_only}), got layouts "
             f"{str(pl)!r} and {str(dl)!r}"
         )
+    # DeepSeek-V4's TP limit (its output groups) is a fact of the model, not of its shape.
+    limited = rules_model if getattr(rules_model, "output_groups", 0) else shape
     if tp_only:
-        violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
+        violations, raw_warnings = pair_rules(limited, p, d, conn.key, acks)
     else:
         violations, raw_warnings = layout_rules(rules_model, pl, dl, conn.key, acks)
     raw_warnings = (*raw_warnings, *_flow_not_derived(rules_model, conn))
@@ -386,7 +388,7 @@ def check(
             )
     alts: tuple[tuple[int, int] | tuple[str, str], ...] = ()
     if violations and n_alt:
-        loadable = loadable_tp_sizes(shape, bound)
+        loadable = loadable_tp_sizes(limited, bound)
         memo: dict[tuple[str, Layout], bool] = {}
 
         def fits_memory(side: str, lay: Layout) -> bool:

@@ -16,8 +16,8 @@ use crate::sim;
 use super::errors::*;
 
 /// A model as the layout rules see it: `(heads, kv_heads, is_mla, layers, experts,
-/// supports_pp, hybrid, sliding_window)`.
-pub(super) type LayoutModelTuple = (i64, i64, bool, i64, i64, bool, bool, bool);
+/// supports_pp, hybrid, sliding_window, output_groups)`.
+pub(super) type LayoutModelTuple = (i64, i64, bool, i64, i64, bool, bool, bool, i64);
 
 pub(super) fn layout_model(t: LayoutModelTuple) -> LayoutModel {
     LayoutModel {
@@ -31,6 +31,7 @@ pub(super) fn layout_model(t: LayoutModelTuple) -> LayoutModel {
         num_layers: t.3,
         num_experts: t.4,
         supports_pp: t.5,
+        output_groups: t.8,
     }
 }
 
