@@ -62,7 +62,8 @@ def _pages(fp8: bool) -> dict[str, int]:
 
 
 def _by_hand(tokens: int, n_swa: int, n4: int, n128: int, fp8: bool) -> int:
-    """Bytes one sequence holds on one rank, cache by cache."""
+    """Bytes of cache content one sequence has on one rank, cache by cache (what its pages
+    hold; vLLM's pool spends more: see the packing tests)."""
     p = _pages(fp8)
     full = _cdiv(tokens, 256)
 
@@ -152,28 +153,85 @@ def test_pages_match_vllm_spec_classes(kv: str, layout: str) -> None:
     assert seen == set(golden)
 
 
+VLLM_PACKING = json.loads((HF.parent / "vllm_dsv4_pages.json").read_text())["packing"]
+_PACKED = [
+    (folder, kv, f"{folder.name.split('--')[1]}/{layout}")
+    for folder in (FLASH, PRO)
+    for kv, layout in (("fp8", "fp8_ds_mla"), ("bf16", "bf16"))
+]
+
+
+def _vllm_bytes(key: str, tokens: int) -> int:
+    """Bytes a request of ``tokens`` takes from vLLM's pool, from the groups vLLM's planner
+    made (tests/data/vllm_dsv4_pages.json ``packing``): every group's block costs the pool's
+    bytes per block; a growing group holds cdiv(tokens, B) blocks, a windowed one its
+    saturated window's."""
+    pack = VLLM_PACKING[key]
+    saturated = pack["requests"][str(1 << 20)]["blocks"]
+    blocks = sum(
+        _cdiv(tokens, g["block_size"]) if g["sliding_window"] is None else full
+        for g, full in zip(pack["groups"], saturated)
+    )
+    return int(pack["bytes_per_block"]) * blocks
+
+
+@pytest.mark.parametrize(("folder", "kv", "key"), _PACKED)
+def test_sequence_bytes_are_what_vllms_planner_allocates(
+    folder: pathlib.Path, kv: str, key: str
+) -> None:
+    """vLLM 0.33 packs the seven caches' four page sizes into one pool
+    (``v1/core/kv_cache_planning.py`` ``_get_packed_kv_cache_groups``): one block id holds a
+    page of every layer of the widest group, and every group's blocks come from that pool.
+    pdtp's bytes per sequence are the bytes vLLM's own ``_max_memory_usage_bytes_from_groups``
+    returns for the groups its ``get_kv_cache_groups`` made (tools/vllm_dsv4_pages.py), at
+    every recorded context length; its groups and bytes per block are vLLM's."""
+    from pdtp._model_dsv4 import packing
+
+    m = Model.from_hf_config(folder, kv_dtype=kv)
+    pack = VLLM_PACKING[key]
+    for tokens, request in pack["requests"].items():
+        assert m.kv_bytes_per_sequence(int(tokens)) == request["bytes"], tokens
+        # Replicated on every TP rank (max_tp_shards=1).
+        assert m.kv_bytes_per_sequence(int(tokens), tp=8) == request["bytes"]
+    got = packing(m.attention_groups)
+    assert got.bytes_per_block == pack["bytes_per_block"]
+    driven = sorted(
+        (g["block_size"], g["sliding_window"] or 0, sum(1 for h in pack["groups"] if h == g))
+        for g in pack["groups"]
+    )
+    ours = sorted((b, w, 1) for b, w, n in got.buckets for _ in range(n))
+    assert [(b, w) for b, w, _ in driven] == [(b, w) for b, w, _ in ours]
+    # A GiB of pool is as many blocks as vLLM carves out of it.
+    assert (1 << 30) // got.bytes_per_block == pack["blocks_per_gib"]
+
+
 @pytest.mark.parametrize("tokens", [1, 7, 100, 128, 129, 8192, 131_072])
-def test_sequence_bytes_match_vllm_pages(tokens: int) -> None:
-    m = Model.from_hf_config(FLASH)
-    assert m.kv_dtype == "fp8"  # FlashMLA stores fp8_ds_mla whatever --kv-cache-dtype says
-    assert m.kv_bytes_per_sequence(tokens) == _by_hand(tokens, 43, 21, 20, fp8=True)
-    # Replicated on every TP rank (max_tp_shards=1).
-    assert m.kv_bytes_per_sequence(tokens, tp=8) == m.kv_bytes_per_sequence(tokens)
-    pro = Model.from_hf_config(PRO)
-    assert pro.kv_bytes_per_sequence(tokens) == _by_hand(tokens, 61, 30, 31, fp8=True)
+def test_packing_spends_at_least_the_content(tokens: int) -> None:
+    for folder, n in ((FLASH, (43, 21, 20)), (PRO, (61, 30, 31))):
+        m = Model.from_hf_config(folder)
+        assert m.kv_dtype == "fp8"  # FlashMLA stores fp8_ds_mla whatever --kv-cache-dtype says
+        key = f"{folder.name.split('--')[1]}/fp8_ds_mla"
+        if tokens >= 128:  # every window full: vLLM's bound equals the pages' own
+            assert m.kv_bytes_per_sequence(tokens) == _vllm_bytes(key, tokens)
+        assert m.kv_bytes_per_sequence(tokens) >= _by_hand(tokens, *n, fp8=True)
 
 
 def test_flash_at_8k_tokens_worked_out() -> None:
-    # swa 43·3·37,440 + C4 21·32·(37,440 + 8,640) + C4 states 21·3·(32,832 + 8,640)
-    # + C128 20·32·1,728 + C128 state 20·17·32,832
+    # The content: swa 43·3·37,440 + C4 21·32·(37,440 + 8,640) + C4 states
+    # 21·3·(32,832 + 8,640) + C128 20·32·1,728 + C128 state 20·17·32,832.
     assert _by_hand(8192, 43, 21, 20, fp8=True) == 50_677_056
-    assert Model.from_hf_config(FLASH).kv_bytes_per_sequence(8192) == 50_677_056
+    # vLLM's pool: the widest group (C4 latents + indexer keys + C128 latents, 62 layers) sets
+    # a block at 21·37,440 + 21·8,640 + 20·1,728 = 1,002,240 B; the SWA layers are two groups
+    # (22 + 21 layers) of 3 blocks, the C4 states one of 3, the C128 states one of 17, the
+    # compressed group 32: 58 blocks, 14.7% above the content.
+    assert 21 * 37_440 + 21 * 8_640 + 20 * 1_728 == 1_002_240
+    assert Model.from_hf_config(FLASH).kv_bytes_per_sequence(8192) == 58 * 1_002_240
 
 
 def test_bf16_rows_are_the_flashinfer_layout_and_round_trip() -> None:
     fp8 = Model.from_hf_config(FLASH)
     bf16 = fp8.with_dtypes(kv_dtype="bf16")
-    assert bf16.kv_bytes_per_sequence(8192) == _by_hand(8192, 43, 21, 20, fp8=False)
+    assert bf16.kv_bytes_per_sequence(8192) == _vllm_bytes("DeepSeek-V4-Flash/bf16", 8192)
     assert bf16.kv_bytes_per_sequence(8192) > fp8.kv_bytes_per_sequence(8192)
     assert bf16.with_dtypes(kv_dtype="fp8") == fp8
     assert Model.from_hf_config(FLASH, kv_dtype="bf16") == bf16
@@ -338,13 +396,13 @@ def test_decode_capacity_follows_vllm_pages() -> None:
         d = pdtp.predict_decode(
             m.with_dtypes(kv_dtype=kv), gpu="h200", tp=8, isl=isl, osl=osl, batch=1
         )
-        per_seq = _by_hand(tokens, 43, 21, 20, fp8=fp8)
+        per_seq = _vllm_bytes(f"DeepSeek-V4-Flash/{'fp8_ds_mla' if fp8 else 'bf16'}", tokens)
         got[kv] = _interval(d.max_batch, per_seq)
         assert d.kv_capacity_tokens == d.max_batch * tokens
     lo = max(a for a, _ in got.values())
     hi = min(b for _, b in got.values())
     assert lo < hi, got
-    assert got["fp8"][0] // (_by_hand(tokens, 43, 21, 20, fp8=True)) > 100
+    assert got["fp8"][0] // _vllm_bytes("DeepSeek-V4-Flash/fp8_ds_mla", tokens) > 100
 
 
 def test_solve_check_and_transfer_map() -> None:

@@ -797,6 +797,12 @@ class Model:
         plus the recurrent state of Mamba / linear-attention layers (split across ranks)."""
         _check_arg_int("context_tokens", context_tokens, 0)
         _check_arg_int("tp", tp, 1)
+        if self.model_type == "deepseek_v4":
+            # Its caches are replicated on every rank and packed into one pool, every group's
+            # block costing the widest group's bytes (pdtp._model_dsv4.packing).
+            from ._model_dsv4 import packing
+
+            return packing(self.attention_groups).sequence_bytes(context_tokens)
         total = sum(
             g.sequence_bytes(context_tokens, self.kv_dtype_bytes, tp) for g in self.attention_groups
         )

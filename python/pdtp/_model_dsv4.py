@@ -26,7 +26,7 @@ The sources (vLLM 0.33.0 wheel; transformers ``configuration_deepseek_v4.py``) a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .errors import ConfigError
 
@@ -221,12 +221,100 @@ def regroup(groups: tuple[AttentionGroup, ...], kv_dtype: str) -> tuple[dict[str
     )
 
 
+def _approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """vLLM's ``_approximate_gcd`` (``v1/core/kv_cache_planning.py``): the chunk size in
+    ``[lower_bound, max(values)]`` that pads ``values`` up to its multiples least, the larger
+    on ties."""
+    best, best_pad = lower_bound, None
+    for d in range(lower_bound, max(values) + 1):
+        pad = sum((d - x % d) % d for x in values)
+        if best_pad is None or pad < best_pad or (pad == best_pad and d > best):
+            best, best_pad = d, pad
+    return best
+
+
+class Packing(NamedTuple):
+    """How vLLM 0.33's KV-cache planner packs DeepSeek-V4's mixed page sizes into one pool:
+    every block id holds ``bytes_per_block`` (the widest group's pages of all its layers), and
+    each bucket of caches of one kind (``(block_size, window)``, window 0 = grows with the
+    context) is ``groups`` KV-cache groups, each drawing its own blocks from that pool."""
+
+    bytes_per_block: int
+    #: (block_size, window, groups) per bucket, in registration order.
+    buckets: tuple[tuple[int, int, int], ...]
+
+    def pages(self, block_size: int, window: int, tokens: int) -> int:
+        """Blocks one group of a bucket holds for a request of ``tokens`` (one in flight):
+        ``cdiv(tokens, B)`` when it grows with the context, else vLLM's sliding-window
+        admission bound ``cdiv(min(w - 1 + 1, tokens), B) + 1``."""
+        if not window:
+            return -(-tokens // block_size)
+        return -(-min(window, tokens) // block_size) + 1
+
+    def sequence_bytes(self, tokens: int) -> int:
+        """Bytes one request of ``tokens`` takes from the pool (vLLM's
+        ``_max_memory_usage_bytes_from_groups``: blocks summed over the groups, times the
+        bytes per block)."""
+        blocks = sum(n * self.pages(b, w, tokens) for b, w, n in self.buckets)
+        return self.bytes_per_block * blocks
+
+
+def packing(groups: tuple[AttentionGroup, ...]) -> Packing:
+    """vLLM 0.33's grouping of these caches (``get_kv_cache_groups`` ->
+    ``_get_packed_kv_cache_groups``; DeepSeek-V4's indexer backend declares only
+    block-outermost layouts, so mixed pages pack side by side in one block), restated for
+    the cache kinds pdtp keeps: layers bucket by spec type (block size, window); a bucket whose
+    page sizes have equal layer counts is "balanced" and splits into groups of
+    ``repeats`` layers per page size, ``repeats`` the approximate gcd of the balanced buckets'
+    layer counts (at least the largest mixed balanced bucket's); other buckets stay whole;
+    a block holds the widest group. Checked against vLLM's own functions
+    (tests/data/vllm_dsv4_pages.json ``packing``, tools/vllm_dsv4_pages.py). Every DeepSeek-V4
+    spec's block-stride alignment is 1 (kernel block = block size), so no rounding follows."""
+    buckets: dict[tuple[int, int], dict[int, int]] = {}
+    for g in groups:
+        pages = buckets.setdefault((g.block_size, g.window), {})
+        pages[g.page_bytes] = pages.get(g.page_bytes, 0) + g.num_layers
+    stats = []
+    for key, pages in buckets.items():
+        counts = list(pages.values())
+        stats.append((key, pages, len(set(counts)) == 1, max(counts)))
+    floor = max((top for _, pages, bal, top in stats if bal and len(pages) > 1), default=0)
+    repeats = _approximate_gcd([top for *_, bal, top in stats if bal], floor) if floor else None
+
+    def split(balanced: bool, top: int) -> int:
+        return -(-top // repeats) if balanced and repeats is not None else 1
+
+    def widest(pages: dict[int, int], n: int) -> int:
+        return sum(-(-count // n) * page for page, count in pages.items())
+
+    def is_state(key: tuple[int, int]) -> bool:
+        return repeats is None and key[1] > 0  # unsplit sliding-window buckets
+
+    anchor = max(
+        widest(pages, sum(pages.values()) if is_state(key) else split(bal, top))
+        for key, pages, bal, top in stats
+    )
+    out = []
+    for key, pages, bal, top in stats:
+        n = split(bal, top)
+        if is_state(key):
+            first = next(iter(pages))
+            n = max(n, -(-sum(pages.values()) // max(anchor // first, 1)))
+        out.append((key[0], key[1], n))
+    per_block = max(widest(pages, n) for (_, pages, _, _), (_, _, n) in zip(stats, out))
+    return Packing(per_block, tuple(out))
+
+
 def perf_kv(groups: tuple[AttentionGroup, ...], kv_dtype_bytes: int) -> tuple[float, float]:
     """(bytes per token of the caches that grow with the context, bytes per sequence of the
-    windowed ones once their windows are full): what the Rust core's memory model takes."""
-    per_token = sum(g.num_layers * g.page_bytes / g.block_size for g in groups if not g.window)
-    windowed = sum(g.sequence_bytes(1 << 40, kv_dtype_bytes) for g in groups if g.window)
-    return float(per_token), float(windowed)
+    windowed ones once their windows are full), as vLLM's pool spends them (:func:`packing`:
+    every group's block costs the widest group's bytes): what the Rust core's memory model
+    takes. ``kv_dtype_bytes`` is unused: the pages already say their bytes."""
+    del kv_dtype_bytes
+    pack = packing(groups)
+    per_token = sum(n * pack.bytes_per_block / b for b, w, n in pack.buckets if not w)
+    windowed = sum(n * pack.pages(b, w, 1 << 40) for b, w, n in pack.buckets if w)
+    return float(per_token), float(windowed * pack.bytes_per_block)
 
 
 def attention_reads(model: Model) -> float:

@@ -1080,8 +1080,8 @@ pub(crate) mod tests {
 
     #[test]
     fn page_sized_caches_replace_the_shape_formula() {
-        // DeepSeek-V4-Flash as pdtp._model_dsv4 sizes it: 3,915 B per token of compressed
-        // latents and indexer keys, 19.6 MB per sequence of windowed caches, all replicated.
+        // Page-sized caches of the DeepSeek-V4-Flash kind (pdtp._model_dsv4): bytes per token
+        // of the growing caches, bytes per sequence of the windowed ones, all replicated.
         let paged = ModelPerf {
             kv_token_bytes: 3915.0,
             kv_sequence_bytes: 19.6e6,
