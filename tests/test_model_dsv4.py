@@ -498,3 +498,54 @@ def test_planners_never_place_tp_above_output_groups() -> None:
     )
     assert not est.valid
     assert [v.code for v in est.violations] == ["tp_exceeds_output_groups"]
+
+
+# ------------------------------------------------------------------------------------------
+# Decode attention: what the sparse kernels read
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("folder", "kv"), [(FLASH, "fp8"), (PRO, "fp8"), (FLASH, "bf16")])
+def test_sparse_attention_inputs_come_from_the_config(folder: pathlib.Path, kv: str) -> None:
+    """The core's compressed_attention_decode reads per layer kind what the config says:
+    window, top-k, the stored latent (fp8_ds_mla 584 B / bf16 rows 1,024 B), the indexer's
+    fp8 key (128 + 4 B) and heads (replicated: 2 · heads · dim FLOPs a key), and the
+    compressor states' rows: (1 + coff) a token, C4 coff 2 (kv 8,192 B and index 2,048 B rows,
+    page-padded), C128 coff 1 (4,096 B rows)."""
+    from pdtp._model_dsv4 import sparse_attention
+
+    c = _config(folder)
+    ratios = c["compress_ratios"][: c["num_hidden_layers"]]
+    m = Model.from_hf_config(folder, kv_dtype=kv)
+    got = sparse_attention(m)
+    p = _pages(kv == "fp8")
+    n4, n128 = ratios.count(4), ratios.count(128)
+    assert got == {
+        "sparse_layers": c["num_hidden_layers"],
+        "sparse_window": c["sliding_window"],
+        "sparse_c4_layers": n4,
+        "sparse_c128_layers": n128,
+        "sparse_topk": c["index_topk"],
+        "sparse_latent_bytes": FP8_LATENT if kv == "fp8" else BF16_LATENT,
+        "sparse_index_key_bytes": INDEX,
+        "sparse_index_flops_per_key": 2 * c["index_n_heads"] * c["index_head_dim"],
+        "sparse_state_bytes_per_token": n4 * 3 * (p["c4_state"] + p["c4_index_state"]) / 4
+        + n128 * 2 * p["c128_state"] / 8,
+    }
+    assert perf.model_inputs(m) is perf.model_inputs(m)
+
+
+def test_decode_attention_grows_with_the_indexer_scan_not_the_dense_latent() -> None:
+    """Past the window and 4 · top-k tokens, a DeepSeek-V4 decode step grows only by the
+    indexer's key scan and the C128 latents: from 8k to 64k tokens its TPOT rises, by far
+    less than DeepSeek-V3's (every latent read)."""
+    v4 = pdtp.model("deepseek-v4-flash")
+    v3 = pdtp.model("deepseek-v3")
+
+    def tpot(m: Model, ctx: int) -> float:
+        d = pdtp.predict_decode(m, gpu="h200", tp=8, isl=ctx, osl=2, batch=32)
+        return float(d.tpot_ms)
+
+    g4 = tpot(v4, 65_536) - tpot(v4, 8192)
+    g3 = tpot(v3, 65_536) - tpot(v3, 8192)
+    assert 0 < g4 < g3 / 5

@@ -340,6 +340,9 @@ class AttentionGroup:
     page_bytes: int = 0
     #: Compressed latents an ``"index"`` cache's indexer selects per query (index_topk).
     topk: int = 0
+    #: Query heads of an ``"index"`` cache's indexer (index_n_heads; replicated on every TP
+    #: rank): its FLOPs per key.
+    index_heads: int = 0
 
     def __post_init__(self) -> None:
         who = f"AttentionGroup({_shown(self.kind)})"
@@ -351,7 +354,15 @@ class AttentionGroup:
             )
         for fname in ("num_layers", "num_kv_heads", "head_dim", "tokens_per_state"):
             _check_int(who, fname, getattr(self, fname), 1)
-        for fname in ("v_head_dim", "window", "index_bytes", "block_size", "page_bytes", "topk"):
+        for fname in (
+            "v_head_dim",
+            "window",
+            "index_bytes",
+            "block_size",
+            "page_bytes",
+            "topk",
+            "index_heads",
+        ):
             _check_int(who, fname, getattr(self, fname), 0)
         paged = self.cache != "kv"
         if paged and (self.block_size < 1 or self.page_bytes < 1 or self.kind != "mla"):
@@ -371,6 +382,8 @@ class AttentionGroup:
             )
         if (self.cache == "index") != (self.topk > 0):
             raise ConfigError(f"{who}: field 'topk' is positive exactly for an index cache")
+        if self.index_heads and self.cache != "index":
+            raise ConfigError(f"{who}: field 'index_heads' is for an index cache only")
         if self.cache in ("swa", "state") and self.window < 1:
             raise ConfigError(f"{who}: field 'window' must be positive for a {self.cache} cache")
         if self.cache in ("compressed", "index") and self.window:
@@ -1434,6 +1447,7 @@ def _parse_deepseek_v4(
         ratios,
         head_dim=head_dim,
         index_head_dim=index_dim,
+        index_heads=cfg.req_int(("index_n_heads",), "the indexer query heads"),
         index_topk=topk,
         window=window,
         kv_dtype=final_kv,

@@ -150,6 +150,7 @@ def kv_groups(
     index_topk: int,
     window: int,
     kv_dtype: str,
+    index_heads: int = 0,
 ) -> list[dict[str, Any]]:
     """The KV-cache groups vLLM 0.33 allocates for these layers (one entry per cache kind),
     as :class:`~pdtp._model.AttentionGroup` fields (the Model record builds them: this module
@@ -174,6 +175,7 @@ def kv_groups(
             "block_size": block,
             "page_bytes": page_bytes(content, block, tps, fp8),
             "topk": index_topk if cache == "index" else 0,
+            "index_heads": index_heads if cache == "index" else 0,
         }
 
     groups = [group("swa", len(ratios), head_dim, latent, SWA_BLOCK, 1, window)]
@@ -217,6 +219,7 @@ def regroup(groups: tuple[AttentionGroup, ...], kv_dtype: str) -> tuple[dict[str
             index_topk=index.topk if index else 1,
             window=swa.window,
             kv_dtype=kv_dtype,
+            index_heads=index.index_heads if index else 0,
         )
     )
 
@@ -315,6 +318,40 @@ def perf_kv(groups: tuple[AttentionGroup, ...], kv_dtype_bytes: int) -> tuple[fl
     per_token = sum(n * pack.bytes_per_block / b for b, w, n in pack.buckets if not w)
     windowed = sum(n * pack.pages(b, w, 1 << 40) for b, w, n in pack.buckets if w)
     return float(per_token), float(windowed * pack.bytes_per_block)
+
+
+def sparse_attention(model: Model) -> dict[str, float]:
+    """The inputs of the core's ``compressed_attention_decode`` (``sparse_*`` keys of
+    :func:`pdtp.perf.model_inputs`): layer counts, the window, top-k, the stored bytes of a
+    latent and of an index key, the indexer's FLOPs per key, and the compressor states'
+    bytes per decode token (each state row written once, a window of ``coff · ratio`` rows
+    read once per ``ratio`` tokens: ``(1 + coff)`` rows a token)."""
+    groups = model.attention_groups
+    swa = next(g for g in groups if g.cache == "swa")
+    compressed = {g.tokens_per_state: g for g in groups if g.cache == "compressed"}
+    index = next((g for g in groups if g.cache == "index"), None)
+    n4 = compressed[4].num_layers if 4 in compressed else 0
+    n128 = compressed[128].num_layers if 128 in compressed else 0
+    latent = FP8_DS_MLA_BYTES if model.kv_dtype == "fp8" else swa.head_dim * 2
+    idx_dim = index.head_dim if index else 0
+    state = 0.0
+    for g in groups:
+        if g.cache != "state":
+            continue
+        row = g.page_bytes / g.block_size  # one state (padding spread over the page)
+        coff = 2 if g.window == 8 else 1  # C4 windows overlap (coff 2, window 8), C128 not
+        state += g.num_layers * row * (1 + coff)
+    return {
+        "sparse_layers": float(swa.num_layers),
+        "sparse_window": float(swa.window),
+        "sparse_c4_layers": float(n4),
+        "sparse_c128_layers": float(n128),
+        "sparse_topk": float(index.topk if index else 0),
+        "sparse_latent_bytes": float(latent),
+        "sparse_index_key_bytes": float(idx_dim + idx_dim // INDEX_QUANT_BLOCK * 4),
+        "sparse_index_flops_per_key": float(2 * (index.index_heads if index else 0) * idx_dim),
+        "sparse_state_bytes_per_token": state,
+    }
 
 
 def attention_reads(model: Model) -> float:
