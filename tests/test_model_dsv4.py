@@ -415,9 +415,9 @@ def test_solve_check_and_transfer_map() -> None:
     # prefill rank.
     res = pdtp.check("deepseek-v4-flash", 8, 4, connector="nixl", gpu="h200")
     assert res.ok, res
-    # The connectors' flows for its seven caches are not derived: said, not guessed.
-    assert [w.code for w in res.warnings] == ["flow_not_derived"]
-    assert "nixl" in res.warnings[0].message.lower()
+    # vLLM 0.33.0's NIXL moves all seven caches (derived: no warning); other releases say
+    # what is not derived.
+    assert not res.warnings
     assert not pdtp.check("deepseek-v3", 8, 4, connector="nixl").warnings
     tm = pdtp.transfer_map(8, 4, kv_heads=1, is_mla=True, connector="nixl")
     assert tm is not None
@@ -549,3 +549,64 @@ def test_decode_attention_grows_with_the_indexer_scan_not_the_dense_latent() -> 
     g4 = tpot(v4, 65_536) - tpot(v4, 8192)
     g3 = tpot(v3, 65_536) - tpot(v3, 8192)
     assert 0 < g4 < g3 / 5
+
+
+# ------------------------------------------------------------------------------------------
+# P/D connectors: what vLLM 0.33's NIXL and MoRIIO do with its caches
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("connector", ["nixl", "moriio"])
+def test_connectors_of_vllm_0_33_move_its_caches(connector: str) -> None:
+    """vLLM 0.33.0: every KV-cache group is a transfer group
+    (``v1/kv_cache_interface.py:1562``); NIXL registers each packed block row as one region
+    (``nixl/base_worker.py:1693``, "restrict to MLA (DSv4) where kv is replicated" ``:1709``);
+    MoRIIO READ takes its full-attention and sliding-window groups under the hybrid manager
+    (``moriio/moriio_connector.py:612-635``) and every layer's page (``moriio_layout.py:300``).
+    The latents are replicated: every loadable TP pair is valid as MLA, with no warning."""
+    for p, d in ((8, 4), (4, 8), (8, 8), (1, 8)):
+        res = pdtp.check("deepseek-v4-flash", p, d, connector=connector, vllm_version="0.33.0")
+        assert res.ok and res.verdict.kind == "valid", (p, d, res)
+        assert not res.warnings
+
+
+def test_moriio_write_refuses_it_as_vllm_0_33_does() -> None:
+    """``moriio/moriio_connector.py:640``: its scheduler groups include
+    ``SlidingWindowMLASpec`` (a ``SlidingWindowSpec``), so MoRIIO WRITE raises
+    NotImplementedError at engine start; evaluate (and the planners) read the same rule."""
+    res = pdtp.check("deepseek-v4-flash", 8, 4, connector="moriio-write", vllm_version="0.33.0")
+    (v,) = res.violations
+    assert (v.code, v.vllm_error, v.when) == (
+        "sliding_window_unsupported",
+        "NotImplementedError",
+        "engine_start",
+    )
+    assert v.message.startswith("MoRIIO WRITE mode does not support sliding-window cache groups")
+    assert pdtp.layout.is_sliding(pdtp.model("deepseek-v4-pro"))
+    est = pdtp.evaluate(
+        "deepseek-v4-flash",
+        gpu="mi355x",
+        prefill_tp=8,
+        prefill_instances=1,
+        decode_tp=8,
+        decode_instances=1,
+        connector="moriio-write",
+    )
+    assert not est.valid
+    assert [v.code for v in est.violations] == ["sliding_window_unsupported"]
+
+
+@pytest.mark.parametrize(
+    ("connector", "version"), [("nixl", "0.32.0"), ("moriio", "0.30.0"), ("nixl", "0.20.0")]
+)
+def test_releases_not_derived_keep_the_warning_saying_what_is_missing(
+    connector: str, version: str
+) -> None:
+    res = pdtp.check("deepseek-v4-flash", 4, 8, connector=connector, vllm_version=version)
+    warnings = [w for w in res.warnings if w.code == "flow_not_derived"]
+    assert len(warnings) == 1
+    assert f"vLLM {version}'s {connector}" in warnings[0].message
+    assert "0.33.0" in warnings[0].message
+    # Another model is not concerned.
+    other = pdtp.check("deepseek-v3", 4, 8, connector=connector, vllm_version=version)
+    assert "flow_not_derived" not in [w.code for w in other.warnings]

@@ -475,3 +475,45 @@ def check_shape(cfg: _Cfg, data: Mapping[str, Any]) -> None:
             f"{cfg.label}: field '{cfg.where('num_key_value_heads')}' is {kv_heads}; DeepSeek-V4 "
             f"keeps one shared latent (1 KV head)"
         )
+
+
+#: The vLLM release whose connectors pdtp derived DeepSeek-V4's P/D transfer from.
+CONNECTORS_DERIVED: Final = "0.33.0"
+
+
+def connector_gap(engine: str, connector: str, rules_version: str) -> str | None:
+    """None where pdtp derived from vLLM's code how ``connector`` moves DeepSeek-V4's caches
+    (vLLM 0.33.0's NIXL and MoRIIO; docs/deepseek-v4.md "P/D transfer"), else what is missing.
+
+    vLLM 0.33.0, hybrid KV-cache manager on (both connectors implement ``SupportsHMA``, so
+    ``config/vllm.py:2264`` keeps it; the packing is :func:`packing`'s):
+
+    - every KV-cache group is a transfer group (``enable_kv_transfer`` defaults to True,
+      ``v1/kv_cache_interface.py:1562``): all seven caches move, the windowed groups their
+      window's blocks;
+    - NIXL (``NixlConnector`` = ``NixlPullConnector``, ``nixl/connector.py:432``): the
+      block-outermost layout (``nixl/base_worker.py:1023``) registers each shared packed row
+      as one region, a block one descriptor (``:1693``; "restrict to MLA (DSv4) where kv is
+      replicated", ``:1709``), so a block moves the whole row (the pool's bytes per block);
+      the latents are replicated, so every TP pair maps as MLA, and the handshake's checks
+      (``_validate_remote_agent_handshake``, ``:2691``) exempt MLA from head splitting and
+      layout matching: valid;
+    - MoRIIO READ: the scheduler takes full-attention and ``SlidingWindowSpec`` groups under
+      the hybrid manager (``moriio/moriio_connector.py:612-635``; DeepSeek-V4's scheduler
+      groups are ``MLAAttentionSpec`` and ``SlidingWindowMLASpec``), the worker registers
+      every layer's ``[B, 1, N, C]`` page (``moriio_layout.py:300``) with per-layer block
+      sizes allowed under the hybrid manager (``moriio_connector.py:2582``): valid;
+    - MoRIIO WRITE: ``moriio_connector.py:640`` raises ``NotImplementedError`` ("MoRIIO WRITE
+      mode does not support sliding-window cache groups ...") at engine start, as for every
+      sliding-window model (pdtp refuses it through ``pdtp.layout.is_sliding``)."""
+    if engine != "vllm":
+        return (
+            f"how {connector}'s {engine} release moves them is not derived (pdtp derived vLLM "
+            f"{CONNECTORS_DERIVED}'s NIXL and MoRIIO)"
+        )
+    if rules_version != CONNECTORS_DERIVED:
+        return (
+            f"pdtp derived how vLLM {CONNECTORS_DERIVED}'s NIXL and MoRIIO move them, not "
+            f"vLLM {rules_version}'s {connector}"
+        )
+    return None

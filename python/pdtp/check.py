@@ -606,18 +606,23 @@ def _check_aggregated(
 
 
 def _flow_not_derived(model: Any, conn: Connector) -> tuple[CheckWarning, ...]:
-    """A warning where pdtp checks a pair whose cache layout the connector flows it derived
-    from vLLM do not cover: DeepSeek-V4 (seven caches, four page sizes per layer)."""
+    """A warning where pdtp checks a DeepSeek-V4 pair whose connector release it has not
+    derived the transfer of its caches for (seven caches, four page sizes, packed into one
+    pool): vLLM 0.33.0's NIXL and MoRIIO are derived (``pdtp._model_dsv4.connector_gap``)."""
     if getattr(model, "model_type", None) != "deepseek_v4":
+        return ()
+    from ._model_dsv4 import connector_gap
+
+    gap = connector_gap(conn.engine, conn.name, conn.rules_version)
+    if gap is None:
         return ()
     return (
         CheckWarning(
             code="flow_not_derived",
             message=(
-                "DeepSeek-V4 keeps seven KV caches per layer kind with four page sizes "
-                "(sliding-window and compressed latents, indexer keys, compressor states); "
-                f"pdtp checks this pair as MLA (one latent replicated on every rank) and has "
-                f"not derived how {conn.name} moves the other caches between instances"
+                "DeepSeek-V4 keeps seven KV caches with four page sizes (sliding-window and "
+                "compressed latents, indexer keys, compressor states) in one packed pool; "
+                f"pdtp checks this pair as MLA (one latent replicated on every rank), but {gap}"
             ),
         ),
     )

@@ -175,11 +175,15 @@ def is_hybrid(model: Any) -> bool:
 
 def is_sliding(model: Any) -> bool:
     """The model has sliding-window attention layers (an attention group of kind
-    ``"sliding"``), a KV-cache group of their own (``SlidingWindowSpec``) under vLLM's hybrid
-    KV-cache manager. Chunked local attention (Llama 4) does not count: vLLM turns the
-    manager off for it by default (vllm/config/vllm.py). A ``ModelShape`` says so with
-    ``sliding_window=True``."""
+    ``"sliding"``, or DeepSeek-V4's sliding-window latents and compressor states, cache
+    ``"swa"``/``"state"``: ``SlidingWindowMLASpec``, a ``SlidingWindowSpec``), a KV-cache
+    group of their own under vLLM's hybrid KV-cache manager. Chunked local attention
+    (Llama 4) does not count: vLLM turns the manager off for it by default
+    (vllm/config/vllm.py). A ``ModelShape`` says so with ``sliding_window=True``."""
     if getattr(model, "sliding_window", False) is True:
         return True
     groups = getattr(model, "attention_groups", ()) or ()
-    return any(getattr(g, "kind", "") == "sliding" for g in groups)
+    return any(
+        getattr(g, "kind", "") == "sliding" or getattr(g, "cache", "") in ("swa", "state")
+        for g in groups
+    )
