@@ -205,6 +205,24 @@ def test_sequence_bytes_are_what_vllms_planner_allocates(
     assert (1 << 30) // got.bytes_per_block == pack["blocks_per_gib"]
 
 
+@pytest.mark.parametrize("mix", VLLM_PACKING["mixes"], ids=lambda m: str(len(m["compress_ratios"])))
+def test_packing_of_other_layer_mixes_is_vllms(mix: dict[str, Any]) -> None:
+    """Beyond the two real patterns: the Flash config with other compress_ratios (balanced
+    and unbalanced buckets, no C4 or no C128 layers), against the bytes vLLM's own planner
+    gives them (tools/vllm_dsv4_pages.py)."""
+    from pdtp._model_dsv4 import packing
+
+    c = _config()
+    c["num_hidden_layers"] = len(mix["compress_ratios"])
+    c["compress_ratios"] = [*mix["compress_ratios"], 0]
+    c["num_hash_layers"] = min(c["num_hash_layers"], c["num_hidden_layers"])
+    kv = "fp8" if mix["kv_cache_dtype"] == "fp8_ds_mla" else "bf16"
+    m = Model.from_hf_config(c, kv_dtype=kv)
+    assert packing(m.attention_groups).bytes_per_block == mix["bytes_per_block"]
+    for tokens, expect in mix["request_bytes"].items():
+        assert m.kv_bytes_per_sequence(int(tokens)) == expect, tokens
+
+
 @pytest.mark.parametrize("tokens", [1, 7, 100, 128, 129, 8192, 131_072])
 def test_packing_spends_at_least_the_content(tokens: int) -> None:
     for folder, n in ((FLASH, (43, 21, 20)), (PRO, (61, 30, 31))):

@@ -29,6 +29,7 @@ import importlib.util
 import json
 import logging
 import pathlib
+import random
 import sys
 import types
 from typing import Any
@@ -251,6 +252,32 @@ def packing(root: pathlib.Path, kv: Any, torch: Any, configs: pathlib.Path) -> d
                 "blocks_per_gib": pool.num_blocks,
                 "requests": requests,
             }
+    # Other layer mixes (the Flash config with these compress_ratios), so that a restatement
+    # of the grouping is held to vLLM's beyond the two real patterns: balanced and
+    # unbalanced buckets, no C4 layers (no mixed balanced bucket), no C128 layers.
+    mixes = []
+    rng = random.Random(20260)
+    for i in range(16):
+        n = rng.randint(2, 48)
+        choices = [0, 128] if i % 4 == 1 else [4] if i % 8 == 2 else [0, 4, 128, 4, 128]
+        ratios = [rng.choice(choices) for _ in range(n)]
+        fp8 = i % 2 == 0
+        specs = _layer_specs(kv, torch, multiple_of, ratios, fp8)
+        groups = planner.get_kv_cache_groups(_config(8192, layout), specs)
+        mixes.append(
+            {
+                "compress_ratios": ratios,
+                "kv_cache_dtype": "fp8_ds_mla" if fp8 else "bf16",
+                "bytes_per_block": planner._get_kv_cache_bytes_per_block(groups, layout),
+                "request_bytes": {
+                    str(n_tok): planner._max_memory_usage_bytes_from_groups(
+                        builder, _config(n_tok, layout), groups
+                    )
+                    for n_tok in CONTEXTS
+                },
+            }
+        )
+    out["mixes"] = mixes
     return out
 
 

@@ -277,6 +277,11 @@ def packing(groups: tuple[AttentionGroup, ...]) -> Packing:
     for g in groups:
         pages = buckets.setdefault((g.block_size, g.window), {})
         pages[g.page_bytes] = pages.get(g.page_bytes, 0) + g.num_layers
+    if len(buckets) == 1:
+        # One spec type (sliding-only layers): one group of every layer
+        # (``_get_kv_cache_groups_uniform_spec`` / ``_uniform_type``), nothing to pack.
+        (((block, window), pages),) = buckets.items()
+        return Packing(sum(page * n for page, n in pages.items()), ((block, window, 1),))
     stats = []
     for key, pages in buckets.items():
         counts = list(pages.values())
