@@ -43,6 +43,11 @@ pub struct LayoutModel {
     pub num_experts: i64,
     /// vLLM's model class implements `SupportsPP`.
     pub supports_pp: bool,
+    /// DeepSeek-V4's output-projection head groups (`o_groups`; 0: the model has none). vLLM
+    /// 0.33 gives each TP rank `o_groups // tp` of them (`models/deepseek_v4/attention.py`
+    /// `self.n_local_groups = self.n_groups // tp_size`), so a TP size above it leaves 0
+    /// and the grouped `wo_a` projection divides by zero (see [`output_groups_violation`]).
+    pub output_groups: i64,
 }
 
 /// The side name of an aggregated instance: no KV connector, so only the load rules apply.
@@ -106,6 +111,7 @@ pub fn load_violations(
         });
     }
     out.extend(kv);
+    out.extend(output_groups_violation(m, l, side));
     if l.pp > 1 && l.pp > m.num_layers {
         out.push(Violation {
             code: "pipeline_exceeds_layers",
@@ -379,6 +385,47 @@ pub fn loads(m: &LayoutModel, l: &Layout) -> bool {
         && crate::check::load_ok(&m.shape, l.tp)
         && (l.pp == 1 || (m.supports_pp && l.pp <= m.num_layers))
         && (!l.ep || m.num_experts > 0)
+        && (m.output_groups <= 0 || l.tp <= m.output_groups)
+}
+
+/// vLLM 0.33's refusal of a DeepSeek-V4 instance whose TP size exceeds `o_groups` (8 Flash,
+/// 16 Pro). `DeepseekV4Attention.__init__` (`models/deepseek_v4/attention.py:226`) sets
+/// `n_local_groups = o_groups // tp_size` = 0 and `wo_a.bmm_batch_size = 0` (line 280) without
+/// checking; the FP8 block-scaled `wo_a` is then regrouped for DeepGEMM's grouped BMM in
+/// `process_weights_after_loading` (`model_executor/kernels/linear/scaled_mm/deep_gemm.py:92`
+/// -> `layers/quantization/utils/fp8_utils.py:1222`, `r = wq.size(0) // g`), which raises
+/// `ZeroDivisionError: integer division or modulo by zero` while the model loads, on every
+/// Hopper/Blackwell GPU (DeepGEMM's). Without DeepGEMM (ROCm) the same 0 groups fail at the
+/// engine's first forward (the profile run): `rocm_inv_rope_einsum` reshapes the output to
+/// `[tokens, 0, -1]` (`v1/attention/ops/rocm_aiter_mla_sparse.py:1783`), a `RuntimeError`.
+/// Data and expert parallel add nothing: each DP rank is its own TP group, and the default
+/// MoE backend (`moe_backend="auto"`: `_init_fused_moe_experts`, `nvidia/model.py:400`)
+/// asserts nothing of EP (only `deep_gemm_mega_moe` asserts experts divisible by EP).
+pub fn output_groups_violation(
+    m: &LayoutModel,
+    l: &Layout,
+    side: &'static str,
+) -> Option<Violation> {
+    if m.output_groups <= 0 || l.tp <= m.output_groups {
+        return None;
+    }
+    let g = m.output_groups;
+    Some(Violation {
+        code: "tp_exceeds_output_groups",
+        side,
+        message: "integer division or modulo by zero".into(),
+        hint: format!(
+            "{side}: use tp <= {g}: DeepSeek-V4 has {g} output-projection groups (o_groups) and \
+             vLLM gives each TP rank o_groups // tp of them (0 at tp {}); scale out with data \
+             parallel (tp{g}dp{}ep) instead",
+            l.tp,
+            (l.tp / g).max(2)
+        ),
+        error: VllmError::ZeroDivisionError,
+        when: Stage::ModelLoad,
+        surfaced: None,
+        consequence: "",
+    })
 }
 
 #[cfg(test)]
@@ -398,6 +445,7 @@ mod tests {
             num_layers: 61,
             num_experts: 256,
             supports_pp: true,
+            output_groups: 0,
         }
     }
 
@@ -413,6 +461,7 @@ mod tests {
             num_layers: 80,
             num_experts: 0,
             supports_pp: true,
+            output_groups: 0,
         }
     }
 
@@ -673,6 +722,7 @@ mod golden {
                                         num_layers: 64,
                                         num_experts: e,
                                         supports_pp: sp,
+                                        output_groups: 0,
                                     };
                                     let l = Layout { tp, pp, dp: 1, ep };
                                     let first = load_violations(&m, &l, "prefill", nixl)

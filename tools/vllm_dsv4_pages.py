@@ -1,10 +1,19 @@
 """Regenerate tests/data/vllm_dsv4_pages.json: DeepSeek-V4's KV-cache page sizes as vLLM's
 own spec classes compute them (``vllm/v1/kv_cache_interface.py``), with the spec arguments
 ``models/deepseek_v4/attention.py``, ``compressor.py`` and
-``v1/attention/backends/mla/sparse_swa.py`` pass.
+``v1/attention/backends/mla/sparse_swa.py`` pass; and how vLLM's KV-cache planner packs those
+mixed page sizes into one pool (``"packing"``): every layer's caches of the two vendored
+configs (tests/data/hf-configs, in the order the model registers them) go through
+``v1/core/kv_cache_planning.py``'s own ``get_kv_cache_groups`` (buckets of one spec type, split
+by ``_get_packed_kv_cache_groups``: DeepSeek-V4's indexer backend declares only block-outermost
+layouts, BLHNC first), ``_get_kv_cache_bytes_per_block`` (one block id holds a page of every
+layer of the widest group) and ``_max_memory_usage_bytes_from_groups`` (a request's blocks,
+summed over the groups, times the bytes per block).
 
 torch is not needed: the spec classes only read a dtype's element size, so a stand-in module
-gives them the four dtypes the DeepSeek-V4 caches use. Run on an unpacked wheel::
+gives them the four dtypes the DeepSeek-V4 caches use; the spec registry is filled by vLLM's
+own ``register_all_kvcache_specs`` (taken from its source, the platform hook left out). Run on
+an unpacked wheel::
 
     pip download vllm==0.33.0 --no-deps -d /tmp/vllm-0.33.0
     unzip -q /tmp/vllm-0.33.0/vllm-0.33.0-*.whl 'vllm/*' -d /tmp/vllm-0.33.0/src
@@ -13,11 +22,14 @@ gives them the four dtypes the DeepSeek-V4 caches use. Run on an unpacked wheel:
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import enum
 import importlib.util
 import json
 import logging
 import pathlib
+import random
 import sys
 import types
 from typing import Any
@@ -58,7 +70,218 @@ def _load(root: pathlib.Path, name: str) -> Any:
     return mod
 
 
-def main(root: pathlib.Path) -> dict[str, Any]:
+def _load_planner(root: pathlib.Path, kv: Any) -> Any:
+    """``vllm.v1.core.kv_cache_planning`` with stand-ins for what it imports but the grouping
+    and sizing functions do not use (configs, hisparse, device names)."""
+    _module("vllm.config", SpeculativeConfig=object, VllmConfig=object)
+    sys.modules["vllm.config"].get_current_vllm_config_or_none = lambda: None  # type: ignore[attr-defined]
+    _module("vllm.utils.mem_utils", format_gib=lambda b: f"{b / 2**30:.2f}")
+    _module("vllm.utils.import_utils", resolve_obj_by_qualname=None)
+    _module("vllm.v1.core", __path__=[])
+    _module("vllm.v1.core.kv_cache_utils", _kv_cache_device_name=lambda c: "cuda")
+    _module("vllm.v1.hisparse", __path__=[])
+    _module(
+        "vllm.v1.hisparse.layout",
+        get_hisparse_host_pool_bytes=None,
+        get_hisparse_kv_cache_config=None,
+        get_hisparse_kv_cache_groups=lambda config, specs: None,  # hisparse is off by default
+    )
+    # vLLM's own registration table (single_type_kv_cache_manager.py), managers stood in.
+    src = (root / "vllm/v1/core/single_type_kv_cache_manager.py").read_text()
+    fn = next(
+        n
+        for n in ast.parse(src).body
+        if isinstance(n, ast.FunctionDef) and n.name == "register_all_kvcache_specs"
+    )
+    fn.body = [
+        st
+        for st in fn.body
+        if not isinstance(st, ast.ImportFrom) and "current_platform" not in ast.unparse(st)
+    ]
+    ns: dict[str, Any] = {
+        "KVCacheSpecRegistry": sys.modules["vllm.v1.kv_cache_spec_registry"].KVCacheSpecRegistry
+    }
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and node.id not in ns:
+            ns[node.id] = getattr(kv, node.id, None) or type(node.id, (), {})
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), "register_all_kvcache_specs", "exec"), ns)
+    _module(
+        "vllm.v1.core.single_type_kv_cache_manager",
+        register_all_kvcache_specs=ns["register_all_kvcache_specs"],
+    )
+    _load(root, "vllm.v1.core.kv_cache_config_builder")
+    return _load(root, "vllm.v1.core.kv_cache_planning")
+
+
+class _Config(types.SimpleNamespace):
+    """The VllmConfig fields the planner reads (defaults of ``vllm serve``; one token in
+    flight per request: a decoding request)."""
+
+
+def _config(max_model_len: int, layout: Any) -> _Config:
+    ns = types.SimpleNamespace
+    return _Config(
+        scheduler_config=ns(disable_hybrid_kv_cache_manager=False, max_num_batched_tokens=8192),
+        cache_config=ns(
+            get_resolved_kv_cache_layout=lambda: layout,
+            num_gpu_blocks_override=None,
+            prefix_cache_retention_interval=None,
+            mamba_cache_mode="none",
+        ),
+        attention_config=ns(hisparse_config=None),
+        model_config=ns(max_model_len=max_model_len, supports_kv_cache_grouping=False),
+        parallel_config=ns(decode_context_parallel_size=1),
+        max_in_flight_tokens=1,
+    )
+
+
+def _layer_specs(kv: Any, torch: Any, multiple_of: Any, ratios: list[int], fp8: bool) -> dict:
+    """Every layer's cache specs, in the order ``DeepseekV4Attention.__init__`` registers
+    them (indexer keys and its compressor state, the SWA cache, the attention's compressed
+    latents, its compressor state). The compressed and indexer specs carry the
+    ``MultipleOf(256)`` block-stride alignment ``v1/worker/utils.py``
+    ``customize_attention_spec`` gives a backend with one fixed kernel block size (256)."""
+    align = 576 if fp8 else 512
+    layout = "fp8_ds_mla" if fp8 else "bf16"
+    latent = torch.uint8 if fp8 else torch.bfloat16
+    out: dict[str, Any] = {}
+    for i, r in enumerate(ratios):
+        p = f"model.layers.{i}.self_attn"
+        if r == 4:
+            out[f"{p}.indexer.k_cache"] = kv.MLAAttentionSpec(
+                block_size=256,
+                num_kv_heads=1,
+                max_tp_shards=1,
+                head_size=128 + 128 // 128 * 4,
+                dtype=torch.uint8,
+                tokens_per_state=4,
+                alignment=align,
+                block_stride_alignment=multiple_of(256),
+            )
+            out[f"{p}.indexer.compressor.state_cache"] = kv.SlidingWindowMLASpec(
+                block_size=4,
+                num_kv_heads=1,
+                max_tp_shards=1,
+                head_size=2 * 2 * 128,
+                dtype=torch.float32,
+                sliding_window=8,
+                alignment=align,
+            )
+        out[f"{p}.swa_cache"] = kv.SlidingWindowMLASpec(
+            block_size=64,
+            num_kv_heads=1,
+            max_tp_shards=1,
+            head_size=512,
+            dtype=latent,
+            sliding_window=128,
+            cache_dtype_str=layout,
+            state_content_bytes=584 if fp8 else None,
+            alignment=align,
+            model_version="deepseek_v4",
+        )
+        if r:
+            out[p] = kv.MLAAttentionSpec(
+                block_size=256,
+                num_kv_heads=1,
+                max_tp_shards=1,
+                head_size=512,
+                dtype=latent,
+                tokens_per_state=r,
+                cache_dtype_str=layout,
+                alignment=align,
+                model_version="deepseek_v4",
+                state_content_bytes=584 if fp8 else None,
+                block_stride_alignment=multiple_of(256),
+            )
+            coff = 1 + (r == 4)
+            out[f"{p}.compressor.state_cache"] = kv.SlidingWindowMLASpec(
+                block_size=4 if r == 4 else 8,
+                num_kv_heads=1,
+                max_tp_shards=1,
+                head_size=2 * coff * 512,
+                dtype=torch.float32,
+                sliding_window=coff * r,
+                alignment=align,
+            )
+    return out
+
+
+#: Context lengths the packing is recorded at (tokens a request holds).
+CONTEXTS = (1, 100, 257, 8192, 65536, 1 << 20)
+
+
+def packing(root: pathlib.Path, kv: Any, torch: Any, configs: pathlib.Path) -> dict[str, Any]:
+    planner = _load_planner(root, kv)
+    multiple_of = sys.modules["vllm.v1.attention.backend"].MultipleOf
+    layout = sys.modules["vllm.v1.kv_cache_layout"].KVCacheLayout.BLHNC
+    builder = planner.DefaultKVCacheConfigBuilder()
+    out: dict[str, Any] = {}
+    for name in ("DeepSeek-V4-Flash", "DeepSeek-V4-Pro"):
+        cfg = json.loads((configs / f"deepseek-ai--{name}" / "config.json").read_text())
+        ratios = cfg["compress_ratios"][: cfg["num_hidden_layers"]]
+        for kv_layout, fp8 in (("fp8_ds_mla", True), ("bf16", False)):
+            specs = _layer_specs(kv, torch, multiple_of, ratios, fp8)
+            groups = planner.get_kv_cache_groups(_config(8192, layout), specs)
+            per_block = planner._get_kv_cache_bytes_per_block(groups, layout)
+            rows = []
+            for g in groups:
+                layers = g.kv_cache_spec.kv_cache_specs.values()
+                first = g.kv_cache_spec.first_spec
+                rows.append(
+                    {
+                        "layers": len(g.layer_names),
+                        "spec": type(first).__name__,
+                        "block_size": g.kv_cache_spec.block_size,
+                        "sliding_window": getattr(first, "sliding_window", None),
+                        "page_bytes": sorted(spec.page_size_bytes for spec in layers),
+                        "group_bytes": g.kv_cache_spec.page_size_bytes,
+                    }
+                )
+            requests = {}
+            for n in CONTEXTS:
+                c = _config(n, layout)
+                requests[str(n)] = {
+                    "blocks": [g.kv_cache_spec.max_memory_usage_pages(c) for g in groups],
+                    "bytes": planner._max_memory_usage_bytes_from_groups(builder, c, groups),
+                }
+            # One GiB of pool: the blocks vLLM carves out of it (get_kv_cache_config_from_groups).
+            pool = planner.get_kv_cache_config_from_groups(_config(8192, layout), groups, 1 << 30)
+            out[f"{name}/{kv_layout}"] = {
+                "groups": rows,
+                "bytes_per_block": per_block,
+                "blocks_per_gib": pool.num_blocks,
+                "requests": requests,
+            }
+    # Other layer mixes (the Flash config with these compress_ratios), so that a restatement
+    # of the grouping is held to vLLM's beyond the two real patterns: balanced and
+    # unbalanced buckets, no C4 layers (no mixed balanced bucket), no C128 layers.
+    mixes = []
+    rng = random.Random(20260)
+    for i in range(16):
+        n = rng.randint(2, 48)
+        choices = [0, 128] if i % 4 == 1 else [4] if i % 8 == 2 else [0, 4, 128, 4, 128]
+        ratios = [rng.choice(choices) for _ in range(n)]
+        fp8 = i % 2 == 0
+        specs = _layer_specs(kv, torch, multiple_of, ratios, fp8)
+        groups = planner.get_kv_cache_groups(_config(8192, layout), specs)
+        mixes.append(
+            {
+                "compress_ratios": ratios,
+                "kv_cache_dtype": "fp8_ds_mla" if fp8 else "bf16",
+                "bytes_per_block": planner._get_kv_cache_bytes_per_block(groups, layout),
+                "request_bytes": {
+                    str(n_tok): planner._max_memory_usage_bytes_from_groups(
+                        builder, _config(n_tok, layout), groups
+                    )
+                    for n_tok in CONTEXTS
+                },
+            }
+        )
+    out["mixes"] = mixes
+    return out
+
+
+def main(root: pathlib.Path, configs: pathlib.Path | None = None) -> dict[str, Any]:
     _stub_torch()
     import torch  # the stand-in
 
@@ -76,6 +299,12 @@ def main(root: pathlib.Path) -> dict[str, Any]:
     _module(
         "vllm.v1.attention.backends.registry", MambaAttentionBackendEnum=MambaAttentionBackendEnum
     )
+
+    @dataclasses.dataclass(frozen=True)
+    class MultipleOf:  # vllm/v1/attention/backend.py's (that module needs a GPU stack)
+        base: int
+
+    _module("vllm.v1.attention.backend", MultipleOf=MultipleOf)
     _load(root, "vllm.utils.math_utils")
     _load(root, "vllm.v1.kv_cache_layout")
     _load(root, "vllm.v1.kv_cache_spec_registry")
@@ -162,10 +391,12 @@ def main(root: pathlib.Path) -> dict[str, Any]:
             }
             for name, s in specs.items()
         }
+    configs = configs or pathlib.Path(__file__).parent.parent / "tests" / "data" / "hf-configs"
     return {
         "_about": "DeepSeek-V4 KV-cache pages from vLLM's spec classes; tools/vllm_dsv4_pages.py",
         "vllm": "0.33.0",
         "pages": out,
+        "packing": packing(root, kv, torch, configs),
     }
 
 

@@ -153,7 +153,7 @@ def transfer_map(
 ]: ...
 
 # ---- layouts -------------------------------------------------------------------------------
-_LayoutModel = tuple[int, int, bool, int, int, bool, bool, bool]
+_LayoutModel = tuple[int, int, bool, int, int, bool, bool, bool, int]
 
 def parse_layout(text: str) -> tuple[int, int, int, bool]: ...
 def stage_layers(pp: int, num_layers: int) -> list[tuple[int, int]]: ...
@@ -278,6 +278,7 @@ class ModelSpec:
         supports_pp: bool = False,
         memory_fractions: list[list[tuple[tuple[int, int, int, str], float]]] | None = None,
         sliding_window: bool = False,
+        output_groups: int = 0,
     ) -> ModelSpec: ...
     @property
     def name(self) -> str: ...

@@ -340,6 +340,9 @@ class AttentionGroup:
     page_bytes: int = 0
     #: Compressed latents an ``"index"`` cache's indexer selects per query (index_topk).
     topk: int = 0
+    #: Query heads of an ``"index"`` cache's indexer (index_n_heads; replicated on every TP
+    #: rank): its FLOPs per key.
+    index_heads: int = 0
 
     def __post_init__(self) -> None:
         who = f"AttentionGroup({_shown(self.kind)})"
@@ -351,7 +354,15 @@ class AttentionGroup:
             )
         for fname in ("num_layers", "num_kv_heads", "head_dim", "tokens_per_state"):
             _check_int(who, fname, getattr(self, fname), 1)
-        for fname in ("v_head_dim", "window", "index_bytes", "block_size", "page_bytes", "topk"):
+        for fname in (
+            "v_head_dim",
+            "window",
+            "index_bytes",
+            "block_size",
+            "page_bytes",
+            "topk",
+            "index_heads",
+        ):
             _check_int(who, fname, getattr(self, fname), 0)
         paged = self.cache != "kv"
         if paged and (self.block_size < 1 or self.page_bytes < 1 or self.kind != "mla"):
@@ -371,6 +382,8 @@ class AttentionGroup:
             )
         if (self.cache == "index") != (self.topk > 0):
             raise ConfigError(f"{who}: field 'topk' is positive exactly for an index cache")
+        if self.index_heads and self.cache != "index":
+            raise ConfigError(f"{who}: field 'index_heads' is for an index cache only")
         if self.cache in ("swa", "state") and self.window < 1:
             raise ConfigError(f"{who}: field 'window' must be positive for a {self.cache} cache")
         if self.cache in ("compressed", "index") and self.window:
@@ -439,6 +452,7 @@ _NON_NEGATIVE_INT_FIELDS: Final[tuple[str, ...]] = (
     "qk_rope_head_dim",
     "expert_params",
     "embedding_params",
+    "output_groups",
 )
 # Values to_dict() adds next to the fields; from_dict() accepts and ignores them.
 _DERIVED_KEYS: Final[frozenset[str]] = frozenset(
@@ -527,6 +541,10 @@ class Model:
     #: what decides, e.g., whether the class supports pipeline parallel. Not part of
     #: equality (the shape is the model).
     architectures: tuple[str, ...] = field(default=(), compare=False)
+    #: DeepSeek-V4's output-projection head groups (``o_groups``; 0 for every other model):
+    #: vLLM 0.33 gives each TP rank ``o_groups // tp`` of them, so TP above it does not load
+    #: (``pdtp.layout`` refuses it with vLLM's error).
+    output_groups: int = 0
 
     def __post_init__(self) -> None:
         who = f"Model {_shown(self.name)}" if isinstance(self.name, str) else "Model"
@@ -792,6 +810,12 @@ class Model:
         plus the recurrent state of Mamba / linear-attention layers (split across ranks)."""
         _check_arg_int("context_tokens", context_tokens, 0)
         _check_arg_int("tp", tp, 1)
+        if self.model_type == "deepseek_v4":
+            # Its caches are replicated on every rank and packed into one pool, every group's
+            # block costing the widest group's bytes (pdtp._model_dsv4.packing).
+            from ._model_dsv4 import packing
+
+            return packing(self.attention_groups).sequence_bytes(context_tokens)
         total = sum(
             g.sequence_bytes(context_tokens, self.kv_dtype_bytes, tp) for g in self.attention_groups
         )
@@ -1423,6 +1447,7 @@ def _parse_deepseek_v4(
         ratios,
         head_dim=head_dim,
         index_head_dim=index_dim,
+        index_heads=cfg.req_int(("index_n_heads",), "the indexer query heads"),
         index_topk=topk,
         window=window,
         kv_dtype=final_kv,
@@ -1462,6 +1487,7 @@ def _parse_deepseek_v4(
             model_type="deepseek_v4",
             attention_groups=tuple(AttentionGroup(**g) for g in groups),
             architectures=_architectures(data),
+            output_groups=cfg.req_int(("o_groups",), "the output-projection head groups"),
         )
     except ConfigError as exc:
         raise ConfigError(f"{label}: {exc}") from None

@@ -26,7 +26,7 @@ The sources (vLLM 0.33.0 wheel; transformers ``configuration_deepseek_v4.py``) a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .errors import ConfigError
 
@@ -150,6 +150,7 @@ def kv_groups(
     index_topk: int,
     window: int,
     kv_dtype: str,
+    index_heads: int = 0,
 ) -> list[dict[str, Any]]:
     """The KV-cache groups vLLM 0.33 allocates for these layers (one entry per cache kind),
     as :class:`~pdtp._model.AttentionGroup` fields (the Model record builds them: this module
@@ -174,6 +175,7 @@ def kv_groups(
             "block_size": block,
             "page_bytes": page_bytes(content, block, tps, fp8),
             "topk": index_topk if cache == "index" else 0,
+            "index_heads": index_heads if cache == "index" else 0,
         }
 
     groups = [group("swa", len(ratios), head_dim, latent, SWA_BLOCK, 1, window)]
@@ -217,16 +219,144 @@ def regroup(groups: tuple[AttentionGroup, ...], kv_dtype: str) -> tuple[dict[str
             index_topk=index.topk if index else 1,
             window=swa.window,
             kv_dtype=kv_dtype,
+            index_heads=index.index_heads if index else 0,
         )
     )
 
 
+def _approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """vLLM's ``_approximate_gcd`` (``v1/core/kv_cache_planning.py``): the chunk size in
+    ``[lower_bound, max(values)]`` that pads ``values`` up to its multiples least, the larger
+    on ties."""
+    best, best_pad = lower_bound, None
+    for d in range(lower_bound, max(values) + 1):
+        pad = sum((d - x % d) % d for x in values)
+        if best_pad is None or pad < best_pad or (pad == best_pad and d > best):
+            best, best_pad = d, pad
+    return best
+
+
+class Packing(NamedTuple):
+    """How vLLM 0.33's KV-cache planner packs DeepSeek-V4's mixed page sizes into one pool:
+    every block id holds ``bytes_per_block`` (the widest group's pages of all its layers), and
+    each bucket of caches of one kind (``(block_size, window)``, window 0 = grows with the
+    context) is ``groups`` KV-cache groups, each drawing its own blocks from that pool."""
+
+    bytes_per_block: int
+    #: (block_size, window, groups) per bucket, in registration order.
+    buckets: tuple[tuple[int, int, int], ...]
+
+    def pages(self, block_size: int, window: int, tokens: int) -> int:
+        """Blocks one group of a bucket holds for a request of ``tokens`` (one in flight):
+        ``cdiv(tokens, B)`` when it grows with the context, else vLLM's sliding-window
+        admission bound ``cdiv(min(w - 1 + 1, tokens), B) + 1``."""
+        if not window:
+            return -(-tokens // block_size)
+        return -(-min(window, tokens) // block_size) + 1
+
+    def sequence_bytes(self, tokens: int) -> int:
+        """Bytes one request of ``tokens`` takes from the pool (vLLM's
+        ``_max_memory_usage_bytes_from_groups``: blocks summed over the groups, times the
+        bytes per block)."""
+        blocks = sum(n * self.pages(b, w, tokens) for b, w, n in self.buckets)
+        return self.bytes_per_block * blocks
+
+
+def packing(groups: tuple[AttentionGroup, ...]) -> Packing:
+    """vLLM 0.33's grouping of these caches (``get_kv_cache_groups`` ->
+    ``_get_packed_kv_cache_groups``; DeepSeek-V4's indexer backend declares only
+    block-outermost layouts, so mixed pages pack side by side in one block), restated for
+    the cache kinds pdtp keeps: layers bucket by spec type (block size, window); a bucket whose
+    page sizes have equal layer counts is "balanced" and splits into groups of
+    ``repeats`` layers per page size, ``repeats`` the approximate gcd of the balanced buckets'
+    layer counts (at least the largest mixed balanced bucket's); other buckets stay whole;
+    a block holds the widest group. Checked against vLLM's own functions
+    (tests/data/vllm_dsv4_pages.json ``packing``, tools/vllm_dsv4_pages.py). Every DeepSeek-V4
+    spec's block-stride alignment is 1 (kernel block = block size), so no rounding follows."""
+    buckets: dict[tuple[int, int], dict[int, int]] = {}
+    for g in groups:
+        pages = buckets.setdefault((g.block_size, g.window), {})
+        pages[g.page_bytes] = pages.get(g.page_bytes, 0) + g.num_layers
+    if len(buckets) == 1:
+        # One spec type (sliding-only layers): one group of every layer
+        # (``_get_kv_cache_groups_uniform_spec`` / ``_uniform_type``), nothing to pack.
+        (((block, window), pages),) = buckets.items()
+        return Packing(sum(page * n for page, n in pages.items()), ((block, window, 1),))
+    stats = []
+    for key, pages in buckets.items():
+        counts = list(pages.values())
+        stats.append((key, pages, len(set(counts)) == 1, max(counts)))
+    floor = max((top for _, pages, bal, top in stats if bal and len(pages) > 1), default=0)
+    repeats = _approximate_gcd([top for *_, bal, top in stats if bal], floor) if floor else None
+
+    def split(balanced: bool, top: int) -> int:
+        return -(-top // repeats) if balanced and repeats is not None else 1
+
+    def widest(pages: dict[int, int], n: int) -> int:
+        return sum(-(-count // n) * page for page, count in pages.items())
+
+    def is_state(key: tuple[int, int]) -> bool:
+        return repeats is None and key[1] > 0  # unsplit sliding-window buckets
+
+    anchor = max(
+        widest(pages, sum(pages.values()) if is_state(key) else split(bal, top))
+        for key, pages, bal, top in stats
+    )
+    out = []
+    for key, pages, bal, top in stats:
+        n = split(bal, top)
+        if is_state(key):
+            first = next(iter(pages))
+            n = max(n, -(-sum(pages.values()) // max(anchor // first, 1)))
+        out.append((key[0], key[1], n))
+    per_block = max(widest(pages, n) for (_, pages, _, _), (_, _, n) in zip(stats, out))
+    return Packing(per_block, tuple(out))
+
+
 def perf_kv(groups: tuple[AttentionGroup, ...], kv_dtype_bytes: int) -> tuple[float, float]:
     """(bytes per token of the caches that grow with the context, bytes per sequence of the
-    windowed ones once their windows are full): what the Rust core's memory model takes."""
-    per_token = sum(g.num_layers * g.page_bytes / g.block_size for g in groups if not g.window)
-    windowed = sum(g.sequence_bytes(1 << 40, kv_dtype_bytes) for g in groups if g.window)
-    return float(per_token), float(windowed)
+    windowed ones once their windows are full), as vLLM's pool spends them (:func:`packing`:
+    every group's block costs the widest group's bytes): what the Rust core's memory model
+    takes. ``kv_dtype_bytes`` is unused: the pages already say their bytes."""
+    del kv_dtype_bytes
+    pack = packing(groups)
+    per_token = sum(n * pack.bytes_per_block / b for b, w, n in pack.buckets if not w)
+    windowed = sum(n * pack.pages(b, w, 1 << 40) for b, w, n in pack.buckets if w)
+    return float(per_token), float(windowed * pack.bytes_per_block)
+
+
+def sparse_attention(model: Model) -> dict[str, float]:
+    """The inputs of the core's ``compressed_attention_decode`` (``sparse_*`` keys of
+    :func:`pdtp.perf.model_inputs`): layer counts, the window, top-k, the stored bytes of a
+    latent and of an index key, the indexer's FLOPs per key, and the compressor states'
+    bytes per decode token (each state row written once, a window of ``coff · ratio`` rows
+    read once per ``ratio`` tokens: ``(1 + coff)`` rows a token)."""
+    groups = model.attention_groups
+    swa = next(g for g in groups if g.cache == "swa")
+    compressed = {g.tokens_per_state: g for g in groups if g.cache == "compressed"}
+    index = next((g for g in groups if g.cache == "index"), None)
+    n4 = compressed[4].num_layers if 4 in compressed else 0
+    n128 = compressed[128].num_layers if 128 in compressed else 0
+    latent = FP8_DS_MLA_BYTES if model.kv_dtype == "fp8" else swa.head_dim * 2
+    idx_dim = index.head_dim if index else 0
+    state = 0.0
+    for g in groups:
+        if g.cache != "state":
+            continue
+        row = g.page_bytes / g.block_size  # one state (padding spread over the page)
+        coff = 2 if g.window == 8 else 1  # C4 windows overlap (coff 2, window 8), C128 not
+        state += g.num_layers * row * (1 + coff)
+    return {
+        "sparse_layers": float(swa.num_layers),
+        "sparse_window": float(swa.window),
+        "sparse_c4_layers": float(n4),
+        "sparse_c128_layers": float(n128),
+        "sparse_topk": float(index.topk if index else 0),
+        "sparse_latent_bytes": float(latent),
+        "sparse_index_key_bytes": float(idx_dim + idx_dim // INDEX_QUANT_BLOCK * 4),
+        "sparse_index_flops_per_key": float(2 * (index.index_heads if index else 0) * idx_dim),
+        "sparse_state_bytes_per_token": state,
+    }
 
 
 def attention_reads(model: Model) -> float:
@@ -350,3 +480,45 @@ def check_shape(cfg: _Cfg, data: Mapping[str, Any]) -> None:
             f"{cfg.label}: field '{cfg.where('num_key_value_heads')}' is {kv_heads}; DeepSeek-V4 "
             f"keeps one shared latent (1 KV head)"
         )
+
+
+#: The vLLM release whose connectors pdtp derived DeepSeek-V4's P/D transfer from.
+CONNECTORS_DERIVED: Final = "0.33.0"
+
+
+def connector_gap(engine: str, connector: str, rules_version: str) -> str | None:
+    """None where pdtp derived from vLLM's code how ``connector`` moves DeepSeek-V4's caches
+    (vLLM 0.33.0's NIXL and MoRIIO; docs/deepseek-v4.md "P/D transfer"), else what is missing.
+
+    vLLM 0.33.0, hybrid KV-cache manager on (both connectors implement ``SupportsHMA``, so
+    ``config/vllm.py:2264`` keeps it; the packing is :func:`packing`'s):
+
+    - every KV-cache group is a transfer group (``enable_kv_transfer`` defaults to True,
+      ``v1/kv_cache_interface.py:1562``): all seven caches move, the windowed groups their
+      window's blocks;
+    - NIXL (``NixlConnector`` = ``NixlPullConnector``, ``nixl/connector.py:432``): the
+      block-outermost layout (``nixl/base_worker.py:1023``) registers each shared packed row
+      as one region, a block one descriptor (``:1693``; "restrict to MLA (DSv4) where kv is
+      replicated", ``:1709``), so a block moves the whole row (the pool's bytes per block);
+      the latents are replicated, so every TP pair maps as MLA, and the handshake's checks
+      (``_validate_remote_agent_handshake``, ``:2691``) exempt MLA from head splitting and
+      layout matching: valid;
+    - MoRIIO READ: the scheduler takes full-attention and ``SlidingWindowSpec`` groups under
+      the hybrid manager (``moriio/moriio_connector.py:612-635``; DeepSeek-V4's scheduler
+      groups are ``MLAAttentionSpec`` and ``SlidingWindowMLASpec``), the worker registers
+      every layer's ``[B, 1, N, C]`` page (``moriio_layout.py:300``) with per-layer block
+      sizes allowed under the hybrid manager (``moriio_connector.py:2582``): valid;
+    - MoRIIO WRITE: ``moriio_connector.py:640`` raises ``NotImplementedError`` ("MoRIIO WRITE
+      mode does not support sliding-window cache groups ...") at engine start, as for every
+      sliding-window model (pdtp refuses it through ``pdtp.layout.is_sliding``)."""
+    if engine != "vllm":
+        return (
+            f"how {connector}'s {engine} release moves them is not derived (pdtp derived vLLM "
+            f"{CONNECTORS_DERIVED}'s NIXL and MoRIIO)"
+        )
+    if rules_version != CONNECTORS_DERIVED:
+        return (
+            f"pdtp derived how vLLM {CONNECTORS_DERIVED}'s NIXL and MoRIIO move them, not "
+            f"vLLM {rules_version}'s {connector}"
+        )
+    return None

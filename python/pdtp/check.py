@@ -351,8 +351,10 @@ def check(
             f"check with {conn.name} takes TP sizes ({conn.tp_only}), got layouts "
             f"{str(pl)!r} and {str(dl)!r}"
         )
+    # DeepSeek-V4's TP limit (its output groups) is a fact of the model, not of its shape.
+    limited = rules_model if getattr(rules_model, "output_groups", 0) else shape
     if tp_only:
-        violations, raw_warnings = pair_rules(shape, p, d, conn.key, acks)
+        violations, raw_warnings = pair_rules(limited, p, d, conn.key, acks)
     else:
         violations, raw_warnings = layout_rules(rules_model, pl, dl, conn.key, acks)
     raw_warnings = (*raw_warnings, *_flow_not_derived(rules_model, conn))
@@ -386,7 +388,7 @@ def check(
             )
     alts: tuple[tuple[int, int] | tuple[str, str], ...] = ()
     if violations and n_alt:
-        loadable = loadable_tp_sizes(shape, bound)
+        loadable = loadable_tp_sizes(limited, bound)
         memo: dict[tuple[str, Layout], bool] = {}
 
         def fits_memory(side: str, lay: Layout) -> bool:
@@ -604,18 +606,23 @@ def _check_aggregated(
 
 
 def _flow_not_derived(model: Any, conn: Connector) -> tuple[CheckWarning, ...]:
-    """A warning where pdtp checks a pair whose cache layout the connector flows it derived
-    from vLLM do not cover: DeepSeek-V4 (seven caches, four page sizes per layer)."""
+    """A warning where pdtp checks a DeepSeek-V4 pair whose connector release it has not
+    derived the transfer of its caches for (seven caches, four page sizes, packed into one
+    pool): vLLM 0.33.0's NIXL and MoRIIO are derived (``pdtp._model_dsv4.connector_gap``)."""
     if getattr(model, "model_type", None) != "deepseek_v4":
+        return ()
+    from ._model_dsv4 import connector_gap
+
+    gap = connector_gap(conn.engine, conn.name, conn.rules_version)
+    if gap is None:
         return ()
     return (
         CheckWarning(
             code="flow_not_derived",
             message=(
-                "DeepSeek-V4 keeps seven KV caches per layer kind with four page sizes "
-                "(sliding-window and compressed latents, indexer keys, compressor states); "
-                f"pdtp checks this pair as MLA (one latent replicated on every rank) and has "
-                f"not derived how {conn.name} moves the other caches between instances"
+                "DeepSeek-V4 keeps seven KV caches with four page sizes (sliding-window and "
+                "compressed latents, indexer keys, compressor states) in one packed pool; "
+                f"pdtp checks this pair as MLA (one latent replicated on every rank), but {gap}"
             ),
         ),
     )

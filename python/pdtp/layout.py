@@ -135,11 +135,12 @@ def supports_pp(model: Any) -> bool:
     return False
 
 
-def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool, bool]:
+def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool, bool, int]:
     """What the layout rules read of a model: ``(attention heads, KV heads, MLA, layers,
-    routed experts, supports pipeline parallel, hybrid, sliding window)``. ``model``: a
-    ``pdtp.Model`` or anything with the attention numbers (a ``ModelShape`` has no layer or
-    expert counts: 1 and 0)."""
+    routed experts, supports pipeline parallel, hybrid, sliding window, output-projection
+    groups)``. ``model``: a ``pdtp.Model`` or anything with the attention numbers (a
+    ``ModelShape`` has no layer or expert counts: 1 and 0; output groups 0 = none, only
+    DeepSeek-V4 has them: TP above them is refused as vLLM 0.33 fails)."""
     return (
         model.num_attention_heads,
         model.num_kv_heads,
@@ -149,6 +150,7 @@ def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool, bool
         supports_pp(model),
         is_hybrid(model),
         is_sliding(model),
+        int(getattr(model, "output_groups", 0) or 0),
     )
 
 
@@ -173,11 +175,15 @@ def is_hybrid(model: Any) -> bool:
 
 def is_sliding(model: Any) -> bool:
     """The model has sliding-window attention layers (an attention group of kind
-    ``"sliding"``), a KV-cache group of their own (``SlidingWindowSpec``) under vLLM's hybrid
-    KV-cache manager. Chunked local attention (Llama 4) does not count: vLLM turns the
-    manager off for it by default (vllm/config/vllm.py). A ``ModelShape`` says so with
-    ``sliding_window=True``."""
+    ``"sliding"``, or DeepSeek-V4's sliding-window latents and compressor states, cache
+    ``"swa"``/``"state"``: ``SlidingWindowMLASpec``, a ``SlidingWindowSpec``), a KV-cache
+    group of their own under vLLM's hybrid KV-cache manager. Chunked local attention
+    (Llama 4) does not count: vLLM turns the manager off for it by default
+    (vllm/config/vllm.py). A ``ModelShape`` says so with ``sliding_window=True``."""
     if getattr(model, "sliding_window", False) is True:
         return True
     groups = getattr(model, "attention_groups", ()) or ()
-    return any(getattr(g, "kind", "") == "sliding" for g in groups)
+    return any(
+        getattr(g, "kind", "") == "sliding" or getattr(g, "cache", "") in ("swa", "state")
+        for g in groups
+    )

@@ -63,8 +63,12 @@ def model_inputs(model: Model) -> _core.ModelInputs:
     num_windowed = sum(g.num_layers for g in windowed)
     window = sum(g.window * g.num_layers for g in windowed) / num_windowed if windowed else 0.0
     kv_token_bytes = kv_sequence_bytes = 0.0
+    sparse: dict[str, float] = {}
     if model.model_type == "deepseek_v4":
-        from ._model_dsv4 import attention_reads, perf_kv
+        from ._model_dsv4 import attention_reads, perf_kv, sparse_attention
+
+        # Its decode attention: bytes and FLOPs of what the sparse kernels read.
+        sparse = sparse_attention(model)
 
         # Page-sized caches (pdtp._model_dsv4): memory from vLLM's pages; a decode step's
         # attention reads the sliding window plus the top-k compressed latents per layer.
@@ -94,6 +98,7 @@ def model_inputs(model: Model) -> _core.ModelInputs:
         "expert_format": float(expert_format),
         "kv_token_bytes": kv_token_bytes,
         "kv_sequence_bytes": kv_sequence_bytes,
+        **sparse,
     }
     return _core.ModelInputs(**fields)
 

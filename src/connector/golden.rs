@@ -892,6 +892,7 @@ pub(super) fn grid_report(
         num_layers: 64,
         num_experts: 0,
         supports_pp: true,
+        output_groups: 0,
     };
     let lay = |tp, pp, dp| Layout {
         tp,

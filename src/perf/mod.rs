@@ -99,6 +99,35 @@ pub struct ModelPerf {
     /// With `kv_token_bytes`: bytes per sequence per rank of the windowed caches once their
     /// windows are full (sliding-window latents, compressor states).
     pub kv_sequence_bytes: f64,
+    /// Compressed / sparse attention (DeepSeek-V4): what a decode step's attention reads and
+    /// computes ([`compressed_attention_decode`]); all zero for every other model.
+    pub sparse: SparseAttention,
+}
+
+/// DeepSeek-V4's decode attention as vLLM 0.33's kernels run it (`pdtp._model_dsv4`
+/// `sparse_attention` fills it from the model): every layer attends its sliding window of
+/// latents; a C4 layer adds the `topk` compressed latents its Lightning Indexer selects after
+/// scoring every compressed index key; a C128 layer adds all its compressed latents.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SparseAttention {
+    /// Attention layers (each with a sliding window of `window` latents).
+    pub layers: f64,
+    pub window: f64,
+    /// Layers with 4× compressed latents and an indexer, and with 128× compressed latents.
+    pub c4_layers: f64,
+    pub c128_layers: f64,
+    /// Compressed latents a C4 layer's indexer selects per query token (`index_topk`).
+    pub topk: f64,
+    /// Bytes of one stored latent (`fp8_ds_mla` 584, bf16 rows 1,024) and of one indexer key
+    /// (fp8 values + fp32 scales, 132).
+    pub latent_bytes: f64,
+    pub index_key_bytes: f64,
+    /// Indexer FLOPs per (query token, compressed key) of one C4 layer: 2 · index heads ·
+    /// index head size (its heads are replicated on every TP rank, `ReplicatedLinear`).
+    pub index_flops_per_key: f64,
+    /// Compressor-state bytes one decode token moves over all layers (one state row
+    /// written, the `coff · ratio` rows of a window read once per `ratio` tokens).
+    pub state_bytes_per_token: f64,
 }
 
 impl ModelPerf {
@@ -663,6 +692,45 @@ pub fn expert_bytes_read(m: &ModelPerf, layout: &Layout, tokens: f64) -> f64 {
     m.expert_weight_bytes / m.num_experts * busiest
 }
 
+/// (bytes, FLOPs) one decode token's attention costs on one rank over all layers of a
+/// compressed / sparse attention model (DeepSeek-V4, [`SparseAttention`]) at `context`
+/// tokens, as vLLM 0.33's kernels run it (`models/deepseek_v4/attention.py`, `sparse_mla.py`,
+/// `compressor.py`; every cache is replicated on every TP rank):
+///
+/// - bytes: every layer reads `min(context, window)` sliding-window latents; a C4 layer the
+///   `min(context / 4, topk)` selected compressed latents plus every compressed index key
+///   (`context / 4` of them, the indexer's scan); a C128 layer its `context / 128`
+///   compressed latents; writes: one window latent per layer, one compressed latent (and
+///   index key) per ratio tokens; the compressor states' traffic;
+/// - FLOPs: scores and values over the latent for each entry attended (`4 · head_dim` per
+///   query head and entry; the FlashMLA decode kernel runs 64 or 128 query heads whatever
+///   the local count, `nvidia/flashmla.py:78` `get_padded_num_q_heads`), plus the indexer's
+///   logits over every compressed key of a C4 layer.
+pub fn compressed_attention_decode(m: &ModelPerf, tp: i64, context: f64) -> (f64, f64) {
+    let s = &m.sparse;
+    let ctx = context.max(0.0);
+    let window = ctx.min(s.window);
+    let c4 = ctx / 4.0;
+    let c128 = ctx / 128.0;
+    let selected = c4.min(s.topk);
+    let entries = s.layers * window + s.c4_layers * selected + s.c128_layers * c128;
+    let writes = s.layers * s.latent_bytes
+        + s.c4_layers * (s.latent_bytes + s.index_key_bytes) / 4.0
+        + s.c128_layers * s.latent_bytes / 128.0;
+    let bytes = entries * s.latent_bytes
+        + s.c4_layers * c4 * s.index_key_bytes
+        + writes
+        + s.state_bytes_per_token;
+    let local = (m.num_attention_heads / tp.max(1) as f64).max(1.0);
+    let heads = if local <= 64.0 {
+        64.0
+    } else {
+        128.0_f64.max(local)
+    };
+    let flops = heads * 4.0 * m.head_dim * entries + s.c4_layers * c4 * s.index_flops_per_key;
+    (bytes, flops)
+}
+
 /// Weight bytes one decode step reads at batch `b` under tensor parallel `tp = 1` (all
 /// ranks together): the dense weights plus the experts `b` tokens touch.
 pub fn weight_bytes_touched(m: &ModelPerf, b: f64) -> f64 {
@@ -740,10 +808,21 @@ pub fn step_time(
     let kv_layer = kv_bytes_per_token_per_layer(m, tp_i);
     let kv_read =
         kv_layer * (full * ctx + windowed * ctx_w) / (g.hbm_bandwidth * c.kv_read_efficiency);
-    let decode_attention = overlap(
-        kv_read,
-        decode_pair * (full * ctx + windowed * ctx_w) / decode_attention_flops,
-    );
+    let decode_attention = if m.sparse.layers > 0.0 {
+        // Compressed / sparse attention: its own bytes and FLOPs per decode token, at the
+        // batch's mean context (exact when the contexts are equal, as in a decode point).
+        let seqs = batch.decode_seqs;
+        let (bytes, flops) = compressed_attention_decode(m, tp_i, ctx / seqs.max(1.0));
+        overlap(
+            seqs * stage * bytes / (g.hbm_bandwidth * c.kv_read_efficiency),
+            seqs * stage * flops / decode_attention_flops,
+        )
+    } else {
+        overlap(
+            kv_read,
+            decode_pair * (full * ctx + windowed * ctx_w) / decode_attention_flops,
+        )
+    };
     let prefill_attention = prefill_pair * (full * work + windowed * work_w) / attention_flops;
 
     // Communication.
@@ -983,6 +1062,7 @@ pub(crate) mod tests {
             expert_format: WeightFormat::Wide,
             kv_token_bytes: 0.0,
             kv_sequence_bytes: 0.0,
+            sparse: SparseAttention::default(),
         }
     }
 
@@ -1012,6 +1092,7 @@ pub(crate) mod tests {
             expert_format: WeightFormat::Fp8,
             kv_token_bytes: 0.0,
             kv_sequence_bytes: 0.0,
+            sparse: SparseAttention::default(),
         }
     }
 
@@ -1080,8 +1161,8 @@ pub(crate) mod tests {
 
     #[test]
     fn page_sized_caches_replace_the_shape_formula() {
-        // DeepSeek-V4-Flash as pdtp._model_dsv4 sizes it: 3,915 B per token of compressed
-        // latents and indexer keys, 19.6 MB per sequence of windowed caches, all replicated.
+        // Page-sized caches of the DeepSeek-V4-Flash kind (pdtp._model_dsv4): bytes per token
+        // of the growing caches, bytes per sequence of the windowed ones, all replicated.
         let paged = ModelPerf {
             kv_token_bytes: 3915.0,
             kv_sequence_bytes: 19.6e6,
@@ -1454,5 +1535,80 @@ pub(crate) mod tests {
             }
         });
         assert_eq!(short, Err(3));
+    }
+
+    /// DeepSeek-V4-Flash's sparse-attention inputs as `pdtp._model_dsv4.sparse_attention`
+    /// gives them (fp8_ds_mla latents).
+    fn dsv4_flash() -> ModelPerf {
+        ModelPerf {
+            num_attention_heads: 64.0,
+            head_dim: 512.0,
+            sparse: SparseAttention {
+                layers: 43.0,
+                window: 128.0,
+                c4_layers: 21.0,
+                c128_layers: 20.0,
+                topk: 512.0,
+                latent_bytes: 584.0,
+                index_key_bytes: 132.0,
+                index_flops_per_key: 2.0 * 64.0 * 128.0,
+                state_bytes_per_token: 817_344.0,
+            },
+            ..moe_mla()
+        }
+    }
+
+    #[test]
+    fn compressed_attention_reads_the_window_the_selection_and_the_index() {
+        let m = dsv4_flash();
+        // 8,192 tokens: 128 window latents on 43 layers, 512 of 2,048 C4 latents selected and
+        // all 2,048 index keys scanned on 21, all 64 C128 latents on 20; one window latent
+        // written per layer, a C4 latent + key per 4 tokens, a C128 latent per 128.
+        let entries = 43.0 * 128.0 + 21.0 * 512.0 + 20.0 * 64.0;
+        let writes = 43.0 * 584.0 + 21.0 * (584.0 + 132.0) / 4.0 + 20.0 * 584.0 / 128.0;
+        let bytes = entries * 584.0 + 21.0 * 2048.0 * 132.0 + writes + 817_344.0;
+        let flops = 64.0 * 4.0 * 512.0 * entries + 21.0 * 2048.0 * 16_384.0;
+        let (b, f) = compressed_attention_decode(&m, 8, 8192.0);
+        assert!((b - bytes).abs() < 1e-6 * bytes, "{b} vs {bytes}");
+        assert!((f - flops).abs() < 1e-6 * flops, "{f} vs {flops}");
+        // FlashMLA runs 64 query heads whether a rank holds 64 (tp 1) or 8 (tp 8).
+        assert_eq!(compressed_attention_decode(&m, 1, 8192.0), (b, f));
+        // Past 4 · topk tokens only the index scan and C128 latents grow: 1 M tokens read
+        // far less than a dense latent would (61 · 576 B a token for DeepSeek-V3).
+        let (long, _) = compressed_attention_decode(&m, 8, 1_048_576.0);
+        assert!(long > b && long < 1_048_576.0 * 43.0 * 584.0 / 10.0);
+        // Short contexts read what there is.
+        let (short, _) = compressed_attention_decode(&m, 8, 16.0);
+        let expect = (43.0 * 16.0 + 21.0 * 4.0 + 20.0 * 16.0 / 128.0) * 584.0
+            + 21.0 * 4.0 * 132.0
+            + writes
+            + 817_344.0;
+        assert!((short - expect).abs() < 1e-6 * expect);
+    }
+
+    #[test]
+    fn the_decode_step_prices_compressed_attention_by_its_own_cost() {
+        let (g, c) = (h100(), consts());
+        let m = dsv4_flash();
+        let dense = ModelPerf {
+            sparse: SparseAttention::default(),
+            ..m
+        };
+        let l = Layout::tp(8);
+        let step =
+            |m: &ModelPerf, ctx: f64| step_time(m, &g, &c, &l, &StepBatch::decode(64.0, ctx));
+        // The step grows with the context by the sparse kernels' cost, and only by it.
+        let grow = step(&m, 65_536.0) - step(&m, 8192.0);
+        assert!(grow > 0.0);
+        let per_seq = |ctx: f64| {
+            let (b, f) = compressed_attention_decode(&m, 8, ctx);
+            overlap(
+                64.0 * b / (g.hbm_bandwidth * c.kv_read_efficiency),
+                64.0 * f / (g.bf16_flops * c.mfu_decode_attention),
+            )
+        };
+        assert!((grow - (per_seq(65_536.0) - per_seq(8192.0))).abs() < 1e-9);
+        // Without it, the shape's MLA formula prices the same model otherwise.
+        assert_ne!(step(&dense, 65_536.0), step(&m, 65_536.0));
     }
 }

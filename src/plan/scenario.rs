@@ -78,6 +78,8 @@ pub struct ModelSpec {
     pub memory_fractions: Vec<MemoryFractions>,
     /// The model has sliding-window attention layers (`check::Shape::sliding_window`).
     pub sliding_window: bool,
+    /// DeepSeek-V4's `o_groups` (`LayoutModel::output_groups`; 0: none).
+    pub output_groups: i64,
 }
 
 /// An engine's memory fraction by `(tp, dp, pp, role)` of one GPU type.
@@ -94,6 +96,7 @@ impl ModelSpec {
             num_layers: self.perf.num_layers as i64,
             num_experts: self.perf.num_experts as i64,
             supports_pp: self.supports_pp,
+            output_groups: self.output_groups,
         }
     }
 

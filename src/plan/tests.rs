@@ -89,6 +89,7 @@ pub fn model(perf: ModelPerf, gpus: &[GpuPerf], w: Workload, demand: f64) -> Mod
         supports_pp: true,
         memory_fractions: Vec::new(),
         sliding_window: false,
+        output_groups: 0,
     }
 }
 

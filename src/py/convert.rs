@@ -16,8 +16,8 @@ use crate::sim;
 use super::errors::*;
 
 /// A model as the layout rules see it: `(heads, kv_heads, is_mla, layers, experts,
-/// supports_pp, hybrid, sliding_window)`.
-pub(super) type LayoutModelTuple = (i64, i64, bool, i64, i64, bool, bool, bool);
+/// supports_pp, hybrid, sliding_window, output_groups)`.
+pub(super) type LayoutModelTuple = (i64, i64, bool, i64, i64, bool, bool, bool, i64);
 
 pub(super) fn layout_model(t: LayoutModelTuple) -> LayoutModel {
     LayoutModel {
@@ -31,6 +31,7 @@ pub(super) fn layout_model(t: LayoutModelTuple) -> LayoutModel {
         num_layers: t.3,
         num_experts: t.4,
         supports_pp: t.5,
+        output_groups: t.8,
     }
 }
 
@@ -78,6 +79,23 @@ pub(super) fn model_perf(d: &Bound<'_, PyDict>) -> PyResult<ModelPerf> {
         expert_format: WeightFormat::from_code(num(d, "expert_format")?),
         kv_token_bytes: opt_num(d, "kv_token_bytes")?.unwrap_or(0.0),
         kv_sequence_bytes: opt_num(d, "kv_sequence_bytes")?.unwrap_or(0.0),
+        sparse: sparse_attention(d)?,
+    })
+}
+
+/// DeepSeek-V4's compressed / sparse attention inputs (`sparse_*` keys; absent: none).
+fn sparse_attention(d: &Bound<'_, PyDict>) -> PyResult<crate::perf::SparseAttention> {
+    let f = |key: &str| -> PyResult<f64> { Ok(opt_num(d, key)?.unwrap_or(0.0)) };
+    Ok(crate::perf::SparseAttention {
+        layers: f("sparse_layers")?,
+        window: f("sparse_window")?,
+        c4_layers: f("sparse_c4_layers")?,
+        c128_layers: f("sparse_c128_layers")?,
+        topk: f("sparse_topk")?,
+        latent_bytes: f("sparse_latent_bytes")?,
+        index_key_bytes: f("sparse_index_key_bytes")?,
+        index_flops_per_key: f("sparse_index_flops_per_key")?,
+        state_bytes_per_token: f("sparse_state_bytes_per_token")?,
     })
 }
 

@@ -26,7 +26,7 @@ pub(super) struct PyModelSpec {
 #[pymethods]
 impl PyModelSpec {
     #[new]
-    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0, supports_pp=false, memory_fractions=None, sliding_window=false))]
+    #[pyo3(signature = (*, name, model, workload, gpus, demand_rps=0.0, weight=1.0, supports_pp=false, memory_fractions=None, sliding_window=false, output_groups=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -39,6 +39,7 @@ impl PyModelSpec {
         supports_pp: bool,
         memory_fractions: Option<FractionRows>,
         sliding_window: bool,
+        output_groups: i64,
     ) -> PyResult<Self> {
         let memory_fractions: Vec<MemoryFractions> = memory_fractions
             .unwrap_or_default()
@@ -74,6 +75,7 @@ impl PyModelSpec {
                 supports_pp,
                 memory_fractions,
                 sliding_window,
+                output_groups,
             },
         })
     }

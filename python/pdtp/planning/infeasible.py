@@ -108,6 +108,11 @@ def explain(
             else f"divide the {m.num_attention_heads} attention heads and divide or be a "
             f"multiple of the {m.num_kv_heads} KV heads"
         )
+        if m.output_groups:
+            what += (
+                f" and be at most its {m.output_groups} output-projection groups (o_groups: "
+                "vLLM 0.33 gives each TP rank o_groups // tp of them)"
+            )
         return done(f"no tp <= {bound} loads {m.name}: tp must {what}{fix}")
     if not funnels["prefill"][1]:
         room = ctx.gpu_memory_utilization * g.memory_bytes - ctx.constants.reserve_bytes

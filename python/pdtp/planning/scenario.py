@@ -381,7 +381,7 @@ class ModelEntry:
         return self.model.serve_ref or self.model.hf_id or self.model.name
 
     @cached_property
-    def layout_facts(self) -> tuple[int, int, bool, int, int, bool, bool, bool]:
+    def layout_facts(self) -> tuple[int, int, bool, int, int, bool, bool, bool, int]:
         """What the layout rules read of the model (``pdtp.layout.layout_model``), read once
         here and handed to every rule check of this scenario's plans."""
         from ..layout import layout_model
@@ -523,6 +523,7 @@ def build(
                 supports_pp=entry.layout_facts[5],
                 memory_fractions=None if tables is None else [list(t.items()) for t in tables],
                 sliding_window=entry.layout_facts[7],
+                output_groups=entry.layout_facts[8],
             )
         )
     gpu_types = [
