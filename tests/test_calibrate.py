@@ -433,11 +433,18 @@ def accuracy_module() -> Any:
 def test_out_of_sample_accuracy(accuracy_module: Any, tmp_path: pathlib.Path, capsys: Any):
     """Rows predicted by constants fitted without them: a GPU type held out (MI325X takes
     its generation's constants from MI300X) and a (model, GPU) family held out (Llama-3.3-70B
-    on H200). Never the fit's own rows."""
+    on H200) and a model held out (Qwen3-32B, whose 64 layers no other model has). Never the
+    fit's own rows. The tables put v2, v3 before and v3 side by side, as the README does."""
     out = tmp_path / "accuracy.json"
     assert accuracy_module.main(["--quick", "--json", str(out)]) == 0
-    assert "| TPOT | AMD |" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "| v2 AMD | v2 NVIDIA | v3 before AMD | v3 before NVIDIA | v3 AMD | v3 NVIDIA |" in text
+    assert "| leave model out | TPOT |" in text and "| qwen3-32b | TPOT | NVIDIA |" in text
     result = json.loads(out.read_text())
+    held = result["settings"]["model"]["tpot_ms/NVIDIA"]
+    assert held["n"] >= 90 and held["median"] <= 0.10
+    assert result["by_model"]["qwen3-32b"]["tpot_ms/NVIDIA"]["bias"] is not None
+    assert result["v3_before"]["settings"]["model"]["tpot_ms/AMD"]["n"] > 300
     gpu = result["settings"]["gpu"]
     pair = result["settings"]["model_gpu"]
     assert gpu["tpot_ms/AMD"]["n"] > 80 and pair["tpot_ms/NVIDIA"]["n"] > 50
@@ -639,3 +646,36 @@ def test_a_table_puts_the_first_waves_stall_in_the_mean_and_not_the_median():
     fitted = table.constants(points[0].gpu, "sglang")
     assert fitted.first_wave_stall_s == pytest.approx(1.5, rel=0.2)
     assert fitted.api_overhead_s == pytest.approx(TRUE.api_overhead_s, rel=0.3)
+
+
+def test_an_engines_kernel_factor_is_fitted_per_gpu_vendor():
+    """SGLang rows generated with kernels 2x vLLM's on an AMD type and 1x on an NVIDIA type
+    (DeepSeek-R1's fixed step cost is 2.2-3x Llama-3.3-70B's per layer on MI300X/MI325X and
+    about 1.9x on H200/B200): the table finds a factor per vendor, which one factor for both
+    engines' kernels cannot, and a type without rows takes its vendor's."""
+    from pdtp.calibration import fit_table
+    from pdtp.catalog import gpu as find_gpu
+
+    rows = []
+    for gpu, factor in (("h100", 1.0), ("mi300x", 2.0)):
+        for engine, k in (("vllm", 1.0), ("sglang", factor)):
+            truth = constants_for(gpu, engine=engine).replace(kernel_overhead_s=4e-6 * k)
+            for model, tp, conc, isl in itertools.product(
+                ("llama-3.1-8b", "qwen3-32b"), (1, 2), (1, 16, 64), (512, 4096)
+            ):
+                row = _row(
+                    model=model, gpu=gpu, engine=engine, tp=tp, concurrency=conc, isl=isl
+                )
+                rows.append({**row, **predict_point(row, truth)})
+    table = fit_table(load_points(rows), max_iterations=40)
+
+    def ratio(name: str) -> float:
+        g = find_gpu(name)
+        return table.constants(g, "sglang").kernel_overhead_s / (
+            table.constants(g, "vllm").kernel_overhead_s
+        )
+
+    assert ratio("mi300x") == pytest.approx(2.0, rel=0.25)
+    assert ratio("h100") == pytest.approx(1.0, rel=0.25)
+    assert ratio("mi325x") == pytest.approx(ratio("mi300x"))  # no rows: its vendor's factor
+    assert ratio("b200") == pytest.approx(ratio("h100"))
