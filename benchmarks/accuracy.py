@@ -574,7 +574,9 @@ def render_markdown(result: dict[str, Any]) -> str:
             "Leave one model out, by held-out model: TPOT and throughput, median / p90 of the "
             "absolute error and (in brackets) the signed median bias:",
             "",
-            f"| held-out model | quantity | GPUs | n | {' | '.join(l for _, l in COLUMNS)} |",
+            "| held-out model | quantity | GPUs | n | "
+            + " | ".join(label for _, label in COLUMNS)
+            + " |",
             "|---|---|---|---:|" + "---:|" * len(COLUMNS),
         ]
         for model in models:
@@ -614,7 +616,9 @@ def render_markdown(result: dict[str, Any]) -> str:
                 cells += [_cell(table.get(f"{kind}/{vendor}")) for vendor in VENDORS]
                 if all(c == "–" for c in cells):
                     continue
-                lines.append(f"| {DISAGG_LABELS[s]} | {KIND_LABELS[kind]} | " + " | ".join(cells) + " |")
+                lines.append(
+                    f"| {DISAGG_LABELS[s]} | {KIND_LABELS[kind]} | " + " | ".join(cells) + " |"
+                )
     if result.get("skipped"):
         lines += ["", "Rows pdtp cannot express (skipped):", ""]
         lines += [f"- {reason}: {n}" for reason, n in result["skipped"].items()]

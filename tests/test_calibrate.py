@@ -668,8 +668,8 @@ def test_a_table_puts_the_first_waves_stall_in_the_mean_and_not_the_median():
 
 def test_an_engines_kernel_factor_is_fitted_per_gpu_vendor():
     """SGLang rows generated with kernels 2x vLLM's on an AMD type and 1x on an NVIDIA type
-    (DeepSeek-R1's fixed step cost is 2.2-3x Llama-3.3-70B's per layer on MI300X/MI325X and
-    about 1.9x on H200/B200): the table finds a factor per vendor, which one factor for both
+    (DeepSeek-R1's fixed step cost is 3.4-3.9x Llama-3.3-70B's per layer on MI300X/MI325X and
+    1.8-1.9x on H200/B200): the table finds a factor per vendor, which one factor for both
     engines' kernels cannot, and a type without rows takes its vendor's."""
     from pdtp.calibration import fit_table
     from pdtp.catalog import gpu as find_gpu
@@ -681,9 +681,7 @@ def test_an_engines_kernel_factor_is_fitted_per_gpu_vendor():
             for model, tp, conc, isl in itertools.product(
                 ("llama-3.1-8b", "qwen3-32b"), (1, 2), (1, 16, 64), (512, 4096)
             ):
-                row = _row(
-                    model=model, gpu=gpu, engine=engine, tp=tp, concurrency=conc, isl=isl
-                )
+                row = _row(model=model, gpu=gpu, engine=engine, tp=tp, concurrency=conc, isl=isl)
                 rows.append({**row, **predict_point(row, truth)})
     table = fit_table(load_points(rows), max_iterations=40)
 

@@ -1141,9 +1141,9 @@ def _engine_group(engine: str, vendor: str) -> str:
     """The group of an engine's multiplier on a ``gpu+engine`` constant, one per GPU vendor
     (``×sglang/amd``): an engine runs other kernels on each vendor's stack (SGLang: AITER and
     Triton on ROCm, FlashInfer and DeepGEMM on CUDA). One factor for both had to split
-    DeepSeek-R1's fixed step cost, which is 2.2-3.0x Llama-3.3-70B's on MI300X/MI325X/MI355X
-    and 1.4-1.6x on H200/B200 (TPOT at 4 clients less the weights streamed), and held out it
-    carried AMD's excess to Llama's vLLM kernels."""
+    DeepSeek-R1's fixed step cost, which per layer is 3.4-3.9x Llama-3.3-70B's on
+    MI300X/MI325X and 1.8-1.9x on H200/B200 (TPOT at 4 clients less the weights streamed),
+    and held out it carried AMD's excess to Llama's vLLM kernels."""
     return f"×{engine}/{_VENDOR_GROUP[vendor]}"
 
 
