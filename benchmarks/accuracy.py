@@ -33,10 +33,14 @@ the loop's signed median errors by framework and GPU type, decode layout, prefil
 ratio and concurrency. TensorRT-LLM runs (``dynamo-trt``) are not scored: pdtp neither plans
 nor fits TensorRT-LLM, so none of its constants reach these predictions.
 
-The **v2** column is the stored full run of the model before this one (``accuracy_v2.json``)
-next to the live model; ``accuracy_v1.json`` keeps the first model's. ``--quick`` runs one
-held-out GPU type, one held-out (model, GPU) family and the P/D runs with a shorter search
-(what the test suite checks).
+The tables print three models side by side, in the README's layout: **v2**, the stored full
+run of the model before v3 (``accuracy_v2.json``); **v3 before**, the stored full run of v3
+before the latest change (``accuracy_v3_before.json``, written with ``--json`` at that change's
+start); **v3**, the live model. ``accuracy_v1.json`` keeps the first model's. Leave one model
+out is also broken down by held-out model and vendor, with the signed median bias
+(predicted / measured − 1), where the physics a fit could not see shows. ``--quick`` runs
+one held-out GPU type, one held-out (model, GPU) family, Qwen3-32B held out and the P/D runs
+with a shorter search (what the test suite checks).
 """
 
 from __future__ import annotations
@@ -79,8 +83,13 @@ INFERENCEX_DISAGG = "measured-serving-inferencex-disagg.csv"
 V1 = Path(__file__).resolve().parent / "accuracy_v1.json"
 #: The stored full run of the model before this one, shown side by side with the live run.
 V2 = Path(__file__).resolve().parent / "accuracy_v2.json"
+#: The stored full run of v3 before the latest change to the model (its start).
+V3_BEFORE = Path(__file__).resolve().parent / "accuracy_v3_before.json"
 #: The model the live run measures.
 MODEL_NAME = "v3"
+#: The held-out model of ``--quick``'s leave-one-model-out run: dense, 64 layers (the others
+#: have 61 and 80), on H100 only.
+QUICK_MODEL = "qwen3-32b"
 DISAGG_LABELS = {
     "aggregated_fit": "fitted on all aggregated rows",
     "model": "leave model out",
@@ -590,6 +599,27 @@ def summaries(points: Sequence[PerfPoint], preds: Predictions) -> dict[str, dict
     return out
 
 
+def by_model(points: Sequence[PerfPoint], preds: Predictions) -> dict[str, dict[str, Any]]:
+    """Per held-out model, per ``kind/vendor``: n, median and p90 of the absolute relative
+    errors and the signed median bias (predicted / measured − 1)."""
+    out: dict[str, dict[str, Any]] = {}
+    for model in sorted({p.model.name for p in points}):
+        mine = [(p, pr) for p, pr in zip(points, preds) if p.model.name == model and pr]
+        table = summaries([p for p, _ in mine], [pr for _, pr in mine])
+        for key, s in table.items():
+            kind, vendor = key.split("/")
+            signed = [
+                pr[kind] / p.measured(kind) - 1.0
+                for p, pr in mine
+                if p.gpu.vendor == vendor and getattr(p, kind) is not None
+                if math.isfinite(pr.get(kind, math.nan))
+            ]
+            s["bias"] = summarize(signed)["median"] if signed else math.nan
+        if table:
+            out[model] = table
+    return out
+
+
 def run(*, quick: bool = False) -> dict[str, Any]:
     """The whole report as a JSON-ready dict."""
     started = time.monotonic()
@@ -610,8 +640,13 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         pair_preds, _ = held_out(
             points, _model_gpu, only=["llama-3.3-70b/h200"], max_iterations=iters
         )
+        model_preds, _ = held_out(
+            points, lambda p: p.model.name, only=[QUICK_MODEL], max_iterations=iters
+        )
         result["settings"]["gpu"] = summaries(points, gpu_preds)
         result["settings"]["model_gpu"] = summaries(points, pair_preds)
+        result["settings"]["model"] = summaries(points, model_preds)
+        result["by_model"] = by_model(points, model_preds)
         table = fit_table(
             [p for p in points if p.model.name != "deepseek-r1"], max_iterations=iters
         )
@@ -624,6 +659,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         five = calibrated_on_five(points, pair_tables)
         full = fit_table(points)
         result["settings"]["model"] = summaries(points, model_preds)
+        result["by_model"] = by_model(points, model_preds)
         result["settings"]["gpu"] = summaries(points, gpu_preds)
         result["settings"]["layout"] = summaries(points, layout_preds)
         result["settings"]["model_gpu"] = summaries(points, pair_preds)
@@ -637,9 +673,10 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     if V1.is_file():
         v1 = json.loads(V1.read_text())
         result["settings"]["v1"] = v1["measured-serving.csv"]
-    if V2.is_file():
-        stored = json.loads(V2.read_text())
-        result["v2"] = {k: stored.get(k, {}) for k in ("settings", "disaggregated")}
+    for name, path in (("v2", V2), ("v3_before", V3_BEFORE)):
+        if path.is_file():
+            stored = json.loads(path.read_text())
+            result[name] = {k: stored.get(k, {}) for k in ("settings", "disaggregated", "by_model")}
     result["targets"] = _targets(result["settings"])
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
@@ -724,30 +761,73 @@ def _cell(v: dict[str, Any] | None) -> str:
     return f"{_pct(v['median'])} / {_pct(v['p90'])}" if v else "–"
 
 
+#: The models side by side: (result key, column label); the live run's key is "settings".
+COLUMNS = (("v2", "v2"), ("v3_before", "v3 before"), ("live", MODEL_NAME))
+
+
+def _stored(result: dict[str, Any], column: str, part: str) -> dict[str, Any]:
+    if column == "live":
+        return result.get(part, {}) or {}
+    return result.get(column, {}).get(part, {}) or {}
+
+
 def render_markdown(result: dict[str, Any]) -> str:
-    settings = result["settings"]
-    before = result.get("v2", {})
-    order = [s for s in SETTINGS if s in settings]
+    """The report, its tables in the README's layout (regenerate the README's accuracy
+    tables from this output)."""
+    order = [s for s in SETTINGS if s in result["settings"]]
+    head = " | ".join(f"{label} {v}" for _, label in COLUMNS for v in VENDORS)
     lines = [
         "Absolute relative error, median / p90 (out of sample but for 'in sample'); "
-        "v2 is the stored run of the model before this one (`accuracy_v2.json`):",
+        "v2 and v3 before are stored runs (`accuracy_v2.json`, `accuracy_v3_before.json`):",
         "",
-        f"| split | quantity | GPUs | n | v2 | {MODEL_NAME} |",
-        "|---|---|---|---:|---:|---:|",
+        f"| split | quantity | rows {' / '.join(VENDORS)} | {head} |",
+        "|---|---|---:|" + "---:|" * (len(COLUMNS) * len(VENDORS)),
     ]
     for s in order:
         for kind in SCORED:
+            cells, counts = [], []
+            for column, _ in COLUMNS:
+                table = _stored(result, column, "settings").get(s, {})
+                for vendor in VENDORS:
+                    cells.append(_cell(table.get(f"{kind}/{vendor}")))
+            live = result["settings"][s]
             for vendor in VENDORS:
-                key = f"{kind}/{vendor}"
-                v = settings[s].get(key)
-                old = before.get("settings", {}).get(s, {}).get(key)
-                if v is None and old is None:
-                    continue
-                n = (v or old or {}).get("n", 0)
-                lines.append(
-                    f"| {SETTING_LABELS[s]} | {KIND_LABELS[kind]} | {vendor} | {n} | "
-                    f"{_cell(old)} | {_cell(v)} |"
-                )
+                counts.append(str((live.get(f"{kind}/{vendor}") or {}).get("n", 0)))
+            if all(c == "–" for c in cells):
+                continue
+            lines.append(
+                f"| {SETTING_LABELS[s]} | {KIND_LABELS[kind]} | {' / '.join(counts)} | "
+                + " | ".join(cells)
+                + " |"
+            )
+    models = result.get("by_model", {})
+    if models:
+        lines += [
+            "",
+            "Leave one model out, by held-out model: TPOT and throughput, median / p90 of the "
+            "absolute error and (in brackets) the signed median bias:",
+            "",
+            "| held-out model | quantity | GPUs | n | "
+            + " | ".join(label for _, label in COLUMNS)
+            + " |",
+            "|---|---|---|---:|" + "---:|" * len(COLUMNS),
+        ]
+        for model in models:
+            for kind in ("tpot_ms", "output_tokens_per_s"):
+                for vendor in VENDORS:
+                    key = f"{kind}/{vendor}"
+                    live = models[model].get(key)
+                    if live is None:
+                        continue
+                    cells = []
+                    for column, _ in COLUMNS:
+                        v = _stored(result, column, "by_model").get(model, {}).get(key)
+                        cells.append(f"{_cell(v)} ({_pct(v.get('bias'))})" if v else "–")
+                    lines.append(
+                        f"| {model} | {KIND_LABELS[kind]} | {vendor} | {live['n']} | "
+                        + " | ".join(cells)
+                        + " |"
+                    )
     disagg = result.get("disaggregated", {})
     if disagg:
         lines += [
@@ -755,22 +835,23 @@ def render_markdown(result: dict[str, Any]) -> str:
             f"Measured disaggregated (P/D) runs ({result.get('disaggregated_runs', 0)} "
             "expressible), never fitted:",
             "",
-            f"| constants | quantity | GPUs | n | v2 | {MODEL_NAME} |",
-            "|---|---|---|---:|---:|---:|",
+            "| constants | quantity | "
+            + " | ".join(f"{label} (median / p90)" for _, label in COLUMNS)
+            + f" | {MODEL_NAME} AMD | {MODEL_NAME} NVIDIA |",
+            "|---|---|" + "---:|" * (len(COLUMNS) + 2),
         ]
-        old_d = before.get("disaggregated", {})
         for s, table in disagg.items():
             for kind in DISAGG_SCORED:
-                for vendor in (*VENDORS, "all"):
-                    key = f"{kind}/{vendor}"
-                    v, old = table.get(key), old_d.get(s, {}).get(key)
-                    if v is None and old is None:
-                        continue
-                    n = (v or old or {}).get("n", 0)
-                    lines.append(
-                        f"| {DISAGG_LABELS[s]} | {KIND_LABELS[kind]} | {vendor} | {n} | "
-                        f"{_cell(old)} | {_cell(v)} |"
-                    )
+                cells = [
+                    _cell(_stored(result, column, "disaggregated").get(s, {}).get(f"{kind}/all"))
+                    for column, _ in COLUMNS
+                ]
+                cells += [_cell(table.get(f"{kind}/{vendor}")) for vendor in VENDORS]
+                if all(c == "–" for c in cells):
+                    continue
+                lines.append(
+                    f"| {DISAGG_LABELS[s]} | {KIND_LABELS[kind]} | " + " | ".join(cells) + " |"
+                )
     evaluated = result.get("disaggregated_evaluate", {})
     if evaluated:
         lines += [

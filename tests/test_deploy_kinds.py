@@ -33,9 +33,11 @@ KINDS = {
     "agg-dp-ep-2-nodes": ("qwen3-30b-a3b", {"gpus": 16, "gpu": "h100", "layouts": "tp1dp16ep"}),
     "agg-pp-2-nodes": ("llama-3.1-405b", {"gpus": 16, "gpu": "h100", "layouts": "pp"}),
     "agg-pp-1-node": ("llama-3.1-70b", {"gpus": 16, "gpu": "h100", "layouts": "pp", "mode": "agg"}),
+    # P/D by request: aggregated and disaggregated plans of it come within a few percent, so
+    # which one auto picks moves with the fitted constants (a P/D plan is what is deployed).
     "pd-dp-ep-moriio": (
         "qwen3-235b-a22b",
-        {"gpus": 32, "gpu": "mi355x", "layouts": "tp1dp16"},
+        {"gpus": 32, "gpu": "mi355x", "layouts": "tp1dp16", "mode": "disagg"},
     ),
     "pd-dp-ep-moriio-write": (
         "qwen3-235b-a22b",

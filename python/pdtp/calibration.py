@@ -101,10 +101,13 @@ DEFAULT_TIME_LIMIT_S = 30.0
 #: Fittable constants and their physical ranges: a GPU reaches at most its peak; fixed costs
 #: stay below tens of microseconds per kernel and a second per request. The per-step cost is
 #: the engine's host work that does not grow with the model (scheduling, input preparation,
-#: sampling): at most 1 ms. Unbounded, a fit on models of 61 and 80 layers cannot tell a
-#: per-step cost from a per-layer one and put 3-5 ms per step there, which a model of other
-#: depth then pays in full; with the bound the per-layer kernels carry it, and Qwen3-32B (64
-#: layers, fitted without it) is predicted at TPOT 6.9% median instead of 11.1%.
+#: sampling): at most 0.2 ms. A fit on models of 61 and 80 layers cannot tell a per-step cost
+#: from a per-layer one. Unbounded it put 3-5 ms per step there, which a model of other depth
+#: then pays in full; bounded at 1 ms the shipped fit still sat on the bound on H200/B200
+#: (0.55-0.86 ms elsewhere) while a fit without DeepSeek-R1 put 0 there and everything on the
+#: kernels, so a 36-layer model was charged an 80-layer model's millisecond. At 0.2 ms the
+#: per-layer kernels carry it: Qwen3-32B (64 layers) held out 7.6% -> 7.3% TPOT median,
+#: Llama-3.3-70B held out unchanged (with the per-vendor engine factor of `_engine_group`).
 #: Prompt attention runs FlashAttention-class kernels, which reach 35-75% of the bf16 peak on
 #: long prompts: at least a quarter. Unbounded, the fit put it at 5-13% to absorb the stalls
 #: of aggregated SGLang runs' mean TTFT, and a lone 7k-token prompt of the measured P/D runs
@@ -126,7 +129,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "alltoall_latency_s": (1e-6, 1e-3),
     "kernel_overhead_s": (1e-8, 50e-6),
     "seq_overhead_s": (1e-8, 500e-6),
-    "step_overhead_s": (1e-6, 1e-3),
+    "step_overhead_s": (1e-6, 2e-4),
     "api_overhead_s": (1e-3, 1.0),
     "schedule_wait_steps": (0.05, 30.0),
     "first_wave_stall_s": (1e-3, 300.0),
@@ -953,7 +956,8 @@ def _informed(name: str, points: Sequence[PerfPoint]) -> bool:
 
 #: How the defaults' fit shares each constant: ``gpu`` one value per GPU type (of the same
 #: generation's value when a type has no rows), ``engine`` one per engine, ``global`` one for
-#: all; ``gpu+engine`` one per GPU type times a multiplier per engine other than vLLM.
+#: all; ``gpu+engine`` one per GPU type times a multiplier per engine other than vLLM and
+#: GPU vendor (:func:`_engine_group`).
 TABLE_LEVELS: dict[str, str] = {
     "mbu": "gpu",
     "kv_read_efficiency": "gpu",
@@ -1090,7 +1094,7 @@ class Table:
             return self.values.get((name, engine), self.values.get((name, "vllm")))
         v = self._per_gpu(name, gpu)
         if v is not None and level == "gpu+engine" and engine != "vllm":
-            v *= self.values.get((name, "×" + engine), 1.0)
+            v *= self.values.get((name, _engine_group(engine, gpu.vendor)), 1.0)
         return v
 
 
@@ -1127,10 +1131,20 @@ def _table_assignments(
         else:
             out.append((name, p.gpu.name))
             if level == "gpu+engine" and p.engine != "vllm":
-                out.append((name, "×" + p.engine))
+                out.append((name, _engine_group(p.engine, p.gpu.vendor)))
             if name in RELEASE_CONSTANTS and release:
                 out.append((name, _release_group(p.engine, release)))
     return out
+
+
+def _engine_group(engine: str, vendor: str) -> str:
+    """The group of an engine's multiplier on a ``gpu+engine`` constant, one per GPU vendor
+    (``×sglang/amd``): an engine runs other kernels on each vendor's stack (SGLang: AITER and
+    Triton on ROCm, FlashInfer and DeepGEMM on CUDA). One factor for both had to split
+    DeepSeek-R1's fixed step cost, which per layer is 3.4-3.9x Llama-3.3-70B's on
+    MI300X/MI325X and 1.8-1.9x on H200/B200 (TPOT at 4 clients less the weights streamed),
+    and held out it carried AMD's excess to Llama's vLLM kernels."""
+    return f"×{engine}/{_VENDOR_GROUP[vendor]}"
 
 
 def _release_group(engine: str, release: str) -> str:

@@ -79,7 +79,9 @@ class Constants:
     alltoall_latency_s: float = 30e-6
     kernel_overhead_s: float = 5e-6
     seq_overhead_s: float = 50e-6
-    step_overhead_s: float = 1e-3
+    # Host work per step only (calibration.BOUNDS: at most 0.2 ms); the per-layer kernels
+    # carry the rest of a step's fixed cost.
+    step_overhead_s: float = 2e-4
     api_overhead_s: float = 40e-3
     schedule_wait_steps: float = 2.0
     # vLLM compiles its kernels and captures its graphs before it serves: no first-wave stall.
