@@ -151,6 +151,10 @@ def transfer_map(
     list[tuple[int, list[int], list[tuple[int, list[int]]], list[int], list[int]]],
     list[tuple[int, list[int], list[int], list[int], int]],
 ]: ...
+def sliding_window_rule(connector: str) -> str | None: ...
+def sliding_window_blocks(
+    rule: str, window_tokens: int, block_size: int, request_blocks: int
+) -> int: ...
 
 # ---- layouts -------------------------------------------------------------------------------
 _LayoutModel = tuple[int, int, bool, int, int, bool, bool, bool]
