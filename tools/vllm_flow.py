@@ -49,13 +49,16 @@ MoRIIOConnector is no ``SupportsHMA`` has vLLM turn the hybrid KV-cache manager 
 sliding windows are unified to full attention (the dense flow runs) and Mamba specs meet the
 release's own ``unify_hybrid_kv_cache_specs`` refusal (its text read from
 ``vllm/v1/core/kv_cache_utils.py``: raised there, or from 0.27.0 in the
-``_promote_local_kv_cache_specs`` it calls); a release with it builds both sides' scheduler
-and worker with the groups and records what they raise. A Mamba group that starts goes on to
-the worker's real ``register_kv_caches`` in vLLM's default environment (the release's own
-``is_conv_state_dim_first``, read from ``vllm/model_executor/layers/mamba/mamba_utils.py``):
-its refusal is the engine-start verdict; a release whose registration passes stops the driver
-(its Mamba state transfer is not driven). A sliding-window group that starts (READ, 0.30.0 on)
-is driven like a dense vector, each rank holding a full and a sliding-window layer whose
+``_promote_local_kv_cache_specs`` it calls); a release with it builds both sides' workers,
+then their schedulers (vLLM's engine start registers the workers' caches before the engine
+core builds its scheduler) with the groups and records what they raise. A Mamba group goes
+to a worker's real ``register_kv_caches`` where the worker has Mamba code (0.31.0 on), in
+vLLM's default environment (the release's own ``is_conv_state_dim_first``, read from
+``vllm/model_executor/layers/mamba/mamba_utils.py``): its refusal is the engine-start
+verdict; a release whose registration passes stops the driver (its Mamba state transfer is
+not driven; 0.30.0's worker has no Mamba code, and its registration of vLLM's Mamba view is not
+driven: the scheduler's refusal is recorded). A sliding-window group that starts (READ, 0.30.0
+on) is driven like a dense vector, each rank holding a full and a sliding-window layer whose
 blocks are their own group's list (``local_block_ids[group]``): the reads of both layers, the
 releases, acks and frees are recorded. Every sliding-window READ vector also records which
 blocks of each group the transfer moves, as the two schedulers decide it
@@ -1259,8 +1262,9 @@ def hybrid_start(
     then unified to full attention (the connector sees a dense model: ``None``, run the dense
     flow) and Mamba layers fail vLLM's unification at engine start (the release's own
     ``unify_hybrid_kv_cache_specs`` text, vllm/v1/core/kv_cache_utils.py). A release with it
-    builds both sides' scheduler and worker with the hybrid KV-cache groups: what they raise,
-    else ``started`` (:func:`flow_vector` drives a sliding-window group on from there)."""
+    builds both sides' workers (registering a Mamba group's caches where the worker has code
+    for them), then their schedulers, with the hybrid KV-cache groups: what they raise, else
+    ``started`` (:func:`flow_vector` drives a sliding-window group on from there)."""
     global DRIVER
     if not rel.hma:
         if hybrid == "sliding":
@@ -1275,6 +1279,10 @@ def hybrid_start(
     drv = DRIVER = Driver(ns)
     Worker = ns["MoRIIOConnectorWorker"]
     sched_cls = ns["MoRIIOConnectorScheduler"]
+    # vLLM's engine start: each worker builds its connector and registers its KV caches
+    # (vllm/v1/worker/gpu_worker.py `initialize_from_config`, run by the engine core's
+    # `_initialize_kv_caches`) before the engine core builds its scheduler and with it the
+    # connector's scheduler side (0.31.0 vllm/v1/engine/core.py:151, then :168).
     for side, tp in (("prefill", p), ("decode", d)):
         rank = Rank(side, tp, 0, 1, 0)
         w = Worker.__new__(Worker)
@@ -1283,7 +1291,6 @@ def hybrid_start(
         kvc = kv_cache_config(ns, mla, hybrid)
         with drv.as_rank(w):
             try:
-                sched_cls(cfg, side, kvc)
                 params = Worker.__init__.__code__.co_varnames[
                     1 : Worker.__init__.__code__.co_argcount
                 ]
@@ -1293,14 +1300,28 @@ def hybrid_start(
                 if isinstance(ex, (HarnessError, NameError, AttributeError, TypeError)):
                     raise HarnessError(f"{type(ex).__name__}: {ex}") from ex
                 return {"verdict": ["engine_start", *_error(ex)[:2], 0]}
-        if hybrid == "mamba":
-            # The engine start goes on to the worker's real register_kv_caches with the
-            # attention layer's cache and the Mamba layer's (conv, SSM) state; what it raises
-            # reaches the user at the engine start. Past it, the Mamba state transfer is not
-            # driven: a release whose registration passes stops the driver.
+        if hybrid == "mamba" and hasattr(Worker, "_is_mamba_layer"):
+            # A release whose worker registers Mamba layers (0.31.0 on) runs its real
+            # register_kv_caches with the attention layer's cache and the Mamba layer's
+            # state: what it raises reaches the user at the engine start. Past it, the Mamba
+            # state transfer is not driven: a release whose registration passes stops the
+            # driver. (0.30.0's worker has no Mamba code: its registration of vLLM's Mamba
+            # view is not driven, and the scheduler's refusal below is recorded.)
             started = register_hybrid_caches(rel, w, mla)
             if started is not None:
                 return started
+    for side, tp in (("prefill", p), ("decode", d)):
+        rank = Rank(side, tp, 0, 1, 0)
+        w = Worker.__new__(Worker)
+        w._flow_rank = rank
+        cfg = rel.config(side, tp, 1, 0, h, mla, read, "rdma", 1, hma=True)
+        with drv.as_rank(w):
+            try:
+                sched_cls(cfg, side, kv_cache_config(ns, mla, hybrid))
+            except Exception as ex:
+                if isinstance(ex, (HarnessError, NameError, AttributeError, TypeError)):
+                    raise HarnessError(f"{type(ex).__name__}: {ex}") from ex
+                return {"verdict": ["engine_start", *_error(ex)[:2], 0]}
     return {"verdict": ["started"]}
 
 

@@ -68,6 +68,8 @@ __all__ = [
     "stage_layers",
     "sweep_space",
     "transfer_map",
+    "sliding_window_blocks",
+    "sliding_window_rule",
     "vllm_releases",
     "validate_kv_heads",
 ]

@@ -525,7 +525,8 @@ pub enum MoriioHybrid {
     /// by the `_promote_local_kv_cache_specs` it calls, which promotes only sliding-window
     /// and chunked-local specs ([`MORIIO_HYBRID_CORE_027`]).
     CoreRefuses(&'static str),
-    /// The connector's scheduler refuses the Mamba group when the engine starts.
+    /// The connector refuses the Mamba group when the engine starts: its scheduler (0.30.0)
+    /// or, 0.31.0-0.32.0 WRITE, each worker's `register_kv_caches`.
     ConnectorRefuses(VllmError, &'static str),
     /// The schedulers start with the Mamba groups (0.31.0 on READ, 0.33.0 WRITE), then each
     /// worker's `register_kv_caches` refuses the conv state in vLLM's default layout: the
@@ -570,9 +571,11 @@ pub const MORIIO_SLIDING_WRITE_030: &str = "MoRIIO WRITE mode does not support h
 pub const MORIIO_SLIDING_WRITE_033: &str = "MoRIIO WRITE mode does not support sliding-window \
      cache groups. Use READ mode, or pass --disable-hybrid-kv-cache-manager.";
 
-/// 0.31.0-0.32.0 WRITE (the scheduler's `__init__`, 0.31.0 `moriio_connector.py:497`).
+/// 0.31.0-0.32.0 WRITE: each worker's `register_kv_caches` (0.31.0 `moriio_connector.py:2293`,
+/// 0.32.0 `:2348`), which vLLM runs before the engine core builds the scheduler whose
+/// `__init__` refuses the same with a shorter text (0.31.0 `:497`).
 pub const MORIIO_HYBRID_WRITE_031: &str = "MoRIIO hybrid (mamba/KDA) transfer is implemented \
-     for READ mode only; set kv_connector_extra_config.read_mode=true";
+     for READ mode only; set kv_connector_extra_config.read_mode=true for hybrid models";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MoriioReadRules {
