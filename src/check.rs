@@ -11,7 +11,7 @@
 use crate::connector::{
     BlockLen, Connector, ConnectorProfile, Dial, FanInReplicated, LayerCheck, MoriioHybrid,
     MoriioReadRules, MoriioWriteRules, NixlRatio, NixlRules, Release, Replicated, Rules,
-    WriteMapping, MORIIO_EAGER_HANDSHAKE_FAILED, MORIIO_HYBRID_CORE,
+    WriteMapping, MORIIO_EAGER_HANDSHAKE_FAILED, MORIIO_HYBRID_CONV_LAYOUT,
 };
 use crate::rules::{self, RuleError};
 
@@ -965,19 +965,29 @@ fn moriio_hybrid(shape: &Shape, hybrid: MoriioHybrid) -> Result<(), Violation> {
         return Ok(());
     }
     let (error, message, hint) = match hybrid {
-        MoriioHybrid::Unmodelled | MoriioHybrid::Starts => return Ok(()),
-        MoriioHybrid::CoreRefuses => (
+        MoriioHybrid::Starts => return Ok(()),
+        MoriioHybrid::CoreRefuses(message) => (
             VllmError::ValueError,
-            MORIIO_HYBRID_CORE,
+            message,
             "vLLM turns the hybrid KV-cache manager off for MoRIIO before 0.30.0, and a model \
              with Mamba-type layers needs it: use connector=\"nixl\", or MoRIIO READ on vLLM \
-             0.31.0 or newer",
+             0.31.0 or newer with VLLM_SSM_CONV_STATE_LAYOUT=DS",
+        ),
+        MoriioHybrid::ConvLayoutRefuses => (
+            VllmError::MoRIIOError,
+            MORIIO_HYBRID_CONV_LAYOUT,
+            "vLLM's MoRIIO moves Mamba-type state only in the dim-first conv layout, and \
+             vLLM's default is \"SD\": set VLLM_SSM_CONV_STATE_LAYOUT=DS on both instances \
+             (pdtp checks vLLM's defaults; with it, prefill and decode TP must be equal: \
+             NotImplementedError \"heterogeneous-TP mamba/KDA transfer is not supported yet\" \
+             at the first transfer), or use connector=\"nixl\"",
         ),
         MoriioHybrid::ConnectorRefuses(error, message) => (
             error,
             message,
-            "MoRIIO transfers Mamba-type state in READ mode from vLLM 0.31.0 and in WRITE mode \
-             from 0.33.0: use those, or connector=\"nixl\"",
+            "MoRIIO takes Mamba-type state in READ mode from vLLM 0.31.0 and in WRITE mode \
+             from 0.33.0, each with VLLM_SSM_CONV_STATE_LAYOUT=DS: use those, or \
+             connector=\"nixl\"",
         ),
     };
     Err(Violation::new(

@@ -5,7 +5,7 @@
 //! (`check::connector_flow`), so it is what that release does.
 
 use crate::check::{check_pair, connector_flow, Shape, Violation};
-use crate::connector::ConnectorProfile;
+use crate::connector::{ConnectorProfile, Rules, SlidingBlocks};
 use crate::rules;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +39,10 @@ pub struct PrefillRankMap {
 pub struct TransferMap {
     pub decode: Vec<DecodeRankMap>,
     pub prefill: Vec<PrefillRankMap>,
+    /// A model with sliding-window layers under MoRIIO READ: which of a request's blocks the
+    /// transfer moves for them ([`SlidingBlocks::blocks`]); `None` for a model without them
+    /// and for the connectors whose windows pdtp's flow data does not compare.
+    pub sliding_window_blocks: Option<SlidingBlocks>,
 }
 
 /// Largest TP size `transfer_map` lays out rank by rank (the output grows as P + D).
@@ -115,13 +119,42 @@ pub fn transfer_map_of(
             expected_acks: flow.expected_acks,
         })
         .collect();
-    Ok(TransferMap { decode, prefill })
+    let sliding_window_blocks = match profile.rules {
+        Rules::MoriioRead(r) if sliding_window => Some(r.sliding_blocks),
+        _ => None,
+    };
+    Ok(TransferMap {
+        decode,
+        prefill,
+        sliding_window_blocks,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::connector::profile;
+
+    #[test]
+    fn moriio_read_sliding_window_blocks_per_release() {
+        use crate::connector::SlidingBlocks;
+        let map = |key: &str, sliding: bool| {
+            transfer_map_of(2, 2, 8, false, (false, sliding), profile(key).unwrap())
+                .unwrap()
+                .sliding_window_blocks
+        };
+        // 0.30.0 `moriio_connector.py:441`: the window's group moves its last
+        // cdiv(window, block) + 1 blocks; before, one unified group moves every block.
+        assert_eq!(map("moriio@0.33.0", true), Some(SlidingBlocks::LastWindow));
+        assert_eq!(map("moriio@0.30.0", true), Some(SlidingBlocks::LastWindow));
+        assert_eq!(map("moriio@0.29.0", true), Some(SlidingBlocks::Every));
+        assert_eq!(map("moriio@0.33.0", false), None);
+        assert_eq!(map("nixl@0.33.0", true), None);
+        assert_eq!(SlidingBlocks::LastWindow.blocks(4096, 16, 300), 257);
+        assert_eq!(SlidingBlocks::LastWindow.blocks(4096, 16, 200), 200);
+        assert_eq!(SlidingBlocks::LastWindow.blocks(100, 16, 300), 8);
+        assert_eq!(SlidingBlocks::Every.blocks(4096, 16, 300), 300);
+    }
 
     #[test]
     fn moriio_d8_reads_p4() {

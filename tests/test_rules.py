@@ -589,6 +589,12 @@ HYBRID_CORE = (
     "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one "
     "unified type."
 )
+HYBRID_PROMOTE = "Failed to promote local KV cache specs to one unified type."
+HYBRID_WRITE = "MoRIIO hybrid (mamba/KDA) transfer is implemented"
+CONV_LAYOUT = (
+    "MoRIIO KDA conv transfer requires the DS (dim-first) state layout; "
+    "set VLLM_SSM_CONV_STATE_LAYOUT=DS"
+)
 
 
 @pytest.mark.parametrize(
@@ -599,16 +605,27 @@ HYBRID_CORE = (
         # (0.14.0 vllm/v1/core/kv_cache_utils.py:1202, 0.26.0 :1519).
         ("0.14.0", ("ValueError", HYBRID_CORE), ("ValueError", HYBRID_CORE)),
         ("0.26.0", ("ValueError", HYBRID_CORE), ("ValueError", HYBRID_CORE)),
+        # 0.27.0-0.29.0: still no SupportsHMA; unify_hybrid_kv_cache_specs hands the specs
+        # to _promote_local_kv_cache_specs, which promotes only sliding-window and
+        # chunked-local specs and refuses attention beside Mamba (0.27.0
+        # vllm/v1/core/kv_cache_utils.py:1529, 0.28.0 :1482, 0.29.0 :1570), in the engine
+        # core before any worker registers a cache.
+        ("0.27.0", ("ValueError", HYBRID_PROMOTE), ("ValueError", HYBRID_PROMOTE)),
+        ("0.28.0", ("ValueError", HYBRID_PROMOTE), ("ValueError", HYBRID_PROMOTE)),
+        ("0.29.0", ("ValueError", HYBRID_PROMOTE), ("ValueError", HYBRID_PROMOTE)),
         # 0.30.0 MoRIIOConnectorScheduler.__init__ (moriio/moriio_connector.py:419).
         (
             "0.30.0",
             ("NotImplementedError", "MoRIIO only supports sliding-window hybrid models"),
             ("NotImplementedError", "MoRIIO only supports sliding-window hybrid models"),
         ),
-        # 0.31.0 READ transfers Mamba state; WRITE refuses (moriio_connector.py:497).
-        ("0.31.0", None, ("MoRIIOError", "MoRIIO hybrid (mamba/KDA) transfer is implemented")),
-        ("0.32.0", None, ("MoRIIOError", "MoRIIO hybrid (mamba/KDA) transfer is implemented")),
-        ("0.33.0", None, None),
+        # 0.31.0 READ's scheduler takes Mamba groups, WRITE's refuses (moriio_connector.py:497);
+        # then the worker's register_kv_caches refuses vLLM's default conv-state layout
+        # ("SD", vllm/model_executor/layers/mamba/mamba_utils.py:45): 0.31.0
+        # moriio_connector.py:2312, 0.32.0 :2367, 0.33.0 :2511 (WRITE too in 0.33.0).
+        ("0.31.0", ("MoRIIOError", CONV_LAYOUT), ("MoRIIOError", HYBRID_WRITE)),
+        ("0.32.0", ("MoRIIOError", CONV_LAYOUT), ("MoRIIOError", HYBRID_WRITE)),
+        ("0.33.0", ("MoRIIOError", CONV_LAYOUT), ("MoRIIOError", CONV_LAYOUT)),
     ],
 )
 def test_moriio_hybrid_models_at_engine_start(version, read, write):
@@ -856,3 +873,30 @@ def test_moriio_read_moves_a_sliding_window_group_as_the_full_one(version):
         )
         assert (sliding.decode, sliding.prefill) == (dense.decode, dense.prefill)
         assert sliding.warnings == dense.warnings
+
+
+@pytest.mark.parametrize(
+    "version, rule, moved",
+    [
+        # Before 0.30.0 vLLM unifies the window to full attention for MoRIIO: every block.
+        ("0.14.0", "every", 300),
+        ("0.29.0", "every", 300),
+        # 0.30.0 on both schedulers clip the window's group to its last
+        # cdiv(window, block_size) + 1 blocks (blocks_per_sw, 0.30.0
+        # moriio/moriio_connector.py:441; get_exchange_clipped_blocks :525).
+        ("0.30.0", "last_window", 257),
+        ("0.33.0", "last_window", 257),
+    ],
+)
+def test_moriio_read_sliding_window_blocks_per_release(version, rule, moved):
+    m = pdtp.transfer_map(2, 2, kv_heads=8, vllm_version=version, sliding_window=True)
+    assert m.sliding_window_blocks == rule
+    assert m.to_dict()["sliding_window_blocks"] == rule
+    assert m.window_blocks(4096, 16, 300) == moved
+    # A request shorter than the window moves all its blocks either way.
+    assert m.window_blocks(4096, 16, 100) == 100
+    # A model without sliding-window layers has no window rule.
+    dense = pdtp.transfer_map(2, 2, kv_heads=8, vllm_version=version)
+    assert dense.sliding_window_blocks is None and dense.window_blocks(4096, 16, 300) is None
+    with pytest.raises(pdtp.PdtpError, match="block_size"):
+        m.window_blocks(4096, 0, 300)

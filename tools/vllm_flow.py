@@ -48,13 +48,27 @@ KV-cache config a second group, a Mamba-2 layer or a sliding-window layer: a rel
 MoRIIOConnector is no ``SupportsHMA`` has vLLM turn the hybrid KV-cache manager off, so
 sliding windows are unified to full attention (the dense flow runs) and Mamba specs meet the
 release's own ``unify_hybrid_kv_cache_specs`` refusal (its text read from
-``vllm/v1/core/kv_cache_utils.py``; 0.27.0-0.29.0 it no longer refuses and the driver stops:
-``undriven``); a release with it builds both sides' scheduler and worker with the groups and
-records what they raise. A sliding-window group that starts (READ, 0.30.0 on) is then driven
-like a dense vector, each rank holding a full and a sliding-window layer whose blocks are their
-own group's list (``local_block_ids[group]``): the reads of both layers, the releases, acks and
-frees are recorded. A Mamba group that starts is recorded ``started`` (its state transfer is
-not driven).
+``vllm/v1/core/kv_cache_utils.py``: raised there, or from 0.27.0 in the
+``_promote_local_kv_cache_specs`` it calls); a release with it builds both sides' workers,
+then their schedulers (vLLM's engine start registers the workers' caches before the engine
+core builds its scheduler) with the groups and records what they raise. A Mamba group goes
+to a worker's real ``register_kv_caches`` where the worker has Mamba code (0.31.0 on), in
+vLLM's default environment (the release's own ``is_conv_state_dim_first``, read from
+``vllm/model_executor/layers/mamba/mamba_utils.py``): its refusal is the engine-start
+verdict; a release whose registration passes stops the driver (its Mamba state transfer is
+not driven; 0.30.0's worker has no Mamba code, and its registration of vLLM's Mamba view is not
+driven: the scheduler's refusal is recorded). A sliding-window group that starts (READ, 0.30.0
+on) is driven like a dense vector, each rank holding a full and a sliding-window layer whose
+blocks are their own group's list (``local_block_ids[group]``): the reads of both layers, the
+releases, acks and frees are recorded. Every sliding-window READ vector also records which
+blocks of each group the transfer moves, as the two schedulers decide it
+(:func:`scheduler_windows`: a request longer than the window through the prefill's
+``request_finished`` and the decode's ``update_state_after_alloc`` and
+``build_connector_meta``).
+
+Backends: the grid runs MoRI's ``xgmi`` backend beside ``rdma`` where it could matter
+(:func:`xgmi_vector`); :func:`check_backend_readers` proves per release, from the code, that
+nothing else reads it (a new reader stops the driver).
 
 Names the driver chooses as vLLM's deployment does: request ids ``cmpl-…`` (vLLM's OpenAI
 server), transfer ids ``<TRANSFER_PREFIX>-…`` (the MoRIIO proxy; ``tx`` from 0.18.0). A
@@ -900,24 +914,64 @@ def _spec_classes(ns: dict[str, Any]) -> None:
 
 
 KV_CACHE_UTILS = "vllm/v1/core/kv_cache_utils.py"
+MAMBA_UTILS = "vllm/model_executor/layers/mamba/mamba_utils.py"
+
+
+def conv_layout_fn(src: str) -> Any:
+    """The release's ``is_conv_state_dim_first`` (``vllm/model_executor/layers/mamba/
+    mamba_utils.py``, with the ``get_conv_state_layout`` it calls), run against the driver's
+    ``vllm.envs`` (``VLLM_SSM_CONV_STATE_LAYOUT``: vLLM's default ``None``, so the release's
+    own default layout); ``None`` where the release has none."""
+    if not src:
+        return None
+    wanted = {"get_conv_state_layout", "is_conv_state_dim_first"}
+    body = [n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name in wanted]
+    if {n.name for n in body} != wanted:
+        return None
+    tree = ast.Module(body=body, type_ignores=[])
+    ns: dict[str, Any] = {
+        "__builtins__": builtins,
+        "envs": ENVS,
+        "logger": _NullLogger(),
+        # No cache: each vector reads the environment it sets.
+        "functools": types.SimpleNamespace(lru_cache=lambda f: f),
+    }
+    exec(compile(tree, "<vllm mamba_utils>", "exec", _FLAGS), ns)
+    return ns["is_conv_state_dim_first"]
 
 
 def unify_error(src: str) -> str | None:
     """The ValueError text of the release's ``unify_hybrid_kv_cache_specs`` (what a hybrid
-    model meets at engine start with the hybrid KV-cache manager off)."""
+    model meets at engine start with the hybrid KV-cache manager off): raised in it
+    (0.14.0-0.26.0) or in the module function it hands the specs to (0.27.0 on:
+    ``_promote_local_kv_cache_specs``, which promotes only sliding-window and chunked-local
+    specs, so attention beside Mamba stays two types and it raises, 0.27.0
+    ``vllm/v1/core/kv_cache_utils.py:1529``)."""
     if not src:
         return None
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.FunctionDef) and node.name == "unify_hybrid_kv_cache_specs":
-            for r in ast.walk(node):
-                if (
-                    isinstance(r, ast.Raise)
-                    and isinstance(r.exc, ast.Call)
-                    and ast.unparse(r.exc.func) == "ValueError"
-                    and r.exc.args
-                ):
-                    return str(ast.literal_eval(r.exc.args[0]))
-    return None
+    funcs = {n.name: n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)}
+    seen: set[str] = set()
+
+    def raised(name: str) -> str | None:
+        if name in seen or name not in funcs:
+            return None
+        seen.add(name)
+        for r in ast.walk(funcs[name]):
+            if (
+                isinstance(r, ast.Raise)
+                and isinstance(r.exc, ast.Call)
+                and ast.unparse(r.exc.func) == "ValueError"
+                and r.exc.args
+            ):
+                return str(ast.literal_eval(r.exc.args[0]))
+        for c in ast.walk(funcs[name]):
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name):
+                got = raised(c.func.id)
+                if got is not None:
+                    return got
+        return None
+
+    return raised("unify_hybrid_kv_cache_specs")
 
 
 class Release:
@@ -938,6 +992,8 @@ class Release:
             for n in connector.body
         )
         self.unify_error = unify_error(files.get(KV_CACHE_UTILS, ""))
+        self.conv_dim_first = conv_layout_fn(files.get(MAMBA_UTILS, ""))
+        check_backend_readers(version, files)
         # Block ids per KV-cache group (`BlockIds`, 0.30.0 on: `local_block_ids[group_idx]`).
         self.grouped_blocks = "BlockIds" in files.get(MORIIO + "moriio_connector.py", "")
         for name in ("MoRIIOConnectorWorker", "MoRIIOConnectorScheduler"):
@@ -1035,16 +1091,20 @@ def flow_vector(
         # transfer with both groups; the others stop at the start.
         if started is not None and not (started["verdict"] == ["started"] and hybrid == "sliding"):
             return started
+    # A sliding-window READ vector: the blocks of each group its transfer moves, as the
+    # schedulers decide them.
+    windows = scheduler_windows(rel, p, d, h, mla) if hybrid == "sliding" and read else None
     extra: dict[str, Any] = {"ppp": ppp, "dpp": dpp}
     if hybrid and rel.hma:
         extra["hybrid"] = hybrid
-    first = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, {}, **extra)
-    votes = first.pop("_votes", {})
+    got = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, {}, **extra)
+    votes = got.pop("_votes", {})
     if any(v == 0 for v in votes.values()):
-        again = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, votes, **extra)
-        again.pop("_votes", None)
-        return again
-    return first
+        got = _flow(rel, read, p, d, h, mla, pdp, ddp, backend, votes, **extra)
+        got.pop("_votes", None)
+    if windows is not None:
+        got["windows"] = windows
+    return got
 
 
 def _error(e: BaseException) -> list[Any]:
@@ -1202,22 +1262,27 @@ def hybrid_start(
     then unified to full attention (the connector sees a dense model: ``None``, run the dense
     flow) and Mamba layers fail vLLM's unification at engine start (the release's own
     ``unify_hybrid_kv_cache_specs`` text, vllm/v1/core/kv_cache_utils.py). A release with it
-    builds both sides' scheduler and worker with the hybrid KV-cache groups: what they raise,
-    else ``started`` (:func:`flow_vector` drives a sliding-window group on from there)."""
+    builds both sides' workers (registering a Mamba group's caches where the worker has code
+    for them), then their schedulers, with the hybrid KV-cache groups: what they raise, else
+    ``started`` (:func:`flow_vector` drives a sliding-window group on from there)."""
     global DRIVER
     if not rel.hma:
         if hybrid == "sliding":
             return None
         if rel.unify_error is None:
-            # 0.27.0-0.29.0: the unification no longer refuses; the Mamba groups reach a
-            # connector with no code for them, which the driver does not model.
-            return {"verdict": ["undriven"]}
+            # No refusal found in the release's unification: what the Mamba groups meet
+            # next is not modelled (never golden data).
+            raise HarnessError(f"{rel.version}: no unify_hybrid_kv_cache_specs refusal")
         return {"verdict": ["engine_start", "ValueError", rel.unify_error, 0]}
     ns = rel.ns
-    ENVS.values = {"VLLM_MORIIO_CONNECTOR_READ_MODE": read}
+    ENVS.values = {"VLLM_MORIIO_CONNECTOR_READ_MODE": read, "VLLM_SSM_CONV_STATE_LAYOUT": None}
     drv = DRIVER = Driver(ns)
     Worker = ns["MoRIIOConnectorWorker"]
     sched_cls = ns["MoRIIOConnectorScheduler"]
+    # vLLM's engine start: each worker builds its connector and registers its KV caches
+    # (vllm/v1/worker/gpu_worker.py `initialize_from_config`, run by the engine core's
+    # `_initialize_kv_caches`) before the engine core builds its scheduler and with it the
+    # connector's scheduler side (0.31.0 vllm/v1/engine/core.py:151, then :168).
     for side, tp in (("prefill", p), ("decode", d)):
         rank = Rank(side, tp, 0, 1, 0)
         w = Worker.__new__(Worker)
@@ -1226,7 +1291,6 @@ def hybrid_start(
         kvc = kv_cache_config(ns, mla, hybrid)
         with drv.as_rank(w):
             try:
-                sched_cls(cfg, side, kvc)
                 params = Worker.__init__.__code__.co_varnames[
                     1 : Worker.__init__.__code__.co_argcount
                 ]
@@ -1236,7 +1300,46 @@ def hybrid_start(
                 if isinstance(ex, (HarnessError, NameError, AttributeError, TypeError)):
                     raise HarnessError(f"{type(ex).__name__}: {ex}") from ex
                 return {"verdict": ["engine_start", *_error(ex)[:2], 0]}
+        if hybrid == "mamba" and hasattr(Worker, "_is_mamba_layer"):
+            # A release whose worker registers Mamba layers (0.31.0 on) runs its real
+            # register_kv_caches with the attention layer's cache and the Mamba layer's
+            # state: what it raises reaches the user at the engine start. Past it, the Mamba
+            # state transfer is not driven: a release whose registration passes stops the
+            # driver. (0.30.0's worker has no Mamba code: its registration of vLLM's Mamba
+            # view is not driven, and the scheduler's refusal below is recorded.)
+            started = register_hybrid_caches(rel, w, mla)
+            if started is not None:
+                return started
+    for side, tp in (("prefill", p), ("decode", d)):
+        rank = Rank(side, tp, 0, 1, 0)
+        w = Worker.__new__(Worker)
+        w._flow_rank = rank
+        cfg = rel.config(side, tp, 1, 0, h, mla, read, "rdma", 1, hma=True)
+        with drv.as_rank(w):
+            try:
+                sched_cls(cfg, side, kv_cache_config(ns, mla, hybrid))
+            except Exception as ex:
+                if isinstance(ex, (HarnessError, NameError, AttributeError, TypeError)):
+                    raise HarnessError(f"{type(ex).__name__}: {ex}") from ex
+                return {"verdict": ["engine_start", *_error(ex)[:2], 0]}
     return {"verdict": ["started"]}
+
+
+def register_hybrid_caches(rel: Release, w: Any, mla: bool) -> dict[str, Any] | None:
+    """The worker's own ``register_kv_caches`` on a Mamba vector (vLLM's default
+    environment): its refusal as the engine-start verdict."""
+    conv = rel.conv_dim_first
+    NAMES["is_conv_state_dim_first"] = conv if conv is not None else _Loud("mamba_utils")
+    shape = (NUM_BLOCKS, BLOCK_SIZE, 576) if mla else (2, NUM_BLOCKS, BLOCK_SIZE, 1, 128)
+    caches = {LAYER: _KVTensor(shape), LAYER_2: _KVTensor((NUM_BLOCKS, 3 * 1024 + 8 * 64 * 64))}
+    with DRIVER.as_rank(w):
+        try:
+            w.register_kv_caches(caches)
+        except Exception as ex:
+            if isinstance(ex, (HarnessError, NameError, AttributeError, TypeError)):
+                raise HarnessError(f"{type(ex).__name__}: {ex}") from ex
+            return {"verdict": ["engine_start", *_error(ex)[:2], 0]}
+    raise HarnessError(f"{rel.version}: a Mamba group registers; its transfer is not driven")
 
 
 def make_scheduler(
@@ -1277,13 +1380,119 @@ def _scheduler_output(rid: str) -> Any:
 
 
 class _Blocks:
-    """KVCacheBlocks: one block per KV-cache group."""
+    """KVCacheBlocks: one block per KV-cache group (``groups``: the block ids per group)."""
 
-    def __init__(self, grouped: bool):
+    def __init__(self, grouped: bool, groups: Any = None):
         self.grouped = grouped
+        self.groups = groups
 
     def get_block_ids(self, *a: Any, **k: Any) -> Any:
+        if self.groups is not None:
+            return tuple(list(g) for g in self.groups)
         return ([1],)
+
+
+# A sliding-window vector's request for the schedulers' block windows: WINDOW_BLOCKS blocks
+# in every KV-cache group (more than the window's SLIDING_WINDOW // BLOCK_SIZE = 256).
+WINDOW_BLOCKS = 300
+
+
+def scheduler_windows(rel: Release, p: int, d: int, h: int, mla: bool) -> list[list[Any]]:
+    """Which blocks of each KV-cache group a READ transfer moves, as the two schedulers
+    decide it: the prefill scheduler's real ``request_finished`` on a request of
+    WINDOW_BLOCKS blocks per group (the ``remote_block_ids`` it hands the decode), then the
+    decode scheduler's ``get_num_new_matched_tokens``, ``update_state_after_alloc`` (its
+    own freshly allocated WINDOW_BLOCKS blocks per group) and ``build_connector_meta``: the
+    request's ``ReqMeta`` as the decode worker gets it. Per group: [local blocks, remote
+    blocks, the local ones are the allocation's last, the remote ones the prefill's last].
+    A release without the hybrid KV-cache manager for MoRIIO sees one (unified) group."""
+    global DRIVER
+    ns = rel.ns
+    ENVS.values = {"VLLM_MORIIO_CONNECTOR_READ_MODE": True, "VLLM_SSM_CONV_STATE_LAYOUT": None}
+    drv = DRIVER = Driver(ns)
+    hybrid = "sliding" if rel.hma else ""
+    drv.hybrid = hybrid
+    n_groups = 2 if hybrid else 1
+    sched_cls = ns["MoRIIOConnectorScheduler"]
+    Worker = ns["MoRIIOConnectorWorker"]
+
+    def scheduler(side: str, tp: int) -> Any:
+        rank = Rank(side, tp, 0, 1, 0)
+        w = Worker.__new__(Worker)
+        w._flow_rank = rank
+        drv.current = rank
+        cfg = rel.config(side, tp, 1, 0, h, mla, True, "rdma", 1, hma=bool(hybrid))
+        code = sched_cls.__init__.__code__
+        with drv.as_rank(w):
+            if "kv_cache_config" in code.co_varnames[: code.co_argcount]:
+                return w, sched_cls(cfg, side, kv_cache_config(ns, mla, hybrid))
+            return w, sched_cls(cfg, side)
+
+    prompt = WINDOW_BLOCKS * BLOCK_SIZE
+    prefill_blocks = [
+        list(range(1000 * g + 1, 1000 * g + 1 + WINDOW_BLOCKS)) for g in range(n_groups)
+    ]
+    decode_blocks = [
+        list(range(5000 * (g + 1), 5000 * (g + 1) + WINDOW_BLOCKS)) for g in range(n_groups)
+    ]
+    # The router's request id, embedding both sides' MoRIIO addresses (0.20.0-0.24.0's
+    # schedulers read the peer's from it).
+    rid = router_request_id(0)
+    pw, ps = scheduler("prefill", p)
+    with drv.as_rank(pw):
+        request = _Config(
+            request_id=rid,
+            status=_RequestStatus.FINISHED_LENGTH_CAPPED,
+            kv_transfer_params={"do_remote_decode": True, "transfer_id": "tx-window-0"},
+            num_computed_tokens=prompt,
+            num_tokens=prompt,
+            num_prompt_tokens=prompt,
+            prompt_token_ids=[0] * prompt,
+            is_finished=lambda: True,
+        )
+        grouped = "BlockIds" in str(sched_cls.request_finished.__annotations__.get("block_ids"))
+        blocks = tuple(prefill_blocks) if grouped else prefill_blocks[0]
+        _, params = ps.request_finished(request, blocks)
+    if not params:
+        raise HarnessError("request_finished returned no kv_transfer_params")
+    dw, ds = scheduler("decode", d)
+    with drv.as_rank(dw):
+        # The proxy forwards the prefill's params, adding the prefill's addresses it knows
+        # from its registration where the release's prefill returns none.
+        proxy = {
+            "remote_host": "10.0.0.1",
+            "remote_port": HANDSHAKE_PORT["prefill"],
+            "remote_handshake_port": HANDSHAKE_PORT["prefill"],
+            "remote_notify_port": NOTIFY_PORT["prefill"],
+            "remote_dp_rank": 0,
+            "remote_dp_size": 1,
+            "tp_size": p,
+        }
+        params = {**proxy, **params, "transfer_id": "tx-window-0"}
+        dreq = _request(rid, params)
+        dreq.num_tokens = dreq.num_prompt_tokens = prompt
+        dreq.prompt_token_ids = [0] * prompt
+        n, _ = ds.get_num_new_matched_tokens(dreq, 0)
+        ds.update_state_after_alloc(dreq, _Blocks(True, decode_blocks), n)
+        out = _scheduler_output(rid)
+        out.num_scheduled_tokens = {rid: 1}
+        meta = ds.build_connector_meta(out)
+    req_meta = meta.reqs_to_recv[rid]
+    local, remote = req_meta.local_block_ids, req_meta.remote_block_ids
+    if not rel.grouped_blocks:
+        local, remote = [local], [remote]
+    got = []
+    for g in range(n_groups):
+        lo, re_ = list(local[g]), list(remote[g])
+        got.append(
+            [
+                len(lo),
+                len(re_),
+                lo == decode_blocks[g][len(decode_blocks[g]) - len(lo) :],
+                re_ == prefill_blocks[g][len(prefill_blocks[g]) - len(re_) :],
+            ]
+        )
+    return got
 
 
 def run_writer(w: Any) -> list[Any]:
@@ -1305,6 +1514,16 @@ def run_writer(w: Any) -> list[Any]:
         w._flow_writer_dead = _error(e)[:2]
         return w._flow_writer_dead
     return []
+
+
+def router_request_id(i: int) -> str:
+    """Request ``i``'s id as vLLM's MoRIIO router names it (the server prefixes ``cmpl-``):
+    both sides' MoRIIO addresses embedded."""
+    return (
+        f"cmpl-___prefill_addr_host:10.0.0.1,handshake:{HANDSHAKE_PORT['prefill']},"
+        f"notify:{NOTIFY_PORT['prefill']}___decode_addr_host:10.0.1.1,"
+        f"handshake:{HANDSHAKE_PORT['decode']},notify:{NOTIFY_PORT['decode']}_{i:032x}"
+    )
 
 
 def _write_requests(
@@ -1356,12 +1575,7 @@ def _write_requests(
         k, e = req["pdp"], req["ddp"]
         # The router's request id embeds both sides' MoRIIO addresses (vLLM's server prefixes
         # `cmpl-`): releases whose WRITE scheduler reads them from it (0.16.0-0.24.0) need it.
-        i = int(req["id"].rsplit("-", 1)[1])
-        req["id"] = (
-            f"cmpl-___prefill_addr_host:10.0.0.1,handshake:{HANDSHAKE_PORT['prefill']},"
-            f"notify:{NOTIFY_PORT['prefill']}___decode_addr_host:10.0.1.1,"
-            f"handshake:{HANDSHAKE_PORT['decode']},notify:{NOTIFY_PORT['decode']}_{i:032x}"
-        )
+        req["id"] = router_request_id(int(req["id"].rsplit("-", 1)[1]))
         blocks = _Blocks(rel.grouped_blocks)
         # The proxy sends the request to both sides at once, each naming the other.
         dparams = {
@@ -1720,6 +1934,87 @@ def loads(h: int, tp: int, mla: bool) -> bool:
     return mla or (tp % h == 0 if tp >= h else h % tp == 0)
 
 
+def xgmi_vector(mode: str, p: int, d: int, h: int, mla: bool, pdp: int, ddp: int) -> bool:
+    """The vectors also run on MoRI's ``xgmi`` backend. No release reads the backend outside
+    the engine's creation, except 0.33.0's READ source choice (:func:`backend_readers`,
+    checked per release): READ's one-rank MLA decode (the round-robin it gates) runs on
+    both; WRITE, whose code never reads it past the engine's creation, runs on both where a
+    backend could change the mapping if it did (MLA with D = 1, P > D with D <= 2, and the
+    data-parallel layouts with 8 KV heads). The test asks each such vector's outcome to be
+    the ``rdma`` one's."""
+    if mode == "read":
+        return mla and d == 1 and pdp == ddp == 1
+    if (pdp, ddp) != (1, 1):
+        return h == 8
+    return (mla and d == 1) or (p > d and d <= 2)
+
+
+# Where the MoRIIO modules may read the backend (``kv_connector_extra_config["backend"]``,
+# ``MoRIIOConfig.backend``, ``BackendType.XGMI``): parsing it, creating the engine with it,
+# and (0.33.0) READ's choice of a rotating source.
+BACKEND_READERS = {
+    "moriio_common.py:MoRIIOConfig.from_vllm_config",
+    "moriio_connector.py:MoRIIOConnectorWorker.__init__",
+    "moriio_engine.py:MoRIIOWrapper.set_backend_type",
+    "moriio_connector.py:MoRIIOConnectorWorker._spreads_replicated_reads",
+}
+# The READ-only functions that may call the READ source choice: the decode's source per
+# request and its eager handshake (0.33.0 `start_load_kv` returns before it in WRITE mode,
+# moriio_connector.py:3287).
+READ_SOURCE_CALLERS = {"_resolve_read_source", "_eager_handshake_all_dp_ranks"}
+
+
+def backend_readers(files: dict[str, str]) -> dict[str, list[int]]:
+    """Every function of the release's MoRIIO modules that reads the backend, with the
+    lines: ``module:Class.function`` -> lines. Checked by :class:`Release` against
+    :data:`BACKEND_READERS` (a new reader stops the driver: the ``xgmi`` grid would then be
+    too small), and the callers of ``_spreads_replicated_reads`` against
+    :data:`READ_SOURCE_CALLERS`."""
+    out: dict[str, list[int]] = {}
+    for name, src in sorted(files.items()):
+        if not name.startswith(MORIIO):
+            continue
+
+        def visit(node: ast.AST, qual: list[str], module: str) -> None:
+            for ch in ast.iter_child_nodes(node):
+                if isinstance(ch, ast.ClassDef):
+                    visit(ch, [*qual, ch.name], module)
+                elif isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    hits = [
+                        n.lineno
+                        for n in ast.walk(ch)
+                        if (isinstance(n, ast.Attribute) and n.attr in ("backend", "XGMI"))
+                        or (isinstance(n, ast.Constant) and n.value in ("xgmi", "backend"))
+                    ]
+                    if hits:
+                        out[f"{module}:{'.'.join([*qual, ch.name])}"] = sorted(set(hits))
+                    visit(ch, [*qual, ch.name], module)
+
+        visit(ast.parse(src), [], name.rsplit("/", 1)[1])
+    return out
+
+
+def check_backend_readers(version: str, files: dict[str, str]) -> None:
+    readers = backend_readers(files)
+    extra = set(readers) - BACKEND_READERS
+    if extra:
+        raise HarnessError(f"{version}: the backend is read in {sorted(extra)}")
+    callers = set()
+    for name, src in files.items():
+        if name.startswith(MORIIO):
+            for fn in ast.walk(ast.parse(src)):
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    for n in ast.walk(fn):
+                        if (
+                            isinstance(n, ast.Attribute)
+                            and n.attr == "_spreads_replicated_reads"
+                            and fn.name != "_spreads_replicated_reads"
+                        ):
+                            callers.add(fn.name)
+    if callers - READ_SOURCE_CALLERS:
+        raise HarnessError(f"{version}: the READ source choice is called by {sorted(callers)}")
+
+
 def grid() -> list[tuple[Any, ...]]:
     """(mode, P, D, H, MLA, prefill DP, decode DP, backend) of every vector."""
     out = []
@@ -1731,7 +2026,7 @@ def grid() -> list[tuple[Any, ...]]:
                     for d in TP_SIZES:
                         if loads(h, p, mla) and loads(h, d, mla):
                             out.append((mode, p, d, h, mla, 1, 1, "rdma"))
-                            if mla and d == 1 and mode == "read":
+                            if xgmi_vector(mode, p, d, h, mla, 1, 1):
                                 out.append((mode, p, d, h, mla, 1, 1, "xgmi"))
             for h in DP_HEADS:
                 for pdp, ddp in DP_LAYOUTS:
@@ -1741,6 +2036,8 @@ def grid() -> list[tuple[Any, ...]]:
                         for d in DP_TP:
                             if loads(h, p, mla) and loads(h, d, mla):
                                 out.append((mode, p, d, h, mla, pdp, ddp, "rdma"))
+                                if xgmi_vector(mode, p, d, h, mla, pdp, ddp):
+                                    out.append((mode, p, d, h, mla, pdp, ddp, "xgmi"))
         # Pipeline stages on either side, and hybrid models (Mamba-2 or sliding-window
         # layers beside full attention): (..., prefill PP, decode PP, hybrid kind).
         for ppp, dpp in PP_LAYOUTS:
@@ -1765,7 +2062,7 @@ def compact(v: tuple[Any, ...], got: dict[str, Any]) -> list[Any]:
     list, per decode rank, the (DP rank, TP rank) pairs."""
     _, p, d, h = v[:4]
     verdict = got["verdict"]
-    if verdict[0] not in ("ok", "engine_start", "started", "undriven") and verdict[1] != "hang":
+    if verdict[0] not in ("ok", "engine_start", "started") and verdict[1] != "hang":
         verdict = [verdict[0], verdict[1], template(verdict[2], (p, d, h)), verdict[3]]
     if v[0] == "write":
         reqs = [[r["pdp"], r["ddp"], *r["write"]] for r in got.get("requests", [])]
@@ -1786,6 +2083,10 @@ def compact(v: tuple[Any, ...], got: dict[str, Any]) -> list[Any]:
     # Exceptions a prefill rank's notify listener died of (logged only: vLLM's
     # `_async_wait`), as (class, message) pairs.
     errors = [[c, template(m, (p, d, h))] for c, m in got.get("listener_errors", [])]
+    if "windows" in got:
+        # A sliding-window vector: per KV-cache group the blocks its transfer moves
+        # (:func:`scheduler_windows`).
+        return [verdict, reqs, errors, got["windows"]]
     return [verdict, reqs, errors]
 
 
@@ -1797,12 +2098,16 @@ def moriio_files(path: Path) -> dict[str, str]:
     if path.is_dir():
         for f in (path / MORIIO).glob("*.py"):
             files[MORIIO + f.name] = f.read_text()
-        if (path / KV_CACHE_UTILS).exists():
-            files[KV_CACHE_UTILS] = (path / KV_CACHE_UTILS).read_text()
+        for extra in (KV_CACHE_UTILS, MAMBA_UTILS):
+            if (path / extra).exists():
+                files[extra] = (path / extra).read_text()
     else:
         with zipfile.ZipFile(path) as z:
             for name in z.namelist():
-                if (name.startswith(MORIIO) and name.endswith(".py")) or name == KV_CACHE_UTILS:
+                if (name.startswith(MORIIO) and name.endswith(".py")) or name in (
+                    KV_CACHE_UTILS,
+                    MAMBA_UTILS,
+                ):
                     files[name] = z.read(name).decode()
     return files
 
@@ -1893,6 +2198,18 @@ def main(argv: list[str] | None = None) -> None:
         # What the driver reads: the MoRIIO modules and the core's unification error text.
         read = [files[k] for k in sorted(files) if k.startswith(MORIIO)]
         read.append(unify_error(files.get(KV_CACHE_UTILS, "")) or "")
+        # and the release's conv-state layout functions (a Mamba group's registration).
+        mamba_src = files.get(MAMBA_UTILS, "")
+        read.append(
+            "\n".join(
+                ast.unparse(n)
+                for n in ast.parse(mamba_src).body
+                if isinstance(n, ast.FunctionDef)
+                and n.name in ("get_conv_state_layout", "is_conv_state_dim_first")
+            )
+            if mamba_src
+            else ""
+        )
         digest = hashlib.sha256("\n".join(read).encode()).hexdigest()[:16]
         if digest not in done:
             data = generate(v, files)

@@ -68,6 +68,8 @@ __all__ = [
     "stage_layers",
     "sweep_space",
     "transfer_map",
+    "sliding_window_blocks",
+    "sliding_window_rule",
     "vllm_releases",
     "validate_kv_heads",
 ]
@@ -151,6 +153,10 @@ def transfer_map(
     list[tuple[int, list[int], list[tuple[int, list[int]]], list[int], list[int]]],
     list[tuple[int, list[int], list[int], list[int], int]],
 ]: ...
+def sliding_window_rule(connector: str) -> str | None: ...
+def sliding_window_blocks(
+    rule: str, window_tokens: int, block_size: int, request_blocks: int
+) -> int: ...
 
 # ---- layouts -------------------------------------------------------------------------------
 _LayoutModel = tuple[int, int, bool, int, int, bool, bool, bool, int]

@@ -134,6 +134,29 @@ class TransferMap:
     mode: str | None = None
     #: The serving engine, as output names it (``"vLLM"``, ``"SGLang"``).
     engine: str = "vLLM"
+    #: A model with sliding-window layers: which of a request's blocks the transfer moves
+    #: for them, as the release's schedulers decide it: ``"every"`` (MoRIIO before vLLM
+    #: 0.30.0 unifies the windows to full attention), ``"last_window"`` (0.30.0 on: the last
+    #: ``ceil(window / block_size) + 1``); None without such layers or where pdtp's flow data
+    #: does not compare it. :meth:`window_blocks` counts them.
+    sliding_window_blocks: str | None = None
+
+    def window_blocks(self, window_tokens: int, block_size: int, request_blocks: int) -> int | None:
+        """The blocks of a ``request_blocks``-block request the transfer moves for a
+        sliding-window layer of ``window_tokens`` tokens (``block_size``-token blocks), or
+        None (:attr:`sliding_window_blocks`).
+
+        >>> import pdtp
+        >>> m = pdtp.transfer_map(2, 2, kv_heads=8, sliding_window=True, vllm_version="0.33.0")
+        >>> m.sliding_window_blocks, m.window_blocks(4096, 16, 300), m.window_blocks(4096, 16, 9)
+        ('last_window', 257, 9)
+        """
+        w = positive_int("window_tokens", window_tokens, maximum=1 << 40)
+        b = positive_int("block_size", block_size, maximum=1 << 20)
+        n = positive_int("request_blocks", request_blocks, maximum=1 << 40)
+        if self.sliding_window_blocks is None:
+            return None
+        return _core.sliding_window_blocks(self.sliding_window_blocks, w, b, n)
 
     @property
     def vllm_version(self) -> str | None:
@@ -159,6 +182,7 @@ class TransferMap:
             "prefill_stages": [list(s) for s in self.prefill_stages],
             "decode_stages": [list(s) for s in self.decode_stages],
             "warnings": [w.to_dict() for w in self.warnings],
+            "sliding_window_blocks": self.sliding_window_blocks,
         }
 
 
@@ -258,6 +282,7 @@ def transfer_map(
         decode_stages=_stages(dl, layers),
         engine_version=conn.engine_version,
         mode=conn.mode,
+        sliding_window_blocks=_core.sliding_window_rule(conn.key) if facts[1] else None,
         engine=conn.engine_label,
     )
 

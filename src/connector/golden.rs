@@ -838,20 +838,6 @@ fn compare_start(
                 )),
             })
         }
-        // The engine starts (a Mamba group's state transfer is not driven; a sliding-window
-        // group's is, and is recorded as `ok` with its requests).
-        "started" => Some(
-            match report
-                .violations
-                .iter()
-                .find(|x| matches!(x.when, Stage::EngineStart | Stage::ModelLoad))
-            {
-                None => Ok(()),
-                Some(x) => Err(format!(
-                    "vLLM's engine starts; pdtp refuses it there: {x:?}"
-                )),
-            },
-        ),
         _ => None,
     }
 }
@@ -950,6 +936,54 @@ fn compare_refusal(
     )
 }
 
+/// The flow driver's sliding-window request (`tools/vllm_flow.py`: `WINDOW_BLOCKS` blocks in
+/// each KV-cache group, `SLIDING_WINDOW` tokens of window, `BLOCK_SIZE`-token blocks).
+const FLOW_WINDOW: (i64, i64, i64) = (4096, 16, 300);
+
+/// A sliding-window READ vector's block windows (per KV-cache group: local and remote
+/// blocks moved, each the last of its side's blocks) against `rule`, the transfer map's
+/// `sliding_window_blocks`.
+fn compare_windows(windows: &Value, rule: super::SlidingBlocks) -> Result<(), String> {
+    let (window, block, blocks) = FLOW_WINDOW;
+    let groups = windows.as_array().expect("windows");
+    let mut want = vec![blocks];
+    if rule.groups() == 2 {
+        want.push(rule.blocks(window, block, blocks));
+    }
+    let got: Vec<(i64, i64, bool)> = groups
+        .iter()
+        .map(|g| {
+            (
+                g[0].as_i64().unwrap(),
+                g[1].as_i64().unwrap(),
+                g[2].as_bool().unwrap() && g[3].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let pdtp: Vec<(i64, i64, bool)> = want.iter().map(|&n| (n, n, true)).collect();
+    if got == pdtp {
+        Ok(())
+    } else {
+        Err(format!(
+            "vLLM's schedulers move (local, remote, the last blocks) {got:?} per KV-cache \
+             group of a {blocks}-block request; pdtp's transfer map ({rule:?}) {pdtp:?}"
+        ))
+    }
+}
+
+/// The transfer map's `sliding_window_blocks` for a sliding-window READ vector.
+fn map_windows(v: &FlowVector, profile: &super::ConnectorProfile) -> Option<super::SlidingBlocks> {
+    crate::transfer::transfer_map_of(v.p, v.d, v.h, v.mla, (false, true), profile)
+        .ok()
+        .and_then(|m| m.sliding_window_blocks)
+        .or(match profile.rules {
+            // A pair pdtp refuses has no map: its windows are the rule's all the same (the
+            // schedulers clip before any worker runs).
+            super::Rules::MoriioRead(r) => Some(r.sliding_blocks),
+            _ => None,
+        })
+}
+
 /// One vector: vLLM's recorded outcome against pdtp's report and flow.
 fn compare_flow_vector(
     v: &FlowVector,
@@ -960,6 +994,10 @@ fn compare_flow_vector(
     let (report, flow) = pdtp_flow_report(v, profile);
     let verdict = outcome[0].as_array().expect("verdict");
     let first = report.violations.first();
+    if let Some(windows) = outcome.get(3) {
+        let rule = map_windows(v, profile).ok_or("no sliding_window_blocks in pdtp's map")?;
+        compare_windows(windows, rule)?;
+    }
     if let Some(r) = compare_start(verdict, &report) {
         return r;
     }
@@ -1181,6 +1219,8 @@ fn pdtp_agrees_with_vllm_moriio_flow() {
     let mut total = 0u64;
     let mut skipped = 0u64;
     let mut sliding_served = 0u64;
+    let mut xgmi_write = 0u64;
+    let mut windows = 0u64;
     let mut releases = 0u64;
     let mut cache: BTreeMap<&str, Value> = BTreeMap::new();
     for (release, file) in runs {
@@ -1200,26 +1240,42 @@ fn pdtp_agrees_with_vllm_moriio_flow() {
             .expect("moriio-write in this release")
             .profile;
         let mut tally = Tally::default();
+        // WRITE never reads the backend past the engine's creation (`tools/vllm_flow.py`,
+        // `check_backend_readers`): each xgmi WRITE vector's outcome is its rdma twin's.
+        let rdma: BTreeMap<String, i64> = vectors
+            .iter()
+            .zip(&codes)
+            .filter(|(v, _)| v[0] == "write" && v[7] == "rdma")
+            .map(|(v, &c)| {
+                let mut k = v.as_array().unwrap().clone();
+                k[7] = Value::from("xgmi");
+                (Value::from(k).to_string(), c)
+            })
+            .collect();
         for (vec, &code) in vectors.iter().zip(&codes) {
             let a = vec.as_array().unwrap();
+            if a[0] == "write" && a[7] == "xgmi" {
+                xgmi_write += 1;
+                assert_eq!(
+                    rdma.get(&vec.to_string()),
+                    Some(&code),
+                    "moriio-write@{release} {vec}: xgmi and rdma differ"
+                );
+            }
             let v = FlowVector::parse(a);
             let outcome = &outcomes[code as usize];
             let kind = outcome[0][0].as_str().unwrap();
-            // Not compared, and counted: vectors the driver does not run past the engine
-            // start (0.27.0-0.29.0 hand Mamba groups to a connector with no code for them).
-            // A release that unifies a sliding window to full attention runs (and is
-            // compared as) the dense flow.
-            if kind == "undriven" {
+            // Every vector is compared: the driver stops (never writes data) where it does
+            // not model what vLLM does, and no vector is left at an engine start that
+            // succeeds (a sliding-window group that starts is driven through its transfer; a
+            // Mamba group's registration refuses). A release that unifies a sliding window to
+            // full attention runs (and is compared as) the dense flow.
+            if !matches!(kind, "ok" | "engine_start" | "handshake" | "first_transfer") {
                 skipped += 1;
                 continue;
             }
-            // A sliding-window group that starts is driven through its transfer (compared
-            // below as the requests it served), never left at `started`.
-            assert!(
-                !(v.hybrid == "sliding" && kind == "started"),
-                "moriio@{release}: a sliding-window vector stops at the engine start"
-            );
             sliding_served += u64::from(v.hybrid == "sliding" && kind == "ok");
+            windows += u64::from(outcome.get(3).is_some());
             let r = if a[0] == "write" {
                 compare_write_flow_vector(&v, outcome, write_profile)
             } else {
@@ -1256,10 +1312,15 @@ fn pdtp_agrees_with_vllm_moriio_flow() {
         releases += 1;
         failures.extend(tally.mismatches);
     }
-    println!(
-        "flow moriio: {releases} releases, {total} vectors compared, {skipped} not compared \
-         (Mamba groups the driver does not run)"
+    println!("flow moriio: {releases} releases, {total} vectors compared, {skipped} not compared");
+    assert_eq!(
+        skipped, 0,
+        "vectors recorded with a verdict the test does not compare"
     );
+    println!("flow moriio: {xgmi_write} WRITE vectors on xgmi, each its rdma twin's outcome");
+    assert!(xgmi_write > 0, "no WRITE vector on xgmi");
+    println!("flow moriio: {windows} sliding-window READ vectors' block windows compared");
+    assert!(windows > 0, "no sliding-window block windows compared");
     assert!(
         failures.is_empty(),
         "{} disagreements:\n{}",
@@ -1411,6 +1472,10 @@ fn compare_write_flow_vector(
     let (report, flow) = pdtp_flow_report(v, profile);
     let verdict = outcome[0].as_array().expect("verdict");
     let first = report.violations.first();
+    if let Some(windows) = outcome.get(3) {
+        let rule = map_windows(v, profile).ok_or("no sliding_window_blocks in pdtp's map")?;
+        compare_windows(windows, rule)?;
+    }
     if let Some(r) = compare_start(verdict, &report) {
         return r;
     }
@@ -1508,8 +1573,8 @@ fn flow_write_served(release: &str, p: i64, d: i64, h: i64, mla: bool) -> Option
                         if a[0] != "write" || a[5] != 1 || a[6] != 1 {
                             continue;
                         }
-                        if a.len() > 8 {
-                            continue; // pipeline and hybrid vectors
+                        if a.len() > 8 || a[7] != "rdma" {
+                            continue; // pipeline and hybrid vectors, xgmi twins
                         }
                         let v = FlowVector::parse(a);
                         let o = &outcomes[code as usize];
@@ -1626,4 +1691,97 @@ fn flow_write_kinds(release: &str, pick: impl Fn(&FlowVector) -> bool) -> Vec<&'
         }
     }
     seen
+}
+
+/// The block windows compare: every release's recorded windows fail against the other rule
+/// (0.30.0 on the sliding-window group moves only the last `cdiv(window, block) + 1`
+/// blocks, 0.30.0 `moriio_connector.py:441`; before, one unified group moves all).
+#[test]
+fn moriio_flow_windows_fail_with_the_other_rule() {
+    use super::SlidingBlocks;
+    let mut checked = 0;
+    for (release, file) in index().get("flow-moriio").cloned().unwrap_or_default() {
+        let Some(file) = file else { continue };
+        let data = load(&file);
+        let profile = resolve(&format!("moriio@{release}")).unwrap().profile;
+        let super::Rules::MoriioRead(r) = profile.rules else {
+            panic!("moriio@{release}")
+        };
+        let other = match r.sliding_blocks {
+            SlidingBlocks::Every => SlidingBlocks::LastWindow,
+            SlidingBlocks::LastWindow => SlidingBlocks::Every,
+        };
+        let outcomes = data["outcomes"].as_array().unwrap();
+        for (vec, code) in data["vectors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(ints(&data["codes"]))
+        {
+            let Some(windows) = outcomes[code as usize].get(3) else {
+                continue;
+            };
+            assert!(vec[0] == "read" && vec[10] == "sliding", "{vec}");
+            assert!(
+                compare_windows(windows, r.sliding_blocks).is_ok(),
+                "{release} {vec}"
+            );
+            assert!(compare_windows(windows, other).is_err(), "{release} {vec}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+}
+
+/// 0.27.0-0.29.0 (MoRIIO still no `SupportsHMA`) refuse a Mamba model in the engine core:
+/// `_promote_local_kv_cache_specs` (0.27.0 `vllm/v1/core/kv_cache_utils.py:1529`) keeps
+/// attention beside Mamba two types; 0.31.0-0.33.0 each worker's `register_kv_caches`
+/// refuses vLLM's default conv-state layout (0.31.0 `moriio_connector.py:2312`). The flow
+/// data records both for every Mamba vector, and pdtp names them.
+#[test]
+fn moriio_flow_mamba_refusals_per_release() {
+    use super::{MORIIO_HYBRID_CONV_LAYOUT, MORIIO_HYBRID_CORE_027};
+    for (release, want, modes) in [
+        ("0.27.0", MORIIO_HYBRID_CORE_027, &["read", "write"][..]),
+        ("0.29.0", MORIIO_HYBRID_CORE_027, &["read", "write"]),
+        ("0.31.0", MORIIO_HYBRID_CONV_LAYOUT, &["read"]),
+        ("0.33.0", MORIIO_HYBRID_CONV_LAYOUT, &["read", "write"]),
+    ] {
+        let file = index()["flow-moriio"][release].clone().unwrap();
+        let data = load(&file);
+        let outcomes = data["outcomes"].as_array().unwrap();
+        let mut n = 0;
+        for (vec, code) in data["vectors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(ints(&data["codes"]))
+        {
+            if vec.get(10).and_then(Value::as_str) != Some("mamba")
+                || !modes.contains(&vec[0].as_str().unwrap())
+            {
+                continue;
+            }
+            let verdict = &outcomes[code as usize][0];
+            assert_eq!(verdict[0], "engine_start", "{release} {vec}");
+            assert_eq!(verdict[2], want, "{release} {vec}");
+            let connector = if vec[0] == "read" {
+                "moriio"
+            } else {
+                "moriio-write"
+            };
+            let profile = resolve(&format!("{connector}@{release}")).unwrap().profile;
+            let shape = Shape {
+                num_attention_heads: 192,
+                num_kv_heads: 8,
+                is_mla: vec[4].as_bool().unwrap(),
+                hybrid: true,
+                sliding_window: false,
+            };
+            let r = crate::check::check_pair(&shape, 2, 2, profile, None);
+            assert_eq!(r.violations[0].message, want, "{release} {connector}");
+            n += 1;
+        }
+        assert!(n >= 12, "{release}: {n}");
+    }
 }

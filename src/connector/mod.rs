@@ -517,25 +517,44 @@ pub enum DpRead {
 /// the KV cache), per release and mode (`tools/vllm_flow.py`'s hybrid vectors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MoriioHybrid {
-    /// 0.14.0-0.26.0: MoRIIOConnector is no `SupportsHMA`, so vLLM turns the hybrid KV-cache
+    /// 0.14.0-0.29.0: MoRIIOConnector is no `SupportsHMA`, so vLLM turns the hybrid KV-cache
     /// manager off (`vllm/config/vllm.py`) and the engine start fails unifying the Mamba
-    /// specs: `ValueError` from `unify_hybrid_kv_cache_specs` (0.25.0
-    /// `vllm/v1/core/kv_cache_utils.py:1493`).
-    CoreRefuses,
-    /// 0.27.0-0.29.0: the unification no longer refuses and the Mamba groups reach a connector
-    /// with no code for them; the flow driver does not model what follows (pdtp: no refusal).
-    Unmodelled,
-    /// The connector's scheduler refuses the Mamba group when the engine starts.
+    /// specs with the attention ones (in the engine core, before any worker registers a
+    /// cache): `ValueError` with the release's text, raised by `unify_hybrid_kv_cache_specs`
+    /// ([`MORIIO_HYBRID_CORE`], 0.25.0 `vllm/v1/core/kv_cache_utils.py:1493`) or, 0.27.0 on,
+    /// by the `_promote_local_kv_cache_specs` it calls, which promotes only sliding-window
+    /// and chunked-local specs ([`MORIIO_HYBRID_CORE_027`]).
+    CoreRefuses(&'static str),
+    /// The connector refuses the Mamba group when the engine starts: its scheduler (0.30.0)
+    /// or, 0.31.0-0.32.0 WRITE, each worker's `register_kv_caches`.
     ConnectorRefuses(VllmError, &'static str),
-    /// The engine starts with the Mamba groups (0.31.0 on READ, 0.33.0 WRITE).
+    /// The schedulers start with the Mamba groups (0.31.0 on READ, 0.33.0 WRITE), then each
+    /// worker's `register_kv_caches` refuses the conv state in vLLM's default layout: the
+    /// MoRIIO Mamba read needs the dim-first layout, and `get_conv_state_layout` returns
+    /// `"SD"` unless `VLLM_SSM_CONV_STATE_LAYOUT` is set (0.31.0
+    /// `vllm/model_executor/layers/mamba/mamba_utils.py:45`): `MoRIIOError`
+    /// [`MORIIO_HYBRID_CONV_LAYOUT`] at the engine start (0.31.0 `moriio_connector.py:2312`,
+    /// 0.32.0 `:2367`, 0.33.0 `:2511`).
+    ConvLayoutRefuses,
+    /// The engine starts with the Mamba groups (no release yet).
     Starts,
 }
+
+/// 0.31.0-0.33.0 `register_kv_caches` of a model with Mamba-type layers in vLLM's default
+/// conv-state layout (0.31.0 `moriio_connector.py:2312`, 0.33.0 `:2511`).
+pub const MORIIO_HYBRID_CONV_LAYOUT: &str = "MoRIIO KDA conv transfer requires the DS \
+     (dim-first) state layout; set VLLM_SSM_CONV_STATE_LAYOUT=DS";
 
 /// 0.25.0 `vllm/v1/core/kv_cache_utils.py:1493` (the same text 0.14.0-0.26.0: 0.14.0 line
 /// 1202, 0.26.0 line 1519).
 pub const MORIIO_HYBRID_CORE: &str =
     "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one \
      unified type.";
+
+/// 0.27.0-0.29.0 `_promote_local_kv_cache_specs` (0.27.0 `vllm/v1/core/kv_cache_utils.py:1529`,
+/// 0.28.0 `:1482`, 0.29.0 `:1570`), called by `unify_hybrid_kv_cache_specs`.
+pub const MORIIO_HYBRID_CORE_027: &str =
+    "Failed to promote local KV cache specs to one unified type.";
 
 /// 0.30.0 `moriio_connector.py:419` (the scheduler's `__init__`, READ and WRITE).
 pub const MORIIO_HYBRID_030: &str = "MoRIIO only supports sliding-window hybrid models (e.g. \
@@ -552,9 +571,11 @@ pub const MORIIO_SLIDING_WRITE_030: &str = "MoRIIO WRITE mode does not support h
 pub const MORIIO_SLIDING_WRITE_033: &str = "MoRIIO WRITE mode does not support sliding-window \
      cache groups. Use READ mode, or pass --disable-hybrid-kv-cache-manager.";
 
-/// 0.31.0-0.32.0 WRITE (the scheduler's `__init__`, 0.31.0 `moriio_connector.py:497`).
+/// 0.31.0-0.32.0 WRITE: each worker's `register_kv_caches` (0.31.0 `moriio_connector.py:2293`,
+/// 0.32.0 `:2348`), which vLLM runs before the engine core builds the scheduler whose
+/// `__init__` refuses the same with a shorter text (0.31.0 `:497`).
 pub const MORIIO_HYBRID_WRITE_031: &str = "MoRIIO hybrid (mamba/KDA) transfer is implemented \
-     for READ mode only; set kv_connector_extra_config.read_mode=true";
+     for READ mode only; set kv_connector_extra_config.read_mode=true for hybrid models";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MoriioReadRules {
@@ -588,6 +609,46 @@ pub struct MoriioReadRules {
     /// `_recving_transfers` key, vLLM's `cmpl-…` id): the first release raises `MoRIIOError`
     /// in the listener thread, which exits. No request is ever reported sent.
     pub release_rejected: bool,
+    /// Which blocks of a request's sliding-window layers a transfer moves.
+    pub sliding_blocks: SlidingBlocks,
+}
+
+/// Which of a request's blocks a MoRIIO READ moves for the model's sliding-window layers, as
+/// the two schedulers decide it (`tools/vllm_flow.py`, `scheduler_windows`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlidingBlocks {
+    /// Before 0.30.0 vLLM turns the hybrid KV-cache manager off for MoRIIO and unifies the
+    /// windows to full attention (`unify_hybrid_kv_cache_specs`): one KV-cache group, every
+    /// block of the request moves.
+    Every,
+    /// 0.30.0 on the window is a KV-cache group of its own and both schedulers clip its
+    /// block list to the last `cdiv(window, block_size) + 1` blocks (`blocks_per_sw`, 0.30.0
+    /// `moriio_connector.py:441`, applied by `get_exchange_clipped_blocks`, `:525`: the
+    /// prefill's `request_finished` `:1058` and the decode's `update_state_after_alloc`
+    /// `:757`); the full-attention group moves every block.
+    LastWindow,
+}
+
+impl SlidingBlocks {
+    /// The blocks of a `request_blocks`-block request a transfer moves for a sliding-window
+    /// layer of `window_tokens` tokens in blocks of `block_size` tokens (both ≥ 1).
+    pub fn blocks(self, window_tokens: i64, block_size: i64, request_blocks: i64) -> i64 {
+        match self {
+            SlidingBlocks::Every => request_blocks,
+            SlidingBlocks::LastWindow => {
+                let window = (window_tokens + block_size - 1) / block_size + 1;
+                request_blocks.min(window)
+            }
+        }
+    }
+
+    /// The KV-cache groups a transfer of a model with full and sliding-window layers moves.
+    pub fn groups(self) -> i64 {
+        match self {
+            SlidingBlocks::Every => 1,
+            SlidingBlocks::LastWindow => 2,
+        }
+    }
 }
 
 /// `MoRIIOConstants.DEFAULT_DEFER_TIMEOUT` (0.23.0-0.33.0), in seconds.
@@ -862,7 +923,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         connector: "moriio",
         since: v(0, 14, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
-            hybrid: MoriioHybrid::CoreRefuses,
+            hybrid: MoriioHybrid::CoreRefuses(MORIIO_HYBRID_CORE),
             dial: Dial::SameRank,
             dp_dial: DpDial::AddsRanks,
             layer_check: LayerCheck::Nothing,
@@ -874,13 +935,14 @@ pub static PROFILES: &[ConnectorProfile] = &[
             round_robin_mla: false,
             round_robin_on_xgmi: false,
             release_rejected: false,
+            sliding_blocks: SlidingBlocks::Every,
         }),
     },
     ConnectorProfile {
         connector: "moriio",
         since: v(0, 18, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
-            hybrid: MoriioHybrid::CoreRefuses,
+            hybrid: MoriioHybrid::CoreRefuses(MORIIO_HYBRID_CORE),
             dial: Dial::SameRank,
             dp_dial: DpDial::AddsRanks,
             layer_check: LayerCheck::Nothing,
@@ -892,13 +954,14 @@ pub static PROFILES: &[ConnectorProfile] = &[
             round_robin_mla: false,
             round_robin_on_xgmi: false,
             release_rejected: true,
+            sliding_blocks: SlidingBlocks::Every,
         }),
     },
     ConnectorProfile {
         connector: "moriio",
         since: v(0, 23, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
-            hybrid: MoriioHybrid::CoreRefuses,
+            hybrid: MoriioHybrid::CoreRefuses(MORIIO_HYBRID_CORE),
             dial: Dial::SameRank,
             dp_dial: DpDial::AddsRanks,
             layer_check: LayerCheck::Nothing,
@@ -910,13 +973,14 @@ pub static PROFILES: &[ConnectorProfile] = &[
             round_robin_mla: false,
             round_robin_on_xgmi: false,
             release_rejected: false,
+            sliding_blocks: SlidingBlocks::Every,
         }),
     },
     ConnectorProfile {
         connector: "moriio",
         since: v(0, 25, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
-            hybrid: MoriioHybrid::CoreRefuses,
+            hybrid: MoriioHybrid::CoreRefuses(MORIIO_HYBRID_CORE),
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::AddsRanks,
             layer_check: LayerCheck::ReplicatedHeads,
@@ -928,13 +992,14 @@ pub static PROFILES: &[ConnectorProfile] = &[
             round_robin_mla: false,
             round_robin_on_xgmi: false,
             release_rejected: false,
+            sliding_blocks: SlidingBlocks::Every,
         }),
     },
     ConnectorProfile {
         connector: "moriio",
         since: v(0, 27, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
-            hybrid: MoriioHybrid::Unmodelled,
+            hybrid: MoriioHybrid::CoreRefuses(MORIIO_HYBRID_CORE_027),
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             layer_check: LayerCheck::ReplicatedHeads,
@@ -946,6 +1011,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             round_robin_mla: true,
             round_robin_on_xgmi: true,
             release_rejected: false,
+            sliding_blocks: SlidingBlocks::Every,
         }),
     },
     ConnectorProfile {
@@ -967,13 +1033,14 @@ pub static PROFILES: &[ConnectorProfile] = &[
             round_robin_mla: true,
             round_robin_on_xgmi: true,
             release_rejected: false,
+            sliding_blocks: SlidingBlocks::LastWindow,
         }),
     },
     ConnectorProfile {
         connector: "moriio",
         since: v(0, 31, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
-            hybrid: MoriioHybrid::Starts,
+            hybrid: MoriioHybrid::ConvLayoutRefuses,
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             layer_check: LayerCheck::ReplicatedHeads,
@@ -985,13 +1052,14 @@ pub static PROFILES: &[ConnectorProfile] = &[
             round_robin_mla: true,
             round_robin_on_xgmi: true,
             release_rejected: false,
+            sliding_blocks: SlidingBlocks::LastWindow,
         }),
     },
     ConnectorProfile {
         connector: "moriio",
         since: v(0, 33, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
-            hybrid: MoriioHybrid::Starts,
+            hybrid: MoriioHybrid::ConvLayoutRefuses,
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             layer_check: LayerCheck::HeadsPerRank,
@@ -1003,6 +1071,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             round_robin_mla: true,
             round_robin_on_xgmi: false,
             release_rejected: false,
+            sliding_blocks: SlidingBlocks::LastWindow,
         }),
     },
     ConnectorProfile {
@@ -1012,7 +1081,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::SameRank,
             dp_dial: DpDial::AddsRanks,
             mapping: WriteMapping::SameRank,
-            hybrid: MoriioHybrid::CoreRefuses,
+            hybrid: MoriioHybrid::CoreRefuses(MORIIO_HYBRID_CORE),
             notices_reach_prefill: true,
             sliding_window: None,
         }),
@@ -1024,7 +1093,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::SameRank,
             dp_dial: DpDial::AddsRanks,
             mapping: WriteMapping::SameRank,
-            hybrid: MoriioHybrid::CoreRefuses,
+            hybrid: MoriioHybrid::CoreRefuses(MORIIO_HYBRID_CORE),
             notices_reach_prefill: false,
             sliding_window: None,
         }),
@@ -1036,7 +1105,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::SameRank,
             dp_dial: DpDial::AddsRanks,
             mapping: WriteMapping::SameRank,
-            hybrid: MoriioHybrid::CoreRefuses,
+            hybrid: MoriioHybrid::CoreRefuses(MORIIO_HYBRID_CORE),
             notices_reach_prefill: true,
             sliding_window: None,
         }),
@@ -1048,7 +1117,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::AddsRanks,
             mapping: WriteMapping::SameRank,
-            hybrid: MoriioHybrid::CoreRefuses,
+            hybrid: MoriioHybrid::CoreRefuses(MORIIO_HYBRID_CORE),
             notices_reach_prefill: true,
             sliding_window: None,
         }),
@@ -1060,7 +1129,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             mapping: WriteMapping::SameRank,
-            hybrid: MoriioHybrid::Unmodelled,
+            hybrid: MoriioHybrid::CoreRefuses(MORIIO_HYBRID_CORE_027),
             notices_reach_prefill: true,
             sliding_window: None,
         }),
@@ -1099,7 +1168,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             mapping: WriteMapping::TpMapping,
-            hybrid: MoriioHybrid::Starts,
+            hybrid: MoriioHybrid::ConvLayoutRefuses,
             notices_reach_prefill: true,
             sliding_window: Some(MORIIO_SLIDING_WRITE_033),
         }),

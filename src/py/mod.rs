@@ -36,6 +36,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(connector_kv_settings_violation, m)?)?;
     m.add_function(wrap_pyfunction!(alternatives, m)?)?;
     m.add_function(wrap_pyfunction!(transfer_map, m)?)?;
+    m.add_function(wrap_pyfunction!(sliding_window_rule, m)?)?;
+    m.add_function(wrap_pyfunction!(sliding_window_blocks, m)?)?;
     m.add_class::<ConnectorInfo>()?;
     m.add_function(wrap_pyfunction!(resolve_connector, m)?)?;
     m.add_function(wrap_pyfunction!(register_connector, m)?)?;

@@ -67,3 +67,48 @@ pub(super) fn transfer_map(
         }
     }
 }
+
+/// The rule by which connector `connector` moves a request's blocks for a model's
+/// sliding-window layers (`"every"`, `"last_window"`), or `None` where pdtp's flow data does
+/// not compare it (`transfer::TransferMap::sliding_window_blocks`).
+#[pyfunction]
+pub(super) fn sliding_window_rule(
+    py: Python<'_>,
+    connector: &str,
+) -> PyResult<Option<&'static str>> {
+    use crate::connector::{Rules, SlidingBlocks};
+    Ok(match profile(py, connector)?.rules {
+        Rules::MoriioRead(r) => Some(match r.sliding_blocks {
+            SlidingBlocks::Every => "every",
+            SlidingBlocks::LastWindow => "last_window",
+        }),
+        _ => None,
+    })
+}
+
+/// The blocks of a `request_blocks`-block request that rule `rule` (`sliding_window_rule`)
+/// moves for a sliding-window layer of `window_tokens` tokens in `block_size`-token blocks.
+#[pyfunction]
+pub(super) fn sliding_window_blocks(
+    rule: &str,
+    window_tokens: i64,
+    block_size: i64,
+    request_blocks: i64,
+) -> PyResult<i64> {
+    use crate::connector::SlidingBlocks;
+    let rule = match rule {
+        "every" => SlidingBlocks::Every,
+        "last_window" => SlidingBlocks::LastWindow,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "sliding-window rule {other:?}: expected \"every\" or \"last_window\""
+            )))
+        }
+    };
+    if window_tokens < 1 || block_size < 1 || request_blocks < 0 {
+        return Err(PyValueError::new_err(
+            "window_tokens and block_size must be >= 1, request_blocks >= 0",
+        ));
+    }
+    Ok(rule.blocks(window_tokens, block_size, request_blocks))
+}
