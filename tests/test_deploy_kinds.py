@@ -35,7 +35,7 @@ KINDS = {
     "agg-pp-1-node": ("llama-3.1-70b", {"gpus": 16, "gpu": "h100", "layouts": "pp", "mode": "agg"}),
     "pd-dp-ep-moriio": (
         "qwen3-235b-a22b",
-        {"gpus": 32, "gpu": "mi355x", "layouts": "tp1dp16"},
+        {"gpus": 32, "gpu": "mi355x", "layouts": "tp1dp16", "mode": "disagg"},
     ),
     "pd-dp-ep-moriio-write": (
         "qwen3-235b-a22b",
