@@ -166,12 +166,19 @@ def test_a_greedy_in_place_of_the_exact_dp_fails():
         self._linear()
         self.total_ub = int(self.value[self.best].sum())
 
-    case = CLOSED_FORM_PROVEN[0]
-    agrees_with_the_full_oracle(case)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(relax.Relaxed, "_dp", greedy)
-        with pytest.raises(AssertionError):
-            agrees_with_the_full_oracle(case)
+    # Which weighted case the greedy gets wrong is the performance model's call (its rates
+    # move with every refit): at least one of them must catch it.
+    caught = 0
+    mi300x = ([("phi-4", 150.0, 1.0), ("mixtral-8x7b", 60.0, 1.0)], [3, 8], "mi300x", "weighted")
+    for case in [*(c for c in CLOSED_FORM_PROVEN if c[3] == "weighted"), mi300x]:
+        agrees_with_the_full_oracle(case)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(relax.Relaxed, "_dp", greedy)
+            try:
+                agrees_with_the_full_oracle(case)
+            except AssertionError:
+                caught += 1
+    assert caught >= 1
 
 
 def test_single_model_plans_say_who_decided_and_who_proved(monkeypatch):

@@ -514,3 +514,31 @@ def test_sim_config_takes_layouts_and_refuses_bad_ones():
     bad = {"model": MODEL, "gpu": "h100", "aggregated": {"tp": 8, "instances": 1, "dp": 0}}
     with pytest.raises(pdtp.InvalidArgumentError, match=r"plan\['aggregated'\]\['dp'\]"):
         pdtp.simulate(bad, rate_rps=1)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "tp", "isl", "osl", "clients"),
+    [("h200", 8, 1024, 1024, 32), ("mi300x", 8, 1024, 1024, 64), ("h100", 4, 2048, 256, 16)],
+)
+def test_a_closed_loop_under_load_agrees_on_the_median_and_the_mean_ttft(
+    gpu, tp, isl, osl, clients
+):
+    """Under load (lengths drawn from 80-100% of nominal, as the benchmark clients do), the
+    simulator's median TTFT is ``predict_serving``'s steady request (``ttft_median_ms``: no
+    first wave) and its mean is ``ttft_ms`` (the first wave's prompts arrive together and
+    queue behind one another): the two are predicted apart, and the simulator agrees on both."""
+    agg = pdtp.sim_config(MODEL, gpu=gpu, tp=tp)
+    r = pdtp.simulate(
+        agg,
+        concurrency=clients,
+        requests=10 * clients,
+        workload={"isl": isl, "osl": osl},
+        length_range=(0.8, 1.0),
+    )
+    s = pdtp.predict_serving(
+        MODEL, gpu=gpu, tp=tp, isl=int(0.9 * isl), osl=int(0.9 * osl), concurrency=clients
+    )
+    assert s.ttft_ms > 1.2 * s.ttft_median_ms and r.ttft_ms.mean > 1.2 * r.ttft_ms.p50
+    assert r.ttft_ms.p50 == pytest.approx(s.ttft_median_ms, rel=0.2)
+    assert r.ttft_ms.mean == pytest.approx(s.ttft_ms, rel=0.2)
+    assert r.tpot_ms.mean == pytest.approx(s.tpot_ms, rel=0.1)

@@ -8,8 +8,9 @@ A *point* is one measured benchmark run of aggregated serving. Two row formats a
       ttft_ms, tpot_ms, output_tokens_per_s, note
 
   with optional ``kv_dtype``, ``ep``, ``dp_attention``, ``max_num_seqs``,
-  ``max_num_batched_tokens``, ``gpu_memory_utilization``, ``num_prompts`` and
-  ``random_range_ratio`` columns. ``isl``/``osl`` are the lengths the benchmark asked for.
+  ``max_num_batched_tokens``, ``gpu_memory_utilization``, ``num_prompts``,
+  ``random_range_ratio`` and ``scheduler_recv_interval`` columns. ``isl``/``osl`` are the
+  lengths the benchmark asked for.
 - InferenceMAX result rows as in ``reference/measured-serving.csv`` (``hw``, ``framework``,
   ``precision``, ``ttft_mean_ms``, ``tpot_mean_ms``, ``output_tps``, ``implied_mean_osl``
   ...). What those files do not record is taken from the launch scripts of those runs
@@ -112,8 +113,19 @@ DEFAULT_TIME_LIMIT_S = 30.0
 #: long prompts: at least a quarter. Unbounded, the fit put it at 5-13% to absorb the stalls
 #: of aggregated SGLang runs' mean TTFT, and a lone 7k-token prompt of the measured P/D runs
 #: (no queue to stall in) then took twice its measured time.
+#: Routed experts' grouped GEMMs on prompt tokens reach at least 0.3 of the dense GEMMs' rate:
+#: left free (to 0.05), the fit on aggregated DeepSeek-R1 runs (single prompts of 1-8k tokens,
+#: 29-230 rows per expert) put it at 0.07 on B200, and the measured P/D prefill workers
+#: (batches of 16-32k tokens) then cleared half the prompts they were measured to (P/D TTFT
+#: 56% -> 91%); at 0.3 P/D TTFT is 43%.
+#: An all-reduce's latency α inside a node is a few to 30 µs (NCCL/RCCL and the engines' custom
+#: one-shot all-reduces on NVLink/xGMI): at most 50 µs. Where a GPU type's only rows are one
+#: model at one TP size (DeepSeek-R1 on MI300X/MI325X: TP 8), α and the per-kernel cost are
+#: both fixed per step and the fit cannot tell them apart; up to 200 µs it put 130 µs there,
+#: and Llama-70B held out (160 all-reduces a step, not 122) was predicted at TPOT +56-91%.
 BOUNDS: dict[str, tuple[float, float]] = {
     "mfu_prefill": (0.1, 1.0),
+    "moe_prefill_efficiency": (0.3, 2.0),
     "mfu_decode": (0.02, 1.0),
     "mfu_attention": (0.25, 1.0),
     "mfu_decode_attention": (0.05, 1.0),
@@ -125,7 +137,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "fp4_weight_efficiency": (0.2, 2.0),
     "int4_weight_efficiency": (0.2, 2.0),
     "fp4_grouped_weight_efficiency": (0.2, 2.0),
-    "allreduce_latency_s": (1e-6, 200e-6),
+    "allreduce_latency_s": (1e-6, 50e-6),
     "alltoall_latency_s": (1e-6, 1e-3),
     "kernel_overhead_s": (1e-8, 50e-6),
     "seq_overhead_s": (1e-8, 500e-6),
@@ -189,6 +201,9 @@ class PerfPoint:
     gpu_memory_utilization: float = 0.9
     #: Requests the benchmark sent (None: steady state).
     num_prompts: int | None = None
+    #: Decode steps between the scheduler's polls for new requests (SGLang's
+    #: ``--scheduler-recv-interval``; 1 = every step, the engines' default).
+    scheduler_recv_interval: int = 1
     source: str = ""
     note: str = ""
     #: The engine release the run used (``"0.5.9"``, from ``engine_image`` or
@@ -229,6 +244,7 @@ class PerfPoint:
             "max_num_batched_tokens": float(self.max_num_batched_tokens),
             "gpu_memory_utilization": float(self.gpu_memory_utilization),
             "engine": self.engine,
+            "scheduler_recv_interval": float(self.scheduler_recv_interval),
         }
 
     def label(self, key: str) -> str:
@@ -379,7 +395,13 @@ def engine_of(text: Any, where: str = "engine") -> str:
 
 
 def inferencemax_launch(
-    engine: str, gpu: GPU, model: str, precision: str, tp: int = 0
+    engine: str,
+    gpu: GPU,
+    model: str,
+    precision: str,
+    tp: int = 0,
+    concurrency: int | None = None,
+    dp_attention: bool = False,
 ) -> dict[str, Any]:
     """Engine settings of the InferenceMAX runs (launch scripts of Oct–Nov 2025 in
     ``benchmarks/*.sh`` of the InferenceMAX repository), which their result files do not record:
@@ -391,8 +413,17 @@ def inferencemax_launch(
       ``--chunked-prefill-size 16384–32768 --mem-fraction-static 0.82–0.85``, AMD
       ``--chunked-prefill-size 196608 --mem-fraction-static 0.8``;
     - the client: ``--num-prompts 10×CONC --max-concurrency CONC --random-range-ratio 0.8``
-      (lengths uniform in [0.8, 1] × nominal, so the prompt mean is 0.9 × isl)."""
+      (lengths uniform in [0.8, 1] × nominal, so the prompt mean is 0.9 × isl);
+    - SGLang on B200 (``dsr1_fp4_b200*.sh``, ``dsr1_fp8_b200*.sh`` from Sep 2025 on):
+      ``--scheduler-recv-interval`` 10 below 16 clients and 30 from 16 (10 at fp8 TP 4; 1 with
+      DP attention), so a new prompt waits for the scheduler's next poll; fp4
+      ``--chunked-prefill-size 16384 --mem-fraction-static 0.85 --max-running-requests 256``."""
     amd = gpu.vendor == "AMD"
+    # The B200 SGLang scripts poll for new requests every 10 decode steps, every 30 from 16
+    # clients on (SemiAnalysisAI/InferenceX benchmarks/dsr1_fp{4,8}_b200*.sh, commit 6be2c699
+    # of 2025-09-23 to today's single_node/fixed_seq_len/; DP attention polls every step).
+    b200_sglang = engine == "sglang" and gpu.name == "b200" and not dp_attention
+    recv = 30 if b200_sglang and (concurrency or 0) >= 16 else 10 if b200_sglang else 1
     if engine == "sglang" and gpu.name == "b200" and precision == "fp8" and tp == 4:
         # InferenceX benchmarks/dsr1_fp8_b200.sh (SemiAnalysisAI/InferenceX@1fc5d73c), its
         # TP=4 branch: --mem-fraction-static 0.95 --kv-cache-dtype fp8_e4m3
@@ -404,15 +435,17 @@ def inferencemax_launch(
             "gpu_memory_utilization": 0.95,
             "max_num_seqs": 32,
             "random_range_ratio": 0.8,
+            "scheduler_recv_interval": 10,
         }
     if engine == "sglang":
-        kv = "fp8" if (gpu.name == "b200" and precision == "fp4") else None
+        b200_fp4 = gpu.name == "b200" and precision == "fp4"
         return {
-            "kv_dtype": kv,
-            "max_num_batched_tokens": 196608 if amd else 32768,
-            "gpu_memory_utilization": 0.8 if amd else 0.82,
-            "max_num_seqs": 512,
+            "kv_dtype": "fp8" if b200_fp4 else None,
+            "max_num_batched_tokens": 196608 if amd else 16384 if b200_fp4 else 32768,
+            "gpu_memory_utilization": 0.8 if amd else 0.85 if b200_fp4 else 0.82,
+            "max_num_seqs": 256 if b200_fp4 else 512,
             "random_range_ratio": 0.8,
+            "scheduler_recv_interval": recv,
         }
     return {
         "kv_dtype": "fp8",
@@ -420,6 +453,7 @@ def inferencemax_launch(
         "gpu_memory_utilization": 0.94 if amd else 0.9,
         "max_num_seqs": None,  # = concurrency
         "random_range_ratio": 0.8,
+        "scheduler_recv_interval": 1,
     }
 
 
@@ -480,8 +514,13 @@ def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
     conc = raw.get("concurrency")
     concurrency = None if _missing(conc) else _integer(where, "concurrency", conc)
     defaults = engine_defaults(engine, gpu)
+    dp_attention = _flag(where, "dp_attention", raw.get("dp_attention"))
+    recv_interval = 1
     if imax:
-        launch = inferencemax_launch(engine, gpu, names["model"], weight_dtype or "", tp)
+        launch = inferencemax_launch(
+            engine, gpu, names["model"], weight_dtype or "", tp, concurrency, dp_attention
+        )
+        recv_interval = int(launch["scheduler_recv_interval"])
         kv_dtype = kv_dtype or launch["kv_dtype"]
         max_num_batched = int(launch["max_num_batched_tokens"])
         util = float(launch["gpu_memory_utilization"])
@@ -545,7 +584,8 @@ def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
             f"{where}: field 'concurrency' is required with {col['tpot_ms']} (the decode batch)"
         )
     ep = 1 if _missing(raw.get("ep")) else _integer(where, "ep", raw["ep"])
-    dp_attention = _flag(where, "dp_attention", raw.get("dp_attention"))
+    if not _missing(raw.get("scheduler_recv_interval")):
+        recv_interval = _integer(where, "scheduler_recv_interval", raw["scheduler_recv_interval"])
     mean_isl = isl * (1.0 + ratio) / 2.0
     mean_osl = osl * (1.0 + ratio) / 2.0
     if imax and not _missing(raw.get("implied_mean_osl")):
@@ -569,6 +609,7 @@ def _parse_row(raw: Mapping[str, Any], row: int, where: str) -> PerfPoint:
         max_num_batched_tokens=max_num_batched,
         gpu_memory_utilization=util,
         num_prompts=num_prompts,
+        scheduler_recv_interval=recv_interval,
         source="" if _missing(raw.get("source")) else str(raw.get("source")),
         note=note,
         engine_release=release,
@@ -934,6 +975,11 @@ def _informed(name: str, points: Sequence[PerfPoint]) -> bool:
         return any(p.model.weight_dtype in ("fp8", "int8") for p in points)
     if name == "moe_weight_efficiency":
         return any(p.model.num_experts for p in points)
+    if name == "moe_prefill_efficiency":  # the experts' GEMMs on prompt tokens: in the TTFT
+        return any(
+            p.model.num_experts and (p.ttft_ms is not None or p.ttft_median_ms is not None)
+            for p in points
+        )
     if name == "ep_weight_efficiency":
         return any(p.model.num_experts and p.ep > 1 for p in points)
     if name == "alltoall_latency_s":
@@ -962,6 +1008,7 @@ TABLE_LEVELS: dict[str, str] = {
     "mbu": "gpu",
     "kv_read_efficiency": "gpu",
     "mfu_prefill": "gpu",
+    "moe_prefill_efficiency": "gpu",
     "mfu_decode": "gpu",
     "mfu_attention": "gpu",
     "allreduce_latency_s": "gpu",
@@ -1002,6 +1049,13 @@ _FORMAT_CONSTANTS = {
     "int4_weight_efficiency",
     "fp4_grouped_weight_efficiency",
 }
+#: Fitted per GPU type without a prior: a relative rate that only MoE rows inform, which would
+#: otherwise trade against a dense constant it multiplies. DeepSeek-R1's prompt GEMMs run
+#: 3-4x slower per FLOP than Llama-70B's on the same GPU; tied to a vendor value (as
+#: mfu_prefill is), the fit split that slowdown between the two and a dense model held out
+#: inherited half of it. A type without MoE rows takes its generation's value, else the
+#: geometric mean of its vendor's measured types, else every measured type's, else 1.
+_UNTIED = {"moe_prefill_efficiency"}
 _VENDOR_GROUP = {"AMD": "amd", "NVIDIA": "nvidia"}
 #: Prior weights: how strongly a GPU type's constant is tied to its vendor's, and a vendor's
 #: to the shared one (residual weight per unit of log ratio); engine factors are tied to 1.
@@ -1084,6 +1138,15 @@ class Table:
             return math.exp(sum(math.log(v) for v in same) / len(same))
         if name in _FORMAT_CONSTANTS:
             return None  # a weight format's kernels on other hardware say nothing here
+        if name in _UNTIED:
+            from .catalog import gpu as find_gpu
+
+            measured = [g for g in self.measured_gpus if (name, g) in self.values]
+            own = [g for g in measured if find_gpu(g).vendor == gpu.vendor]
+            pool = own or measured
+            if not pool:
+                return None
+            return math.exp(sum(math.log(self.values[(name, g)]) for g in pool) / len(pool))
         vendor = _VENDOR_GROUP[gpu.vendor]
         return self.values.get((name, vendor), self.values.get((name, "*")))
 
@@ -1181,6 +1244,8 @@ def fit_table(
             start[(name, group)] = 1.0
             continue
         start[(name, group)] = float(getattr(GENERIC, name))
+        if name in _UNTIED:
+            continue
         if group in vendors:
             vendor = (name, vendors[group])
             priors.append(((name, group), vendor, PRIOR_GPU))

@@ -14,6 +14,8 @@ What each constant means (the step model is in ``src/perf/mod.rs``):
 
 - ``mfu_prefill`` / ``mfu_decode``: linear-layer GEMM efficiency on prompt tokens and on
   decode tokens (small M), a share of the weight dtype's dense peak;
+  ``moe_prefill_efficiency``: routed experts' grouped GEMMs on prompt tokens relative to
+  ``mfu_prefill`` (a kernel of their own);
   ``mfu_attention``: prompt attention FLOP efficiency, a share of the bf16 peak;
   ``mfu_decode_attention``: decode attention's (MLA's absorbed form binds on its FLOPs);
 - ``mbu``: the share of the HBM peak weights stream at; ``kv_read_efficiency``: the share
@@ -93,6 +95,9 @@ class Constants:
     kv_transfer_latency_s: float = 1e-3
     # vLLM's max_num_seqs: the largest decode batch an instance runs.
     max_num_seqs: int = 1024
+    # Routed experts' grouped GEMMs on prompt tokens relative to the dense ones (fitted per
+    # GPU type on MoE rows; 1 where none were measured: no evidence they differ).
+    moe_prefill_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -129,6 +134,7 @@ _FRACTIONS = {
     "kv_read_efficiency",
 }
 _RELATIVE = {
+    "moe_prefill_efficiency",
     "moe_weight_efficiency",
     "ep_weight_efficiency",
     "fp8_weight_efficiency",

@@ -745,6 +745,7 @@ def predict_serving(
     gpu_memory_utilization: float | None = None,
     constants: Any = None,
     release: str = "",
+    scheduler_recv_interval: int = 1,
 ) -> ServingEstimate:
     """Aggregated serving (prefill and decode on the same GPUs) of one instance at a fixed
     concurrency: TTFT, TPOT and throughput as a benchmark such as ``vllm bench serve
@@ -760,6 +761,10 @@ def predict_serving(
     engine's version or image, ``"lmsysorg/sglang:v0.5.9-cu130"``) picks the constants of
     its measured release range; ``ServingEstimate.constants_note`` says which, or that it has
     no measured data (the baseline; also when no release is given).
+    ``scheduler_recv_interval`` is SGLang's ``--scheduler-recv-interval`` (decode steps between
+    the scheduler's polls for new requests; 1, every step, is both engines' default): a steady
+    prompt waits ``(interval − 1) / 2`` decode steps more for its poll, in the median TTFT and
+    the mean; the first wave, reaching an idle engine, does not.
 
     >>> import pdtp
     >>> s = pdtp.predict_serving("llama-3.3-70b", gpu="h200", tp=8, isl=1024, osl=1024,
@@ -810,6 +815,9 @@ def predict_serving(
         ),
         "gpu_memory_utilization": util,
         "engine": eng,
+        "scheduler_recv_interval": float(
+            positive_int("scheduler_recv_interval", scheduler_recv_interval, maximum=1 << 20)
+        ),
     }
     c = constants_for(g.name, constants, eng, release)
     point = _core.predict_serving(

@@ -402,6 +402,7 @@ mod tests {
                         max_num_batched_tokens: 8192.0,
                         gpu_memory_utilization: 0.9,
                         engine: Engine::Vllm,
+                        scheduler_recv_interval: 1.0,
                     };
                     let layout = Layout::tp(tp);
                     let s = serving(&llama70(), &h100(), truth, &layout, &w).unwrap();

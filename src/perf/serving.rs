@@ -57,6 +57,11 @@ pub struct ServingWorkload {
     pub max_num_batched_tokens: f64,
     pub gpu_memory_utilization: f64,
     pub engine: Engine,
+    /// Decode steps between the scheduler's polls for new requests (SGLang's
+    /// `--scheduler-recv-interval`; 1, every step, is vLLM's and SGLang's default). A prompt
+    /// arriving mid-cycle waits for the next poll: `(interval − 1) / 2` decode steps more on
+    /// average (and at the median: the arrival phase is uniform) than one polled every step.
+    pub scheduler_recv_interval: f64,
 }
 
 /// The predicted steady state of one aggregated instance.
@@ -91,6 +96,16 @@ const ITERATIONS: usize = 40;
 /// The largest share of its time the engine can spend prefilling before the M/D/1 queue
 /// term is capped (the closed loop itself bounds the queue).
 const MAX_PREFILL_LOAD: f64 = 0.95;
+
+/// The mean (and median) wait of a new prompt for the scheduler's next poll beyond the step
+/// it arrives in, at decode step `t_d`: polls every `scheduler_recv_interval` decode steps
+/// and after every prefill batch (SGLang's `SchedulerRecvSkipper` counts a decode step 1 and
+/// any other batch past its threshold), so an arrival at a uniform phase of the cycle waits
+/// `(interval − 1) / 2` steps more than with a poll every step. The first wave, arriving at
+/// an idle engine (whose idle loop polls at once), does not wait.
+pub fn recv_poll_wait(w: &ServingWorkload, t_d: f64) -> f64 {
+    (w.scheduler_recv_interval.max(1.0) - 1.0) / 2.0 * t_d
+}
 
 /// Predict aggregated serving of `w` on one instance of `layout`; `None` when not even one
 /// sequence of the workload fits in memory.
@@ -147,7 +162,10 @@ pub fn serving(
     let steady_ttft = |b: f64, tpot: f64, t_d: f64, extra: f64, service: f64| {
         let rate = b / (osl * tpot);
         let load = (rate * extra).min(MAX_PREFILL_LOAD);
-        admission_delay(c, t_d) + service + load * extra / (2.0 * (1.0 - load))
+        admission_delay(c, t_d)
+            + recv_poll_wait(w, t_d)
+            + service
+            + load * extra / (2.0 * (1.0 - load))
     };
 
     let Some(n) = clients else {
@@ -397,6 +415,7 @@ mod tests {
             max_num_batched_tokens: 8192.0,
             gpu_memory_utilization: 0.9,
             engine: Engine::Vllm,
+            scheduler_recv_interval: 1.0,
         }
     }
 
@@ -456,6 +475,51 @@ mod tests {
         let s = serving(&m, &g, &c, &l, &s).unwrap();
         // A separate prefill re-reads the weights a mixed chunk shares with decode.
         assert!(s.tpot > v.tpot);
+    }
+
+    #[test]
+    fn a_scheduler_polling_every_r_steps_delays_a_steady_prompt_half_a_cycle_not_the_first_wave() {
+        let (m, g, c) = (fp8_llama(), h100(), consts());
+        let l = Layout::tp(8);
+        for engine in [Engine::Vllm, Engine::Sglang] {
+            // Offline (the batch held at its cap): exactly (R - 1) / 2 decode steps more.
+            let offline = ServingWorkload {
+                engine,
+                concurrency: None,
+                ..work(1.0)
+            };
+            let polled = ServingWorkload {
+                scheduler_recv_interval: 30.0,
+                ..offline
+            };
+            let (a, b) = (
+                serving(&m, &g, &c, &l, &offline).unwrap(),
+                serving(&m, &g, &c, &l, &polled).unwrap(),
+            );
+            let t_d = step_time(&m, &g, &c, &l, &StepBatch::decode(a.batch, 1024.0 + 512.0));
+            assert!((b.ttft_steady - a.ttft_steady - 14.5 * t_d).abs() < 1e-12);
+            assert_eq!(a.tpot, b.tpot);
+            // A closed loop: the steady request waits, the first wave (an idle engine, which
+            // polls at once) does not.
+            let w = ServingWorkload {
+                engine,
+                ..work(32.0)
+            };
+            let p = ServingWorkload {
+                scheduler_recv_interval: 30.0,
+                ..w
+            };
+            let (a, b) = (
+                serving(&m, &g, &c, &l, &w).unwrap(),
+                serving(&m, &g, &c, &l, &p).unwrap(),
+            );
+            assert!(!a.batch_limited && !b.batch_limited);
+            assert!(b.ttft_steady > a.ttft_steady + 10.0 * a.tpot);
+            let first_wave = |s: &ServingPoint| (320.0 * s.ttft - 288.0 * s.ttft_steady) / 32.0;
+            let (fa, fb) = (first_wave(&a), first_wave(&b));
+            assert!((fa - fb).abs() <= 1e-6 * fa, "{fa} vs {fb}");
+            assert!(b.output_tokens_per_s < a.output_tokens_per_s);
+        }
     }
 
     #[test]

@@ -239,6 +239,7 @@ fn aggregated_point(
         max_num_batched_tokens: batched_tokens,
         gpu_memory_utilization: util,
         engine: Engine::Vllm,
+        scheduler_recv_interval: 1.0,
     };
     let at = |clients: i64| serving(m, g, c, layout, &work(clients as f64));
     let meets = |clients: i64| {

@@ -155,6 +155,7 @@ pub(super) fn serving_workload(d: &Bound<'_, PyDict>) -> PyResult<ServingWorkloa
         max_num_batched_tokens: num(d, "max_num_batched_tokens")?,
         gpu_memory_utilization: num(d, "gpu_memory_utilization")?,
         engine: name.0,
+        scheduler_recv_interval: opt_num(d, "scheduler_recv_interval")?.unwrap_or(1.0),
     })
 }
 

@@ -183,6 +183,7 @@ fn at_low_load_the_analytic_model_is_reproduced() {
         max_num_batched_tokens: 8192.0,
         gpu_memory_utilization: 0.9,
         engine: Engine::Vllm,
+        scheduler_recv_interval: 1.0,
     };
     let a = serving(&m, &g, &c, &Layout::tp(8), &w).unwrap();
     for (sim, model) in [(r.ttft.mean, a.ttft_steady), (r.tpot.mean, a.tpot)] {
