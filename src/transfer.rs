@@ -39,6 +39,39 @@ pub struct PrefillRankMap {
 pub struct TransferMap {
     pub decode: Vec<DecodeRankMap>,
     pub prefill: Vec<PrefillRankMap>,
+    /// Which blocks of a sliding-window KV-cache group each read moves (the same for every
+    /// read of a request); `None` where pdtp's rules for the connector do not say.
+    pub sliding_window_blocks: Option<WindowBlocks>,
+}
+
+/// Which blocks of a request's sliding-window KV-cache group a transfer moves, as the
+/// connector's schedulers clip them (the prefill's blocks it sends, the decode's it fills).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowBlocks {
+    /// Every block of the request: the connector sees sliding-window layers as full
+    /// attention (no hybrid KV-cache manager).
+    Whole,
+    /// Only the request's last `cdiv(window, block_size) + extra` blocks (all of them when
+    /// it has fewer).
+    Tail { extra: i64 },
+}
+
+impl WindowBlocks {
+    /// Blocks moved of a request holding `request_blocks` blocks of `block_size` tokens, for
+    /// a sliding window of `window` tokens: the last ones, `request_blocks` at most.
+    pub fn blocks(self, request_blocks: i64, window: i64, block_size: i64) -> i64 {
+        match self {
+            WindowBlocks::Whole => request_blocks,
+            WindowBlocks::Tail { extra } => {
+                let w = if block_size > 0 {
+                    (window + block_size - 1) / block_size
+                } else {
+                    0
+                };
+                request_blocks.min(w + extra)
+            }
+        }
+    }
 }
 
 /// Largest TP size `transfer_map` lays out rank by rank (the output grows as P + D).
@@ -115,7 +148,11 @@ pub fn transfer_map_of(
             expected_acks: flow.expected_acks,
         })
         .collect();
-    Ok(TransferMap { decode, prefill })
+    Ok(TransferMap {
+        decode,
+        prefill,
+        sliding_window_blocks: profile.rules.sliding_window_blocks(),
+    })
 }
 
 #[cfg(test)]

@@ -458,6 +458,14 @@ pub struct NixlRules {
     /// 0.20.0 `kv_connector/utils.py:630`; `ssm_ranks`, 0.33.0 `nixl/tp_mapping.py:135`).
     /// The ranks whose KV heads another rank of the group already sent move Mamba state only.
     pub mamba_reads_every_rank: bool,
+    /// Which blocks of a sliding-window group a read moves: all of them before 0.18.0 (no
+    /// hybrid KV-cache manager: every layer is full attention, and the worker's per-layer
+    /// window is Llama 4's chunked layers only, 0.17.0 `nixl_connector.py:1460`); from
+    /// 0.18.0 the last `cdiv(sliding_window, block_size) + 1`, as both schedulers clip them
+    /// (`blocks_per_sw`, 0.18.0 `nixl_connector.py:606`; `get_sw_clipped_blocks` in
+    /// `request_finished` and `update_state_after_alloc`; 0.27.0 on
+    /// `get_exchange_clipped_blocks`, 0.33.0 `nixl/base_scheduler.py:151`).
+    pub sliding_window: crate::transfer::WindowBlocks,
 }
 
 /// Which peer rank a MoRIIO rank dials (and reads from / writes to).
@@ -721,6 +729,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
+            sliding_window: crate::transfer::WindowBlocks::Whole,
         }),
     },
     ConnectorProfile {
@@ -736,6 +745,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
+            sliding_window: crate::transfer::WindowBlocks::Whole,
         }),
     },
     ConnectorProfile {
@@ -751,6 +761,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
+            sliding_window: crate::transfer::WindowBlocks::Whole,
         }),
     },
     ConnectorProfile {
@@ -766,6 +777,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
+            sliding_window: crate::transfer::WindowBlocks::Whole,
         }),
     },
     ConnectorProfile {
@@ -781,6 +793,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: true,
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
+            sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
         }),
     },
     ConnectorProfile {
@@ -796,6 +809,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
+            sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
         }),
     },
     ConnectorProfile {
@@ -811,6 +825,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
+            sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
         }),
     },
     ConnectorProfile {
@@ -826,6 +841,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
+            sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
         }),
     },
     ConnectorProfile {
@@ -841,6 +857,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
+            sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
         }),
     },
     ConnectorProfile {
@@ -856,6 +873,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
+            sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
         }),
     },
     ConnectorProfile {
@@ -1580,5 +1598,16 @@ mod tests {
             resolve("nix"),
             Err(ResolveError::UnknownName(m)) if m.contains("moriio, moriio-write, nixl, nixl-legacy")
         ));
+    }
+}
+
+impl Rules {
+    /// Which blocks of a sliding-window KV-cache group a read moves, where pdtp's rules for
+    /// the connector say (NIXL's rows); `None` elsewhere.
+    pub fn sliding_window_blocks(&self) -> Option<crate::transfer::WindowBlocks> {
+        match self {
+            Rules::Nixl(r) => Some(r.sliding_window),
+            _ => None,
+        }
     }
 }
