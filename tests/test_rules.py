@@ -741,6 +741,7 @@ def test_verdict_agrees_with_ok_over_a_grid():
                             "blocks_held_until_timeout",
                             "round_robin_source",
                             "ranks_idle",
+                            "needs_setting",
                         }
 
 

@@ -466,6 +466,13 @@ pub struct NixlRules {
     /// `request_finished` and `update_state_after_alloc`; 0.27.0 on
     /// `get_exchange_clipped_blocks`, 0.33.0 `nixl/base_scheduler.py:151`).
     pub sliding_window: crate::transfer::WindowBlocks,
+    /// 0.20.0 on: the worker moves a hybrid model's Mamba conv state by sub-projection and
+    /// asserts the DS conv-state layout at start (`assert is_conv_state_dim_first(), …`,
+    /// 0.20.0 `nixl/worker.py:154`, 0.33.0 `nixl/base_worker.py:705`); vLLM's default is SD
+    /// (`get_conv_state_layout`, 0.20.0 `model_executor/layers/mamba/mamba_utils.py:27`),
+    /// so without `VLLM_SSM_CONV_STATE_LAYOUT=DS` the engine does not start. The assert's
+    /// text.
+    pub mamba_conv_layout: Option<&'static str>,
 }
 
 /// Which peer rank a MoRIIO rank dials (and reads from / writes to).
@@ -714,6 +721,9 @@ const BLOCK_LEN_011: &str = "Remote P worker KV layer cache must be of shape [2,
 const BLOCK_LEN_014: &str = "Remote P worker KV layer cache must be of shape [2, N, \
      local_kv_heads*tp_ratio, page_size, head_dim] and same dtype.";
 
+const MAMBA_CONV_LAYOUT_020: &str =
+    "3-read Mamba conv transfer requires DS conv state layout. Set VLLM_SSM_CONV_STATE_LAYOUT=DS";
+
 /// Every rule change between vLLM 0.11.0 and the newest release, per connector (ascending).
 pub static PROFILES: &[ConnectorProfile] = &[
     ConnectorProfile {
@@ -730,6 +740,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
             sliding_window: crate::transfer::WindowBlocks::Whole,
+            mamba_conv_layout: None,
         }),
     },
     ConnectorProfile {
@@ -746,6 +757,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
             sliding_window: crate::transfer::WindowBlocks::Whole,
+            mamba_conv_layout: None,
         }),
     },
     ConnectorProfile {
@@ -762,6 +774,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
             sliding_window: crate::transfer::WindowBlocks::Whole,
+            mamba_conv_layout: None,
         }),
     },
     ConnectorProfile {
@@ -778,6 +791,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
             sliding_window: crate::transfer::WindowBlocks::Whole,
+            mamba_conv_layout: None,
         }),
     },
     ConnectorProfile {
@@ -794,6 +808,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
             sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
+            mamba_conv_layout: None,
         }),
     },
     ConnectorProfile {
@@ -810,6 +825,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
             sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
         }),
     },
     ConnectorProfile {
@@ -826,6 +842,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
             sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
         }),
     },
     ConnectorProfile {
@@ -842,6 +859,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
             sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
         }),
     },
     ConnectorProfile {
@@ -858,6 +876,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
             sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
         }),
     },
     ConnectorProfile {
@@ -874,6 +893,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
             sliding_window: crate::transfer::WindowBlocks::Tail { extra: 1 },
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
         }),
     },
     ConnectorProfile {
