@@ -811,7 +811,9 @@ class NixlFlow(Nixl):
         if split is None:
             split = getattr(topo, "is_kv_layout_blocks_first", False)
         split = bool(split) and not mla
-        if self.hybrid:
+        if self.hybrid and self.knows_mamba:
+            # A hybrid cache is blocks-first (before 0.18.0 the worker knows no Mamba layers
+            # and the layout is the dense model's).
             split = not self.kv_packed and not mla
         # Attention descriptors come first in both lists; a hybrid model's Mamba ones follow.
         boundary = w.num_descs if self.hybrid and self.knows_mamba else None

@@ -1488,6 +1488,17 @@ impl ConnectorProfile {
     }
 }
 
+impl Rules {
+    /// Which blocks of a sliding-window KV-cache group a read moves, where pdtp's rules for
+    /// the connector say (NIXL's rows); `None` elsewhere.
+    pub fn sliding_window_blocks(&self) -> Option<crate::transfer::WindowBlocks> {
+        match self {
+            Rules::Nixl(r) => Some(r.sliding_window),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1618,16 +1629,5 @@ mod tests {
             resolve("nix"),
             Err(ResolveError::UnknownName(m)) if m.contains("moriio, moriio-write, nixl, nixl-legacy")
         ));
-    }
-}
-
-impl Rules {
-    /// Which blocks of a sliding-window KV-cache group a read moves, where pdtp's rules for
-    /// the connector say (NIXL's rows); `None` elsewhere.
-    pub fn sliding_window_blocks(&self) -> Option<crate::transfer::WindowBlocks> {
-        match self {
-            Rules::Nixl(r) => Some(r.sliding_window),
-            _ => None,
-        }
     }
 }

@@ -134,7 +134,7 @@ const MAMBA_PARTS: [&str; 4] = ["x", "B", "C", "ssm"];
 #[allow(clippy::too_many_arguments)]
 fn compare_blocks(
     r: usize,
-    sliding: bool,
+    model_sliding: bool,
     reads: &Value,
     sources: &[(i64, Vec<i64>)],
     state: &[(i64, (i64, i64, i64))],
@@ -147,7 +147,11 @@ fn compare_blocks(
         .ok_or("no sliding-window rule for NIXL")?;
     let per_window = reads.as_array().ok_or("block reads")?;
     // The driver reads with every window a sliding-window model, once (the first) others.
-    let windows = &block.windows[..if sliding { block.windows.len() } else { 1 }];
+    let windows = &block.windows[..if model_sliding {
+        block.windows.len()
+    } else {
+        1
+    }];
     if per_window.len() != windows.len() {
         return Err(format!("{} windows recorded", per_window.len()));
     }
@@ -221,14 +225,23 @@ fn compare_blocks(
                     }
                 }
             }
-            let mut sliding = false;
+            let mut has_sliding_group = false;
             for group in read[1].as_array().ok_or("groups")? {
                 let kind = group[0].as_str().unwrap_or("");
+                // A read that brings no KV heads (a hybrid model's Mamba-only read: vLLM
+                // empties its attention groups, `filter_block_ids_for_rank`) moves no
+                // attention blocks.
+                let kv = !heads.is_empty();
                 let want: Vec<i64> = match kind {
-                    "full" => (0..n).collect(),
-                    "sliding" => {
-                        sliding = true;
+                    "full" if kv => (0..n).collect(),
+                    "sliding" if kv => {
+                        has_sliding_group = true;
                         (n - tail..n).collect()
+                    }
+                    "full" => Vec::new(),
+                    "sliding" => {
+                        has_sliding_group = true;
+                        Vec::new()
                     }
                     "mamba" => vec![0],
                     _ => {
@@ -246,10 +259,10 @@ fn compare_blocks(
                 }
             }
             let clips = matches!(rule, crate::transfer::WindowBlocks::Tail { .. });
-            if sliding != clips {
+            if model_sliding && has_sliding_group != clips {
                 return Err(format!(
-                    "decode rank {r}: sliding-window layers in a group of their own: {sliding}; \
-                     pdtp clips them: {clips} ({rule:?})"
+                    "decode rank {r}: sliding-window layers in a group of their own: \
+                     {has_sliding_group}; pdtp clips them: {clips} ({rule:?})"
                 ));
             }
         }
@@ -591,10 +604,11 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
     );
     // Every TP-only vector vLLM runs is compared read by read: by KV heads, hybrid models
     // (whose Mamba descriptors the driver does not build) by rank.
+    let at = |k: &str| depth.get(k).copied().unwrap_or(0);
     assert!(
-        depth["heads"] > 40_000
-            && depth["heads, blocks and Mamba state (hybrid)"] > 10_000
-            && depth["heads and blocks (sliding window)"] > 10_000,
+        at("heads") > 40_000
+            && at("heads, blocks and Mamba state (hybrid)") > 5_000
+            && at("heads and blocks (sliding window)") > 3_000,
         "{depth:?}"
     );
 }
@@ -804,8 +818,7 @@ fn nixl_sliding_window_blocks_per_release() {
 /// pdtp; and pdtp's pre-0.18 rule (every block) disagrees with the newest release's reads.
 #[test]
 fn nixl_flow_block_comparison_fails_on_other_blocks() {
-    let (release, file) = runs().into_iter().next_back().expect("a release");
-    let data = load(&file);
+    let (release, data) = newest_with_block_reads();
     let profile = resolve(&format!("nixl@{release}")).unwrap().profile;
     let block = BlockRead::of(&data);
     assert_eq!(block.windows.first(), Some(&32));
@@ -883,8 +896,7 @@ fn nixl_hybrid_mamba_state_slices() {
         assert!(m.decode.iter().all(|r| r.mamba_state.is_empty()));
     }
 
-    let (release, file) = runs().into_iter().next_back().expect("a release");
-    let data = load(&file);
+    let (release, data) = newest_with_block_reads();
     let profile = resolve(&format!("nixl@{release}")).unwrap().profile;
     let block = BlockRead::of(&data);
     let vectors = data["vectors"].as_array().unwrap();
@@ -931,4 +943,14 @@ fn nixl_hybrid_mamba_state_slices() {
         .push(serde_json::json!(["misplaced", [["ssm->x", 120, 121]]]));
     let err = compare_with(&v, &wrong, policy, &block, profile).unwrap_err();
     assert!(err.contains("wrong slots"), "{err}");
+}
+
+/// The newest release whose data has the block reads (sliding windows, Mamba state).
+fn newest_with_block_reads() -> (String, Value) {
+    runs()
+        .into_iter()
+        .rev()
+        .map(|(release, file)| (release, load(&file)))
+        .find(|(_, data)| BlockRead::of(data).request_blocks > 0)
+        .expect("a release with block reads in the golden data")
 }
