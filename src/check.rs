@@ -101,6 +101,9 @@ pub mod consequence {
     pub const ROUND_ROBIN: &str = "round_robin_source";
     /// Valid: some ranks move no KV (their transfer tasks expire and are marked done).
     pub const RANKS_IDLE: &str = "ranks_idle";
+    /// Valid only with a setting vLLM does not default to (an environment variable on both
+    /// instances, which `pdtp deploy` writes); without it vLLM refuses at engine start.
+    pub const NEEDS_SETTING: &str = "needs_setting";
 }
 
 impl VllmError {
@@ -1088,6 +1091,7 @@ pub fn connector_report(
     // Warnings describe how a valid pair behaves; an invalid pair never runs.
     if report.ok() {
         report.warnings.extend(flow_warnings(&flow, p, d));
+        report.warnings.extend(nixl_hybrid_warnings(shape, profile));
     }
 }
 
@@ -1489,5 +1493,32 @@ fn nixl_handshake_failed(r: &NixlRules, v: Violation) -> Violation {
             Stage::FirstTransfer,
         ),
         _ => v,
+    }
+}
+
+/// The environment variable NIXL needs for a hybrid model's Mamba conv state, and the layout.
+pub const MAMBA_CONV_LAYOUT_ENV: (&str, &str) = ("VLLM_SSM_CONV_STATE_LAYOUT", "DS");
+
+/// A hybrid model (Mamba-type layers) over NIXL from 0.20.0: the worker asserts the DS
+/// conv-state layout at start, which vLLM does not default to (`NixlRules::mamba_conv_layout`).
+fn nixl_hybrid_warnings(shape: &Shape, profile: &ConnectorProfile) -> Vec<Warning> {
+    let crate::connector::Rules::Nixl(r) = &profile.rules else {
+        return Vec::new();
+    };
+    match r.mamba_conv_layout {
+        Some(message) if shape.hybrid => {
+            let (env, value) = MAMBA_CONV_LAYOUT_ENV;
+            vec![Warning {
+                code: "mamba_conv_state_layout",
+                message: format!(
+                    "vLLM's NIXL moves a hybrid model's Mamba conv state only in the {value} \
+                     layout: without {env}={value} on both instances (vLLM's default is SD) the \
+                     worker raises AssertionError({message:?}) at engine start; pdtp deploy \
+                     sets it"
+                ),
+                consequence: consequence::NEEDS_SETTING,
+            }]
+        }
+        _ => Vec::new(),
     }
 }

@@ -5,7 +5,7 @@
 //! (`check::connector_flow`), so it is what that release does.
 
 use crate::check::{check_pair, connector_flow, Shape, Violation};
-use crate::connector::{ConnectorProfile, Rules, SlidingBlocks};
+use crate::connector::{ConnectorProfile, SlidingBlocks};
 use crate::rules;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +20,24 @@ pub struct DecodeRankMap {
     /// Where vLLM varies the source per request: the prefill ranks it rotates over
     /// (round-robin); `sources`/`releases` are then the first request's.
     pub rotates: Vec<i64>,
+    /// A hybrid model's Mamba state (conv sub-projections and SSM heads, each split over
+    /// TP) read from each prefill rank: `(prefill rank, (start, end, of))`, the slice
+    /// `[start/of, end/of)` of every part; empty where the model has no Mamba layers or
+    /// pdtp's rules for the connector do not say.
+    pub mamba_state: Vec<(i64, (i64, i64, i64))>,
+}
+
+/// The slice of a hybrid model's Mamba state decode rank `r` of `d` reads from prefill
+/// rank `q` of `p` (one TP size divides the other): where their TP shards overlap, in
+/// units of `1 / max(p, d)`. NIXL reads exactly that (its conv sub-projection and SSM
+/// descriptors, 0.20.0 `nixl/worker.py:954` `_build_mamba_remote`: a decode rank's own
+/// slice of a larger prefill shard, or each smaller prefill shard whole into its place,
+/// `compute_split_handle_data`, 0.20.0 `kv_connector/utils.py:733`).
+pub fn mamba_state_slice(p: i64, d: i64, r: i64, q: i64) -> (i64, i64, i64) {
+    let of = p.max(d);
+    let (rs, re) = (r * of / d, (r + 1) * of / d);
+    let (qs, qe) = (q * of / p, (q + 1) * of / p);
+    (rs.max(qs), re.min(qe), of)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +57,7 @@ pub struct PrefillRankMap {
 pub struct TransferMap {
     pub decode: Vec<DecodeRankMap>,
     pub prefill: Vec<PrefillRankMap>,
-    /// A model with sliding-window layers under MoRIIO READ: which of a request's blocks the
+    /// A model with sliding-window layers under MoRIIO READ or NIXL: which of a request's blocks the
     /// transfer moves for them ([`SlidingBlocks::blocks`]); `None` for a model without them
     /// and for the connectors whose windows pdtp's flow data does not compare.
     pub sliding_window_blocks: Option<SlidingBlocks>,
@@ -98,8 +116,22 @@ pub fn transfer_map_of(
             for q in &f.releases {
                 released_by[*q as usize].push(r);
             }
+            // NIXL's rows that move Mamba state (0.18.0 on; before, the worker registers
+            // none).
+            let nixl = matches!(profile.rules, crate::connector::Rules::Nixl(n)
+                if n.mamba_same_tp || n.mamba_reads_every_rank);
+            let mamba_state = if hybrid && nixl {
+                // NIXL's rows: every source moves its overlap of the Mamba state.
+                f.sources
+                    .iter()
+                    .map(|(q, _)| (*q, mamba_state_slice(p, d, r, *q)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             DecodeRankMap {
                 rank: r,
+                mamba_state,
                 heads: rules::kv_heads_of_rank(kv_heads, d, r, is_mla),
                 sources: f.sources,
                 releases: f.releases,
@@ -119,9 +151,11 @@ pub fn transfer_map_of(
             expected_acks: flow.expected_acks,
         })
         .collect();
-    let sliding_window_blocks = match profile.rules {
-        Rules::MoriioRead(r) if sliding_window => Some(r.sliding_blocks),
-        _ => None,
+    // The rule only where the model has sliding-window layers (one group otherwise).
+    let sliding_window_blocks = if sliding_window {
+        profile.rules.sliding_window_blocks()
+    } else {
+        None
     };
     Ok(TransferMap {
         decode,
@@ -149,7 +183,7 @@ mod tests {
         assert_eq!(map("moriio@0.30.0", true), Some(SlidingBlocks::LastWindow));
         assert_eq!(map("moriio@0.29.0", true), Some(SlidingBlocks::Every));
         assert_eq!(map("moriio@0.33.0", false), None);
-        assert_eq!(map("nixl@0.33.0", true), None);
+        assert_eq!(map("nixl@0.33.0", true), Some(SlidingBlocks::LastWindow));
         assert_eq!(SlidingBlocks::LastWindow.blocks(4096, 16, 300), 257);
         assert_eq!(SlidingBlocks::LastWindow.blocks(4096, 16, 200), 200);
         assert_eq!(SlidingBlocks::LastWindow.blocks(100, 16, 300), 8);

@@ -121,3 +121,54 @@ def test_nixl_hybrid_before_020_needs_equal_tp(version):
     # no hybrid pair with P != D reaches the read.
     with pytest.raises(pdtp.PdtpError, match="Mamba does not support heterogeneous TP"):
         pdtp.transfer_map(8, 2, kv_heads=16, hybrid=True, connector="nixl", vllm_version=version)
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.24.0", "0.27.0", "0.33.0"])
+def test_nixl_hybrid_needs_the_ds_conv_state_layout_from_020(version):
+    # 0.20.0 nixl/worker.py:154 (0.33.0 nixl/base_worker.py:705): the worker of a model with
+    # Mamba-type layers asserts `is_conv_state_dim_first()` at start, and vLLM's default
+    # layout is SD (mamba_utils.py `get_conv_state_layout`): without
+    # VLLM_SSM_CONV_STATE_LAYOUT=DS the engine does not start. pdtp runs it with a warning
+    # naming the setting (tools/vllm_flow_nixl.py runs the assert: `mamba_conv_layout`).
+    hybrid = pdtp.ModelShape(32, 4, hybrid=True)
+    r = pdtp.check(hybrid, 4, 4, connector="nixl", vllm_version=version, alternatives=0)
+    assert r.ok and r.verdict.kind == "valid_with_consequence"
+    (w,) = [w for w in r.warnings if w.code == "mamba_conv_state_layout"]
+    assert w.consequence == "needs_setting" and "VLLM_SSM_CONV_STATE_LAYOUT=DS" in w.message
+    assert "3-read Mamba conv transfer requires DS conv state layout" in w.message
+    plain = pdtp.check(pdtp.ModelShape(32, 4), 4, 4, connector="nixl", vllm_version=version)
+    assert plain.ok and not plain.warnings
+
+
+def test_nixl_hybrid_before_020_needs_no_layout():
+    hybrid = pdtp.ModelShape(32, 4, hybrid=True)
+    r = pdtp.check(hybrid, 4, 4, connector="nixl", vllm_version="0.19.1", alternatives=0)
+    assert r.ok and not r.warnings
+
+
+def test_deploy_sets_the_ds_conv_state_layout_for_hybrid_models_from_020():
+    import dataclasses
+
+    from pdtp.deployment.connectors.nixl import MAMBA_CONV_LAYOUT_ENV, NIXL_MAMBA_DS_SINCE
+
+    plan = pdtp.solve(
+        "llama-3.1-8b", gpus=8, gpu="h100", connector="nixl", vllm_version="0.33.0",
+        mode="disaggregated",
+    )  # fmt: skip
+    spec = plan.model_spec
+    # The same model with Mamba-type layers (fewer attention layers than layers).
+    hybrid = dataclasses.replace(
+        spec, num_attention_layers=spec.num_layers - 8, attention_groups=()
+    )
+    env, value = MAMBA_CONV_LAYOUT_ENV
+    for version, sets in (("0.19.1", False), (str(NIXL_MAMBA_DS_SINCE), True), ("0.33.0", True)):
+        dep = pdtp.deploy(dataclasses.replace(plan, model_spec=hybrid, vllm_version=version))
+        got = {dict(i.launch.env).get(env) for i in dep.instances}
+        assert got == ({value} if sets else {None}), version
+        # The version deploy starts setting it is the one pdtp's check warns from.
+        warned = pdtp.check(
+            pdtp.ModelShape(32, 4, hybrid=True), 4, 4, connector="nixl", vllm_version=version
+        ).warnings
+        assert any(w.code == "mamba_conv_state_layout" for w in warned) == sets
+    dep = pdtp.deploy(plan)
+    assert all(env not in dict(i.launch.env) for i in dep.instances)

@@ -758,6 +758,7 @@ def test_verdict_agrees_with_ok_over_a_grid():
                             "blocks_held_until_timeout",
                             "round_robin_source",
                             "ranks_idle",
+                            "needs_setting",
                         }
 
 
@@ -900,3 +901,25 @@ def test_moriio_read_sliding_window_blocks_per_release(version, rule, moved):
     assert dense.sliding_window_blocks is None and dense.window_blocks(4096, 16, 300) is None
     with pytest.raises(pdtp.PdtpError, match="block_size"):
         m.window_blocks(4096, 0, 300)
+
+
+@pytest.mark.parametrize(
+    "version, rule, moved",
+    [
+        # NIXL before 0.18.0: no hybrid KV-cache manager, the window is full attention
+        # (0.17.0 nixl_connector.py:1460): every block.
+        ("0.17.1", "every", 300),
+        # 0.18.0 on both schedulers clip the window's group (blocks_per_sw, 0.18.0
+        # nixl_connector.py:606; 0.33.0 nixl/base_scheduler.py:151).
+        ("0.18.0", "last_window", 257),
+        ("0.33.0", "last_window", 257),
+    ],
+)
+def test_nixl_sliding_window_blocks_per_release(version, rule, moved):
+    m = pdtp.transfer_map(
+        4, 2, kv_heads=8, connector="nixl", vllm_version=version, sliding_window=True
+    )
+    assert m.sliding_window_blocks == rule
+    assert m.window_blocks(4096, 16, 300) == moved
+    dense = pdtp.transfer_map(4, 2, kv_heads=8, connector="nixl", vllm_version=version)
+    assert dense.sliding_window_blocks is None

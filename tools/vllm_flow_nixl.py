@@ -98,13 +98,16 @@ from vllm_golden import (
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden"
 
-# The grid: TP sizes powers of two and 3, 6, 12, 24, 48; KV heads as the issue lists them.
-TP_SIZES = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+# The grid: every TP size up to 64 that loads the model (its KV heads and attention heads
+# divide as vLLM asserts: with 192, H and 3H attention heads that is the divisors of 192 and
+# of H and 3H: 9, 18, 36 with 12 KV heads and 36 attention heads, ...); KV heads as the
+# issue lists them.
+TP_SIZES = list(range(1, 65))
 KV_HEADS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128]
 MLA_HEADS = [1, 8, 128]
 # Pipeline layouts (prefill PP, decode PP) at these TP sizes, 8 KV heads.
 PP_LAYOUTS = [(2, 1), (4, 1), (1, 2), (2, 2)]
-PP_TP = [1, 2, 4, 8]
+PP_TP = [1, 2, 4, 8, 16, 32, 64]
 # Data-parallel layouts (prefill DP, decode DP) at the same TP sizes and heads.
 DP_LAYOUTS = [(2, 1), (4, 1), (1, 2), (2, 2)]
 SIDE_CHANNEL_PORT = 5600
@@ -115,6 +118,19 @@ REQ = "cmpl-req-0"
 REGION = 1 << 32
 LOCAL_BASE = 1 << 40
 REMOTE_BASE = 1 << 44
+# The block read (sliding-window and hybrid vectors): a request of SEQ_BLOCKS blocks per
+# attention group (block ids apart per group, the same on both sides), read with the
+# sliding-window sizes WINDOWS (tokens); BIG_BLOCKS descriptors per region hold them.
+SEQ_BLOCKS = 6
+WINDOWS = (32, 40, 160)
+BIG_BLOCKS = 20
+# A hybrid model's Mamba-2 state as the grid's models have it: MAMBA_UNITS SSM heads (head
+# dim 1, state size 1) and as many x channels and B/C group channels, conv kernel 2 (one
+# state row), 1-byte dtypes, all split over TP (so TP sizes divide MAMBA_UNITS, as
+# MambaMixer2 asserts of its heads): one byte per unit, a rank's page holding
+# x | B | C | SSM of MAMBA_UNITS / tp bytes each.
+MAMBA_UNITS = 192
+MAMBA_PARTS = ("x", "B", "C", "ssm")
 
 
 class _Clock:
@@ -191,12 +207,58 @@ class _Agent:
         self.dlists[handle] = (agent, self.get_xfer_descs(descs))
         return handle
 
-    def make_prepped_xfer(self, *a: Any, **k: Any) -> int:
-        raise HarnessError("a READ was posted: the driver only takes the notification path")
+    # The READs posted: (local handle, local descriptor ids, remote handle, remote ids).
+    xfers: list[tuple[int, Any, int, Any]] | None = None
+
+    def make_prepped_xfer(
+        self, op: str, lh: int, lids: Any, rh: int, rids: Any, *a: Any, **k: Any
+    ) -> int:
+        if self.xfers is None:
+            raise HarnessError("a READ was posted on the notification path")
+        if op != "READ":
+            raise HarnessError(f"a {op} was posted")
+        # The notification rides on the READ, to the agent the remote handle is for.
+        notif = k.get("notif_msg", a[0] if a else b"")
+        self.log.append((self.dlists[rh][0], bytes(notif).decode()))
+        self.xfers.append((lh, list(lids), rh, list(rids)))
+        return 7000 + len(self.xfers)
+
+    def transfer(self, handle: int, *a: Any, **k: Any) -> str:
+        return "PROC"
 
 
 class _SlidingWindowSpec(vg._AttentionSpec):
     """vLLM's ``SlidingWindowSpec``: an attention KV-cache group (``_is_attention_spec``)."""
+
+
+class _Torch:
+    """The two torch calls of the Mamba state sizes: a dtype here is its byte size."""
+
+    class _Empty:
+        def __init__(self, dtype: int):
+            self.size = dtype
+
+        def element_size(self) -> int:
+            return self.size
+
+    @staticmethod
+    def tensor(_data: Any, dtype: int) -> Any:
+        return _Torch._Empty(dtype)
+
+    class Size(tuple):  # type: ignore[type-arg]
+        def numel(self) -> int:
+            out = 1
+            for x in self:
+                out *= x
+            return out
+
+
+class _MambaBackend:
+    """``MambaAttentionBackendEnum``'s members that ``derive_mamba_conv_split`` names."""
+
+    MAMBA1 = "mamba1"
+    MAMBA2 = "mamba2"
+    GDN_ATTN = "gdn_attn"
 
 
 class _Anything:
@@ -224,6 +286,8 @@ class NixlFlow(Nixl):
         "_logical_to_remote_kernel_block_ids",
         "_handle_failed_transfer",
         "_get_block_descs_ids",
+        "_compute_desc_ids",
+        "get_mapped_blocks",
         # The descriptors of the read (which bytes, so which KV heads, move): the whole
         # add_remote_agent, with the builders it calls.
         "add_remote_agent",
@@ -239,6 +303,9 @@ class NixlFlow(Nixl):
         "_strided_desc_starts",
         "_stack_descs",
         "_build_fa_local",
+        "_build_mamba_local",
+        "_build_mamba_remote",
+        "register_local_xfer_handler",
     )
 
     def __init__(self, rel: Release):
@@ -259,10 +326,26 @@ class NixlFlow(Nixl):
             VLLM_NIXL_SIDE_CHANNEL_HOST="localhost", VLLM_NIXL_ABORT_REQUEST_TIMEOUT=ABORT_TIMEOUT
         )
         ns["ReadSpec"] = self.ns.get("ReadSpec")
+        # 0.33.0's scratch (circular-buffer) attention cache: no grid model has one.
+        ns["CircularBufferSpec"] = type("CircularBufferSpec", (), {})
         compile_defs(fns, ns, "NixlFlow")
         # Helpers the handshake of a hybrid model calls (Mamba conv-state split), from the
         # release, into the namespace the handshake methods run in.
         hs_globals = self.Worker._nixl_handshake.__globals__
+        conv_ns = dict(ns)
+        conv_ns.update(
+            torch=_Torch,
+            is_conv_state_dim_first=lambda: True,  # run as deployed: DS (mamba_conv_layout)
+            MambaAttentionBackendEnum=_MambaBackend,
+        )
+        for name in ("MambaConvSplitInfo", "derive_mamba_conv_split"):
+            found = rel.find(name)
+            if found:
+                compile_defs([found[1]], conv_ns, name)
+        self.derive = conv_ns.get("derive_mamba_conv_split")
+        self.mamba_type_enum = "MambaAttentionBackendEnum" in (
+            ast.unparse(rel.find("derive_mamba_conv_split")[1]) if self.derive else ""
+        )
         for name in ("compute_physical_blocks_per_logical", "derive_mamba_conv_split"):
             found = rel.find(name)
             if found:
@@ -325,6 +408,16 @@ class NixlFlow(Nixl):
         every = "\n".join(ast.unparse(m) for m in methods.values())
         self.strided = "_pack_strided_descs" in methods
         self.ndarray = self.strided or "src_blocks_data.tolist()" in every
+        self.window = scheduler_window(rel)
+        # The attention cache's layout within a block: K and V packed per head into the
+        # content dim from 0.26.0 (`[num_blocks, num_kv_heads, block_size, content_size]`),
+        # K then V halves of a blocks-first hybrid cache before.
+        self.kv_packed = "packed into the content dim" in nixl_source(rel)
+        reg = ast.unparse(methods["register_kv_caches"]) if "register_kv_caches" in methods else ""
+        self.doubles_regions = "self.num_regions *= 2" in reg or "else 2 for i in" in reg
+        # The worker has a Mamba path (0.18.0 on): before, a hybrid model's layers are
+        # attention to it and no Mamba state is registered or read.
+        self.knows_mamba = "_has_mamba" in every
 
     # ---------------------------------------------------------------- one vector
 
@@ -336,6 +429,9 @@ class NixlFlow(Nixl):
         topo = super().topology(rank, d, h, mla, w)
         if topo is not None and hasattr(topo, "is_mamba"):
             topo.is_mamba = self.hybrid
+            if self.hybrid and hasattr(topo, "__post_init__"):
+                # What the topology derives from it (a hybrid cache is blocks-first).
+                topo.__post_init__()
         return topo
 
     def metadata(self, p: int, h: int, mla: bool) -> Any:
@@ -343,15 +439,19 @@ class NixlFlow(Nixl):
         # The prefill rank's KV regions, at an address no local one has (the read's
         # descriptors are decoded back to heads by address, `heads_moved`).
         m.kv_caches_base_addr = [REMOTE_BASE + i * REGION for i in range(vg.NUM_LAYERS)]
+        m.num_blocks = self.num_blocks
         if self.hybrid:
-            # A hybrid model's Mamba state per block: one block's length (conv + SSM halves),
-            # so one physical block per logical block.
-            half = m.block_lens[0] // 2
-            m.ssm_sizes = (half, half)
+            # The prefill rank's Mamba state per block: conv (x | B | C) and SSM bytes, within
+            # one attention page (one physical block per logical block).
+            n = MAMBA_UNITS // p
+            m.ssm_sizes = (3 * n, n)
         return m
 
     # The model has sliding-window layers (set per vector, as `hybrid`).
     sliding = False
+    # Blocks per region of the worker's descriptors (BIG_BLOCKS where the vector runs the
+    # block read).
+    num_blocks = vg.NUM_BLOCKS
 
     def flow_worker(self, rank: int, tp: int, h: int, mla: bool, hybrid: bool) -> Any:
         # The KV-cache groups the worker sees: full attention, a hybrid model's Mamba state,
@@ -368,11 +468,16 @@ class NixlFlow(Nixl):
         w = self.FlowWorker()
         w.__dict__.update(base.__dict__)
         log: list[tuple[str, str]] = []
+        nb = self.num_blocks
         w.__dict__.update(
             nixl_wrapper=_Agent(log),
             _notif_log=log,
             _has_mamba=hybrid,
-            _is_hma_required=hybrid,
+            # Any KV-cache group other than full attention (the worker's `__init__`).
+            _is_hma_required=len(groups) > 1,
+            num_blocks=nb,
+            # register_kv_caches: the local engine's blocks.
+            dst_num_blocks={"decode": nb},
             # A hybrid model's KV-cache groups: full attention, then the Mamba state (0.20.0
             # `nixl/worker.py:123`).
             _is_mamba_group=[g is vg._MambaSpec for g in groups],
@@ -410,7 +515,11 @@ class NixlFlow(Nixl):
             _physical_blocks_per_logical={},  # per remote engine (0.20.0)
             _dram_src_handles_by_tp_ratio=_AnyKey([None] * (vg.MAX_TP + 1)),
             _dram_src_handles_by_block_size=_AnyKey(None),
-            kv_cache_config=Stub(transfer_groups=[None], transfer_group_ids=(0,)),
+            kv_cache_config=Stub(
+                transfer_groups=[None] * len(groups),
+                transfer_group_ids=tuple(range(len(groups))),
+                kv_cache_groups=[Stub(kv_cache_spec=g()) for g in groups],
+            ),
         )
         # What register_kv_caches leaves for the read: each local region's blocks as one
         # descriptor list (`src_blocks_data`, registered as the whole-block handle), and no
@@ -419,14 +528,14 @@ class NixlFlow(Nixl):
         blocks: Any
         if self.strided:
             blocks = [
-                (LOCAL_BASE + i * REGION, local_len, rank, local_len, vg.NUM_BLOCKS)
+                (LOCAL_BASE + i * REGION, local_len, rank, local_len, nb)
                 for i in range(vg.NUM_LAYERS)
             ]
         else:
             blocks = [
                 (LOCAL_BASE + i * REGION + b * local_len, local_len, rank)
                 for i in range(vg.NUM_LAYERS)
-                for b in range(vg.NUM_BLOCKS)
+                for b in range(nb)
             ]
         src = w.nixl_wrapper.prep_xfer_dlist("NIXL_INIT_AGENT", blocks)
         if self.ndarray:
@@ -435,25 +544,35 @@ class NixlFlow(Nixl):
             src_blocks_data=blocks,
             src_blocks_data_by_block_size={vg.BLOCK_SIZE: blocks},
             block_stride_per_layer=[local_len] * vg.NUM_LAYERS,
-            region_num_blocks=[vg.NUM_BLOCKS] * vg.NUM_LAYERS,
+            region_num_blocks=[nb] * vg.NUM_LAYERS,
             num_regions=vg.NUM_LAYERS,
             num_layers=vg.NUM_LAYERS,
-            num_descs=vg.NUM_LAYERS * vg.NUM_BLOCKS,
-            _logical_num_blocks=vg.NUM_BLOCKS,
+            num_descs=vg.NUM_LAYERS * nb,
+            _logical_num_blocks=nb,
             _ple_region_index=None,
             src_xfer_side_handle=src,
+            src_xfer_side_handles={vg.BLOCK_SIZE: src},
+            # Per-layer windows: Llama 4's chunked layers only (0.11-0.17
+            # `register_kv_caches`); empty for every other model.
+            block_window_per_layer=[],
+            # 0.33.0 register_kv_caches for layers that share their groups' tensors: no
+            # per-layer group routing, no SSM-only regions.
+            _transfer_layer_group_ids=(),
+            _ssm_region_indices=None,
+            _uses_region_group_mapping=False,
+            # 0.33.0 __init__: no scratch cache, no PLE state, no packed cache.
+            _scratch_region_indices=[],
+            _ple_group_index=None,
+            _ple_block_len=None,
+            _has_packed_cache=False,
+            _desc_is_dram_by_block_size={},
             src_xfer_handles_by_block_size={vg.BLOCK_SIZE: src},
             src_xfer_handles_by_tp_ratio={},
         )
         # Descriptor handles per remote engine and rank, as add_remote_agent stores them.
         w.dst_xfer_side_handles = collections.defaultdict(dict)
-        if hybrid:
-            # Hybrid models: add_remote_agent up to its validation (the driver builds no
-            # Mamba descriptors), every handle a stand-in; the reads are compared by rank.
-            w.add_remote_agent = self.Worker.add_remote_agent.__get__(w)
-            w.dst_xfer_side_handles = _AnyKey(_AnyKey(0))
-            w.src_xfer_handles_by_tp_ratio = _AnyKey([0] * (vg.MAX_TP + 1))
-            w.src_xfer_handles_by_block_size = _AnyKey(0)
+        if hybrid and self.knows_mamba:
+            self.mamba_worker(w, rank, tp)
         w._evict_stale_engines = lambda: None
         w._track_remote_engine_replacement = lambda *a, **k: None
         w._cleanup_remote_engine = lambda *a, **k: None
@@ -463,6 +582,47 @@ class NixlFlow(Nixl):
 
         w._log_failure = log_failure
         return w
+
+    def mamba_worker(self, w: Any, rank: int, tp: int) -> None:
+        """A hybrid model's worker as its ``__init__`` and ``register_kv_caches`` leave it:
+        the Mamba state sizes (``_mamba_ssm_size``) and, from 0.20.0, the conv split the
+        release derives from the Mamba spec (``derive_mamba_conv_split``); every layer's
+        cache one region whose blocks the attention and the Mamba views share (K | V halves,
+        conv | SSM), registered by the release's own ``register_local_xfer_handler`` (whole
+        blocks, split in two K/V virtual regions, then the Mamba descriptors)."""
+        n = MAMBA_UNITS // tp
+        spec = vg._MambaSpec()
+        spec.shapes = ((3 * n, 1), (n, 1, 1))
+        spec.dtypes = (1, 1)
+        spec.mamba_type = _MambaBackend.MAMBA2 if self.mamba_type_enum else "mamba2"
+        w._mamba_ssm_size = (3 * n, n)
+        w._conv_decomp = self.derive(spec, tp) if self.derive else None
+        w._physical_blocks_per_logical = {"decode": 1}
+        page = w.block_len_per_layer[0]
+        if 4 * n > page:
+            raise HarnessError(f"a Mamba state of {4 * n} bytes in a {page}-byte page")
+        w.kv_caches_base_addr["decode"][rank] = [
+            LOCAL_BASE + i * REGION for i in range(vg.NUM_LAYERS)
+        ]
+        w.block_stride_per_layer = [page] * vg.NUM_LAYERS
+        # The release's register_kv_caches: K and V halves as two virtual regions where it
+        # doubles them for blocks-first caches (0.18.0-0.26.0; hybrid caches are
+        # blocks-first), one region per layer from 0.27.0 (K and V move as one unit).
+        w.num_regions = vg.NUM_LAYERS * (2 if self.doubles_regions else 1)
+        w.num_descs = w.num_regions * w.num_blocks
+        w.region_num_blocks = [w.num_blocks] * w.num_regions
+        w.region_mem_types = ["VRAM"] * w.num_regions
+        w.nixl_memory_type = "VRAM"
+        if "register_local_xfer_handler" not in self.methods:
+            raise HarnessError("a hybrid model and no register_local_xfer_handler")
+        w.nixl_wrapper.dlists.clear()
+        handle, blocks = w.register_local_xfer_handler(vg.BLOCK_SIZE)
+        w.src_blocks_data = blocks
+        w.src_blocks_data_by_block_size = {vg.BLOCK_SIZE: blocks}
+        w.src_xfer_side_handle = handle
+        w.src_xfer_side_handles = {vg.BLOCK_SIZE: handle}
+        w.src_xfer_handles_by_block_size = {vg.BLOCK_SIZE: handle}
+        w.dst_num_blocks = {"decode": w.num_blocks}
 
     def meta(self, p: int, groups: int = 1) -> Any:
         """The decode scheduler's ReqMeta of one request (both the flat and the nested
@@ -570,7 +730,8 @@ class NixlFlow(Nixl):
                     local_xfer_side_handle=w.src_xfer_side_handle,
                     remote_xfer_side_handle=w.dst_xfer_side_handles[ENGINE],
                 )
-            if not hybrid:
+            if not hybrid and self.num_blocks != BIG_BLOCKS:
+                # (A vector with the block read has its heads decoded there, per READ.)
                 moved.append(self.heads_moved(w, k, reads[-1], p, d, h, mla, rank))
             return out
 
@@ -584,7 +745,131 @@ class NixlFlow(Nixl):
         except Exception as e:
             return {"error": _err(e), "fate": "read"}
         notified = [[_rank(t), m] for t, m in w._notif_log]
-        return {"reads": reads, "notified": notified, "moved": moved}
+        out: dict[str, Any] = {"reads": reads, "notified": notified, "moved": moved}
+        if self.num_blocks == BIG_BLOCKS:
+            w._read_blocks = real
+            # The windows matter to sliding-window groups only (a hybrid model reads once).
+            windows = WINDOWS if self.sliding else WINDOWS[:1]
+            out["blocks"] = [self.block_read(w, ready[0], p, d, h, mla, rank, n) for n in windows]
+        return out
+
+    def block_read(
+        self, w: Any, ready: Any, p: int, d: int, h: int, mla: bool, rank: int, window: int
+    ) -> list[Any]:
+        """The blocks one request's reads move, per KV-cache group, with sliding windows of
+        ``window`` tokens: the prefill scheduler's ``request_finished`` and the decode
+        scheduler's ``update_state_after_alloc`` clip each side's blocks as the release does
+        (``get_sw_clipped_blocks`` / ``get_exchange_clipped_blocks``, ``blocks_per_sw`` from
+        the scheduler's ``__init__``), then the worker's ``_read_blocks_for_req`` and
+        ``_read_blocks`` run for real and each READ posted (``make_prepped_xfer``) is
+        decoded, descriptor by descriptor, back to the (remote, local) blocks it moves.
+        Per READ posted, in order: ``[prefill rank, [[group kind, blocks read], ...] (block
+        indices within the request), KV heads moved, [[Mamba part, first unit, end], ...]
+        (global units of x, B, C and the SSM heads)]``, with ``["misplaced", …]`` where
+        a block, a head or a Mamba unit lands in another's slot."""
+        groups = list(w._group_spec_types)
+        if not self.nested_meta:
+            # One flat block list: the first (full-attention) group's.
+            groups = groups[:1]
+        kinds = [_kind(g) for g in groups]
+        alloc = [
+            [1 + g * SEQ_BLOCKS + b for b in range(1 if k == "mamba" else SEQ_BLOCKS)]
+            for g, k in enumerate(kinds)
+        ]
+        remote: Any = [list(b) for b in alloc]
+        local: Any = [list(b) for b in alloc]
+        if self.window is not None:
+            remote = self.window.clip(groups, window, remote, "request_finished")
+            local = self.window.clip(groups, window, local, "update_state_after_alloc")
+        _, meta = ready
+        if not self.nested_meta:
+            remote, local = remote[0], local[0]
+        meta.remote.block_ids = remote
+        meta.remote_block_ids = remote
+        meta.local_block_ids = meta.local_physical_block_ids = local
+        agent = w.nixl_wrapper
+        agent.xfers = []
+        try:
+            w._read_blocks_for_req(*ready)
+        except HarnessError:
+            raise
+        except (NameError, AttributeError, TypeError, KeyError) as e:
+            raise HarnessError(f"{type(e).__name__}: {e}") from e
+        except Exception as e:
+            return ["error", *_err(e)]
+        lpage = vg.heads_per_rank(h, d, mla) * vg.HEAD_BYTES
+        rpage = vg.heads_per_rank(h, p, mla) * vg.HEAD_BYTES
+        handles = w.dst_xfer_side_handles.get(ENGINE)
+        if isinstance(handles, dict):
+            rank_of = {v: k for k, v in handles.items()}
+        else:
+            # One remote handle per engine (0.11-0.13): the one rank the worker handshook.
+            (only,) = w._remote_agents[ENGINE]
+            rank_of = {handles: only}
+        topo = w.kv_topo
+        split = getattr(topo, "virtually_split_kv_in_blocks", None)
+        if split is None:
+            split = getattr(topo, "is_kv_layout_blocks_first", False)
+        split = bool(split) and not mla
+        if self.hybrid and self.knows_mamba:
+            # A hybrid cache is blocks-first (before 0.18.0 the worker knows no Mamba layers
+            # and the layout is the dense model's).
+            split = not self.kv_packed and not mla
+        # Attention descriptors come first in both lists; a hybrid model's Mamba ones follow.
+        boundary = w.num_descs if self.hybrid and self.knows_mamba else None
+        mine = heads_of_rank(h, d, rank, mla)
+        out: list[Any] = []
+        for lh, lids, rh, rids in agent.xfers:
+            ldescs, rdescs = agent.dlists[lh][1], agent.dlists[rh][1]
+            if len(lids) != len(rids):
+                raise HarnessError(f"{len(lids)} local and {len(rids)} remote descriptor ids")
+            q = rank_of.get(rh, -1)
+            theirs = heads_of_rank(h, p, q, mla) if q >= 0 else []
+            moved: dict[int, set[int]] = collections.defaultdict(set)
+            wrong: set[Any] = set()
+            heads: set[int] = set()
+            state: dict[str, set[int]] = collections.defaultdict(set)
+            for li, ri in zip(lids, rids, strict=True):
+                la, ll, _ = ldescs[int(li)]
+                ra, rl, _ = rdescs[int(ri)]
+                if ll != rl:
+                    raise HarnessError(f"descriptor lengths {ll} and {rl}")
+                lb = (la - LOCAL_BASE) % REGION // lpage
+                rb = (ra - REMOTE_BASE) % REGION // rpage
+                if lb != rb:
+                    wrong.add(("block", rb, lb))
+                g = (rb - 1) // SEQ_BLOCKS
+                moved[g].add(rb - 1 - g * SEQ_BLOCKS)
+                lfa = boundary is None or int(li) < boundary
+                rfa = boundary is None or int(ri) < boundary
+                if lfa != rfa:
+                    wrong.add(("view", int(ri), int(li)))
+                elif lfa:
+                    lu = _units(la - LOCAL_BASE, ll, len(mine), split)
+                    ru = _units(ra - REMOTE_BASE, rl, len(theirs), split)
+                    for (lkv, lhd), (rkv, rhd) in zip(lu, ru, strict=True):
+                        if rkv != lkv or theirs[rhd] != mine[lhd]:
+                            wrong.add(("head", theirs[rhd], mine[lhd]))
+                        heads.add(theirs[rhd])
+                else:
+                    lo = (la - LOCAL_BASE) % REGION % lpage
+                    ro = (ra - REMOTE_BASE) % REGION % rpage
+                    for b in range(ll):
+                        lpart, lg = _mamba_unit(lo + b, rank, d)
+                        rpart, rg = _mamba_unit(ro + b, q, p)
+                        if (lpart, lg) != (rpart, rg):
+                            wrong.add((f"{rpart}->{lpart}", rg, lg))
+                        state[rpart].add(rg)
+            read: list[Any] = [
+                q,
+                [[kinds[g], sorted(moved.get(g, ()))] for g in range(len(groups))],
+                sorted(heads),
+                [[part, *_span(state[part])] for part in MAMBA_PARTS if part in state],
+            ]
+            if wrong:
+                read.append(["misplaced", sorted(wrong, key=str)[:8]])
+            out.append(read)
+        return out
 
     def heads_moved(
         self, w: Any, k: dict[str, Any], q: int, p: int, d: int, h: int, mla: bool, rank: int
@@ -667,8 +952,132 @@ class NixlFlow(Nixl):
         reads = [sorted(set(g["reads"])) for g in decode]
         notified = [[q for q, _ in g["notified"]] for g in decode]
         counts = [len(inbox.get(q, [])) for q in range(p)]
-        moved = None if hybrid else [g["moved"] for g in decode]
-        return [["ok"], [reads, notified, moved], [counts, freed]]
+        moved = None if hybrid or self.num_blocks == BIG_BLOCKS else [g["moved"] for g in decode]
+        body: list[Any] = [reads, notified, moved]
+        if all("blocks" in g for g in decode):
+            # Per decode rank, per window: the blocks each group's reads move.
+            body.append([g["blocks"] for g in decode])
+        return [["ok"], body, [counts, freed]]
+
+
+def _mamba_unit(offset: int, rank: int, tp: int) -> tuple[str, int]:
+    """The (part, global unit) one byte at ``offset`` of a rank's page holds, in the
+    grid's Mamba-2 state (x | B | C | SSM, ``MAMBA_UNITS / tp`` bytes each)."""
+    n = MAMBA_UNITS // tp
+    part = offset // n
+    if part >= len(MAMBA_PARTS):
+        return "padding", offset
+    return MAMBA_PARTS[part], rank * n + offset % n
+
+
+def _span(units: set[int]) -> list[int]:
+    """``[first, end)`` of a contiguous set of units (a gap is recorded as it is)."""
+    lo, hi = min(units), max(units) + 1
+    return [lo, hi] if len(units) == hi - lo else [lo, hi, "gaps", sorted(units)]
+
+
+def _kind(spec: type) -> str:
+    if spec is vg._MambaSpec:
+        return "mamba"
+    return "sliding" if spec is _SlidingWindowSpec else "full"
+
+
+class _SchedulerWindow:
+    """The scheduler's sliding-window clipping of one release: the statements of its
+    ``__init__`` that size each group's window (``_is_hma_required``, ``sw_sizes_tokens``,
+    ``self.blocks_per_sw``, ``self._ssm_spec_blocks``) and its clip method, with which
+    scheduler methods call the clip (``request_finished``: the blocks the prefill sends;
+    ``update_state_after_alloc``: the blocks the decode fills)."""
+
+    NAMES = (
+        "self._is_hma_required",
+        "sw_sizes_tokens",
+        "self.blocks_per_sw",
+        "self._ssm_spec_blocks",
+        "self._ssm_state_slots_are_positional",
+    )
+
+    def __init__(self, rel: Release):
+        methods: dict[str, ast.FunctionDef] = {}
+        inits: list[ast.FunctionDef] = []
+        for cls in SCHEDULERS:
+            ms = rel.methods(cls)
+            for name, node in ms.items():
+                methods.setdefault(name, node)
+            if "__init__" in ms:
+                inits.append(ms["__init__"])
+        clip = methods.get("get_exchange_clipped_blocks") or methods.get("get_sw_clipped_blocks")
+        if clip is None:
+            raise LookupError("no clip")
+        stmts = []
+        for init in inits:
+            for st in init.body:
+                target = (
+                    st.targets[0] if isinstance(st, ast.Assign) else getattr(st, "target", None)
+                )
+                if target is not None and ast.unparse(target) in self.NAMES:
+                    stmts.append(st)
+        if not any("blocks_per_sw" in ast.unparse(st) for st in stmts):
+            raise SystemExit(f"{rel.version}: a clip method and no blocks_per_sw")
+        ns = vg.base_namespace()
+        ns.update(
+            cdiv=lambda a, b: -(-a // b),
+            SlidingWindowSpec=_SlidingWindowSpec,
+            FullAttentionSpec=vg._FullAttentionSpec,
+            MambaSpec=vg._MambaSpec,
+        )
+        found = rel.find("clip_ssm_state_blocks")
+        if found:
+            compile_defs([found[1]], ns, "clip_ssm_state_blocks")
+        self.init = function_from_statements(
+            "_window", ["self", "vllm_config", "kv_cache_config"], stmts, "self", ns
+        )
+        compile_defs([clip], ns, "NixlScheduler")
+        self.clip_fn = ns[clip.name]
+        call = f"self.{clip.name}("
+        self.clips = {
+            name: call in ast.unparse(methods[name]) if name in methods else False
+            for name in ("request_finished", "update_state_after_alloc")
+        }
+
+    def clip(self, groups: list[type], window: int, blocks: Any, where: str) -> Any:
+        if not self.clips[where]:
+            return blocks
+        specs = []
+        for g in groups:
+            spec = g()
+            spec.block_size = vg.BLOCK_SIZE
+            spec.sliding_window = window
+            spec.num_speculative_blocks = 0
+            specs.append(Stub(kv_cache_spec=spec))
+        kcc = Stub(
+            kv_cache_groups=specs,
+            transfer_groups=specs,
+            transfer_group_ids=tuple(range(len(specs))),
+            # Every group is transferable here (no host-resident groups).
+            select_transfer_block_ids=lambda ids: tuple(ids),
+        )
+        sched = type("Scheduler", (), {})()
+        sched.block_size = vg.BLOCK_SIZE
+        sched.kv_cache_config = kcc
+        cfg = Stub(
+            scheduler_config=Stub(disable_hybrid_kv_cache_manager=False),
+            # vLLM's default (no Mamba prefix caching: one state block per request).
+            cache_config=Stub(mamba_cache_mode="none"),
+        )
+        self.init(sched, cfg, kcc)
+        return [list(b) for b in self.clip_fn(sched, tuple(blocks))]
+
+
+SCHEDULERS = ("NixlPullConnectorScheduler", "NixlBaseConnectorScheduler", "NixlConnectorScheduler")
+
+
+def scheduler_window(rel: Release) -> _SchedulerWindow | None:
+    """The release's scheduler window code, ``None`` where it has none (before 0.18.0)."""
+    try:
+        return _SchedulerWindow(rel)
+    except LookupError:
+        return None
 
 
 def heads_of_rank(h: int, tp: int, rank: int, mla: bool) -> list[int]:
@@ -816,14 +1225,26 @@ def grid() -> list[list[Any]]:
                 for a in attention_heads(h):
                     for p in TP_SIZES:
                         for d in TP_SIZES:
-                            if loads(h, p, mla) and loads(h, d, mla) and a % p == 0 and a % d == 0:
+                            mamba = not hybrid or (MAMBA_UNITS % p == 0 and MAMBA_UNITS % d == 0)
+                            if (
+                                loads(h, p, mla)
+                                and loads(h, d, mla)
+                                and a % p == 0
+                                and a % d == 0
+                                and mamba
+                            ):
                                 out.append([p, d, h, mla, hybrid, 1, 1, 1, 1, a, False])
     # Models with sliding-window layers (Gemma 2/3, gpt-oss, Mistral's SWA): every KV-head
     # count, as MHA/GQA.
     for h in KV_HEADS:
         for p in TP_SIZES:
             for d in TP_SIZES:
-                if loads(h, p, False) and loads(h, d, False):
+                if (
+                    loads(h, p, False)
+                    and loads(h, d, False)
+                    and MANY_HEADS % p == 0
+                    and MANY_HEADS % d == 0
+                ):
                     out.append([p, d, h, False, False, 1, 1, 1, 1, MANY_HEADS, True])
     for ppp, dpp in PP_LAYOUTS:
         for p in PP_TP:
@@ -839,6 +1260,8 @@ def grid() -> list[list[Any]]:
 def outcome(flow: NixlFlow, conn: Any, ports: Any, v: list[Any]) -> list[Any]:
     p, d, h, mla, hybrid, ppp, dpp, pdp, ddp, _attention_heads, sliding = v
     flow.sliding = sliding
+    tp_only = ppp == dpp == pdp == ddp == 1
+    flow.num_blocks = BIG_BLOCKS if (sliding or hybrid) and tp_only else vg.NUM_BLOCKS
     if pdp > 1 or ddp > 1:
         # Each DP rank is its own engine: a request carries its prefill DP rank's engine id
         # and handshake port (the scheduler's side_channel_port), and the decode DP rank's
@@ -913,6 +1336,60 @@ def send_timeout(rel: Release, path: Path) -> list[Any]:
     raise SystemExit(f"{rel.version}: cannot tell the deferred-send deadline")
 
 
+MAMBA_UTILS = "vllm/model_executor/layers/mamba/mamba_utils.py"
+
+
+def mamba_conv_layout(rel: Release, path: Path) -> dict[str, Any] | None:
+    """What NIXL's worker asserts of a hybrid model's Mamba conv state at start: the
+    ``assert is_conv_state_dim_first(), …`` of its ``__init__`` (0.20.0 on), run against
+    the release's own ``get_conv_state_layout`` with ``VLLM_SSM_CONV_STATE_LAYOUT`` unset
+    (its default) and set to each layout it accepts. ``None`` where the worker asserts no
+    layout. ``{"env", "default", "passes": [layouts the assert accepts], "error": [class,
+    message] with the default}``."""
+    check = None
+    for cls in Nixl.WORKERS:
+        init = rel.methods(cls).get("__init__")
+        for node in ast.walk(init) if init else ():
+            if (
+                isinstance(node, ast.Assert)
+                and "is_conv_state_dim_first" in ast.unparse(node.test)
+                and node.msg is not None
+            ):
+                check = node
+                break
+        if check:
+            break
+    if check is None:
+        return None
+    assert check.msg is not None
+    message = ast.literal_eval(check.msg)
+    utils = _wheel_text(path, MAMBA_UTILS)
+    defs = {
+        n.name: n
+        for n in ast.parse(utils).body
+        if isinstance(n, ast.FunctionDef)
+        and n.name in ("get_conv_state_layout", "is_conv_state_dim_first")
+    }
+    if len(defs) != 2:
+        raise SystemExit(f"{rel.version}: a conv-layout assert and no get_conv_state_layout")
+    vg.COMPILED.append(utils)
+    env = "VLLM_SSM_CONV_STATE_LAYOUT"
+
+    def layout(value: str | None) -> bool:
+        ns = vg.base_namespace()
+        ns["envs"] = Stub(**{env: value})
+        ns["logger"] = Stub(info_once=lambda *a, **k: None, info=lambda *a, **k: None)
+        compile_defs(list(defs.values()), ns, "mamba_utils")
+        return bool(ns["is_conv_state_dim_first"]())
+
+    passes = [v for v in ("SD", "DS") if layout(v)]
+    return {
+        "env": env,
+        "passes": passes,
+        "error": None if layout(None) else ["AssertionError", message],
+    }
+
+
 def load_failure_policy(path: Path) -> str | None:
     """The default of ``KVTransferConfig.kv_load_failure_policy`` (``vllm/config/
     kv_transfer.py``): what the scheduler does with a request whose KV load failed — ``fail``
@@ -938,7 +1415,7 @@ def load_failure_policy(path: Path) -> str | None:
     return None
 
 
-def generate(rel: Release) -> dict[str, Any]:
+def generate(rel: Release, conv_layout: dict[str, Any] | None = None) -> dict[str, Any]:
     COMPILED.clear()
     flow = NixlFlow(rel)
     conn = engine_start_pp(rel)
@@ -963,6 +1440,16 @@ def generate(rel: Release) -> dict[str, Any]:
         "format": 2,
         "part": "flow-nixl",
         "abort_timeout": ABORT_TIMEOUT,
+        # The block read of sliding-window vectors: a request's blocks per attention group,
+        # the windows (tokens) and the block size (tokens) it runs with.
+        # A hybrid model's engine start with the conv-state layout left at its default
+        # (the hybrid vectors run with the layout the assert accepts, as pdtp deploy sets it).
+        "mamba_conv_layout": conv_layout,
+        "block_read": {
+            "request_blocks": SEQ_BLOCKS,
+            "windows": list(WINDOWS),
+            "block_size": vg.BLOCK_SIZE,
+        },
         "vectors": vectors,
         "outcomes": table,
         "codes": codes,
@@ -1000,10 +1487,11 @@ def main(argv: list[str] | None = None) -> None:
             wheels[v] = f"{path.name} sha256:{sha256(path)}"
         policy = load_failure_policy(path)
         timeout = send_timeout(rel, path)
-        key = f"{policy}\n{timeout}\n{nixl_source(rel)}"
+        conv_layout = mamba_conv_layout(rel, path)
+        key = f"{policy}\n{timeout}\n{conv_layout}\n{nixl_source(rel)}"
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         if digest not in done:
-            data = generate(rel)
+            data = generate(rel, conv_layout)
             data["source_digest"] = digest
             data["load_failure_policy"] = policy
             data["send_timeout"] = timeout

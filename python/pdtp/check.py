@@ -98,8 +98,8 @@ class Verdict:
 
     - ``valid``: it runs, nothing left over;
     - ``valid_with_consequence``: it runs; ``consequences`` name what to expect
-      (``blocks_held_until_timeout``, ``round_robin_source``, ``ranks_idle``) and the
-      result's warnings say it in words;
+      (``blocks_held_until_timeout``, ``round_robin_source``, ``ranks_idle``,
+      ``needs_setting``) and the result's warnings say it in words;
     - ``invalid``: vLLM raises ``error`` with ``message``, reaching the user at ``when``
       (``model_load``, ``engine_start``, ``handshake``, ``first_transfer``); where vLLM
       only logs it (NIXL's background handshake), ``consequences`` say what becomes of the

@@ -80,7 +80,9 @@ class Violation:
 @dataclass(frozen=True)
 class CheckWarning:
     """Valid, but worth knowing (e.g. prefill ranks that are never read). ``consequence``:
-    ``blocks_held_until_timeout``, ``round_robin_source`` or ``ranks_idle``."""
+    ``blocks_held_until_timeout``, ``round_robin_source``, ``ranks_idle`` or
+    ``needs_setting`` (an environment variable vLLM does not default to, which ``pdtp
+    deploy`` sets)."""
 
     code: str
     message: str

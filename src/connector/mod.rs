@@ -458,6 +458,21 @@ pub struct NixlRules {
     /// 0.20.0 `kv_connector/utils.py:630`; `ssm_ranks`, 0.33.0 `nixl/tp_mapping.py:135`).
     /// The ranks whose KV heads another rank of the group already sent move Mamba state only.
     pub mamba_reads_every_rank: bool,
+    /// Which blocks of a sliding-window group a read moves: all of them before 0.18.0 (no
+    /// hybrid KV-cache manager: every layer is full attention, and the worker's per-layer
+    /// window is Llama 4's chunked layers only, 0.17.0 `nixl_connector.py:1460`); from
+    /// 0.18.0 the last `cdiv(sliding_window, block_size) + 1`, as both schedulers clip them
+    /// (`blocks_per_sw`, 0.18.0 `nixl_connector.py:606`; `get_sw_clipped_blocks` in
+    /// `request_finished` and `update_state_after_alloc`; 0.27.0 on
+    /// `get_exchange_clipped_blocks`, 0.33.0 `nixl/base_scheduler.py:151`).
+    pub sliding_blocks: SlidingBlocks,
+    /// 0.20.0 on: the worker moves a hybrid model's Mamba conv state by sub-projection and
+    /// asserts the DS conv-state layout at start (`assert is_conv_state_dim_first(), …`,
+    /// 0.20.0 `nixl/worker.py:154`, 0.33.0 `nixl/base_worker.py:705`); vLLM's default is SD
+    /// (`get_conv_state_layout`, 0.20.0 `model_executor/layers/mamba/mamba_utils.py:27`),
+    /// so without `VLLM_SSM_CONV_STATE_LAYOUT=DS` the engine does not start. The assert's
+    /// text.
+    pub mamba_conv_layout: Option<&'static str>,
 }
 
 /// Which peer rank a MoRIIO rank dials (and reads from / writes to).
@@ -613,8 +628,10 @@ pub struct MoriioReadRules {
     pub sliding_blocks: SlidingBlocks,
 }
 
-/// Which of a request's blocks a MoRIIO READ moves for the model's sliding-window layers, as
-/// the two schedulers decide it (`tools/vllm_flow.py`, `scheduler_windows`).
+/// Which of a request's blocks a transfer moves for the model's sliding-window layers, as the
+/// two schedulers decide it: MoRIIO READ (`tools/vllm_flow.py`, `scheduler_windows`; the
+/// releases below) and NIXL (`tools/vllm_flow_nixl.py`; `Every` before 0.18.0, `LastWindow`
+/// from 0.18.0, see `NixlRules::sliding_blocks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlidingBlocks {
     /// Before 0.30.0 vLLM turns the hybrid KV-cache manager off for MoRIIO and unifies the
@@ -767,6 +784,9 @@ const BLOCK_LEN_011: &str = "Remote P worker KV layer cache must be of shape [2,
 const BLOCK_LEN_014: &str = "Remote P worker KV layer cache must be of shape [2, N, \
      local_kv_heads*tp_ratio, page_size, head_dim] and same dtype.";
 
+const MAMBA_CONV_LAYOUT_020: &str =
+    "3-read Mamba conv transfer requires DS conv state layout. Set VLLM_SSM_CONV_STATE_LAYOUT=DS";
+
 /// Every rule change between vLLM 0.11.0 and the newest release, per connector (ascending).
 pub static PROFILES: &[ConnectorProfile] = &[
     ConnectorProfile {
@@ -782,6 +802,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
+            sliding_blocks: SlidingBlocks::Every,
+            mamba_conv_layout: None,
         }),
     },
     ConnectorProfile {
@@ -797,6 +819,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
+            sliding_blocks: SlidingBlocks::Every,
+            mamba_conv_layout: None,
         }),
     },
     ConnectorProfile {
@@ -812,6 +836,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
+            sliding_blocks: SlidingBlocks::Every,
+            mamba_conv_layout: None,
         }),
     },
     ConnectorProfile {
@@ -827,6 +853,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
+            sliding_blocks: SlidingBlocks::Every,
+            mamba_conv_layout: None,
         }),
     },
     ConnectorProfile {
@@ -842,6 +870,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: true,
             mamba_skips_block_len: false,
             mamba_reads_every_rank: false,
+            sliding_blocks: SlidingBlocks::LastWindow,
+            mamba_conv_layout: None,
         }),
     },
     ConnectorProfile {
@@ -857,6 +887,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
+            sliding_blocks: SlidingBlocks::LastWindow,
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
         }),
     },
     ConnectorProfile {
@@ -872,6 +904,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
+            sliding_blocks: SlidingBlocks::LastWindow,
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
         }),
     },
     ConnectorProfile {
@@ -887,6 +921,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
+            sliding_blocks: SlidingBlocks::LastWindow,
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
         }),
     },
     ConnectorProfile {
@@ -902,6 +938,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
+            sliding_blocks: SlidingBlocks::LastWindow,
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
         }),
     },
     ConnectorProfile {
@@ -917,6 +955,8 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_same_tp: false,
             mamba_skips_block_len: true,
             mamba_reads_every_rank: true,
+            sliding_blocks: SlidingBlocks::LastWindow,
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
         }),
     },
     ConnectorProfile {
@@ -1516,6 +1556,19 @@ impl ConnectorProfile {
                 ..
             })
         )
+    }
+}
+
+impl Rules {
+    /// Which blocks of a sliding-window KV-cache group a read moves, where pdtp's rules for
+    /// the connector say (NIXL's and MoRIIO READ's rows, compared with each release's flow);
+    /// `None` elsewhere.
+    pub fn sliding_window_blocks(&self) -> Option<SlidingBlocks> {
+        match self {
+            Rules::Nixl(r) => Some(r.sliding_blocks),
+            Rules::MoriioRead(r) => Some(r.sliding_blocks),
+            _ => None,
+        }
     }
 }
 

@@ -99,10 +99,191 @@ fn failure_consequence(policy: &Value) -> &'static str {
     }
 }
 
+/// The request the driver's block reads move (`block_read` of the data): its blocks per
+/// attention group, the sliding windows (tokens) and the block size (tokens).
+#[derive(Debug, Clone, Default)]
+struct BlockRead {
+    request_blocks: i64,
+    windows: Vec<i64>,
+    block_size: i64,
+}
+
+impl BlockRead {
+    fn of(data: &Value) -> BlockRead {
+        let b = &data["block_read"];
+        if b.is_null() {
+            return BlockRead::default();
+        }
+        BlockRead {
+            request_blocks: b["request_blocks"].as_i64().expect("request_blocks"),
+            windows: ints(&b["windows"]),
+            block_size: b["block_size"].as_i64().expect("block_size"),
+        }
+    }
+}
+
+/// The driver's Mamba-2 state: x, B, C and SSM heads of `MAMBA_UNITS` units each.
+const MAMBA_UNITS: i64 = 192;
+const MAMBA_PARTS: [&str; 4] = ["x", "B", "C", "ssm"];
+
+/// Every READ one decode rank posts for the request, per window: the blocks of each
+/// KV-cache group it moves, against pdtp's transfer map (`sliding_window_blocks`): a full
+/// attention group all of the request's blocks; a sliding-window group of its own (the
+/// hybrid KV-cache manager, where pdtp's rule clips) the last `blocks(...)`; as many READs
+/// as pdtp has sources.
+#[allow(clippy::too_many_arguments)]
+fn compare_blocks(
+    r: usize,
+    model_sliding: bool,
+    reads: &Value,
+    sources: &[(i64, Vec<i64>)],
+    state: &[(i64, (i64, i64, i64))],
+    block: &BlockRead,
+    profile: &ConnectorProfile,
+) -> Result<(), String> {
+    let rule = profile
+        .rules
+        .sliding_window_blocks()
+        .ok_or("no sliding-window rule for NIXL")?;
+    let per_window = reads.as_array().ok_or("block reads")?;
+    // The driver reads with every window a sliding-window model, once (the first) others.
+    let windows = &block.windows[..if model_sliding {
+        block.windows.len()
+    } else {
+        1
+    }];
+    if per_window.len() != windows.len() {
+        return Err(format!("{} windows recorded", per_window.len()));
+    }
+    let n = block.request_blocks;
+    for (reads, &window) in per_window.iter().zip(windows) {
+        let reads = reads.as_array().ok_or("reads")?;
+        if reads.first().and_then(|x| x.as_str()) == Some("error") {
+            return Err(format!(
+                "decode rank {r}'s READ with a {window}-token window raises {reads:?}; pdtp \
+                 accepts"
+            ));
+        }
+        if reads.len() != sources.len() {
+            return Err(format!(
+                "decode rank {r} posts {} READs with a {window}-token window; pdtp reads {} \
+                 prefill ranks",
+                reads.len(),
+                sources.len()
+            ));
+        }
+        let tail = rule.blocks(window, block.block_size, n);
+        for (i, read) in reads.iter().enumerate() {
+            let read = read.as_array().ok_or("read")?;
+            if let Some(wrong) = read.get(4) {
+                // A block, head or Mamba unit copied into another's slot: wrong bytes.
+                return Err(format!(
+                    "decode rank {r}'s READ {i} puts bytes in the wrong slots: {wrong}; pdtp \
+                     accepts"
+                ));
+            }
+            let (q, heads) = &sources[i];
+            let from = read[0].as_i64().unwrap_or(-1);
+            // -1: a release with one remote handle per engine (0.11-0.13), one source.
+            if (from >= 0 && from != *q) || ints(&read[2]) != *heads {
+                return Err(format!(
+                    "decode rank {r}'s READ {i} moves KV heads {} from prefill rank {from}; \
+                     pdtp {heads:?} from {q}",
+                    read[2]
+                ));
+            }
+            // The Mamba state each READ moves (global units of x, B, C and SSM heads, of
+            // `MAMBA_UNITS`) against the transfer map's slice.
+            let parts = read[3].as_array().ok_or("state")?;
+            let want = state.iter().find(|(s, _)| s == q).map(|x| x.1);
+            match want {
+                None if !parts.is_empty() => {
+                    return Err(format!(
+                        "decode rank {r}'s READ {i} moves Mamba state {}; pdtp none",
+                        read[3]
+                    ))
+                }
+                None => {}
+                Some((start, end, of)) => {
+                    let names: Vec<&str> = parts.iter().filter_map(|x| x[0].as_str()).collect();
+                    if names != MAMBA_PARTS {
+                        return Err(format!(
+                            "decode rank {r}'s READ {i} moves Mamba parts {names:?}"
+                        ));
+                    }
+                    for part in parts {
+                        let (lo, hi) = (part[1].as_i64(), part[2].as_i64());
+                        let got = (lo.map(|x| x * of), hi.map(|x| x * of));
+                        let exact = part.as_array().map(|a| a.len()) == Some(3);
+                        if !exact || got != (Some(start * MAMBA_UNITS), Some(end * MAMBA_UNITS)) {
+                            return Err(format!(
+                                "decode rank {r}'s READ {i} moves Mamba {part} (of \
+                                 {MAMBA_UNITS}) from prefill rank {q}; pdtp [{start}/{of}, \
+                                 {end}/{of})"
+                            ));
+                        }
+                    }
+                }
+            }
+            let mut has_sliding_group = false;
+            for group in read[1].as_array().ok_or("groups")? {
+                let kind = group[0].as_str().unwrap_or("");
+                // A read that brings no KV heads (a hybrid model's Mamba-only read: vLLM
+                // empties its attention groups, `filter_block_ids_for_rank`) moves no
+                // attention blocks.
+                let kv = !heads.is_empty();
+                let want: Vec<i64> = match kind {
+                    "full" if kv => (0..n).collect(),
+                    "sliding" if kv => {
+                        has_sliding_group = true;
+                        (n - tail..n).collect()
+                    }
+                    "full" => Vec::new(),
+                    "sliding" => {
+                        has_sliding_group = true;
+                        Vec::new()
+                    }
+                    "mamba" => vec![0],
+                    _ => {
+                        return Err(format!(
+                            "decode rank {r}'s READ puts blocks in other blocks' slots: {group}"
+                        ))
+                    }
+                };
+                if ints(&group[1]) != want {
+                    return Err(format!(
+                        "decode rank {r}'s READ moves blocks {} of the {kind} group with a \
+                         {window}-token window; pdtp ({rule:?}) {want:?}",
+                        group[1]
+                    ));
+                }
+            }
+            let clips = matches!(rule, crate::connector::SlidingBlocks::LastWindow);
+            if model_sliding && has_sliding_group != clips {
+                return Err(format!(
+                    "decode rank {r}: sliding-window layers in a group of their own: \
+                     {has_sliding_group}; pdtp clips them: {clips} ({rule:?})"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn compare(
     v: &Vector,
     outcome: &Value,
     policy: &Value,
+    profile: &ConnectorProfile,
+) -> Result<(), String> {
+    compare_with(v, outcome, policy, &BlockRead::default(), profile)
+}
+
+fn compare_with(
+    v: &Vector,
+    outcome: &Value,
+    policy: &Value,
+    block: &BlockRead,
     profile: &ConnectorProfile,
 ) -> Result<(), String> {
     let report = report_of(v, profile);
@@ -233,6 +414,21 @@ fn compare(
     let notified = outcome[1][1].as_array().unwrap();
     // The KV heads each read moves, decoded from its descriptors (hybrid models: by rank).
     let moved = outcome[1][2].as_array();
+    // Sliding-window models: the blocks each READ moves, per window.
+    let blocks = outcome[1].get(3);
+    // (Data written before the driver ran block reads has none: `BlockRead::default()`.)
+    if (v.sliding || v.hybrid) && blocks.is_none() && block.request_blocks > 0 {
+        return Err("a sliding-window or hybrid vector without its block reads".into());
+    }
+    // pdtp's transfer map of the pair (the Mamba state each decode rank reads).
+    let map = if blocks.is_some() {
+        Some(
+            crate::transfer::transfer_map_of(v.p, v.d, v.h, v.mla, (v.hybrid, v.sliding), profile)
+                .map_err(|e| format!("transfer map {e:?}"))?,
+        )
+    } else {
+        None
+    };
     let mut count = vec![0i64; v.p as usize];
     for r in 0..v.d as usize {
         let f = &flow.decode[r];
@@ -264,6 +460,13 @@ fn compare(
                     f.sources
                 ));
             }
+        }
+        if let Some(blocks) = blocks {
+            let state = map
+                .as_ref()
+                .map(|m| m.decode[r].mamba_state.clone())
+                .unwrap_or_default();
+            compare_blocks(r, v.sliding, &blocks[r], &f.sources, &state, block, profile)?;
         }
         let mut got = ints(&notified[r]);
         got.sort();
@@ -297,6 +500,21 @@ fn compare(
             _ => {}
         }
     }
+    // A hybrid model runs only with the conv-state layout vLLM's assert accepts (the
+    // driver runs its flow so, as pdtp deploy sets it): pdtp says so where the release
+    // asserts it (compared per release, `compare_conv_layout`).
+    let needs = report
+        .warnings
+        .iter()
+        .any(|w| w.consequence == consequence::NEEDS_SETTING);
+    let asserts = matches!(&profile.rules, Rules::Nixl(r) if r.mamba_conv_layout.is_some());
+    if needs != (v.hybrid && asserts) {
+        return Err(format!(
+            "a hybrid model needs the DS conv-state layout here: {}; pdtp warns {:?}",
+            v.hybrid && asserts,
+            report.warnings
+        ));
+    }
     let warned: Vec<_> = report
         .warnings
         .iter()
@@ -319,6 +537,7 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
     let mut releases = 0;
     let mut depth: BTreeMap<&str, u64> = BTreeMap::new();
     let mut cache: BTreeMap<String, Value> = BTreeMap::new();
+    let mut stale: Vec<String> = Vec::new();
     for (release, file) in runs() {
         let data = cache.entry(file.clone()).or_insert_with(|| load(&file));
         let profile = resolve(&format!("nixl@{release}")).expect("nixl").profile;
@@ -328,7 +547,15 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
         let vectors = data["vectors"].as_array().expect("vectors");
         assert_eq!(codes.len(), vectors.len());
         let policy = &data["load_failure_policy"];
+        let block = BlockRead::of(data);
         let mut bad = 0;
+        if block.request_blocks == 0 {
+            // Data from before the block reads: compared as it was recorded (ranks, heads).
+            stale.push(release.clone());
+        } else if let Err(e) = compare_conv_layout(&data["mamba_conv_layout"], profile) {
+            bad += 1;
+            failures.push(format!("nixl@{release}: {e}"));
+        }
         for (vec, &code) in vectors.iter().zip(&codes) {
             let a = vec.as_array().unwrap();
             let v = Vector {
@@ -347,7 +574,7 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
             total += 1;
             let outcome = &outcomes[code as usize];
             *depth.entry(depth_of(&v, outcome)).or_insert(0u64) += 1;
-            if let Err(e) = compare(&v, outcome, policy, profile) {
+            if let Err(e) = compare_with(&v, outcome, policy, &block, profile) {
                 bad += 1;
                 if failures.len() < 30 {
                     failures.push(format!(
@@ -370,18 +597,54 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
         failures.join("\n")
     );
     println!("flow nixl: {releases} releases, {total} vectors compared: {depth:?}");
+    println!("flow nixl: releases whose data has no block reads: {stale:?}");
     assert!(
-        releases >= 35 && total > 100_000,
+        releases >= 35 && total > 150_000,
         "{releases} releases, {total} vectors"
     );
     // Every TP-only vector vLLM runs is compared read by read: by KV heads, hybrid models
     // (whose Mamba descriptors the driver does not build) by rank.
+    let at = |k: &str| depth.get(k).copied().unwrap_or(0);
     assert!(
-        depth["heads"] > 40_000
-            && depth["ranks (hybrid)"] > 10_000
-            && depth["heads (sliding window)"] > 10_000,
+        at("heads") > 40_000
+            && at("heads, blocks and Mamba state (hybrid)") > 30_000
+            && at("heads and blocks (sliding window)") > 14_000
+            && at("ranks and heads (data before block reads)") == 0,
         "{depth:?}"
     );
+}
+
+/// A hybrid model's engine start with the conv-state layout at vLLM's default: the
+/// release's worker assert (`mamba_conv_layout` of the data, run by the driver) against
+/// pdtp's rule (`NixlRules::mamba_conv_layout`), and the setting pdtp names passes it.
+fn compare_conv_layout(fact: &Value, profile: &ConnectorProfile) -> Result<(), String> {
+    let Rules::Nixl(r) = &profile.rules else {
+        return Err("not NIXL rules".into());
+    };
+    let (env, value) = crate::check::MAMBA_CONV_LAYOUT_ENV;
+    let vllm = fact["error"].as_array().map(|e| {
+        (
+            e[0].as_str().unwrap_or("").to_string(),
+            e[1].as_str().unwrap_or("").to_string(),
+        )
+    });
+    match (vllm, r.mamba_conv_layout) {
+        (None, None) => Ok(()),
+        (Some((class, message)), Some(text)) if class == "AssertionError" && message == text => {
+            let passes = fact["passes"].as_array().cloned().unwrap_or_default();
+            if fact["env"] == env && passes.iter().any(|x| x == value) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "pdtp names {env}={value}; vLLM's assert passes {fact}"
+                ))
+            }
+        }
+        (got, want) => Err(format!(
+            "a hybrid model's engine start with the default conv layout: vLLM {got:?}; pdtp \
+             {want:?}"
+        )),
+    }
 }
 
 /// How deep one vector is compared (what the driver recorded for it).
@@ -392,10 +655,12 @@ fn depth_of(v: &Vector, outcome: &Value) -> &'static str {
         "ports and verdict (DP)"
     } else if outcome[0][0] != "ok" {
         "verdict (class, message, moment, fate)"
-    } else if outcome[1][2].is_null() {
-        "ranks (hybrid)"
+    } else if (v.hybrid || v.sliding) && outcome[1].get(3).is_none() {
+        "ranks and heads (data before block reads)"
+    } else if v.hybrid {
+        "heads, blocks and Mamba state (hybrid)"
     } else if v.sliding {
-        "heads (sliding window)"
+        "heads and blocks (sliding window)"
     } else {
         "heads"
     }
@@ -513,4 +778,181 @@ fn nixl_flow_heads_comparison_fails_on_other_heads() {
     assert!(compare(&v, &outcome, policy, profile)
         .unwrap_err()
         .contains("wrong slots"));
+}
+
+/// Which blocks of a sliding-window group a NIXL read moves is the schedulers' clip: every
+/// block before 0.18.0 (no hybrid KV-cache manager; the worker's per-layer window is Llama
+/// 4's chunked layers only, 0.17.0 `nixl_connector.py:1460`), the last
+/// `cdiv(window, block_size) + 1` from 0.18.0 (`blocks_per_sw`, 0.18.0
+/// `nixl_connector.py:606`, both in `request_finished` and `update_state_after_alloc`;
+/// 0.33.0 `nixl/base_scheduler.py:151`). The transfer map says so for NIXL only.
+#[test]
+fn nixl_sliding_window_blocks_per_release() {
+    use crate::connector::SlidingBlocks;
+    use crate::transfer::transfer_map_of;
+    let rule = |v: &str| {
+        resolve(&format!("nixl@{v}"))
+            .unwrap()
+            .profile
+            .rules
+            .sliding_window_blocks()
+    };
+    assert_eq!(rule("0.17.1"), Some(SlidingBlocks::Every));
+    for v in ["0.18.0", "0.24.0", "0.33.0"] {
+        assert_eq!(rule(v), Some(SlidingBlocks::LastWindow), "{v}");
+    }
+    let tail = SlidingBlocks::LastWindow;
+    // 6 blocks of 16 tokens: a 32-token window keeps 3, 40 keeps 4, 160 all 6.
+    assert_eq!(tail.blocks(32, 16, 6), 3);
+    assert_eq!(tail.blocks(40, 16, 6), 4);
+    assert_eq!(tail.blocks(160, 16, 6), 6);
+    assert_eq!(SlidingBlocks::Every.blocks(32, 16, 6), 6);
+    let nixl = resolve("nixl@0.33.0").unwrap().profile;
+    let m = transfer_map_of(4, 2, 8, false, (false, true), nixl).unwrap();
+    assert_eq!(m.sliding_window_blocks, Some(tail));
+    let moriio = resolve("moriio@0.33.0").unwrap().profile;
+    let m = transfer_map_of(4, 4, 8, false, (false, false), moriio).unwrap();
+    assert_eq!(m.sliding_window_blocks, None);
+}
+
+/// The block comparison can fail: a READ recorded as moving the whole sliding-window group
+/// (as a release without the schedulers' clip would), or one READ short, disagrees with
+/// pdtp; and pdtp's pre-0.18 rule (every block) disagrees with the newest release's reads.
+#[test]
+fn nixl_flow_block_comparison_fails_on_other_blocks() {
+    let (release, data) = newest_with_block_reads();
+    let profile = resolve(&format!("nixl@{release}")).unwrap().profile;
+    let block = BlockRead::of(&data);
+    assert_eq!(block.windows.first(), Some(&32));
+    let vectors = data["vectors"].as_array().unwrap();
+    let codes = ints(&data["codes"]);
+    let at = vectors
+        .iter()
+        .position(|v| {
+            let a = v.as_array().unwrap();
+            (0..3).map(|i| a[i].as_i64().unwrap()).collect::<Vec<_>>() == [4, 2, 8]
+                && a[10].as_bool().unwrap()
+        })
+        .expect("P4 D2 H8 with sliding-window layers in the grid");
+    let v = Vector {
+        p: 4,
+        d: 2,
+        h: 8,
+        mla: false,
+        hybrid: false,
+        ppp: 1,
+        dpp: 1,
+        pdp: 1,
+        ddp: 1,
+        a: 192,
+        sliding: true,
+    };
+    let outcome = data["outcomes"][codes[at] as usize].clone();
+    let policy = &data["load_failure_policy"];
+    assert_eq!(compare_with(&v, &outcome, policy, &block, profile), Ok(()));
+    // Decode rank 0, window 32: two READs (prefill ranks 0 and 1), the last 3 blocks each.
+    let first = &outcome[1][3][0][0];
+    assert_eq!(first.as_array().unwrap().len(), 2);
+    assert_eq!(first[0][1][1], serde_json::json!(["sliding", [3, 4, 5]]));
+    let mut whole = outcome.clone();
+    whole[1][3][0][0][0][1][1] = serde_json::json!(["sliding", [0, 1, 2, 3, 4, 5]]);
+    let err = compare_with(&v, &whole, policy, &block, profile).unwrap_err();
+    assert!(err.contains("moves blocks"), "{err}");
+    let mut short = outcome.clone();
+    short[1][3][0][0].as_array_mut().unwrap().pop();
+    let err = compare_with(&v, &short, policy, &block, profile).unwrap_err();
+    assert!(err.contains("posts 1 READs"), "{err}");
+    let old = resolve("nixl@0.17.1").unwrap().profile;
+    let sources = vec![(0, vec![0, 1]), (1, vec![2, 3])];
+    let err = compare_blocks(0, true, &outcome[1][3][0], &sources, &[], &block, old).unwrap_err();
+    assert!(err.contains("moves blocks"), "{err}");
+}
+
+/// A hybrid model's Mamba state over NIXL: each decode rank reads its own TP shard of every
+/// part (conv x, B, C and the SSM heads), from the prefill ranks holding it — a slice of
+/// one larger prefill shard where D > P, every smaller prefill shard of its group whole
+/// where P > D (0.20.0 `nixl/worker.py:954` `_build_mamba_remote`, 0.20.0
+/// `kv_connector/utils.py:733` `compute_split_handle_data`). The transfer map says so, and
+/// the comparison fails on another slice or a misplaced unit.
+#[test]
+fn nixl_hybrid_mamba_state_slices() {
+    use crate::transfer::transfer_map_of;
+    let profile = resolve("nixl@0.33.0").unwrap().profile;
+    let m = transfer_map_of(8, 2, 1, false, (true, false), profile).unwrap();
+    assert_eq!(
+        m.decode[1].mamba_state,
+        vec![
+            (4, (4, 5, 8)),
+            (5, (5, 6, 8)),
+            (6, (6, 7, 8)),
+            (7, (7, 8, 8))
+        ]
+    );
+    let m = transfer_map_of(2, 4, 8, false, (true, false), profile).unwrap();
+    assert_eq!(m.decode[3].mamba_state, vec![(1, (3, 4, 4))]);
+    // No Mamba layers, or another connector: no state.
+    let m = transfer_map_of(2, 4, 8, false, (false, false), profile).unwrap();
+    assert!(m.decode.iter().all(|r| r.mamba_state.is_empty()));
+    let moriio = resolve("moriio@0.33.0").unwrap().profile;
+    if let Ok(m) = transfer_map_of(4, 4, 8, false, (true, false), moriio) {
+        assert!(m.decode.iter().all(|r| r.mamba_state.is_empty()));
+    }
+
+    let (release, data) = newest_with_block_reads();
+    let profile = resolve(&format!("nixl@{release}")).unwrap().profile;
+    let block = BlockRead::of(&data);
+    let vectors = data["vectors"].as_array().unwrap();
+    let codes = ints(&data["codes"]);
+    let at = vectors
+        .iter()
+        .position(|v| {
+            let a = v.as_array().unwrap();
+            (0..3).map(|i| a[i].as_i64().unwrap()).collect::<Vec<_>>() == [8, 2, 1]
+                && a[4].as_bool().unwrap()
+                && a[9].as_i64().unwrap() == 192
+        })
+        .expect("a hybrid P8 D2 H1 in the grid");
+    let v = Vector {
+        p: 8,
+        d: 2,
+        h: 1,
+        mla: false,
+        hybrid: true,
+        ppp: 1,
+        dpp: 1,
+        pdp: 1,
+        ddp: 1,
+        a: 192,
+        sliding: false,
+    };
+    let outcome = data["outcomes"][codes[at] as usize].clone();
+    let policy = &data["load_failure_policy"];
+    assert_eq!(compare_with(&v, &outcome, policy, &block, profile), Ok(()));
+    // Decode rank 1's second READ: prefill rank 5's whole shard (units 120-144 of 192),
+    // no KV heads (rank 4 sent head 0).
+    let read = &outcome[1][3][1][0][1];
+    assert_eq!(read[0], 5);
+    assert_eq!(read[2], serde_json::json!([]));
+    assert_eq!(read[3][0], serde_json::json!(["x", 120, 144]));
+    let mut other = outcome.clone();
+    other[1][3][1][0][1][3][0] = serde_json::json!(["x", 96, 120]);
+    let err = compare_with(&v, &other, policy, &block, profile).unwrap_err();
+    assert!(err.contains("moves Mamba"), "{err}");
+    let mut wrong = outcome.clone();
+    wrong[1][3][1][0][1]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!(["misplaced", [["ssm->x", 120, 121]]]));
+    let err = compare_with(&v, &wrong, policy, &block, profile).unwrap_err();
+    assert!(err.contains("wrong slots"), "{err}");
+}
+
+/// The newest release whose data has the block reads (sliding windows, Mamba state).
+fn newest_with_block_reads() -> (String, Value) {
+    runs()
+        .into_iter()
+        .rev()
+        .map(|(release, file)| (release, load(&file)))
+        .find(|(_, data)| BlockRead::of(data).request_blocks > 0)
+        .expect("a release with block reads in the golden data")
 }

@@ -76,14 +76,14 @@ pub(super) fn sliding_window_rule(
     py: Python<'_>,
     connector: &str,
 ) -> PyResult<Option<&'static str>> {
-    use crate::connector::{Rules, SlidingBlocks};
-    Ok(match profile(py, connector)?.rules {
-        Rules::MoriioRead(r) => Some(match r.sliding_blocks {
+    use crate::connector::SlidingBlocks;
+    Ok(profile(py, connector)?
+        .rules
+        .sliding_window_blocks()
+        .map(|rule| match rule {
             SlidingBlocks::Every => "every",
             SlidingBlocks::LastWindow => "last_window",
-        }),
-        _ => None,
-    })
+        }))
 }
 
 /// The blocks of a `request_blocks`-block request that rule `rule` (`sliding_window_rule`)

@@ -21,7 +21,7 @@ from .._model import KV_DTYPE_BYTES
 from .._validate import short_repr
 from ..engine import DEFAULT_ENGINE
 from ..errors import ArgumentTypeError, InvalidArgumentError, UnknownNameError
-from ..layout import Layout
+from ..layout import Layout, is_hybrid
 from .connectors import connector_of, named, plan_read_mode
 from .versions import Version, resolve_version
 
@@ -111,6 +111,8 @@ class PlanView:
     memory_fractions: dict[str, float] | None = None
     #: The model's attention is MLA (an engine's memory default may depend on it).
     mla: bool = False
+    #: The model has Mamba-type layers (a connector may need a setting for their state).
+    hybrid: bool = False
     #: The serving engine that runs the plan (its connector's: ``pdtp.engine.ENGINES``).
     engine: str = "vllm"
     #: The release of a plan of another engine than vLLM (``vllm_version`` is then None).
@@ -206,6 +208,7 @@ def view_of(plan: Any, model_path: Any = None) -> PlanView:
         view,
         memory_fractions=dict(fractions) if fractions else None,
         mla=bool(getattr(spec, "is_mla", False)),
+        hybrid=spec is not None and is_hybrid(spec),
     )
 
 

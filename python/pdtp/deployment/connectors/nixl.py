@@ -10,6 +10,10 @@ Release facts (each checked against vLLM's source in tests/test_deploy_vllm.py):
   prefill and decode instance's host and HTTP port (same options in every supported release).
 - Data parallel: the router picks a request's prefill engine and passes its id to decode,
   which handshakes lazily with each prefill engine a request names.
+- Hybrid models (Mamba-type layers), 0.20.0 on: the worker moves the Mamba conv state by
+  sub-projection and asserts the DS conv-state layout at start (``assert
+  is_conv_state_dim_first()``, 0.20.0 ``nixl/worker.py:154``); vLLM defaults to SD, so every
+  instance gets ``VLLM_SSM_CONV_STATE_LAYOUT=DS`` (pdtp's check warns ``needs_setting``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ if TYPE_CHECKING:
 
 # NIXL's side channel became one listener per engine after 0.11.0 (per TP rank before).
 NIXL_ONE_LISTENER_SINCE = Version(0, 11, 1)
+# NIXL asserts the DS Mamba conv-state layout for hybrid models from 0.20.0 (see above).
+NIXL_MAMBA_DS_SINCE = Version(0, 20, 0)
+MAMBA_CONV_LAYOUT_ENV = ("VLLM_SSM_CONV_STATE_LAYOUT", "DS")
 NIXL_PROXY_PATH = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 
 
@@ -48,10 +55,13 @@ class Nixl(KvConnector):
         assert ports.side_channel is not None
         # Peers reach this instance's side channel at the host's address (the default,
         # localhost, works on one node only).
-        return None, [
+        env = [
             ("VLLM_NIXL_SIDE_CHANNEL_HOST", host),
             ("VLLM_NIXL_SIDE_CHANNEL_PORT", str(ports.side_channel)),
         ]
+        if view.hybrid and version >= NIXL_MAMBA_DS_SINCE:
+            env.append(MAMBA_CONV_LAYOUT_ENV)
+        return None, env
 
     def instance_ports(self, bases: PortBases, slot: int) -> dict[str, int]:
         return {"side_channel": bases.nixl_side_channel + slot}
