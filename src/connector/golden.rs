@@ -976,12 +976,9 @@ fn map_windows(v: &FlowVector, profile: &super::ConnectorProfile) -> Option<supe
     crate::transfer::transfer_map_of(v.p, v.d, v.h, v.mla, (false, true), profile)
         .ok()
         .and_then(|m| m.sliding_window_blocks)
-        .or(match profile.rules {
-            // A pair pdtp refuses has no map: its windows are the rule's all the same (the
-            // schedulers clip before any worker runs).
-            super::Rules::MoriioRead(r) => Some(r.sliding_blocks),
-            _ => None,
-        })
+        // A pair pdtp refuses has no map: its windows are the rule's all the same (the
+        // schedulers clip before any worker runs).
+        .or_else(|| profile.rules.sliding_window_blocks())
 }
 
 /// One vector: vLLM's recorded outcome against pdtp's report and flow.
