@@ -135,74 +135,105 @@ def _config(max_model_len: int, layout: Any) -> _Config:
     )
 
 
-def _layer_specs(kv: Any, torch: Any, multiple_of: Any, ratios: list[int], fp8: bool) -> dict:
-    """Every layer's cache specs, in the order ``DeepseekV4Attention.__init__`` registers
-    them (indexer keys and its compressor state, the SWA cache, the attention's compressed
-    latents, its compressor state). The compressed and indexer specs carry the
-    ``MultipleOf(256)`` block-stride alignment ``v1/worker/utils.py``
-    ``customize_attention_spec`` gives a backend with one fixed kernel block size (256)."""
-    align = 576 if fp8 else 512
-    layout = "fp8_ds_mla" if fp8 else "bf16"
-    latent = torch.uint8 if fp8 else torch.bfloat16
-    out: dict[str, Any] = {}
-    for i, r in enumerate(ratios):
-        p = f"model.layers.{i}.self_attn"
-        if r == 4:
-            out[f"{p}.indexer.k_cache"] = kv.MLAAttentionSpec(
-                block_size=256,
-                num_kv_heads=1,
-                max_tp_shards=1,
-                head_size=128 + 128 // 128 * 4,
-                dtype=torch.uint8,
-                tokens_per_state=4,
-                alignment=align,
-                block_stride_alignment=multiple_of(256),
-            )
-            out[f"{p}.indexer.compressor.state_cache"] = kv.SlidingWindowMLASpec(
-                block_size=4,
-                num_kv_heads=1,
-                max_tp_shards=1,
-                head_size=2 * 2 * 128,
-                dtype=torch.float32,
-                sliding_window=8,
-                alignment=align,
-            )
-        out[f"{p}.swa_cache"] = kv.SlidingWindowMLASpec(
+class _Specs:
+    """DeepSeek-V4's five cache specs with the arguments its modules pass, built once for both
+    records: ``stride`` is the ``MultipleOf(256)`` block-stride alignment
+    ``v1/worker/utils.py`` ``customize_attention_spec`` gives the compressed and indexer specs
+    of a backend with one fixed kernel block size (256) — the packing record carries it, the
+    page record (the spec classes alone) does not."""
+
+    def __init__(self, kv: Any, torch: Any, fp8: bool, stride: Any = None) -> None:
+        self.kv, self.torch, self.fp8 = kv, torch, fp8
+        self.align = 576 if fp8 else 512
+        self.layout = "fp8_ds_mla" if fp8 else "bf16"
+        self.latent = torch.uint8 if fp8 else torch.bfloat16
+        self.stride = {} if stride is None else {"block_stride_alignment": stride}
+
+    def swa(self) -> Any:
+        """``DeepseekV4SWACache.get_kv_cache_spec`` (block_size=64)."""
+        return self.kv.SlidingWindowMLASpec(
             block_size=64,
             num_kv_heads=1,
             max_tp_shards=1,
             head_size=512,
-            dtype=latent,
+            dtype=self.latent,
             sliding_window=128,
-            cache_dtype_str=layout,
-            state_content_bytes=584 if fp8 else None,
-            alignment=align,
+            cache_dtype_str=self.layout,
+            state_content_bytes=584 if self.fp8 else None,
+            alignment=self.align,
             model_version="deepseek_v4",
         )
+
+    def compressed(self, ratio: int) -> Any:
+        """``DeepseekV4Attention.get_kv_cache_spec`` (block 256: sparse_mla.py)."""
+        return self.kv.MLAAttentionSpec(
+            block_size=256,
+            num_kv_heads=1,
+            max_tp_shards=1,
+            head_size=512,
+            dtype=self.latent,
+            tokens_per_state=ratio,
+            cache_dtype_str=self.layout,
+            alignment=self.align,
+            model_version="deepseek_v4",
+            state_content_bytes=584 if self.fp8 else None,
+            **self.stride,
+        )
+
+    def state(self, ratio: int) -> Any:
+        """``CompressorStateCache.get_kv_cache_spec`` of the attention's compressor."""
+        coff = 1 + (ratio == 4)
+        return self.kv.SlidingWindowMLASpec(
+            block_size=4 if ratio == 4 else 8,
+            num_kv_heads=1,
+            max_tp_shards=1,
+            head_size=2 * coff * 512,
+            dtype=self.torch.float32,
+            sliding_window=coff * ratio,
+            alignment=self.align,
+        )
+
+    def index(self) -> Any:
+        """``DeepseekV4IndexerCache`` (fp8 keys: 128 + 4 scale bytes)."""
+        return self.kv.MLAAttentionSpec(
+            block_size=256,
+            num_kv_heads=1,
+            max_tp_shards=1,
+            head_size=128 + 128 // 128 * 4,
+            dtype=self.torch.uint8,
+            tokens_per_state=4,
+            alignment=self.align,
+            **self.stride,
+        )
+
+    def index_state(self) -> Any:
+        """The indexer's compressor state."""
+        return self.kv.SlidingWindowMLASpec(
+            block_size=4,
+            num_kv_heads=1,
+            max_tp_shards=1,
+            head_size=2 * 2 * 128,
+            dtype=self.torch.float32,
+            sliding_window=8,
+            alignment=self.align,
+        )
+
+
+def _layer_specs(kv: Any, torch: Any, multiple_of: Any, ratios: list[int], fp8: bool) -> dict:
+    """Every layer's cache specs, in the order ``DeepseekV4Attention.__init__`` registers
+    them (indexer keys and its compressor state, the SWA cache, the attention's compressed
+    latents, its compressor state), with the packing's block-stride alignment."""
+    specs = _Specs(kv, torch, fp8, stride=multiple_of(256))
+    out: dict[str, Any] = {}
+    for i, r in enumerate(ratios):
+        p = f"model.layers.{i}.self_attn"
+        if r == 4:
+            out[f"{p}.indexer.k_cache"] = specs.index()
+            out[f"{p}.indexer.compressor.state_cache"] = specs.index_state()
+        out[f"{p}.swa_cache"] = specs.swa()
         if r:
-            out[p] = kv.MLAAttentionSpec(
-                block_size=256,
-                num_kv_heads=1,
-                max_tp_shards=1,
-                head_size=512,
-                dtype=latent,
-                tokens_per_state=r,
-                cache_dtype_str=layout,
-                alignment=align,
-                model_version="deepseek_v4",
-                state_content_bytes=584 if fp8 else None,
-                block_stride_alignment=multiple_of(256),
-            )
-            coff = 1 + (r == 4)
-            out[f"{p}.compressor.state_cache"] = kv.SlidingWindowMLASpec(
-                block_size=4 if r == 4 else 8,
-                num_kv_heads=1,
-                max_tp_shards=1,
-                head_size=2 * coff * 512,
-                dtype=torch.float32,
-                sliding_window=coff * r,
-                alignment=align,
-            )
+            out[p] = specs.compressed(r)
+            out[f"{p}.compressor.state_cache"] = specs.state(r)
     return out
 
 
@@ -312,67 +343,13 @@ def main(root: pathlib.Path, configs: pathlib.Path | None = None) -> dict[str, A
 
     out: dict[str, Any] = {}
     for layout, fp8 in (("fp8_ds_mla", True), ("bf16", False)):
-        align = 576 if fp8 else 512
-        latent_dtype = torch.uint8 if fp8 else torch.bfloat16
-        specs = {
-            # DeepseekV4SWACache.get_kv_cache_spec (block_size=64)
-            "swa": kv.SlidingWindowMLASpec(
-                block_size=64,
-                num_kv_heads=1,
-                max_tp_shards=1,
-                head_size=512,
-                dtype=latent_dtype,
-                sliding_window=128,
-                cache_dtype_str=layout,
-                state_content_bytes=584 if fp8 else None,
-                alignment=align,
-                model_version="deepseek_v4",
-            ),
-        }
+        built = _Specs(kv, torch, fp8)
+        specs = {"swa": built.swa()}
         for ratio in (4, 128):
-            # DeepseekV4Attention.get_kv_cache_spec (block 256: sparse_mla.py)
-            specs[f"compressed{ratio}"] = kv.MLAAttentionSpec(
-                block_size=256,
-                num_kv_heads=1,
-                max_tp_shards=1,
-                head_size=512,
-                dtype=latent_dtype,
-                tokens_per_state=ratio,
-                cache_dtype_str=layout,
-                alignment=align,
-                model_version="deepseek_v4",
-                state_content_bytes=584 if fp8 else None,
-            )
-            coff = 1 + (ratio == 4)
-            # CompressorStateCache.get_kv_cache_spec
-            specs[f"state{ratio}"] = kv.SlidingWindowMLASpec(
-                block_size=4 if ratio == 4 else 8,
-                num_kv_heads=1,
-                max_tp_shards=1,
-                head_size=2 * coff * 512,
-                dtype=torch.float32,
-                sliding_window=coff * ratio,
-                alignment=align,
-            )
-        # DeepseekV4IndexerCache (fp8 keys: 128 + 4 scale bytes) and its compressor state
-        specs["index4"] = kv.MLAAttentionSpec(
-            block_size=256,
-            num_kv_heads=1,
-            max_tp_shards=1,
-            head_size=128 + 128 // 128 * 4,
-            dtype=torch.uint8,
-            tokens_per_state=4,
-            alignment=align,
-        )
-        specs["index_state4"] = kv.SlidingWindowMLASpec(
-            block_size=4,
-            num_kv_heads=1,
-            max_tp_shards=1,
-            head_size=2 * 2 * 128,
-            dtype=torch.float32,
-            sliding_window=8,
-            alignment=align,
-        )
+            specs[f"compressed{ratio}"] = built.compressed(ratio)
+            specs[f"state{ratio}"] = built.state(ratio)
+        specs["index4"] = built.index()
+        specs["index_state4"] = built.index_state()
         out[layout] = {
             name: {
                 "block_size": s.block_size,
