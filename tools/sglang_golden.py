@@ -1038,27 +1038,41 @@ def drive_releases(
     return per_backend, provenance
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def generate(
+    argv: list[str] | None,
+    description: str,
+    out: Path,
+    run_backend: Any,
+    generator: str,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """One command line for both SGLang tools: drive ``run_backend`` over the releases asked
+    for and write the gzipped record (``extra`` adds tool-specific keys such as a grid)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--versions", nargs="*", default=None)
     ap.add_argument("--wheels", type=Path, default=None, help="directory of sglang wheels")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=out)
     args = ap.parse_args(argv)
     versions = RELEASES if args.versions is None else args.versions
     cache = args.wheels or Path(tempfile.mkdtemp(prefix="sglang-wheels-"))
     per_backend, provenance = drive_releases(versions, cache, run_backend)
     doc = {
-        "generator": "tools/sglang_golden.py",
-        "command": "python tools/sglang_golden.py",
+        "generator": generator,
+        "command": f"python {generator}",
         "source": "pip download sglang==X --no-deps --only-binary :all:, "
         "sglang/srt/disaggregation/",
         "releases": versions,
+        **(extra or {}),
         "provenance": provenance,
         "backends": per_backend,
     }
     raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     args.out.write_bytes(gzip.compress(raw, mtime=0))
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    generate(argv, __doc__.split("\n")[0], OUT, run_backend, "tools/sglang_golden.py")
 
 
 if __name__ == "__main__":

@@ -43,13 +43,9 @@ outcomes, and the wheels' sha256.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import enum
-import gzip
-import json
 import sys
-import tempfile
 import types
 from pathlib import Path
 from typing import Any
@@ -535,27 +531,14 @@ def run_backend(rel: sg.Release, backend: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--versions", nargs="*", default=None)
-    ap.add_argument("--wheels", type=Path, default=None, help="directory of sglang wheels")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args(argv)
-    versions = sg.RELEASES if args.versions is None else args.versions
-    cache = args.wheels or Path(tempfile.mkdtemp(prefix="sglang-wheels-"))
-    per_backend, provenance = sg.drive_releases(versions, cache, run_backend)
-    doc = {
-        "generator": "tools/sglang_state.py",
-        "command": "python tools/sglang_state.py",
-        "source": "pip download sglang==X --no-deps --only-binary :all:, "
-        "sglang/srt/disaggregation/",
-        "releases": versions,
-        "grid": {"sizes": list(SIZES), "kv_heads": 8, "mla": MLA_OF},
-        "provenance": provenance,
-        "backends": per_backend,
-    }
-    raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-    args.out.write_bytes(gzip.compress(raw, mtime=0))
-    print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
+    sg.generate(
+        argv,
+        __doc__.split("\n")[0],
+        OUT,
+        run_backend,
+        "tools/sglang_state.py",
+        {"grid": {"sizes": list(SIZES), "kv_heads": 8, "mla": MLA_OF}},
+    )
 
 
 if __name__ == "__main__":
