@@ -32,6 +32,12 @@ pdtp does not model (the row's ``spec_method`` column says ``none``; the serve s
 otherwise): a draft token accepted cuts the measured TPOT below a plain decode's, so absolute
 TPOT errors lean negative on top of the model's own; the shape largely cancels it.
 ``--fast`` (the test suite's run) scores three ISLs.
+
+A second table takes apart the decode step of another model never measured here,
+gpt-oss-120b (36 layers, MXFP4 experts, sliding-window layers), at TP 1-8 on B200 and MI355X
+(:func:`tp_breakdown`): what each fitted per-event cost adds (switched off one at a time) and
+what is left, the work a rank streams and computes. Terms that do not fall with TP are what
+a TP-8 prediction of a small, shallow model rests on.
 """
 
 from __future__ import annotations
@@ -244,6 +250,78 @@ def render_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The decode step taken apart: (model, GPU types, batches, TP sizes, context tokens).
+BREAKDOWN = ("gpt-oss-120b", ("b200", "mi355x"), (1, 64), (1, 2, 4, 8), 1536)
+#: The per-event costs :func:`tp_breakdown` switches off, one at a time, and their labels.
+PER_EVENT = (
+    ("kernel_overhead_s", "kernels"),
+    ("allreduce_latency_s", "all-reduce latency"),
+    ("seq_overhead_s", "per sequence"),
+    ("step_overhead_s", "per step"),
+)
+#: A positive value small enough to switch a cost off (constants must be positive).
+OFF = 1e-15
+
+
+def tp_breakdown(
+    model: str, gpu: str, batch: int, tps: Sequence[int], context: int
+) -> list[dict[str, float]]:
+    """One decode step (``batch`` sequences of ``context`` tokens) at each TP size: its time
+    and what each per-event constant adds to it (ms); ``work`` is the rest."""
+    import pdtp
+
+    m = pdtp.model(model)
+
+    def step(tp: int, **off: float) -> float:
+        return pdtp.predict_decode(
+            m, gpu=gpu, tp=tp, isl=context, osl=2, batch=batch, constants=dict(off) or None
+        ).tpot_ms
+
+    out = []
+    for tp in tps:
+        total = step(tp)
+        row: dict[str, float] = {"tp": tp, "step_ms": total}
+        for constant, label in PER_EVENT:
+            row[label] = total - step(tp, **{constant: OFF})
+        row["work"] = total - sum(row[label] for _, label in PER_EVENT)
+        out.append(row)
+    return out
+
+
+def breakdowns() -> list[dict[str, Any]]:
+    model, gpus, batches, tps, context = BREAKDOWN
+    return [
+        {
+            "model": model,
+            "gpu": gpu,
+            "batch": batch,
+            "context": context,
+            "rows": tp_breakdown(model, gpu, batch, tps, context),
+        }
+        for gpu in gpus
+        for batch in batches
+    ]
+
+
+def render_breakdown(parts: Sequence[dict[str, Any]]) -> str:
+    labels = [label for _, label in PER_EVENT]
+    lines = [
+        "| GPU, batch | TP | step (ms) | TP 1 / this | "
+        + " | ".join(labels)
+        + " | work (streaming, GEMMs, attention) |",
+        "|---|---:|---:|---:|" + "---:|" * (len(labels) + 1),
+    ]
+    for part in parts:
+        first = part["rows"][0]["step_ms"]
+        for row in part["rows"]:
+            cells = [f"{row[label]:.2f}" for label in labels] + [f"{row['work']:.2f}"]
+            lines.append(
+                f"| {part['gpu'].upper()}, {part['batch']} | {row['tp']:.0f} | "
+                f"{row['step_ms']:.2f} | {first / row['step_ms']:.2f} | " + " | ".join(cells) + " |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def json_ready(x: Any) -> Any:
     if isinstance(x, float):
         return x if math.isfinite(x) else None
@@ -260,10 +338,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the full result here")
     args = parser.parse_args(argv)
     result = run(fast=args.fast)
+    result["breakdown"] = breakdowns()
     print(render_markdown(result))
     print(f"GPU type named by the source: {result['source_gpu']} ({result['source_gpu_evidence']})")
     print(f"Best absolute fit (GPU-inferred): {result['best_fit_gpu']}")
     print(f"Measured with {result['speculative']} ({result['speculative_evidence']})")
+    model, _, _, _, context = BREAKDOWN
+    print(f"\n{model}'s decode step ({context:,} tokens of context), ms:\n")
+    print(render_breakdown(result["breakdown"]))
     print(f"{result['seconds']:.1f} s")
     if args.json:
         args.json.write_text(json.dumps(json_ready(result), indent=1) + "\n")
