@@ -140,3 +140,24 @@ def test_glm5_kv_capacity_counts_the_indexer_keys() -> None:
     assert dsa.kv_capacity_tokens / dense.kv_capacity_tokens == pytest.approx(
         latent / m.kv_bytes_per_token, rel=1e-3
     )
+
+
+@pytest.mark.parametrize(("name", "gpu"), [("glm-5", "h200"), ("gpt-oss-120b", "b200")])
+def test_a_batch_of_one_streams_the_experts_it_touches(name: str, gpu: str) -> None:
+    """One decode token touches k of E experts per layer: what a rank streams at batch 1 is
+    the dense weights plus k/E of the experts, against (nearly) all of them at batch 256. The
+    rest of the batch-256 step (GEMM FLOPs, attention) only lowers the ratio."""
+    m = pdtp.model(name)
+    off = {"kernel_overhead_s": OFF, "allreduce_latency_s": OFF, "step_overhead_s": OFF}
+    off["seq_overhead_s"] = OFF
+
+    def work(batch: int) -> float:
+        return pdtp.predict_decode(
+            m, gpu=gpu, tp=8, isl=256, osl=2, batch=batch, constants=off
+        ).tpot_ms
+
+    experts = m.weight_bytes - m.dense_weight_bytes
+    # The input embedding is gathered row by row, never streamed.
+    dense = m.dense_weight_bytes - m.vocab_size * m.hidden_size * 2
+    touched = (dense + experts * m.experts_per_token / m.num_experts) / (dense + experts)
+    assert 0.5 * touched < work(1) / work(256) < 1.3 * touched
