@@ -453,6 +453,9 @@ _NON_NEGATIVE_INT_FIELDS: Final[tuple[str, ...]] = (
     "expert_params",
     "embedding_params",
     "output_groups",
+    "index_topk",
+    "index_heads",
+    "index_head_dim",
 )
 # Values to_dict() adds next to the fields; from_dict() accepts and ignores them.
 _DERIVED_KEYS: Final[frozenset[str]] = frozenset(
@@ -545,6 +548,13 @@ class Model:
     #: vLLM 0.33 gives each TP rank ``o_groups // tp`` of them, so TP above it does not load
     #: (``pdtp.layout`` refuses it with vLLM's error).
     output_groups: int = 0
+    #: DSA sparse attention (DeepSeek-V3.2, GLM-5; 0 for every other model): the latents each
+    #: query attends, which its indexer picks (``index_topk``), and the indexer's query heads
+    #: and key size (replicated on every TP rank). The indexer layers are the MLA groups with
+    #: ``index_bytes``; what the performance model prices (``pdtp.perf.model_inputs``).
+    index_topk: int = 0
+    index_heads: int = 0
+    index_head_dim: int = 0
 
     def __post_init__(self) -> None:
         who = f"Model {_shown(self.name)}" if isinstance(self.name, str) else "Model"
@@ -1353,6 +1363,7 @@ def _parse_config(
 
     has_moe = num_moe_layers > 0
     resolved_hf_id = hf_id if hf_id is not None else _hf_id_from(cfg)
+    dsa = _dsa_fields(cfg, groups, is_mla)
     try:
         return Model(
             name=name or resolved_hf_id or model_type or "model",
@@ -1386,6 +1397,9 @@ def _parse_config(
             attention_groups=tuple(groups),
             state_bytes_per_sequence=state_bytes,
             architectures=_architectures(data),
+            index_topk=dsa[0],
+            index_heads=dsa[1],
+            index_head_dim=dsa[2],
         )
     except ConfigError as exc:
         raise ConfigError(f"{label}: {exc}") from None
@@ -1675,6 +1689,21 @@ def _attention_layer_shapes(
                 layers[i].sparse = topk_pattern[i] != "S"
             else:  # vLLM deepseek_v32: an indexer unless this layer reuses the last top-k
                 layers[i].sparse = max(i - offset + 1, 0) % freq == 0
+
+
+def _dsa_fields(cfg: _Cfg, groups: Sequence[AttentionGroup], is_mla: bool) -> tuple[int, int, int]:
+    """(``index_topk``, ``index_heads``, ``index_head_dim``) of a DSA model (MLA layers with
+    indexer keys, configured by ``index_topk``: vLLM's deepseek_v32 family); zeros otherwise
+    (MiniMax-M3's block index is configured by ``sparse_attention_config``)."""
+    if not is_mla or not any(g.kind == "mla" and g.index_bytes for g in groups):
+        return (0, 0, 0)
+    if cfg.obj("sparse_attention_config") is not None or cfg.raw("index_topk") is None:
+        return (0, 0, 0)
+    return (
+        cfg.req_int(("index_topk",), "the latents the indexer selects"),
+        cfg.req_int(("index_n_heads",), "the indexer query heads"),
+        cfg.req_int(("index_head_dim",), "the indexer key size"),
+    )
 
 
 def _window(cfg: _Cfg, kind: str) -> int:

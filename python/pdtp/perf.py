@@ -49,6 +49,24 @@ def weight_formats(model: Model) -> tuple[int, int]:
     return code, code
 
 
+def dsa_inputs(model: Model) -> dict[str, float]:
+    """The DSA sparse-attention inputs of the Rust core's step (``dsa_attention``): every MLA
+    layer of a DSA model attends the ``index_topk`` latents its indexer picks; the groups with
+    indexer keys are the layers that run an indexer (GLM-5.2's other layers reuse the last
+    top-k). {} for models without DSA."""
+    if not model.index_topk:
+        return {}
+    mla = [g for g in model.attention_groups if g.kind == "mla"]
+    indexed = [g for g in mla if g.index_bytes]
+    return {
+        "sparse_topk": float(model.index_topk),
+        "sparse_index_key_bytes": float(indexed[0].index_bytes),
+        "sparse_index_flops_per_key": float(2 * model.index_heads * model.index_head_dim),
+        "sparse_dsa_layers": float(sum(g.num_layers for g in mla)),
+        "sparse_dsa_indexer_layers": float(sum(g.num_layers for g in indexed)),
+    }
+
+
 @lru_cache(maxsize=512)
 def model_inputs(model: Model) -> _core.ModelInputs:
     dense_format, expert_format = weight_formats(model)
@@ -74,6 +92,8 @@ def model_inputs(model: Model) -> _core.ModelInputs:
         # attention reads the sliding window plus the top-k compressed latents per layer.
         kv_token_bytes, kv_sequence_bytes = perf_kv(model.attention_groups, model.kv_dtype_bytes)
         num_windowed, window = model.num_attention_layers, attention_reads(model)
+    else:
+        sparse = dsa_inputs(model)
     fields: dict[str, float] = {
         "num_layers": model.num_layers,
         "num_attention_layers": model.num_attention_layers,

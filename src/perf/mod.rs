@@ -129,6 +129,13 @@ pub struct SparseAttention {
     /// Compressor-state bytes one decode token moves over all layers (one state row
     /// written, the `coff · ratio` rows of a window read once per `ratio` tokens).
     pub state_bytes_per_token: f64,
+    /// DSA (DeepSeek-V3.2, GLM-5; [`dsa_attention`]): MLA layers whose queries attend only
+    /// the `topk` latents an indexer picks, and of those the layers that run their own
+    /// indexer (the others reuse the previous layer's pick), each keeping one
+    /// `index_key_bytes` key per token and scoring every cached key at `index_flops_per_key`.
+    /// 0 for every other model (DeepSeek-V4's indexers are its C4 layers above).
+    pub dsa_layers: f64,
+    pub dsa_indexer_layers: f64,
 }
 
 impl ModelPerf {
@@ -392,7 +399,13 @@ pub fn kv_bytes_per_token_per_rank(m: &ModelPerf, tp: i64) -> f64 {
     if m.paged_kv() {
         return m.kv_token_bytes;
     }
-    m.num_attention_layers * kv_bytes_per_token_per_layer(m, tp)
+    m.num_attention_layers * kv_bytes_per_token_per_layer(m, tp) + dsa_index_bytes_per_token(m)
+}
+
+/// Indexer-key bytes one rank stores per token over the DSA layers (replicated on every rank,
+/// as the latent is): vLLM's `DeepseekV32IndexerCache`, fp8 keys and their scales.
+fn dsa_index_bytes_per_token(m: &ModelPerf) -> f64 {
+    m.sparse.dsa_indexer_layers * m.sparse.index_key_bytes
 }
 
 fn kv_bytes_per_token_per_layer(m: &ModelPerf, tp: i64) -> f64 {
@@ -413,7 +426,8 @@ pub fn sequence_kv_bytes(m: &ModelPerf, layout: &Layout, tokens: f64) -> f64 {
     }
     let per_layer = kv_bytes_per_token_per_layer(m, layout.tp);
     let windowed = tokens.min(m.sliding_window.max(0.0));
-    let bytes = per_layer * (m.full_attention_layers() * tokens + m.windowed_layers() * windowed);
+    let bytes = per_layer * (m.full_attention_layers() * tokens + m.windowed_layers() * windowed)
+        + dsa_index_bytes_per_token(m) * tokens;
     bytes * stage_share(m, layout)
 }
 
@@ -746,6 +760,60 @@ pub fn compressed_attention_decode(m: &ModelPerf, tp: i64, context: f64) -> (f64
     (bytes, flops)
 }
 
+/// What the DSA layers of one rank cost for one step (all such layers, before the pipeline
+/// stage's share).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct DsaCost {
+    /// Bytes the decode tokens' attention reads: the picked latents and every index key.
+    pub decode_bytes: f64,
+    /// FLOPs of the sparse kernels: the decode tokens' and the long prompt chunks' attention
+    /// over their picked latents, and the indexers' scoring.
+    pub sparse_flops: f64,
+    /// Causal (query, key) pairs × layers of prompt chunks short enough to run as dense MHA.
+    pub dense_prompt_work: f64,
+}
+
+/// The DSA layers' cost for `batch` on one rank. vLLM's sparse MLA (0.33:
+/// `v1/attention/backends/mla/flashmla_sparse.py`, `layers/attention/sparse_mla_attention.py`)
+/// attends the `topk` latents the indexer picks per query, not the whole context, in the
+/// absorbed form (scores over the kv_lora + rope latent, values over kv_lora: `2 · (2 ·
+/// kv_lora + rope)` FLOPs per head and latent) with the query heads padded to a multiple of
+/// 64 (`prefill_padding`, `_compute_fp8_decode_padded_heads`): at TP 8 GLM-5's 8 local heads
+/// cost as 64. Every indexer layer reads every cached index key and scores it (its heads are
+/// replicated on every TP rank): a decode token over its whole context, a prompt chunk over
+/// its causal pairs. A prompt no longer than `topk` runs as dense MHA and skips the scoring
+/// (`_use_dense_mha_prefill`, `enable_short_prefill_scoring_skip`); a chunk's longest
+/// sequence is taken as twice its mean attended context. `min(Σ context, seqs · topk)` and
+/// `min(work, tokens · topk)` are exact when all contexts are on one side of `topk` (as for
+/// sliding windows).
+pub fn dsa_attention(m: &ModelPerf, tp: i64, batch: &StepBatch) -> DsaCost {
+    let s = &m.sparse;
+    if s.dsa_layers <= 0.0 {
+        return DsaCost::default();
+    }
+    let ctx = batch.decode_context_tokens;
+    let selected = ctx.min(batch.decode_seqs * s.topk);
+    let latent = kv_bytes_per_token_per_layer(m, tp);
+    let local = (m.num_attention_heads / tp.max(1) as f64).max(1.0);
+    let heads = (local / 64.0).ceil() * 64.0;
+    let pair = heads * 2.0 * (2.0 * m.kv_lora_rank + m.qk_rope_head_dim);
+    let mut cost = DsaCost {
+        decode_bytes: s.dsa_layers * selected * latent
+            + s.dsa_indexer_layers * ctx * s.index_key_bytes,
+        sparse_flops: s.dsa_layers * selected * pair
+            + s.dsa_indexer_layers * ctx * s.index_flops_per_key,
+        dense_prompt_work: 0.0,
+    };
+    let (work, tokens) = (batch.prefill_attention_work, batch.prefill_tokens);
+    if 2.0 * work <= tokens * s.topk {
+        cost.dense_prompt_work = s.dsa_layers * work;
+    } else {
+        cost.sparse_flops += s.dsa_layers * work.min(tokens * s.topk) * pair
+            + s.dsa_indexer_layers * work * s.index_flops_per_key;
+    }
+    cost
+}
+
 /// Weight bytes one decode step reads at batch `b` under tensor parallel `tp = 1` (all
 /// ranks together): the dense weights plus the experts `b` tokens touch.
 pub fn weight_bytes_touched(m: &ModelPerf, b: f64) -> f64 {
@@ -791,7 +859,8 @@ pub fn step_time(
 
     // Attention. Sliding-window layers see at most the window per sequence (and per
     // prompt token): min(Σ context, seqs · W) is exact when all contexts are on one side of W.
-    let full = m.full_attention_layers() * stage;
+    // DSA layers are priced apart ([`dsa_attention`]).
+    let full = (m.full_attention_layers() - m.sparse.dsa_layers).max(0.0) * stage;
     let windowed = m.windowed_layers() * stage;
     let w = m.sliding_window;
     let ctx = batch.decode_context_tokens;
@@ -839,6 +908,12 @@ pub fn step_time(
         )
     };
     let prefill_attention = prefill_pair * (full * work + windowed * work_w) / attention_flops;
+    // DSA's sparse kernels are the absorbed-MLA (FlashMLA) kind: the decode attention rate.
+    let dsa_cost = dsa_attention(m, tp_i, batch);
+    let dsa = overlap(
+        stage * dsa_cost.decode_bytes / (g.hbm_bandwidth * c.kv_read_efficiency),
+        stage * dsa_cost.sparse_flops / decode_attention_flops,
+    ) + prefill_pair * stage * dsa_cost.dense_prompt_work / attention_flops;
 
     // Communication.
     let activations = tokens * m.hidden_size * 2.0;
@@ -862,7 +937,7 @@ pub fn step_time(
     };
 
     let kernels = m.kernels_per_pass() * stage * c.kernel_overhead;
-    let stage_time = linear + decode_attention + prefill_attention + comm + kernels;
+    let stage_time = linear + decode_attention + prefill_attention + dsa + comm + kernels;
     let p2p = if pp > 1.0 {
         // Stage boundaries between NVLink/xGMI domains cross the scale-out network, each TP
         // rank sending its share of the activations through its own NIC.
@@ -1644,6 +1719,7 @@ pub(crate) mod tests {
                 index_key_bytes: 132.0,
                 index_flops_per_key: 2.0 * 64.0 * 128.0,
                 state_bytes_per_token: 817_344.0,
+                ..SparseAttention::default()
             },
             ..moe_mla()
         }
@@ -1701,5 +1777,68 @@ pub(crate) mod tests {
         assert!((grow - (per_seq(65_536.0) - per_seq(8192.0))).abs() < 1e-9);
         // Without it, the shape's MLA formula prices the same model otherwise.
         assert_ne!(step(&dense, 65_536.0), step(&m, 65_536.0));
+    }
+
+    /// A DeepSeek-V3.2-shaped model: MLA with a DSA indexer on every layer (top-k 2,048,
+    /// 64 fp8 index heads of 128 + 4 scale bytes).
+    fn dsa() -> ModelPerf {
+        ModelPerf {
+            sparse: SparseAttention {
+                topk: 2048.0,
+                index_key_bytes: 132.0,
+                index_flops_per_key: 2.0 * 64.0 * 128.0,
+                dsa_layers: 61.0,
+                dsa_indexer_layers: 61.0,
+                ..SparseAttention::default()
+            },
+            ..moe_mla()
+        }
+    }
+
+    #[test]
+    fn dsa_layers_attend_the_top_k_and_scan_every_index_key() {
+        let m = dsa();
+        let latent = (512.0 + 64.0) * 2.0;
+        // Below the top-k every latent is attended; past it the latents stop growing and only
+        // the indexer's scan of the keys does.
+        let b1 = dsa_attention(&m, 8, &StepBatch::decode(4.0, 1024.0)).decode_bytes;
+        assert!((b1 - 61.0 * 4.0 * 1024.0 * (latent + 132.0)).abs() < 1e-6 * b1);
+        let b2 = dsa_attention(&m, 8, &StepBatch::decode(4.0, 32_768.0)).decode_bytes;
+        let expect = 61.0 * 4.0 * (2048.0 * latent + 32_768.0 * 132.0);
+        assert!((b2 - expect).abs() < 1e-6 * expect);
+        // The kernels pad the query heads to 64: 16 local heads (TP 8) cost what 64 do.
+        let long = StepBatch::prefill(16_384.0);
+        assert_eq!(dsa_attention(&m, 8, &long), dsa_attention(&m, 2, &long));
+        let one = dsa_attention(&m, 1, &long).sparse_flops;
+        assert!(one > dsa_attention(&m, 2, &long).sparse_flops); // 128 heads: two tiles of 64
+                                                                 // A prompt within the top-k runs as dense MHA, no scoring; a long one sparse.
+        let short = dsa_attention(&m, 8, &StepBatch::prefill(2048.0));
+        assert_eq!(short.sparse_flops, 0.0);
+        assert_eq!(short.dense_prompt_work, 61.0 * 2048.0 * 2048.0 / 2.0);
+        assert_eq!(dsa_attention(&m, 8, &long).dense_prompt_work, 0.0);
+        // A model without DSA layers has none of it.
+        assert_eq!(dsa_attention(&moe_mla(), 8, &long), DsaCost::default());
+    }
+
+    #[test]
+    fn dsa_models_store_the_index_keys_and_price_no_dense_attention() {
+        let (g, c) = (h100(), consts());
+        let m = dsa();
+        let dense = moe_mla();
+        let l = Layout::tp(8);
+        assert_eq!(
+            kv_bytes_per_token_per_rank(&m, 8) - kv_bytes_per_token_per_rank(&dense, 8),
+            61.0 * 132.0
+        );
+        assert_eq!(
+            sequence_kv_bytes(&m, &l, 1000.0) - sequence_kv_bytes(&dense, &l, 1000.0),
+            61.0 * 132.0 * 1000.0
+        );
+        // At 64k tokens of context the dense MLA reads 32x the latents DSA attends.
+        let step = |m: &ModelPerf| step_time(m, &g, &c, &l, &StepBatch::decode(64.0, 65_536.0));
+        assert!(step(&m) < step(&dense));
+        // Short contexts read the same latents either way (plus the index keys).
+        let short = |m: &ModelPerf| step_time(m, &g, &c, &l, &StepBatch::decode(64.0, 512.0));
+        assert!(short(&m) >= short(&dense) * 0.999);
     }
 }

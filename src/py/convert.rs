@@ -96,6 +96,8 @@ fn sparse_attention(d: &Bound<'_, PyDict>) -> PyResult<crate::perf::SparseAttent
         index_key_bytes: f("sparse_index_key_bytes")?,
         index_flops_per_key: f("sparse_index_flops_per_key")?,
         state_bytes_per_token: f("sparse_state_bytes_per_token")?,
+        dsa_layers: f("sparse_dsa_layers")?,
+        dsa_indexer_layers: f("sparse_dsa_indexer_layers")?,
     })
 }
 
