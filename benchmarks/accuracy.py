@@ -527,6 +527,88 @@ def solve_disaggregated(run: dict[str, Any], table: Table) -> dict[str, Any]:
     }
 
 
+#: A run whose clients waited at least this long (median TTFT, ms) queued in front of a
+#: full side: its prompt rate is what that side clears.
+QUEUED_TTFT_MS = 1e4
+
+
+def prefill_rates(runs: Sequence[dict[str, Any]], tables: dict[str, Table]) -> list[dict[str, Any]]:
+    """For the runs whose clients queued (median TTFT ≥ :data:`QUEUED_TTFT_MS`): the prompt
+    tokens/s per prefill GPU measured (requests/s × ISL over the prefill GPUs) and what the
+    loop's prefill side clears at full batches with each table's constants (its
+    ``prefill_capacity_rps``), where the prefill side under load is judged."""
+    out = []
+    for r in runs:
+        if r["measured"]["ttft_median_ms"] < QUEUED_TTFT_MS:
+            continue
+        dec = r["decode"]
+        tp, pp, dp, _ = r["prefill_layout"]
+        gpus = tp * pp * dp * r["prefill_workers"]
+        row: dict[str, Any] = {
+            "run": r["row_id"],
+            "gpu": dec.gpu.name,
+            "weights": dec.model.weight_dtype,
+            "isl": round(dec.isl),
+            "prefill": f"{r['prefill_workers']}× {r['prefill_layout_text']}",
+            "release": dec.engine_release,
+            "ttft_median_s": r["measured"]["ttft_median_ms"] / 1e3,
+            "measured": r["measured"]["output_tokens_per_s"] / dec.osl * dec.isl / gpus,
+        }
+        for setting, table in tables.items():
+            c = table.constants(dec.gpu, dec.engine, dec.engine_release)
+            p = _core.predict_disaggregated(
+                model_inputs(dec.model),
+                gpu_inputs(dec.gpu, dec.model.weight_dtype),
+                constant_inputs(c),
+                r["prefill_layout"],
+                float(r["prefill_workers"]),
+                r["decode_layout"],
+                float(r["decode_workers"]),
+                dec.workload(),
+            )
+            row[setting] = math.nan if p is None else p.prefill_capacity_rps * dec.isl / gpus
+        out.append(row)
+    return out
+
+
+def decode_step_gaps(runs: Sequence[dict[str, Any]], table: Table) -> list[dict[str, Any]]:
+    """For each run with DP-attention decode: the measured TPOT less pdtp's decode step at the
+    measured batch per decode rank (requests/s × OSL × TPOT over the ranks, Little's law over
+    decoding), at the measured mean context. The loop's own batch is not used, so this is
+    the step's error alone, in ms."""
+    out = []
+    for r in runs:
+        _, pp, dp, _ = r["decode_layout"]
+        if dp <= 1:
+            continue
+        dec, m = r["decode"], r["measured"]
+        ranks = dp * r["decode_workers"]
+        batch = m["output_tokens_per_s"] * m["tpot_ms"] / 1e3 / ranks
+        c = table.constants(dec.gpu, dec.engine, dec.engine_release)
+        context = dec.isl + dec.osl / 2
+        step = _core.step_time(
+            model_inputs(dec.model),
+            gpu_inputs(dec.gpu, dec.model.weight_dtype),
+            constant_inputs(c),
+            r["decode_layout"],
+            batch / pp,
+            batch / pp * context,
+            0.0,
+            0.0,
+        )
+        out.append(
+            {
+                "group": f"{r['framework']}/{dec.gpu.name} {r['decode_layout_text'][3:]}",
+                "run": r["row_id"],
+                "release": dec.engine_release,
+                "batch": batch,
+                "measured_ms": m["tpot_ms"],
+                "gap_ms": m["tpot_ms"] - step * 1e3,
+            }
+        )
+    return out
+
+
 #: What :func:`evaluate_disaggregated` is scored on (its TPOT is the limit's by
 #: construction, so it is not scored).
 EVALUATE_SCORED = ("ttft_ms", "output_tokens_per_s")
@@ -744,6 +826,10 @@ def _score_disaggregated(
                 )["output_tokens_per_s/all"]
             )
         result.setdefault("disaggregated_solve", {})[setting] = plans
+    result["disaggregated_prefill_rates"] = prefill_rates(runs, tables)
+    result["disaggregated_decode_gaps"] = {
+        setting: decode_step_gaps(runs, table) for setting, table in tables.items()
+    }
 
 
 def _targets(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -979,6 +1065,50 @@ def render_markdown(result: dict[str, Any]) -> str:
                 "–" if not math.isfinite(row[k]) else f"{100 * row[k]:+.0f}%" for k in DISAGG_SCORED
             )
             lines.append(f"| {row['by']} | {row['group']} | {row['n']} | {cells} |")
+    rates = result.get("disaggregated_prefill_rates", [])
+    if rates:
+        settings = [k for k in DISAGG_LABELS if k in rates[0]]
+        lines += [
+            "",
+            "The prefill side under load: prompt tokens/s per prefill GPU in the runs whose "
+            f"clients queued (median TTFT ≥ {QUEUED_TTFT_MS / 1e3:.0f} s), measured and as the "
+            "loop's prefill workers clear them at full batches:",
+            "",
+            "| run | GPU | weights | ISL | prefill | SGLang | median TTFT | measured | "
+            + " | ".join(DISAGG_LABELS[k] for k in settings)
+            + " |",
+            "|---|---|---|---:|---|---|---:|---:|" + "---:|" * len(settings),
+        ]
+        for row in rates:
+            cells = " | ".join(f"{row[k] / 1e3:.1f}k" for k in settings)
+            lines.append(
+                f"| {row['run']} | {row['gpu']} | {row['weights']} | {row['isl']} | "
+                f"{row['prefill']} | {row['release']} | {row['ttft_median_s']:.0f} s | "
+                f"{row['measured'] / 1e3:.1f}k | {cells} |"
+            )
+    gaps = result.get("disaggregated_decode_gaps", {})
+    if gaps:
+        lines += [
+            "",
+            "DP-attention decode: measured TPOT less pdtp's step at the measured batch per rank "
+            "(ms; median [min, max] over the runs of a framework, GPU and decode layout):",
+            "",
+            "| group | n | batch per rank | " + " | ".join(DISAGG_LABELS[k] for k in gaps) + " |",
+            "|---|---:|---:|" + "---:|" * len(gaps),
+        ]
+        first = next(iter(gaps.values()))
+        for group in sorted({g["group"] for g in first}):
+            members = [g for g in first if g["group"] == group]
+            batches = [g["batch"] for g in members]
+            cells = []
+            for rows in gaps.values():
+                xs = sorted(g["gap_ms"] for g in rows if g["group"] == group)
+                cells.append(f"{xs[len(xs) // 2]:+.1f} [{xs[0]:+.1f}, {xs[-1]:+.1f}]")
+            lines.append(
+                f"| {group} | {len(members)} | {min(batches):.0f}–{max(batches):.0f} | "
+                + " | ".join(cells)
+                + " |"
+            )
     if result.get("skipped"):
         lines += ["", "Rows pdtp cannot express (skipped):", ""]
         lines += [f"- {reason}: {n}" for reason, n in result["skipped"].items()]

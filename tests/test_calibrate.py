@@ -666,6 +666,28 @@ def test_pd_residuals_are_split_by_the_side_that_binds(accuracy_module: Any) -> 
     assert accuracy_module.predict_disaggregated(few, table)["bound"] == "decode"
     lone = {**run, "decode": replace(run["decode"], concurrency=1)}
     assert accuracy_module.predict_disaggregated(lone, table)["bound"] == "clients"
+    # The prefill side under load is judged on the runs whose clients queued, per prefill GPU.
+    rates = accuracy_module.prefill_rates(runs, {"model": table})
+    queued = {r["row_id"] for r in runs if r["measured"]["ttft_median_ms"] >= 1e4}
+    assert queued and {row["run"] for row in rates} == queued
+    assert all(row["measured"] > 0 and row["model"] > 0 for row in rates)
+    # The decode step's error at the measured batch: every DP-attention decode run once, and
+    # a measured TPOT 10 ms longer at the same batch is a gap 10 ms wider.
+    dp = [r for r in runs if r["decode_layout"][2] > 1]
+    gaps = accuracy_module.decode_step_gaps(runs, table)
+    assert [g["run"] for g in gaps] == [r["row_id"] for r in dp]
+    r = dp[0]
+    m = r["measured"]
+    slower = {
+        **r,
+        "measured": {
+            **m,
+            "tpot_ms": m["tpot_ms"] + 10.0,
+            "output_tokens_per_s": m["output_tokens_per_s"] * m["tpot_ms"] / (m["tpot_ms"] + 10.0),
+        },
+    }
+    (g,) = accuracy_module.decode_step_gaps([slower], table)
+    assert g["gap_ms"] == pytest.approx(gaps[0]["gap_ms"] + 10.0)
 
 
 def test_pd_decisions_score_a_perfect_and_a_wrong_chooser(
