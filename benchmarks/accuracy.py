@@ -30,7 +30,10 @@ closed loop at the run's concurrency, and through :func:`pdtp.evaluate` (the pat
 ``solve`` price a configuration on) at a TPOT limit equal to the run's measured TPOT, whose
 throughput is what pdtp says the deployment serves at that interactivity. A breakdown gives
 the loop's signed median errors by framework and GPU type, decode layout, prefill:decode GPU
-ratio and concurrency. TensorRT-LLM runs (``dynamo-trt``) are not scored: pdtp neither plans
+ratio, concurrency, the side that binds the predicted loop and the measured median TTFT; the
+runs whose clients queued get their measured prompt tokens/s per prefill GPU next to the
+loop's prefill capacity, and the DP-attention decode runs the step's error at their measured
+batch. TensorRT-LLM runs (``dynamo-trt``) are not scored: pdtp neither plans
 nor fits TensorRT-LLM, so none of its constants reach these predictions.
 
 The tables print three models side by side, in the README's layout: **v2**, the stored full
