@@ -1,6 +1,6 @@
 """Accuracy of pdtp's performance model against measured serving, out of sample.
 
-    python benchmarks/accuracy.py [--quick] [--json PATH]
+    python benchmarks/accuracy.py [--quick | --disaggregated-only] [--json PATH]
 
 Data (``tests/data/reference``): ``measured-serving.csv`` (619 InferenceMAX runs),
 ``perf-points.csv`` (101 aiconfigurator / vendor points) and the InferenceX runs
@@ -30,7 +30,10 @@ closed loop at the run's concurrency, and through :func:`pdtp.evaluate` (the pat
 ``solve`` price a configuration on) at a TPOT limit equal to the run's measured TPOT, whose
 throughput is what pdtp says the deployment serves at that interactivity. A breakdown gives
 the loop's signed median errors by framework and GPU type, decode layout, prefill:decode GPU
-ratio and concurrency. TensorRT-LLM runs (``dynamo-trt``) are not scored: pdtp neither plans
+ratio, concurrency, the side that binds the predicted loop and the measured median TTFT; the
+runs whose clients queued get their measured prompt tokens/s per prefill GPU next to the
+loop's prefill capacity, and the DP-attention decode runs the step's error at their measured
+batch. TensorRT-LLM runs (``dynamo-trt``) are not scored: pdtp neither plans
 nor fits TensorRT-LLM, so none of its constants reach these predictions.
 
 The tables print three models side by side, in the README's layout: **v2**, the stored full
@@ -40,7 +43,8 @@ start); **v3**, the live model. ``accuracy_v1.json`` keeps the first model's. Le
 out is also broken down by held-out model and vendor, with the signed median bias
 (predicted / measured − 1), where the physics a fit could not see shows. ``--quick`` runs
 one held-out GPU type, one held-out (model, GPU) family, Qwen3-32B held out and the P/D runs
-with a shorter search (what the test suite checks).
+with a shorter search (what the test suite checks); ``--disaggregated-only`` the P/D runs alone
+(the README's "Disaggregated runs" tables).
 """
 
 from __future__ import annotations
@@ -374,13 +378,31 @@ def predict_disaggregated(run: dict[str, Any], table: Table) -> dict[str, float]
         dec.workload(),
     )
     if p is None:
-        return {kind: math.nan for kind in DISAGG_SCORED}
+        return {**{kind: math.nan for kind in DISAGG_SCORED}, "bound": "none"}
     return {
         "tpot_ms": p.tpot * 1e3,
         "ttft_ms": p.ttft * 1e3,
         "ttft_median_ms": p.ttft_steady * 1e3,
         "output_tokens_per_s": p.output_tokens_per_s,
+        "bound": binding_side(p),
     }
+
+
+#: Within this share of a side's limit, that side sets the loop's rate (the first wave and
+#: the run's drain keep a bound loop a few per cent under it).
+BOUND_SHARE = 0.9
+
+
+def binding_side(p: Any) -> str:
+    """Which side sets the predicted loop's rate: ``prefill`` (the clients queue in front of
+    the prefill workers: the rate at their capacity), ``decode`` (the decode ranks at the
+    most sequences their KV cache and sequence cap hold), else ``clients`` (the closed loop's
+    concurrency: neither side is full)."""
+    if p.requests_per_s >= BOUND_SHARE * p.prefill_capacity_rps:
+        return "prefill"
+    if p.batch >= BOUND_SHARE * p.max_batch:
+        return "decode"
+    return "clients"
 
 
 def evaluate_disaggregated(
@@ -508,6 +530,88 @@ def solve_disaggregated(run: dict[str, Any], table: Table) -> dict[str, Any]:
     }
 
 
+#: A run whose clients waited at least this long (median TTFT, ms) queued in front of a
+#: full side: its prompt rate is what that side clears.
+QUEUED_TTFT_MS = 1e4
+
+
+def prefill_rates(runs: Sequence[dict[str, Any]], tables: dict[str, Table]) -> list[dict[str, Any]]:
+    """For the runs whose clients queued (median TTFT ≥ :data:`QUEUED_TTFT_MS`): the prompt
+    tokens/s per prefill GPU measured (requests/s × ISL over the prefill GPUs) and what the
+    loop's prefill side clears at full batches with each table's constants (its
+    ``prefill_capacity_rps``), where the prefill side under load is judged."""
+    out = []
+    for r in runs:
+        if r["measured"]["ttft_median_ms"] < QUEUED_TTFT_MS:
+            continue
+        dec = r["decode"]
+        tp, pp, dp, _ = r["prefill_layout"]
+        gpus = tp * pp * dp * r["prefill_workers"]
+        row: dict[str, Any] = {
+            "run": r["row_id"],
+            "gpu": dec.gpu.name,
+            "weights": dec.model.weight_dtype,
+            "isl": round(dec.isl),
+            "prefill": f"{r['prefill_workers']}× {r['prefill_layout_text']}",
+            "release": dec.engine_release,
+            "ttft_median_s": r["measured"]["ttft_median_ms"] / 1e3,
+            "measured": r["measured"]["output_tokens_per_s"] / dec.osl * dec.isl / gpus,
+        }
+        for setting, table in tables.items():
+            c = table.constants(dec.gpu, dec.engine, dec.engine_release)
+            p = _core.predict_disaggregated(
+                model_inputs(dec.model),
+                gpu_inputs(dec.gpu, dec.model.weight_dtype),
+                constant_inputs(c),
+                r["prefill_layout"],
+                float(r["prefill_workers"]),
+                r["decode_layout"],
+                float(r["decode_workers"]),
+                dec.workload(),
+            )
+            row[setting] = math.nan if p is None else p.prefill_capacity_rps * dec.isl / gpus
+        out.append(row)
+    return out
+
+
+def decode_step_gaps(runs: Sequence[dict[str, Any]], table: Table) -> list[dict[str, Any]]:
+    """For each run with DP-attention decode: the measured TPOT less pdtp's decode step at the
+    measured batch per decode rank (requests/s × OSL × TPOT over the ranks, Little's law over
+    decoding), at the measured mean context. The loop's own batch is not used, so this is
+    the step's error alone, in ms."""
+    out = []
+    for r in runs:
+        _, pp, dp, _ = r["decode_layout"]
+        if dp <= 1:
+            continue
+        dec, m = r["decode"], r["measured"]
+        ranks = dp * r["decode_workers"]
+        batch = m["output_tokens_per_s"] * m["tpot_ms"] / 1e3 / ranks
+        c = table.constants(dec.gpu, dec.engine, dec.engine_release)
+        context = dec.isl + dec.osl / 2
+        step = _core.step_time(
+            model_inputs(dec.model),
+            gpu_inputs(dec.gpu, dec.model.weight_dtype),
+            constant_inputs(c),
+            r["decode_layout"],
+            batch / pp,
+            batch / pp * context,
+            0.0,
+            0.0,
+        )
+        out.append(
+            {
+                "group": f"{r['framework']}/{dec.gpu.name} {r['decode_layout_text'][3:]}",
+                "run": r["row_id"],
+                "release": dec.engine_release,
+                "batch": batch,
+                "measured_ms": m["tpot_ms"],
+                "gap_ms": m["tpot_ms"] - step * 1e3,
+            }
+        )
+    return out
+
+
 #: What :func:`evaluate_disaggregated` is scored on (its TPOT is the limit's by
 #: construction, so it is not scored).
 EVALUATE_SCORED = ("ttft_ms", "output_tokens_per_s")
@@ -517,8 +621,9 @@ def disaggregated_breakdown(
     runs: Sequence[dict[str, Any]], preds: Sequence[dict[str, float]]
 ) -> list[dict[str, Any]]:
     """Signed median errors of the P/D predictions by framework and GPU, decode layout
-    (TP / DP attention (+EP) size / nodes), prefill:decode GPU ratio and concurrency: where
-    the residuals sit."""
+    (TP / DP attention (+EP) size / nodes), prefill:decode GPU ratio, concurrency, the side
+    that binds the predicted loop (:func:`binding_side`) and the measured median TTFT (how
+    long the run's clients queued): where the residuals sit."""
 
     def decode_key(r: dict[str, Any]) -> str:
         tp, _, dp, ep = r["decode_layout"]
@@ -539,12 +644,19 @@ def disaggregated_breakdown(
         c = r["decode"].concurrency or 0
         return "c ≤ 8" if c <= 8 else ("c ≤ 256" if c <= 256 else "c > 256")
 
+    def queued_key(r: dict[str, Any]) -> str:
+        t = r["measured"]["ttft_median_ms"]
+        return "< 1 s" if t < 1e3 else ("1–10 s" if t < 1e4 else "≥ 10 s")
+
     keys: dict[str, Callable[[dict[str, Any]], str]] = {
         "framework/GPU": lambda r: f"{r.get('framework', '?')}/{r['decode'].gpu.name}",
         "decode layout": decode_key,
         "prefill:decode GPUs": ratio_key,
         "concurrency": conc_key,
+        "side that binds (predicted)": lambda r: r["_bound"],
+        "measured median TTFT": queued_key,
     }
+    runs = [{**r, "_bound": pr.get("bound", "?")} for r, pr in zip(runs, preds)]
     out = []
     for by, key in keys.items():
         groups: dict[str, list[int]] = {}
@@ -620,8 +732,9 @@ def by_model(points: Sequence[PerfPoint], preds: Predictions) -> dict[str, dict[
     return out
 
 
-def run(*, quick: bool = False) -> dict[str, Any]:
-    """The whole report as a JSON-ready dict."""
+def run(*, quick: bool = False, disaggregated_only: bool = False) -> dict[str, Any]:
+    """The whole report as a JSON-ready dict (``disaggregated_only``: the P/D runs' part
+    alone, with the same two constants tables the full run scores them with)."""
     started = time.monotonic()
     skipped: Counter[str] = Counter()
     points = load_all(skipped)
@@ -635,7 +748,12 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "disaggregated": {},
     }
     iters = 25 if quick else 100
-    if quick:
+    if disaggregated_only:
+        models = {r["decode"].model.name for r in runs}
+        full = fit_table(points, max_iterations=iters)
+        other = fit_table([p for p in points if p.model.name not in models], max_iterations=iters)
+        _score_disaggregated(result, runs, {"aggregated_fit": full, "model": other})
+    elif quick:
         gpu_preds, _ = held_out(points, lambda p: p.gpu.name, only=["mi325x"], max_iterations=iters)
         pair_preds, _ = held_out(
             points, _model_gpu, only=["llama-3.3-70b/h200"], max_iterations=iters
@@ -678,6 +796,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             stored = json.loads(path.read_text())
             result[name] = {k: stored.get(k, {}) for k in ("settings", "disaggregated", "by_model")}
     result["targets"] = _targets(result["settings"])
+    result["disaggregated_targets"] = _disaggregated_targets(result)
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
 
@@ -710,6 +829,10 @@ def _score_disaggregated(
                 )["output_tokens_per_s/all"]
             )
         result.setdefault("disaggregated_solve", {})[setting] = plans
+    result["disaggregated_prefill_rates"] = prefill_rates(runs, tables)
+    result["disaggregated_decode_gaps"] = {
+        setting: decode_step_gaps(runs, table) for setting, table in tables.items()
+    }
 
 
 def _targets(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -753,6 +876,32 @@ def _targets(settings: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: The issue's P/D target: the loop's throughput, median over the expressible runs.
+DISAGG_TARGET = 0.10
+
+
+def _disaggregated_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The P/D throughput target per constants table and vendor (and all runs), for the loop
+    and for :func:`pdtp.evaluate`."""
+    out = []
+    for part in ("disaggregated", "disaggregated_evaluate"):
+        for setting, table in result.get(part, {}).items():
+            for vendor in (*VENDORS, "all"):
+                s = table.get(f"output_tokens_per_s/{vendor}")
+                if s:
+                    out.append(
+                        {
+                            "part": part,
+                            "setting": setting,
+                            "vendor": vendor,
+                            "bound": DISAGG_TARGET,
+                            "value": s["median"],
+                            "met": bool(s["median"] <= DISAGG_TARGET),
+                        }
+                    )
+    return out
+
+
 def _pct(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
 
@@ -776,13 +925,17 @@ def render_markdown(result: dict[str, Any]) -> str:
     tables from this output)."""
     order = [s for s in SETTINGS if s in result["settings"]]
     head = " | ".join(f"{label} {v}" for _, label in COLUMNS for v in VENDORS)
-    lines = [
-        "Absolute relative error, median / p90 (out of sample but for 'in sample'); "
-        "v2 and v3 before are stored runs (`accuracy_v2.json`, `accuracy_v3_before.json`):",
-        "",
-        f"| split | quantity | rows {' / '.join(VENDORS)} | {head} |",
-        "|---|---|---:|" + "---:|" * (len(COLUMNS) * len(VENDORS)),
-    ]
+    lines = (
+        [
+            "Absolute relative error, median / p90 (out of sample but for 'in sample'); "
+            "v2 and v3 before are stored runs (`accuracy_v2.json`, `accuracy_v3_before.json`):",
+            "",
+            f"| split | quantity | rows {' / '.join(VENDORS)} | {head} |",
+            "|---|---|---:|" + "---:|" * (len(COLUMNS) * len(VENDORS)),
+        ]
+        if order
+        else []
+    )
     for s in order:
         for kind in SCORED:
             cells, counts = [], []
@@ -915,6 +1068,50 @@ def render_markdown(result: dict[str, Any]) -> str:
                 "–" if not math.isfinite(row[k]) else f"{100 * row[k]:+.0f}%" for k in DISAGG_SCORED
             )
             lines.append(f"| {row['by']} | {row['group']} | {row['n']} | {cells} |")
+    rates = result.get("disaggregated_prefill_rates", [])
+    if rates:
+        settings = [k for k in DISAGG_LABELS if k in rates[0]]
+        lines += [
+            "",
+            "The prefill side under load: prompt tokens/s per prefill GPU in the runs whose "
+            f"clients queued (median TTFT ≥ {QUEUED_TTFT_MS / 1e3:.0f} s), measured and as the "
+            "loop's prefill workers clear them at full batches:",
+            "",
+            "| run | GPU | weights | ISL | prefill | SGLang | median TTFT | measured | "
+            + " | ".join(DISAGG_LABELS[k] for k in settings)
+            + " |",
+            "|---|---|---|---:|---|---|---:|---:|" + "---:|" * len(settings),
+        ]
+        for row in rates:
+            cells = " | ".join(f"{row[k] / 1e3:.1f}k" for k in settings)
+            lines.append(
+                f"| {row['run']} | {row['gpu']} | {row['weights']} | {row['isl']} | "
+                f"{row['prefill']} | {row['release']} | {row['ttft_median_s']:.0f} s | "
+                f"{row['measured'] / 1e3:.1f}k | {cells} |"
+            )
+    gaps = result.get("disaggregated_decode_gaps", {})
+    if gaps:
+        lines += [
+            "",
+            "DP-attention decode: measured TPOT less pdtp's step at the measured batch per rank "
+            "(ms; median [min, max] over the runs of a framework, GPU and decode layout):",
+            "",
+            "| group | n | batch per rank | " + " | ".join(DISAGG_LABELS[k] for k in gaps) + " |",
+            "|---|---:|---:|" + "---:|" * len(gaps),
+        ]
+        first = next(iter(gaps.values()))
+        for group in sorted({g["group"] for g in first}):
+            members = [g for g in first if g["group"] == group]
+            batches = [g["batch"] for g in members]
+            cells = []
+            for rows in gaps.values():
+                xs = sorted(g["gap_ms"] for g in rows if g["group"] == group)
+                cells.append(f"{xs[len(xs) // 2]:+.1f} [{xs[0]:+.1f}, {xs[-1]:+.1f}]")
+            lines.append(
+                f"| {group} | {len(members)} | {min(batches):.0f}–{max(batches):.0f} | "
+                + " | ".join(cells)
+                + " |"
+            )
     if result.get("skipped"):
         lines += ["", "Rows pdtp cannot express (skipped):", ""]
         lines += [f"- {reason}: {n}" for reason, n in result["skipped"].items()]
@@ -924,6 +1121,13 @@ def render_markdown(result: dict[str, Any]) -> str:
         lines.append(
             f"- {SETTING_LABELS[t['setting']]}, {KIND_LABELS[t['kind']]} {t['vendor']} "
             f"{t['statistic']}: {_pct(t['value'])} (≤ {_pct(t['bound'])}) — {mark}"
+        )
+    for t in result.get("disaggregated_targets", []):
+        mark = "met" if t["met"] else "NOT met"
+        how = "the closed loop" if t["part"] == "disaggregated" else "`pdtp.evaluate`"
+        lines.append(
+            f"- P/D runs ({how}), {DISAGG_LABELS[t['setting']]}, throughput {t['vendor']} "
+            f"median: {_pct(t['value'])} (≤ {_pct(t['bound'])}) — {mark}"
         )
     return "\n".join(lines) + "\n"
 
@@ -944,9 +1148,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quick", "--fast", action="store_true", help="the test suite's (and CI's) small run"
     )
+    parser.add_argument(
+        "--disaggregated-only",
+        action="store_true",
+        help="only the measured P/D runs (the README's 'Disaggregated runs' tables)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
-    result = run(quick=args.quick)
+    result = run(quick=args.quick, disaggregated_only=args.disaggregated_only)
     sys.stdout.write(render_markdown(result))
     print(f"\n({result['rows']} rows, {result['seconds']} s)")
     if args.json is not None:

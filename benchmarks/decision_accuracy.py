@@ -1,6 +1,6 @@
 """Decision accuracy: does the configuration pdtp would pick match the measured best?
 
-    python benchmarks/decision_accuracy.py [--quick | --fast] [--json PATH]
+    python benchmarks/decision_accuracy.py [--quick | --fast | --disaggregated-only] [--json PATH]
 
 Wherever the measured aggregated runs (``benchmarks/accuracy.py``'s rows: InferenceMAX,
 InferenceX, perf-points) hold several configurations — layout (tp, ep, DP attention) and
@@ -315,12 +315,16 @@ def summary(ds: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def run(*, quick: bool = False) -> dict[str, Any]:
+def run(*, quick: bool = False, disaggregated_only: bool = False) -> dict[str, Any]:
     started = time.monotonic()
     acc = _accuracy()
     points = acc.load_all()
     iters = 25 if quick else 100
     result: dict[str, Any] = {"rows": len(points), "quick": quick, "splits": {}}
+    if disaggregated_only:
+        result["disaggregated"] = run_disaggregated(acc, quick=quick)
+        result["seconds"] = round(time.monotonic() - started, 1)
+        return result
     splits = {
         "model": lambda p: p.model.name,
         "model_gpu": lambda p: f"{p.model.name}/{p.gpu.name}",
@@ -341,14 +345,18 @@ SPLIT_LABELS = {"model": "leave model out", "model_gpu": "leave (model, GPU) out
 
 
 def render_markdown(result: dict[str, Any]) -> str:
-    lines = [
-        "Measured output tokens/s per GPU of pdtp's choice ÷ the measured best, per TPOT "
-        "limit (0 where the choice misses the limit as measured):",
-        "",
-        "| constants | model | decisions | median | worst | worst meeting the limit | SLO misses "
-        "| layout: median | layout: worst |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    lines = (
+        [
+            "Measured output tokens/s per GPU of pdtp's choice ÷ the measured best, per TPOT "
+            "limit (0 where the choice misses the limit as measured):",
+            "",
+            "| constants | model | decisions | median | worst | worst meeting the limit "
+            "| SLO misses | layout: median | layout: worst |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        if result["splits"]
+        else []
+    )
     for split, data in result["splits"].items():
         for model, s in data["summary"].items():
             lines.append(
@@ -356,12 +364,13 @@ def render_markdown(result: dict[str, Any]) -> str:
                 f"{s['worst']:.3f} | {s['worst_within_limit']:.3f} | {s['slo_misses']} | "
                 f"{s['layout_median']:.3f} | {s['layout_worst']:.3f} |"
             )
-    lines += [
-        "",
-        "layout: the chosen layout run at its best measured concurrency within the limit (what "
-        "a serving stack that lowers concurrency until the limit holds gets; 0 only where no "
-        "measured concurrency of that layout meets it).",
-    ]
+    if result["splits"]:
+        lines += [
+            "",
+            "layout: the chosen layout run at its best measured concurrency within the limit "
+            "(what a serving stack that lowers concurrency until the limit holds gets; 0 only "
+            "where no measured concurrency of that layout meets it).",
+        ]
     pd = result.get("disaggregated")
     if pd:
         lines += [
@@ -395,9 +404,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quick", "--fast", action="store_true", help="the small run (the suite's and CI's)"
     )
+    parser.add_argument(
+        "--disaggregated-only",
+        action="store_true",
+        help="only the P/D decisions (the README's 'Disaggregated runs' table)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
-    result = run(quick=args.quick)
+    result = run(quick=args.quick, disaggregated_only=args.disaggregated_only)
     sys.stdout.write(render_markdown(result))
     print(f"\n({result['rows']} rows, {result['seconds']} s)")
     if args.json is not None:

@@ -626,8 +626,68 @@ def test_pd_runs_are_scored_through_evaluate_as_a_user_calls_it(accuracy_module:
     # Residuals are broken down by what the issue names; every run lands once per breakdown.
     loop = [accuracy_module.predict_disaggregated(r, table) for r in runs]
     rows = accuracy_module.disaggregated_breakdown(runs, loop)
-    for by in ("framework/GPU", "decode layout", "prefill:decode GPUs", "concurrency"):
+    for by in (
+        "framework/GPU",
+        "decode layout",
+        "prefill:decode GPUs",
+        "concurrency",
+        "side that binds (predicted)",
+        "measured median TTFT",
+    ):
         assert sum(r["n"] for r in rows if r["by"] == by) == len(runs)
+
+
+def test_pd_residuals_are_split_by_the_side_that_binds(accuracy_module: Any) -> None:
+    """The loop's binding side is read from its own limits: at the prefill workers'
+    capacity the prefill side binds, at the decode ranks' most sequences the decode side,
+    else the clients; a deployment starved of prefill workers is prefill-bound, one starved
+    of decode ranks is decode-bound, and a lone client binds neither."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    side = accuracy_module.binding_side
+    point = {"requests_per_s": 5.0, "prefill_capacity_rps": 5.0, "batch": 1.0, "max_batch": 64.0}
+    assert side(SimpleNamespace(**point)) == "prefill"
+    assert side(SimpleNamespace(**{**point, "prefill_capacity_rps": 50.0})) == "clients"
+    full = {**point, "prefill_capacity_rps": 50.0, "batch": 64.0}
+    assert side(SimpleNamespace(**full)) == "decode"
+
+    class Defaults:
+        def constants(self, gpu: Any, engine: str, release: str = "") -> Constants:
+            return constants_for(gpu.name, engine=engine, release=release)
+
+    table = Defaults()
+    runs = accuracy_module.load_disaggregated()
+    run = max(runs, key=lambda r: r["decode"].concurrency or 0)
+    starved = {**run, "prefill_workers": 1, "decode_workers": 8 * run["decode_workers"]}
+    assert accuracy_module.predict_disaggregated(starved, table)["bound"] == "prefill"
+    few = {**run, "prefill_workers": 16 * run["prefill_workers"], "decode_workers": 1}
+    few["decode"] = replace(run["decode"], concurrency=1e6)
+    assert accuracy_module.predict_disaggregated(few, table)["bound"] == "decode"
+    lone = {**run, "decode": replace(run["decode"], concurrency=1)}
+    assert accuracy_module.predict_disaggregated(lone, table)["bound"] == "clients"
+    # The prefill side under load is judged on the runs whose clients queued, per prefill GPU.
+    rates = accuracy_module.prefill_rates(runs, {"model": table})
+    queued = {r["row_id"] for r in runs if r["measured"]["ttft_median_ms"] >= 1e4}
+    assert queued and {row["run"] for row in rates} == queued
+    assert all(row["measured"] > 0 and row["model"] > 0 for row in rates)
+    # The decode step's error at the measured batch: every DP-attention decode run once, and
+    # a measured TPOT 10 ms longer at the same batch is a gap 10 ms wider.
+    dp = [r for r in runs if r["decode_layout"][2] > 1]
+    gaps = accuracy_module.decode_step_gaps(runs, table)
+    assert [g["run"] for g in gaps] == [r["row_id"] for r in dp]
+    r = dp[0]
+    m = r["measured"]
+    slower = {
+        **r,
+        "measured": {
+            **m,
+            "tpot_ms": m["tpot_ms"] + 10.0,
+            "output_tokens_per_s": m["output_tokens_per_s"] * m["tpot_ms"] / (m["tpot_ms"] + 10.0),
+        },
+    }
+    (g,) = accuracy_module.decode_step_gaps([slower], table)
+    assert g["gap_ms"] == pytest.approx(gaps[0]["gap_ms"] + 10.0)
 
 
 def test_pd_decisions_score_a_perfect_and_a_wrong_chooser(

@@ -274,10 +274,12 @@ pub struct DisaggregatedPoint {
 /// function.
 ///
 /// - **Prefill**: each DP rank (and pipeline lane) batches the prompts waiting, up to one
-///   step's token budget (`max_num_batched_tokens`), so the side clears `P` prompts/s at full
-///   batches. A prompt arriving at load ρ waits for the batch in progress (ρ/2 of a step) and
-///   rides in the next, which holds the prompts that arrived meanwhile; an M/D/1 term covers
-///   the rest of the queue.
+///   step's token budget ([`pd_prefill_budget`]: `max_num_batched_tokens`, which SGLang
+///   divides over its DP ranks), so the side clears `P` prompts/s at full batches; a prompt
+///   longer than the budget runs as chunk steps ([`pd_prefill_prompt_time`]). A prompt
+///   arriving at load ρ waits for the batch in progress (ρ/2 of a step) and rides in the
+///   next, which holds the prompts that arrived meanwhile; an M/D/1 term covers the rest of
+///   the queue.
 /// - **TTFT** of a steady request = request overhead + that prefill latency + the KV
 ///   transfer ([`super::kv_transfer_time`], each prefill rank sending its share) + the first
 ///   decode step. When one side limits the rate, the clients queue in front of it: Little's
@@ -287,7 +289,9 @@ pub struct DisaggregatedPoint {
 ///   request, and for the engine's one-off warm-up (`first_wave_stall`); the mean over
 ///   `num_prompts` requests carries both, the median does not.
 /// - **Decode**: each DP rank runs its share of the requests in flight, at most what its KV
-///   cache holds; TPOT is its step time there.
+///   cache holds; TPOT is its step time there. Under SGLang a request holds its decode KV
+///   from before its prefill ([`pd_preallocated`]), so those in prefill and transfer take
+///   their share of it.
 ///
 /// `None` when the prefill side cannot hold one prompt or the decode side one sequence, or
 /// without a concurrency (the loop needs its clients).
@@ -333,11 +337,25 @@ pub fn disaggregated(
             },
         )
     };
-    let k_max = (w.max_num_batched_tokens / isl).floor().max(1.0);
-    let capacity = p_lanes * k_max / t_pre(k_max);
+    // A step holds `budget` prompt tokens per lane: `k_max` whole prompts (SGLang fills the
+    // rest of the budget with a chunk of the next prompt, so full steps carry budget / isl
+    // prompts), or one chunk of a longer prompt, which then takes several steps.
+    let budget = pd_prefill_budget(w, prefill);
+    let k_max = budget / isl;
+    let t_prompt = pd_prefill_prompt_time(m, g, c, prefill, isl, budget);
+    let capacity = if k_max >= 1.0 {
+        p_lanes * k_max / t_pre(k_max)
+    } else {
+        p_lanes / t_prompt
+    };
     let transfer = super::kv_transfer_time(m, c, prefill.tp, isl);
     let prefill_latency = |rate: f64| {
         let per_lane = rate / p_lanes;
+        if k_max < 1.0 {
+            // One prompt at a time through its chunk steps.
+            let rho = (per_lane * t_prompt).min(MAX_PREFILL_LOAD);
+            return t_prompt + rho * t_prompt / 2.0 + rho * rho / (2.0 * (1.0 - rho)) * t_prompt;
+        }
         let mut k = 1.0;
         for _ in 0..20 {
             k = (per_lane * t_pre(k)).clamp(1.0, k_max);
@@ -352,12 +370,14 @@ pub fn disaggregated(
     let (mut rate, mut ttft) = (0.0_f64, 0.0_f64);
     for _ in 0..ITERATIONS + 20 {
         let t = t_dec(b);
-        let steady = c.api_overhead + prefill_latency(rate.min(capacity)) + transfer + t;
+        let before_decode = prefill_latency(rate.min(capacity)) + transfer;
+        let steady = c.api_overhead + before_decode + t;
         rate = (n / (steady + osl * t))
             .min(capacity)
             .min(d_ranks * b / (osl * t));
         ttft = steady.max(n / rate - osl * t);
-        let next = (rate * osl * t / d_ranks).min(max_batch);
+        let room = max_batch - pd_preallocated(w, rate, before_decode) / d_ranks;
+        let next = (rate * osl * t / d_ranks).min(room.max(1.0));
         if (next - b).abs() < 1e-9 * b.max(1.0) {
             break;
         }
@@ -385,9 +405,66 @@ pub fn disaggregated(
         decode_capacity_rps: decode_capacity,
         batch: b,
         max_batch,
-        prefill_time: t_pre(1.0),
+        prefill_time: t_prompt,
         kv_transfer: transfer,
     })
+}
+
+/// Prompt tokens one prefill step of `layout` computes per DP rank: the engine's token
+/// budget (`max_num_batched_tokens`, SGLang's `chunked_prefill_size`). SGLang divides it
+/// over the DP ranks under DP attention, "to avoid MoE kernel issues"
+/// (`server_args.py` `_handle_data_parallelism`: `chunked_prefill_size // dp_size`,
+/// 0.5.2–0.5.12), so each rank's batch is a `dp`-th of it; vLLM's DP engines each keep the
+/// whole budget.
+pub fn pd_prefill_budget(w: &ServingWorkload, layout: &Layout) -> f64 {
+    let budget = w.max_num_batched_tokens.max(1.0);
+    match w.engine {
+        Engine::Sglang if layout.dp > 1 => (budget / layout.dp as f64).floor().max(1.0),
+        _ => budget,
+    }
+}
+
+/// Seconds one prompt of `isl` tokens takes alone on a prefill instance of `layout` whose
+/// steps hold `budget` tokens: one step when it fits, else `⌈isl / budget⌉` chunk steps,
+/// each attending over the prompt's tokens already cached (a chunk of `s` tokens after `p`
+/// cached ones does `s · (p + s/2)` of the causal work; all chunks together the whole
+/// prompt's `isl²/2`), each paying the step's weight reads and kernels again.
+pub fn pd_prefill_prompt_time(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    layout: &Layout,
+    isl: f64,
+    budget: f64,
+) -> f64 {
+    let budget = budget.max(1.0);
+    let mut done = 0.0;
+    let mut total = 0.0;
+    while done < isl {
+        let s = budget.min(isl - done);
+        let step = StepBatch {
+            prefill_tokens: s,
+            prefill_attention_work: s * (done + s / 2.0),
+            ..StepBatch::default()
+        };
+        total += step_time(m, g, c, layout, &step);
+        done += s;
+    }
+    total
+}
+
+/// Requests holding decode KV before they decode, summed over the decode ranks, at `rate`
+/// requests/s that spend `before_decode` seconds in prefill (its queue included) and the
+/// transfer. SGLang's decode side pre-allocates a request's KV before its prefill runs (the
+/// prefill writes into it): `disaggregation/decode.py` — "pre-allocate kv once there is
+/// available kv", then the transfer queue, then decoding — so those requests take their
+/// share of the decode KV cache (Little's law: `rate · before_decode`). vLLM's decode side
+/// allocates when the prefilled request arrives (none).
+pub fn pd_preallocated(w: &ServingWorkload, rate: f64, before_decode: f64) -> f64 {
+    match w.engine {
+        Engine::Sglang => rate * before_decode,
+        Engine::Vllm => 0.0,
+    }
 }
 
 #[cfg(test)]
@@ -615,6 +692,91 @@ mod tests {
         // More prefill instances relieve it; the decode side then sets the rate.
         let more = disaggregated(&m, &g, &c, &p, 8.0, &d, 2.0, &pd_work(512.0)).unwrap();
         assert!(more.requests_per_s > x.requests_per_s && more.ttft_steady < x.ttft_steady);
+    }
+
+    #[test]
+    fn sglang_divides_the_prefill_budget_over_its_dp_ranks_and_chunks_longer_prompts() {
+        let (m, g, c) = (fp8_llama(), h100(), consts());
+        let w = pd_work(64.0);
+        let dp4 = Layout {
+            dp: 4,
+            ..Layout::tp(2)
+        };
+        let sglang = ServingWorkload {
+            engine: Engine::Sglang,
+            ..w
+        };
+        // SGLang: chunked_prefill_size // dp_size per rank; vLLM's DP engines keep it whole.
+        assert_eq!(pd_prefill_budget(&sglang, &dp4), 2048.0);
+        assert_eq!(pd_prefill_budget(&w, &dp4), 8192.0);
+        assert_eq!(pd_prefill_budget(&sglang, &Layout::tp(8)), 8192.0);
+        // A prompt within the budget is one step; a longer one runs in chunks, each paying
+        // the step's weight reads and kernels again: slower the smaller the chunks, and
+        // never faster than the whole prompt in one step.
+        let l = Layout::tp(4);
+        let whole = step_time(&m, &g, &c, &l, &StepBatch::prefill(4096.0));
+        assert_eq!(
+            pd_prefill_prompt_time(&m, &g, &c, &l, 4096.0, 8192.0),
+            whole
+        );
+        let mut last = whole;
+        for chunk in [2048.0, 1024.0, 256.0] {
+            let t = pd_prefill_prompt_time(&m, &g, &c, &l, 4096.0, chunk);
+            assert!(t > last, "{chunk}: {t} vs {last}");
+            last = t;
+        }
+        // Chunks attend over what is cached: the causal work adds up to the whole prompt's,
+        // so with no per-step costs the chunked prompt takes what the whole one does.
+        let free = Constants {
+            step_overhead: 0.0,
+            kernel_overhead: 0.0,
+            allreduce_latency: 0.0,
+            ..c
+        };
+        let dense = ModelPerf {
+            weight_bytes: 1.0,
+            ..m
+        };
+        let one = step_time(&dense, &g, &free, &l, &StepBatch::prefill(4096.0));
+        let four = pd_prefill_prompt_time(&dense, &g, &free, &l, 4096.0, 1024.0);
+        assert!((four / one - 1.0).abs() < 1e-6, "{four} vs {one}");
+        // In the loop: the DP ranks' smaller batches clear fewer prompts, and a lone prompt
+        // that no longer fits one rank's budget takes longer.
+        let v = disaggregated(&m, &g, &c, &dp4, 2.0, &l, 4.0, &w).unwrap();
+        let s = disaggregated(&m, &g, &c, &dp4, 2.0, &l, 4.0, &sglang).unwrap();
+        assert!(s.prefill_capacity_rps < v.prefill_capacity_rps);
+        assert!(s.prefill_time > v.prefill_time);
+    }
+
+    #[test]
+    fn sglang_decode_kv_holds_the_requests_still_in_prefill() {
+        // SGLang pre-allocates a request's decode KV before its prefill runs: where the
+        // decode KV binds, the requests in prefill and transfer take their share of it and
+        // fewer decode at once; vLLM's decode side allocates when the prefill is done.
+        let (m, g, c) = (fp8_llama(), h100(), consts());
+        let (p, d) = (Layout::tp(4), Layout::tp(2));
+        let w = ServingWorkload {
+            isl: 8192.0,
+            ..work(1024.0)
+        };
+        let s = ServingWorkload {
+            engine: Engine::Sglang,
+            ..w
+        };
+        let v = disaggregated(&m, &g, &c, &p, 4.0, &d, 1.0, &w).unwrap();
+        let x = disaggregated(&m, &g, &c, &p, 4.0, &d, 1.0, &s).unwrap();
+        assert!(
+            v.batch >= v.max_batch * 0.999,
+            "the decode KV binds: {}",
+            v.batch
+        );
+        // (at least its lone prefill and transfer; the clients queued in front of the decode
+        // side's pre-allocation hold nothing)
+        let held = pd_preallocated(&s, x.requests_per_s, x.prefill_time + x.kv_transfer);
+        assert!(held > 0.1);
+        assert!(x.batch + held <= x.max_batch * 1.01, "{} + {held}", x.batch);
+        assert!(x.batch < v.batch && x.requests_per_s < v.requests_per_s);
+        assert_eq!(pd_preallocated(&w, 10.0, 1.0), 0.0);
     }
 
     #[test]
