@@ -732,6 +732,71 @@ def by_model(points: Sequence[PerfPoint], preds: Predictions) -> dict[str, dict[
     return out
 
 
+#: How many constants :func:`carriers` reports per held-out model and vendor.
+CARRIERS_SHOWN = 3
+
+
+def _signed_bias(
+    test: Sequence[PerfPoint], constants: Callable[[PerfPoint], Any], kind: str
+) -> float:
+    """The signed median of predicted / measured − 1 over ``test``."""
+    signed = [
+        pr[kind] / p.measured(kind) - 1.0
+        for p, pr in zip(test, predict_all(test, constants))
+        if math.isfinite(pr[kind])
+    ]
+    return summarize(signed)["median"] if signed else math.nan
+
+
+def _one_swapped(table: Table, full: Table, name: str) -> Callable[[PerfPoint], Any]:
+    """``table``'s constants with ``name`` at ``full``'s value."""
+
+    def constants(p: PerfPoint) -> Any:
+        value = getattr(full.constants(p.gpu, p.engine, p.engine_release), name)
+        return table.constants(p.gpu, p.engine, p.engine_release).replace(**{name: value})
+
+    return constants
+
+
+def carriers(
+    points: Sequence[PerfPoint],
+    tables: dict[str, Table],
+    full: Table,
+    *,
+    kind: str = "tpot_ms",
+) -> dict[str, dict[str, Any]]:
+    """Which fitted constants carry a held-out model's bias: per held-out model and vendor,
+    the signed median bias of ``kind`` with the table fitted without the model, and for each
+    constant of :data:`pdtp.calibration.TABLE_LEVELS` the bias when that one constant takes
+    the value every row fitted (the in-sample table), the rest held out. A constant whose
+    swap moves the bias most is what the held-out fit put elsewhere than the model's own
+    rows put it."""
+    from pdtp.calibration import TABLE_LEVELS
+
+    out: dict[str, dict[str, Any]] = {}
+    for model, table in tables.items():
+        for vendor in VENDORS:
+            test = [
+                p
+                for p in points
+                if p.model.name == model and p.gpu.vendor == vendor and getattr(p, kind)
+            ]
+            if len(test) < 10:
+                continue
+            held = _signed_bias(test, _with(table), kind)
+            swaps = {
+                n: _signed_bias(test, _one_swapped(table, full, n), kind) for n in TABLE_LEVELS
+            }
+            ranked = sorted(swaps, key=lambda n: -abs(swaps[n] - held))
+            out[f"{model}/{vendor}"] = {
+                "n": len(test),
+                "bias": held,
+                "in_sample": _signed_bias(test, _with(full), kind),
+                "carriers": [{"constant": n, "bias": swaps[n]} for n in ranked[:CARRIERS_SHOWN]],
+            }
+    return out
+
+
 def run(*, quick: bool = False, disaggregated_only: bool = False) -> dict[str, Any]:
     """The whole report as a JSON-ready dict (``disaggregated_only``: the P/D runs' part
     alone, with the same two constants tables the full run scores them with)."""
@@ -770,7 +835,7 @@ def run(*, quick: bool = False, disaggregated_only: bool = False) -> dict[str, A
         )
         _score_disaggregated(result, runs, {"model": table})
     else:
-        model_preds, _ = held_out(points, lambda p: p.model.name)
+        model_preds, model_tables = held_out(points, lambda p: p.model.name)
         gpu_preds, _ = held_out(points, lambda p: p.gpu.name)
         layout_preds, _ = held_out(points, layout_family)
         pair_preds, pair_tables = held_out(points, _model_gpu)
@@ -783,6 +848,7 @@ def run(*, quick: bool = False, disaggregated_only: bool = False) -> dict[str, A
         result["settings"]["model_gpu"] = summaries(points, pair_preds)
         result["settings"]["calibrate5"] = summaries(points, five)
         result["settings"]["in_sample"] = summaries(points, predict_all(points, _with(full)))
+        result["carriers"] = carriers(points, model_tables, full)
         # P/D runs are never fitted: constants from every aggregated row, and from every
         # aggregated row of other models (leave the model out).
         models = {r["decode"].model.name for r in runs}
@@ -981,6 +1047,24 @@ def render_markdown(result: dict[str, Any]) -> str:
                         + " | ".join(cells)
                         + " |"
                     )
+    found = result.get("carriers", {})
+    if found:
+        lines += [
+            "",
+            "Which fitted constants carry a held-out model's TPOT bias: the signed median bias "
+            "held out, in sample, and with one constant at its in-sample value (the rest held "
+            f"out), the {CARRIERS_SHOWN} that move it most:",
+            "",
+            "| held-out model | GPUs | n | held out | in sample | one constant in sample |",
+            "|---|---|---:|---:|---:|---|",
+        ]
+        for key, v in found.items():
+            model, vendor = key.split("/")
+            swaps = ", ".join(f"`{c['constant']}` {100 * c['bias']:+.1f}%" for c in v["carriers"])
+            lines.append(
+                f"| {model} | {vendor} | {v['n']} | {100 * v['bias']:+.1f}% | "
+                f"{100 * v['in_sample']:+.1f}% | {swaps} |"
+            )
     disagg = result.get("disaggregated", {})
     if disagg:
         lines += [

@@ -59,8 +59,10 @@ def build() -> dict[str, Any]:
             "edit by hand): one robust fit over all rows of tests/data/reference/"
             "measured-serving.csv, perf-points.csv and the expressible InferenceX aggregated "
             "runs, per-GPU constants shrunk towards their "
-            "vendor's shared value. 'vllm' holds every fitted constant; 'sglang' the ones that "
-            "differ for SGLang (its separate prefill batches run on the same step model)."
+            "vendor's shared value (the all-reduce latency and the HBM efficiency towards "
+            "each vendor's physical anchor, pdtp.calibration.ANCHORS). 'vllm' holds every "
+            "fitted constant; 'sglang' the ones that differ for SGLang (its separate prefill "
+            "batches run on the same step model)."
         ),
         "fitted": {
             "date": datetime.date.today().isoformat(),

@@ -176,23 +176,33 @@ def test_the_loop_follows_the_python_api_and_stops_starts_changed_layouts(
             assert ops == [], (demand, ops)
             continue
         sets = cluster.statefulsets()
-        for role in ("prefill", "decode"):
-            side = getattr(live, role)
-            obj = sets[f"pdtp-{role}"]
+        # The plan's roles: prefill and decode, or aggregated instances (replan picks the
+        # better mode for each demand, as the Python API does).
+        for role in example.ROLES:
+            side = getattr(live, role, None)
+            name = f"pdtp-{role}"
+            if side is None:
+                assert name not in sets, (demand, role)
+                continue
+            obj = sets[name]
             assert obj["spec"]["replicas"] == side.instances, (demand, role)
             assert tp_of(obj) == side.layout.tp, (demand, role)
-            writes = [(m, n) for m, k, n in ops if k == "StatefulSet" and n == f"pdtp-{role}"]
-            if old and old[role] != str(side.layout):  # a new layout: stop, then start
-                assert writes == [("DELETE", f"pdtp-{role}"), ("POST", f"pdtp-{role}")]
+            writes = [(m, n) for m, k, n in ops if k == "StatefulSet" and n == name]
+            if old and old.get(role) != str(side.layout):  # a new layout: stop, then start
+                stop = [("DELETE", name)] if role in old else []
+                assert writes == [*stop, ("POST", name)]
                 layout_changes += 1
             elif old:  # the same layout: no stop; a new count is a replace
-                assert ("DELETE", f"pdtp-{role}") not in writes
+                assert ("DELETE", name) not in writes
                 if writes:
                     count_changes += 1
     # The demands were chosen so that both happen (a regression in either path shows).
     assert layout_changes >= 1 and count_changes >= 1
     kinds = sorted(k for (_, k, _) in cluster.objects)
-    assert kinds.count("StatefulSet") == 2 and "Deployment" in kinds
+    roles = [r for r in example.ROLES if getattr(live, r, None) is not None]
+    assert kinds.count("StatefulSet") == len(roles)
+    if live.serving == "disagg":  # and the P/D proxy in front of them
+        assert "Deployment" in kinds
 
 
 def test_a_failed_apply_is_retried_next_tick(example: Any, service: str) -> None:
@@ -208,8 +218,12 @@ def test_a_failed_apply_is_retried_next_tick(example: Any, service: str) -> None
     c.tick(40.0)
     live = pdtp.replan(first, 40.0, max_gpus=MAX_GPUS, gpu=GPU).plan
     sets = cluster.statefulsets()
-    assert sets["pdtp-decode"]["spec"]["replicas"] == live.decode.instances
-    assert tp_of(sets["pdtp-decode"]) == live.decode.layout.tp
+    roles = [r for r in example.ROLES if getattr(live, r, None) is not None]
+    assert set(sets) == {f"pdtp-{r}" for r in roles}
+    for role in roles:
+        side = getattr(live, role)
+        assert sets[f"pdtp-{role}"]["spec"]["replicas"] == side.instances
+        assert tp_of(sets[f"pdtp-{role}"]) == side.layout.tp
 
 
 def test_the_command_line_replays_a_trace(
@@ -239,5 +253,9 @@ def test_the_command_line_replays_a_trace(
     assert example.main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert len([line for line in out if "req/s ->" in line]) == 2
-    assert any("create StatefulSet/pdtp-decode" in line for line in out)
-    assert set(cluster.statefulsets()) == {"pdtp-prefill", "pdtp-decode"}
+    assert any("create StatefulSet/pdtp-decode" in line for line in out)  # the P/D start
+    # Then what replan gives for 40 req/s (either mode), as the Python API gives it.
+    first = pdtp.size_for(MODEL, 1.0, max_gpus=MAX_GPUS, gpu=GPU, mode="disagg")
+    live = pdtp.replan(first.to_dict(), 40.0, max_gpus=MAX_GPUS, gpu=GPU).plan
+    roles = [r for r in example.ROLES if getattr(live, r, None) is not None]
+    assert set(cluster.statefulsets()) == {f"pdtp-{r}" for r in roles}

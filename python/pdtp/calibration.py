@@ -870,6 +870,8 @@ def _run_fit(
         low, high = BOUNDS[name]
         if group.startswith(("×", "@")):  # a multiplier on another group's value
             low, high = 0.2, 5.0
+        elif group.startswith("="):  # a physical anchor: fixed, the parent of a prior
+            low = high = start[(name, group)]
         x0.append(min(max(start.get((name, group), 1.0), low), high))
         lo.append(low)
         hi.append(high)
@@ -1062,6 +1064,33 @@ _VENDOR_GROUP = {"AMD": "amd", "NVIDIA": "nvidia"}
 PRIOR_GPU = 0.5
 PRIOR_VENDOR = 0.5
 PRIOR_ENGINE = 0.2
+#: Physical anchors of constants that a fit can trade for another term where the rows do
+#: not tell them apart: each vendor's value is tied to its anchor (weight
+#: :data:`PRIOR_ANCHOR`), not to a value shared with the other vendor, so a held-out split
+#: without identifying rows falls back to the anchor and not to another model's fit.
+#:
+#: ``allreduce_latency_s``: the latency α of a small (decode-sized, tens to hundreds of KB)
+#: all-reduce inside one node, which only rows of one model at TP 1 and TP > 1 tell from
+#: the per-kernel cost (both are paid per layer): NVLink/NVSwitch, NCCL NVLS and vLLM's
+#: one-shot custom all-reduce under CUDA graphs, about 6 µs (NVIDIA/nccl#1259: 6 µs on
+#: 2 × H100 at 128 B–64 KB); xGMI on MI300X-class nodes (fully connected, 64 GB/s per link
+#: pair), vLLM's custom all-reduce / quick all-reduce on ROCm, about 10 µs. Tied to a value
+#: shared by both vendors, a fit without Llama-3.3-70B (the one model measured at TP 1 and
+#: TP 8 on the same GPUs) put 23-36 µs there from DeepSeek-R1's TP 8 rows and Qwen3-32B's
+#: TP 2-8 rows, and Llama held out on NVIDIA was predicted at TPOT +25%.
+ANCHORS: dict[str, dict[str, float]] = {
+    "allreduce_latency_s": {"NVIDIA": 6e-6, "AMD": 10e-6},
+    "mbu": {"NVIDIA": 0.9, "AMD": 0.8},
+}
+PRIOR_ANCHOR = 2.0
+#: Anchored constants whose GPU types are tied to their vendor's value as strongly as the
+#: vendor's to its anchor (a property of the vendor's link and collective library, not of
+#: one GPU type's rows); the others keep :data:`PRIOR_GPU`.
+ANCHOR_TIES_GPUS = frozenset({"allreduce_latency_s"})
+
+
+def _gpu_prior_weight(name: str) -> float:
+    return PRIOR_ANCHOR if name in ANCHOR_TIES_GPUS else PRIOR_GPU
 
 
 @dataclass
@@ -1148,6 +1177,8 @@ class Table:
                 return None
             return math.exp(sum(math.log(self.values[(name, g)]) for g in pool) / len(pool))
         vendor = _VENDOR_GROUP[gpu.vendor]
+        if name in ANCHORS:
+            return self.values.get((name, vendor), _anchor_value(name, vendor))
         return self.values.get((name, vendor), self.values.get((name, "*")))
 
     def _value(self, name: str, level: str, gpu: GPU, engine: str) -> float | None:
@@ -1210,6 +1241,16 @@ def _engine_group(engine: str, vendor: str) -> str:
     return f"×{engine}/{_VENDOR_GROUP[vendor]}"
 
 
+def _anchor_group(vendor_group: str) -> str:
+    """The group of a vendor's physical anchor (``=nvidia``): fixed in the fit."""
+    return f"={vendor_group}"
+
+
+def _anchor_value(name: str, vendor_group: str) -> float:
+    by_group = {_VENDOR_GROUP[v]: x for v, x in ANCHORS[name].items()}
+    return by_group[vendor_group]
+
+
 def _release_group(engine: str, release: str) -> str:
     """The group of a per-release multiplier: ``@sglang/0.5.9``."""
     return f"@{engine}/{release}"
@@ -1248,9 +1289,14 @@ def fit_table(
             continue
         if group in vendors:
             vendor = (name, vendors[group])
-            priors.append(((name, group), vendor, PRIOR_GPU))
+            priors.append(((name, group), vendor, _gpu_prior_weight(name)))
             if vendor not in start:
                 start[vendor] = float(getattr(GENERIC, name))
+                if name in ANCHORS:
+                    anchor = (name, _anchor_group(vendors[group]))
+                    start[anchor] = _anchor_value(name, vendors[group])
+                    priors.append((vendor, anchor, PRIOR_ANCHOR))
+                    continue
                 start[(name, "*")] = float(getattr(GENERIC, name))
                 if name not in _FORMAT_CONSTANTS:
                     priors.append((vendor, (name, "*"), PRIOR_VENDOR))

@@ -854,7 +854,14 @@ pub fn step_time(
     let stream = (dense + experts) * stage / (g.hbm_bandwidth * c.mbu);
     let flops_per_token = 2.0 * m.active_params * stage / tp / g.peak_flops;
     let decode_gemm = flops_per_token * batch.decode_seqs / c.mfu_decode;
-    let prefill_gemm = prefill_gemm_time(m, g, c, stage / tp, batch.prefill_tokens);
+    let prefill_gemm = prefill_gemm_time_routed(
+        m,
+        g,
+        c,
+        stage / tp,
+        batch.prefill_tokens,
+        batch.prefill_tokens * dp,
+    );
     let linear = overlap(stream + decode_gemm, prefill_gemm);
 
     // Attention. Sliding-window layers see at most the window per sequence (and per
@@ -978,11 +985,34 @@ pub fn routed_active_params(m: &ModelPerf) -> f64 {
     (params * (m.experts_per_token / m.num_experts).clamp(0.0, 1.0)).min(m.active_params)
 }
 
+/// Rows of a grouped expert GEMM's M tile: the block vLLM's and SGLang's tuned Triton fused-MoE
+/// configurations use on prompt-sized batches (`BLOCK_SIZE_M` 64 from 1,024 tokens for
+/// DeepSeek's 256 experts on H200 and MI300X, `fused_moe/configs/E=256,N=256,...`); an expert's
+/// rows are padded to whole tiles.
+pub const MOE_GEMM_TILE_TOKENS: f64 = 64.0;
+
+/// The routed experts' grouped prompt GEMMs' work over their FLOPs when `tokens` tokens are
+/// routed at once (every DP rank's under DP attention): each expert gets `n = tokens · k / E`
+/// rows on average, a touched expert (probability `1 − e^(−n)`) half a tile of padding more,
+/// so `(n + T/2 · (1 − e^(−n))) / n`. A 1k-token prompt through DeepSeek-R1's 256 experts
+/// (top 8, 31 rows each) runs 2.0x its FLOPs, an 8k one 1.13x, a P/D prefill batch of 32k
+/// 1.03x: the aggregated runs' single prompts and the P/D prefill workers' full batches are
+/// one kernel at different fills, which one fitted rate could not hold (fitted on the first,
+/// the second cleared half what it was measured to).
+pub fn routed_prefill_padding(m: &ModelPerf, tokens: f64) -> f64 {
+    if m.num_experts <= 0.0 || m.experts_per_token <= 0.0 || tokens <= 0.0 {
+        return 1.0;
+    }
+    let rows = tokens * m.experts_per_token / m.num_experts;
+    (rows + 0.5 * MOE_GEMM_TILE_TOKENS * (1.0 - (-rows).exp())) / rows
+}
+
 /// Seconds the prompt tokens' linear-layer GEMMs take on one rank, which holds `share` of the
 /// layers' weights (its pipeline stage over its TP group): the dense GEMMs (attention
 /// projections, shared experts, dense FFNs) at `mfu_prefill` of the weight dtype's peak, the
 /// routed experts' grouped GEMMs at `moe_prefill_efficiency` of that, FLOPs = 2 per
-/// parameter per token either way.
+/// parameter per token either way, the experts' padded to whole tiles
+/// ([`routed_prefill_padding`] of the `tokens` themselves).
 pub fn prefill_gemm_time(
     m: &ModelPerf,
     g: &GpuPerf,
@@ -990,8 +1020,21 @@ pub fn prefill_gemm_time(
     share: f64,
     tokens: f64,
 ) -> f64 {
-    let routed = routed_active_params(m);
-    let dense = (m.active_params - routed).max(0.0);
+    prefill_gemm_time_routed(m, g, c, share, tokens, tokens)
+}
+
+/// [`prefill_gemm_time`] when the experts see `routed_tokens` tokens at once (every DP rank's
+/// prompt tokens under DP attention) and this rank computes `tokens` tokens' share.
+pub fn prefill_gemm_time_routed(
+    m: &ModelPerf,
+    g: &GpuPerf,
+    c: &Constants,
+    share: f64,
+    tokens: f64,
+    routed_tokens: f64,
+) -> f64 {
+    let routed = routed_active_params(m) * routed_prefill_padding(m, routed_tokens);
+    let dense = (m.active_params - routed_active_params(m)).max(0.0);
     let rate = g.peak_flops * c.mfu_prefill;
     2.0 * share * tokens * (dense + routed / c.moe_prefill_efficiency) / rate
 }
@@ -1463,6 +1506,27 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn routed_experts_prompt_gemms_pad_each_experts_rows_to_whole_tiles() {
+        let m = moe_mla();
+        // 256 experts, top 8: a 1k-token prompt gives each expert 31 rows, about half a tile.
+        let small = routed_prefill_padding(&m, 1000.0);
+        let long = routed_prefill_padding(&m, 8000.0);
+        let batch = routed_prefill_padding(&m, 32768.0);
+        assert!(small > 1.8 && small < 2.2, "{small}");
+        assert!(small > long && long > batch && batch > 1.0);
+        assert!(batch < 1.05, "{batch}");
+        // Dense models have no grouped GEMMs to pad.
+        assert_eq!(routed_prefill_padding(&llama70(), 1000.0), 1.0);
+        // Under DP attention the experts see every DP rank's prompt tokens at once: a fuller
+        // tile, so less time per token than one rank's prompt alone.
+        let (g, c) = (h100(), consts());
+        let alone = prefill_gemm_time_routed(&m, &g, &c, 1.0, 1000.0, 1000.0);
+        let gathered = prefill_gemm_time_routed(&m, &g, &c, 1.0, 1000.0, 8000.0);
+        assert!(gathered < alone);
+        assert_eq!(prefill_gemm_time(&m, &g, &c, 1.0, 1000.0), alone);
+    }
+
+    #[test]
     fn routed_experts_prompt_gemms_run_at_their_own_rate_and_dense_gemms_do_not() {
         let (m, g, c) = (moe_mla(), h100(), consts());
         // k of E experts' parameters per token: DeepSeek-V3's 58 layers × 8 × 44M.
@@ -1478,7 +1542,8 @@ pub(crate) mod tests {
             prefill_gemm_time(&m, &g, &c, 1.0, 1000.0),
             prefill_gemm_time(&m, &g, &slow, 1.0, 1000.0),
         );
-        let routed_t = 2.0 * 1000.0 * routed / (g.peak_flops * c.mfu_prefill);
+        let routed_t = 2.0 * 1000.0 * routed * routed_prefill_padding(&m, 1000.0)
+            / (g.peak_flops * c.mfu_prefill);
         assert!((slow_t - fast_t - 3.0 * routed_t).abs() <= 1e-9 * slow_t);
         let l = Layout::tp(8);
         let prompt = StepBatch::prefill(8192.0);
