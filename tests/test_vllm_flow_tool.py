@@ -112,7 +112,7 @@ def test_grid_reaches_every_tp_pair_to_64(flow):
             got = {(v[1], v[2]) for v in tp_only if v[0] == mode and v[3] == h and v[4] == mla}
             sizes = [t for t in flow.TP_SIZES if flow.loads(h, t, mla)]
             assert got == {(p, d) for p in sizes for d in sizes}, (mode, h, mla)
-    assert {5, 7, 10, 96} <= set(flow.FULL_HEADS) and 128 in flow.KV_HEADS
+    assert {3, 4, 5, 7, 8, 10, 12, 16, 64, 96, 128} <= set(flow.FULL_HEADS)
     assert max(flow.TP_SIZES) == 64
     # Pipeline layouts reach TP 64.
     assert max(v[2] for v in grid if len(v) > 8 and v[8:10] != (1, 1)) == 64
