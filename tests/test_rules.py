@@ -591,6 +591,7 @@ HYBRID_CORE = (
 )
 HYBRID_PROMOTE = "Failed to promote local KV cache specs to one unified type."
 HYBRID_WRITE = "MoRIIO hybrid (mamba/KDA) transfer is implemented"
+HYBRID_VIEW_030 = "Unsupported MoRIIO K/V cache shape for layer {mamba_layer}"
 CONV_LAYOUT = (
     "MoRIIO KDA conv transfer requires the DS (dim-first) state layout; "
     "set VLLM_SSM_CONV_STATE_LAYOUT=DS"
@@ -613,12 +614,11 @@ CONV_LAYOUT = (
         ("0.27.0", ("ValueError", HYBRID_PROMOTE), ("ValueError", HYBRID_PROMOTE)),
         ("0.28.0", ("ValueError", HYBRID_PROMOTE), ("ValueError", HYBRID_PROMOTE)),
         ("0.29.0", ("ValueError", HYBRID_PROMOTE), ("ValueError", HYBRID_PROMOTE)),
-        # 0.30.0 MoRIIOConnectorScheduler.__init__ (moriio/moriio_connector.py:419).
-        (
-            "0.30.0",
-            ("NotImplementedError", "MoRIIO only supports sliding-window hybrid models"),
-            ("NotImplementedError", "MoRIIO only supports sliding-window hybrid models"),
-        ),
+        # 0.30.0: each worker's register_kv_caches meets the Mamba layer's [B, H, N, C] view
+        # (moriio/moriio_layout.py:236, via moriio_connector.py:1922) before the engine core
+        # builds the scheduler (vllm/v1/engine/core.py:145, then :162), whose
+        # NotImplementedError (moriio_connector.py:419) no user sees.
+        ("0.30.0", ("ValueError", HYBRID_VIEW_030), ("ValueError", HYBRID_VIEW_030)),
         # 0.31.0 READ's scheduler takes Mamba groups, WRITE's refuses (moriio_connector.py:497);
         # then the worker's register_kv_caches refuses vLLM's default conv-state layout
         # ("SD", vllm/model_executor/layers/mamba/mamba_utils.py:45): 0.31.0

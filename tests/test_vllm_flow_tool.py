@@ -95,3 +95,37 @@ def test_xgmi_grid(flow):
     assert any(v[5:7] != (1, 1) for v in write) and any(v[4] and v[2] == 1 for v in write)
     rdma = {tuple(v[:7]) for v in grid if v[7] == "rdma"}
     assert all(tuple(v[:7]) in rdma for v in xgmi)
+
+
+def test_grid_reaches_every_tp_pair_to_64(flow):
+    grid = flow.grid()
+    tp_only = [v for v in grid if len(v) == 8 and v[5:7] == (1, 1) and v[7] == "rdma"]
+    assert len(set(grid)) == len(grid)
+    for mode in ("read", "write"):
+        # Every P, D in 1..64 that loads the model for the odd and prime head counts ...
+        for h in flow.FULL_HEADS:
+            got = {(v[1], v[2]) for v in tp_only if v[0] == mode and v[3] == h and not v[4]}
+            sizes = [t for t in range(1, 65) if flow.loads(h, t, False)]
+            assert got == {(p, d) for p in sizes for d in sizes}, (mode, h)
+        # ... and TP_SIZES for the others and MLA.
+        for h, mla in [*((h, False) for h in flow.KV_HEADS), *((h, True) for h in flow.MLA_HEADS)]:
+            got = {(v[1], v[2]) for v in tp_only if v[0] == mode and v[3] == h and v[4] == mla}
+            sizes = [t for t in flow.TP_SIZES if flow.loads(h, t, mla)]
+            assert got == {(p, d) for p in sizes for d in sizes}, (mode, h, mla)
+    assert {3, 4, 5, 7, 8, 10, 12, 16, 64, 96, 128} <= set(flow.FULL_HEADS)
+    assert max(flow.TP_SIZES) == 64
+    # Pipeline layouts reach TP 64.
+    assert max(v[2] for v in grid if len(v) > 8 and v[8:10] != (1, 1)) == 64
+
+
+def test_stored_outcomes_by_vector(flow, tmp_path):
+    import gzip
+    import json
+
+    data = {"vectors": [["read", 1, 1, 1, False, 1, 1, "rdma"]], "outcomes": [["x"]], "codes": [0]}
+    with gzip.open(tmp_path / "f.json.gz", "wt") as f:
+        f.write(json.dumps(data))
+    assert flow.stored_outcomes(tmp_path, "f.json.gz") == {
+        json.dumps(["read", 1, 1, 1, False, 1, 1, "rdma"]): ["x"]
+    }
+    assert flow.stored_outcomes(tmp_path, None) == {}

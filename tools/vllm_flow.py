@@ -96,6 +96,7 @@ import argparse
 import ast
 import builtins
 import collections
+import concurrent.futures
 import contextlib
 import enum
 import hashlib
@@ -129,16 +130,29 @@ MODULES = (
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden"
 _FLAGS = _future.annotations.compiler_flag
 
-# The grid. TP sizes: powers of two and a few non-divisors; KV heads as the issue lists them.
+# The grid. Every P, D in 1..64 (FULL_TP) that loads the model (a TP size loads it only where
+# one of TP and the KV heads divides the other: for 5 KV heads 1, 5, 10, ..., 60; for 96 the
+# divisors of 96) for the KV-head counts of FULL_HEADS, odd and prime counts among them;
+# TP_SIZES (powers of two and the non-divisors 3, 6, 12, 24, 48) for 1 and 2 KV heads and
+# MLA, which load at every size: measured on this project's shared 2-core machine, a vector
+# costs ~0.015-0.025 CPU-s (a 64x64 vector builds 128 workers by their own __init__), so each
+# such count's 4,096 pairs (MLA's too) would add ~1.5 CPU-minutes to each of the ~25 distinct
+# releases' runs. Attention heads are not varied: no MoRIIO module of any release reads the
+# attention head count (the driver's model config has no such field: a read would stop the
+# driver with an AttributeError), so H and 3H give the same flow (the golden test checks
+# pdtp at both).
 TP_SIZES = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
-KV_HEADS = [1, 2, 3, 4, 8, 12, 16, 64, 128]
+KV_HEADS = [1, 2]
+FULL_TP = list(range(1, 65))
+FULL_HEADS = [3, 4, 5, 7, 8, 10, 12, 16, 64, 96, 128]
+MLA_HEADS = [1, 8, 128]
 # Data-parallel layouts (prefill DP, decode DP), run at the TP sizes below.
 DP_LAYOUTS = [(1, 1), (2, 1), (4, 1), (1, 2), (2, 2)]
 DP_TP = [1, 2, 4, 8]
 DP_HEADS = [1, 8]
 BACKENDS = ("rdma", "xgmi")
 PP_LAYOUTS = [(2, 1), (1, 2), (2, 2), (4, 1)]
-PP_TP = [(1, 1), (2, 2), (4, 4), (2, 4)]
+PP_TP = [(1, 1), (2, 2), (4, 4), (2, 4), (8, 8), (16, 16), (32, 64), (64, 64)]
 HYBRID_TP = [(1, 1), (2, 2), (4, 4), (2, 1), (1, 2), (8, 8)]
 BLOCK_SIZE = 16
 
@@ -743,6 +757,7 @@ class Driver:
         self.received: dict[tuple[str, int, int], list[Any]] = collections.defaultdict(list)
         self.dialled: list[Any] = []
         self.hybrid = ""
+        self._ports: dict[tuple[str, int], dict[int, list[Any]]] = {}
 
     def log_read(self, key: Any) -> None:
         w = self.current_worker
@@ -769,7 +784,16 @@ class Driver:
     def bound(self, attr: str, port: int) -> Any:
         # The two sides' base ports differ (HANDSHAKE_PORT, NOTIFY_PORT) by more than any
         # rank offset: a port names one rank of one side, whichever side dials it.
-        hits = [w for w in self.workers.values() if self.port_of(w, attr) == port]
+        # Built once per vector and port kind, once every rank is built (a linear scan per
+        # message was a tenth of the run): the ports a rank binds never change after __init__.
+        key = (attr, len(self.workers))
+        table = self._ports.get(key)
+        if table is None:
+            table = collections.defaultdict(list)
+            for w in self.workers.values():
+                table[self.port_of(w, attr)].append(w)
+            self._ports[key] = table
+        hits = table.get(port, [])
         if len(hits) > 1:
             raise PortCollision(f"{len(hits)} ranks bound port {port}")
         return hits[0] if hits else None
@@ -915,6 +939,7 @@ def _spec_classes(ns: dict[str, Any]) -> None:
 
 KV_CACHE_UTILS = "vllm/v1/core/kv_cache_utils.py"
 MAMBA_UTILS = "vllm/model_executor/layers/mamba/mamba_utils.py"
+KV_CACHE_INTERFACE = "vllm/v1/kv_cache_interface.py"
 
 
 def conv_layout_fn(src: str) -> Any:
@@ -1310,6 +1335,14 @@ def hybrid_start(
             started = register_hybrid_caches(rel, w, mla)
             if started is not None:
                 return started
+        elif hybrid == "mamba":
+            # 0.30.0: the worker has no Mamba code, but vLLM hands its register_kv_caches
+            # every layer's view, the Mamba layer's too, before the scheduler is built
+            # (0.30.0 vllm/v1/engine/core.py:145 `_initialize_kv_caches`, then :162): what
+            # that registration raises is what reaches the user.
+            started = register_layer_views(rel, w, mla, tp, h)
+            if started is not None:
+                return started
     for side, tp in (("prefill", p), ("decode", d)):
         rank = Rank(side, tp, 0, 1, 0)
         w = Worker.__new__(Worker)
@@ -1340,6 +1373,47 @@ def register_hybrid_caches(rel: Release, w: Any, mla: bool) -> dict[str, Any] | 
                 raise HarnessError(f"{type(ex).__name__}: {ex}") from ex
             return {"verdict": ["engine_start", *_error(ex)[:2], 0]}
     raise HarnessError(f"{rel.version}: a Mamba group registers; its transfer is not driven")
+
+
+# The Mamba-2 layer of a hybrid vector: conv state (3, 1024) and SSM state (8, 64, 64), 2-byte
+# elements (kv_cache_config's MambaSpec).
+MAMBA_STATE_BYTES = (3 * 1024 + 8 * 64 * 64) * 2
+
+
+def register_layer_views(rel: Release, w: Any, mla: bool, tp: int, h: int) -> dict[str, Any] | None:
+    """A release whose worker has no Mamba code (0.30.0): its real ``register_kv_caches`` with
+    the per-layer views vLLM's allocator gives it (0.30.0 ``vllm/v1/worker/utils.py:389``
+    ``allocate_kv_cache``: every spec with layer views, MambaSpec among them, is viewed as
+    ``[B, H, N, C]``, ``vllm/v1/kv_cache_interface.py:289`` and ``:347``): the attention layer
+    as ``(blocks, KV heads, block_size, K+V head bytes / 2)`` in its dtype, the Mamba layer as
+    ``(blocks, num_heads 1, 1 state, state bytes)`` of the int8 backing (MambaSpec has no
+    ``dtype``). Its refusal is the engine-start verdict; a registration that passes leaves
+    the scheduler's ``__init__`` to decide (``None``)."""
+    src = rel.files.get(KV_CACHE_INTERFACE, "")
+    if (
+        "def create_kv_cache_views" not in src
+        or "def compute_layer_kv_cache_shape_bytes" not in src
+    ):
+        raise HarnessError(f"{rel.version}: no [B, H, N, C] layer views to register")
+    heads = 1 if mla else max(1, h // tp)
+    attn = w.layer_to_spec[LAYER]
+    attn.block_size, attn.num_states = BLOCK_SIZE, BLOCK_SIZE
+    attn.num_heads, attn.num_kv_heads = heads, heads
+    attn.head_size = 576 if mla else 128
+    attn.state_content_size_bytes = (576 if mla else 256) * 2
+    shape = (NUM_BLOCKS, heads, BLOCK_SIZE, 576 if mla else 256)
+    caches = {
+        LAYER: _KVTensor(shape),
+        LAYER_2: _KVTensor((NUM_BLOCKS, 1, 1, MAMBA_STATE_BYTES), element_size=1),
+    }
+    with DRIVER.as_rank(w):
+        try:
+            w.register_kv_caches(caches)
+        except Exception as ex:
+            if isinstance(ex, (HarnessError, NameError, AttributeError, TypeError)):
+                raise HarnessError(f"{type(ex).__name__}: {ex}") from ex
+            return {"verdict": ["engine_start", *_error(ex)[:2], 0]}
+    return None
 
 
 def make_scheduler(
@@ -1818,9 +1892,11 @@ def init_worker(
 class _KVTensor:
     """The facts of a KV-cache tensor the offset code reads (shape, strides, element size)."""
 
-    def __init__(self, shape: tuple[int, ...]):
+    def __init__(self, shape: tuple[int, ...], element_size: int = 2):
         self.shape = shape
-        self.dtype = "bfloat16"
+        self.dtype = "bfloat16" if element_size == 2 else "int8"
+        self._element_size = element_size
+        self.device = types.SimpleNamespace(index=0, type="cuda")
 
     def stride(self, dim: int | None = None) -> Any:
         out, acc = [], 1
@@ -1831,7 +1907,7 @@ class _KVTensor:
         return st if dim is None else st[dim]
 
     def element_size(self) -> int:
-        return 2
+        return self._element_size
 
     def data_ptr(self) -> int:
         return 0
@@ -2020,10 +2096,17 @@ def grid() -> list[tuple[Any, ...]]:
     out = []
     for mode in ("read", "write"):
         for mla in (False, True):
-            heads = [1, 8, 128] if mla else KV_HEADS
-            for h in heads:
-                for p in TP_SIZES:
-                    for d in TP_SIZES:
+            heads = (
+                [(h, TP_SIZES) for h in MLA_HEADS]
+                if mla
+                else [
+                    *((h, TP_SIZES) for h in KV_HEADS),
+                    *((h, FULL_TP) for h in FULL_HEADS),
+                ]
+            )
+            for h, sizes in heads:
+                for p in sizes:
+                    for d in sizes:
                         if loads(h, p, mla) and loads(h, d, mla):
                             out.append((mode, p, d, h, mla, 1, 1, "rdma"))
                             if xgmi_vector(mode, p, d, h, mla, 1, 1):
@@ -2098,7 +2181,7 @@ def moriio_files(path: Path) -> dict[str, str]:
     if path.is_dir():
         for f in (path / MORIIO).glob("*.py"):
             files[MORIIO + f.name] = f.read_text()
-        for extra in (KV_CACHE_UTILS, MAMBA_UTILS):
+        for extra in (KV_CACHE_UTILS, MAMBA_UTILS, KV_CACHE_INTERFACE):
             if (path / extra).exists():
                 files[extra] = (path / extra).read_text()
     else:
@@ -2107,6 +2190,7 @@ def moriio_files(path: Path) -> dict[str, str]:
                 if (name.startswith(MORIIO) and name.endswith(".py")) or name in (
                     KV_CACHE_UTILS,
                     MAMBA_UTILS,
+                    KV_CACHE_INTERFACE,
                 ):
                     files[name] = z.read(name).decode()
     return files
@@ -2143,7 +2227,12 @@ def wheel_sha256(version: str, path: Path) -> str:
         return str(item["download_info"]["archive_info"]["hashes"]["sha256"])
 
 
-def generate(version: str, files: dict[str, str]) -> dict[str, Any]:
+def generate(
+    version: str, files: dict[str, str], reuse: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The release's data over :func:`grid`. ``reuse``: outcomes by vector (its JSON) taken
+    from the release's data as it stands instead of rerunning them (``--reuse``); hybrid
+    vectors always run."""
     rel = Release(version, files)
     vectors = grid()
     table: list[Any] = []
@@ -2152,8 +2241,14 @@ def generate(version: str, files: dict[str, str]) -> dict[str, Any]:
     for v in vectors:
         mode, p, d, h, mla, pdp, ddp, backend = v[:8]
         ppp, dpp, hybrid = v[8:] if len(v) > 8 else (1, 1, "")
-        got = flow_vector(rel, mode == "read", p, d, h, mla, pdp, ddp, backend, ppp, dpp, hybrid)
-        item = compact(v, got)
+        key = json.dumps(list(v))
+        if reuse is not None and not hybrid and key in reuse:
+            item = reuse[key]
+        else:
+            got = flow_vector(
+                rel, mode == "read", p, d, h, mla, pdp, ddp, backend, ppp, dpp, hybrid
+            )
+            item = compact(v, got)
         key = json.dumps(item, sort_keys=True)
         if key not in index:
             index[key] = len(table)
@@ -2168,6 +2263,43 @@ def generate(version: str, files: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def stored_outcomes(out: Path, name: str | None) -> dict[str, Any]:
+    """A data file's outcomes by vector (its JSON)."""
+    if not name or not (out / name).exists():
+        return {}
+    import gzip
+
+    with gzip.open(out / name, "rt") as f:
+        data = json.loads(f.read())
+    return {
+        json.dumps(v): data["outcomes"][c]
+        for v, c in zip(data["vectors"], data["codes"], strict=True)
+    }
+
+
+def source_digest(files: dict[str, str]) -> str:
+    """The digest of what the driver reads of one release (releases that share it share
+    their outcomes)."""
+    read = [files[k] for k in sorted(files) if k.startswith(MORIIO)]
+    read.append(unify_error(files.get(KV_CACHE_UTILS, "")) or "")
+    mamba_src = files.get(MAMBA_UTILS, "")
+    read.append(
+        "\n".join(
+            ast.unparse(n)
+            for n in ast.parse(mamba_src).body
+            if isinstance(n, ast.FunctionDef)
+            and n.name in ("get_conv_state_layout", "is_conv_state_dim_first")
+        )
+        if mamba_src
+        else ""
+    )
+    # and whether the release views every layer's cache as [B, H, N, C] (a Mamba layer's
+    # registration on a worker without Mamba code, :func:`register_layer_views`).
+    views = files.get(KV_CACHE_INTERFACE, "")
+    read.append(str("def create_kv_cache_views" in views))
+    return hashlib.sha256("\n".join(read).encode()).hexdigest()[:16]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--versions", help="comma-separated releases (default: every MoRIIO release)")
@@ -2176,6 +2308,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "pdtp-vllm-wheels"))
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--jobs", type=int, default=1, help="releases run at once (processes)")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="take the outcomes of vectors the release's data already has (hybrid vectors "
+        "rerun): only for a grid that grew, with the driver unchanged for the others",
+    )
     args = ap.parse_args(argv)
     versions = args.versions.split(",") if args.versions else RELEASES
     sources = dict(s.split("=", 1) for s in args.source)
@@ -2186,38 +2325,37 @@ def main(argv: list[str] | None = None) -> None:
     runs = index.setdefault("flow-moriio", {})
     # Provenance: the wheel each release's MoRIIO source was read from.
     wheels = index.setdefault("flow-moriio-wheel-sha256", {})
+    # What the driver reads, per release: the MoRIIO modules, the core's unification error
+    # text and the release's conv-state layout functions (a Mamba group's registration).
+    # Releases that read the same run once; the runs go to --jobs processes (one release's run
+    # is one process: ~2-3 minutes of the grid's 13,915 vectors).
+    todo: dict[str, str] = {}  # source digest -> the first release that has it
+    digests: dict[str, str | None] = {}
     done: dict[str, str] = {}  # source digest -> golden file
-    for v in versions:
-        path = Path(sources[v]) if v in sources else fetch(v, Path(args.cache))
-        files = moriio_files(path)
-        wheels[v] = wheel_sha256(v, path)
-        if not any(f.endswith("moriio_connector.py") for f in files):
-            runs[v] = None
-            print(f"flow-moriio {v}: no MoRIIO in this release", flush=True)
-            continue
-        # What the driver reads: the MoRIIO modules and the core's unification error text.
-        read = [files[k] for k in sorted(files) if k.startswith(MORIIO)]
-        read.append(unify_error(files.get(KV_CACHE_UTILS, "")) or "")
-        # and the release's conv-state layout functions (a Mamba group's registration).
-        mamba_src = files.get(MAMBA_UTILS, "")
-        read.append(
-            "\n".join(
-                ast.unparse(n)
-                for n in ast.parse(mamba_src).body
-                if isinstance(n, ast.FunctionDef)
-                and n.name in ("get_conv_state_layout", "is_conv_state_dim_first")
-            )
-            if mamba_src
-            else ""
-        )
-        digest = hashlib.sha256("\n".join(read).encode()).hexdigest()[:16]
-        if digest not in done:
-            data = generate(v, files)
-            data["source_digest"] = digest
-            done[digest] = write_flow_data(out, "flow-moriio", data)
-        runs[v] = done[digest]
-        print(f"flow-moriio {v}: {runs[v]}", flush=True)
-        index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {}
+        for v in versions:
+            path = Path(sources[v]) if v in sources else fetch(v, Path(args.cache))
+            files = moriio_files(path)
+            if not any(f.endswith("moriio_connector.py") for f in files):
+                digests[v] = None
+                print(f"flow-moriio {v}: no MoRIIO in this release", flush=True)
+            else:
+                digests[v] = dg = source_digest(files)
+                if dg not in todo:
+                    todo[dg] = v
+                    reuse = stored_outcomes(out, runs.get(v)) if args.reuse else None
+                    futures[pool.submit(generate, v, files, reuse)] = dg
+            # Hashing a wheel reads all of it: done while the pool runs.
+            wheels[v] = wheel_sha256(v, path)
+        for fut in concurrent.futures.as_completed(futures):
+            data = fut.result()
+            data["source_digest"] = futures[fut]
+            done[futures[fut]] = write_flow_data(out, "flow-moriio", data)
+            print(f"flow-moriio {todo[futures[fut]]}: {done[futures[fut]]}", flush=True)
+    for v, dg in digests.items():
+        runs[v] = done[dg] if dg is not None else None
+    index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
     used = {n for part in index.values() for n in part.values() if n}
     for f in out.glob("flow-*.json.gz"):
         if f.name not in used:

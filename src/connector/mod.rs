@@ -571,10 +571,17 @@ pub const MORIIO_HYBRID_CORE: &str =
 pub const MORIIO_HYBRID_CORE_027: &str =
     "Failed to promote local KV cache specs to one unified type.";
 
-/// 0.30.0 `moriio_connector.py:419` (the scheduler's `__init__`, READ and WRITE).
-pub const MORIIO_HYBRID_030: &str = "MoRIIO only supports sliding-window hybrid models (e.g. \
-     Gemma) under the hybrid KV cache manager. Unsupported KV cache group spec(s): \
-     ['MambaSpec']. Pass --disable-hybrid-kv-cache-manager to run without HMA.";
+/// 0.30.0, READ and WRITE: each worker's `register_kv_caches`, which vLLM runs before the
+/// engine core builds the scheduler (0.30.0 `vllm/v1/engine/core.py:145` `_initialize_kv_caches`,
+/// then `:162`), gets every layer's `[B, H, N, C]` view, the Mamba layer's too
+/// (`vllm/v1/worker/utils.py:389`), and its layer geometry takes only attention views: the
+/// `ValueError` of `get_layer_transfer_geometry` (`moriio_layout.py:236`, via
+/// `moriio_connector.py:1922`). The text names the model's first Mamba layer and its view,
+/// `(num_blocks, 1, 1, state bytes)`. The scheduler's refusal (`NotImplementedError "MoRIIO only
+/// supports sliding-window hybrid models …"`, `moriio_connector.py:419`) is never reached.
+pub const MORIIO_HYBRID_WORKER_030: &str =
+    "Unsupported MoRIIO K/V cache shape for layer {mamba_layer}: ({num_blocks}, 1, 1, \
+     {mamba_state_bytes})";
 
 /// 0.30.0-0.32.0 WRITE with a sliding-window group (the scheduler's `__init__`, 0.30.0
 /// `moriio_connector.py:427`, 0.32.0 `:572`).
@@ -1058,10 +1065,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
         connector: "moriio",
         since: v(0, 30, 0),
         rules: Rules::MoriioRead(MoriioReadRules {
-            hybrid: MoriioHybrid::ConnectorRefuses(
-                VllmError::NotImplementedError,
-                MORIIO_HYBRID_030,
-            ),
+            hybrid: MoriioHybrid::ConnectorRefuses(VllmError::ValueError, MORIIO_HYBRID_WORKER_030),
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             layer_check: LayerCheck::ReplicatedHeads,
@@ -1181,10 +1185,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             dial: Dial::RemoteTpRank,
             dp_dial: DpDial::StridesByTp,
             mapping: WriteMapping::SameRank,
-            hybrid: MoriioHybrid::ConnectorRefuses(
-                VllmError::NotImplementedError,
-                MORIIO_HYBRID_030,
-            ),
+            hybrid: MoriioHybrid::ConnectorRefuses(VllmError::ValueError, MORIIO_HYBRID_WORKER_030),
             notices_reach_prefill: true,
             sliding_window: Some(MORIIO_SLIDING_WRITE_030),
         }),
