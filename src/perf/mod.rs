@@ -149,6 +149,7 @@ impl ModelPerf {
             // connectors see as full attention: `ModelSpec::layout_model` sets it from the
             // model's attention groups.
             sliding_window: false,
+            mamba_groups: None,
         }
     }
 
