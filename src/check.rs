@@ -1242,7 +1242,10 @@ pub fn pair_ok(
                 BlockLen::PerRankHeads => true,
             };
             let mamba = !(r.mamba_same_tp && shape.hybrid && p != d);
-            sizes && !(p > d && replicated && fan_in) && mamba && block_len
+            let starts =
+                !matches!(r.hybrid_kv_manager, crate::connector::NixlHma::Off(_)) || !shape.hybrid;
+            let groups = nixl_mamba_groups(shape, p, d, &r).is_ok();
+            starts && sizes && !(p > d && replicated && fan_in) && mamba && block_len && groups
         }
         Rules::MoriioRead(r) => {
             let sizes = match r.dial {
@@ -1413,14 +1416,14 @@ mod tests {
                 (8, 1, false),
                 (48, 6, false),
             ] {
-                for hybrid in [false, true] {
+                for (hybrid, mamba_groups) in [(false, None), (true, None), (true, Some(1))] {
                     let s = Shape {
                         num_attention_heads: a,
                         num_kv_heads: h,
                         is_mla: mla,
                         hybrid,
                         sliding_window: false,
-                        mamba_groups: None,
+                        mamba_groups,
                     };
                     for p in 1..=33 {
                         for d in 1..=33 {
