@@ -31,6 +31,11 @@ pub struct Shape {
     /// (Llama 4) is not: vLLM turns the manager off for it by default
     /// (vllm/config/vllm.py, `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`).
     pub sliding_window: bool,
+    /// A Mamba-2 model's B/C groups (`n_groups`), where known (`None`: unknown, or as many as
+    /// TP splits evenly). vLLM splits them over TP where TP divides them and otherwise (one
+    /// group) gives every rank its head shard's group whole (`extra_groups_for_head_shards`,
+    /// 0.20.0 `model_executor/layers/mamba/mamba_mixer2.py:299`).
+    pub mamba_groups: Option<i64>,
 }
 
 /// Which exception vLLM raises for a violation (`None`: vLLM raises nothing).
@@ -372,6 +377,8 @@ fn fan_in_checked(rule: FanInReplicated, shape: &Shape) -> bool {
 }
 
 pub(crate) fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<Flow, Violation> {
+    // 0. The engine start, before any handshake: the hybrid KV-cache manager.
+    nixl_hybrid_start(shape, r.hybrid_kv_manager)?;
     let h = shape.num_kv_heads;
     // 1. `_nixl_handshake`: the tp ratio, and with it the prefill rank(s) to dial.
     match r.ratio {
@@ -535,6 +542,9 @@ pub(crate) fn nixl_flow(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<
             }
         }
     }
+    // A Mamba-2 model whose B/C groups TP does not split on one side: vLLM's sub-projection
+    // offsets assume they do (silently, vLLM raises nothing).
+    nixl_mamba_groups(shape, p, d, r)?;
     // 3. What runs: decode rank r reads prefill rank r*P/D (D >= P, or MLA: one copy of the
     // latent), else its P/D prefill ranks, once per distinct head set (a hybrid model from
     // 0.20.0: every one, for its Mamba shard).
@@ -1092,6 +1102,7 @@ pub fn connector_report(
     if report.ok() {
         report.warnings.extend(flow_warnings(&flow, p, d));
         report.warnings.extend(nixl_hybrid_warnings(shape, profile));
+        report.warnings.extend(nixl_hma_warnings(shape, profile));
     }
 }
 
@@ -1231,7 +1242,10 @@ pub fn pair_ok(
                 BlockLen::PerRankHeads => true,
             };
             let mamba = !(r.mamba_same_tp && shape.hybrid && p != d);
-            sizes && !(p > d && replicated && fan_in) && mamba && block_len
+            let starts =
+                !matches!(r.hybrid_kv_manager, crate::connector::NixlHma::Off(_)) || !shape.hybrid;
+            let groups = nixl_mamba_groups(shape, p, d, &r).is_ok();
+            starts && sizes && !(p > d && replicated && fan_in) && mamba && block_len && groups
         }
         Rules::MoriioRead(r) => {
             let sizes = match r.dial {
@@ -1329,6 +1343,7 @@ mod tests {
         is_mla: false,
         hybrid: false,
         sliding_window: false,
+        mamba_groups: None,
     };
 
     #[test]
@@ -1370,6 +1385,7 @@ mod tests {
             is_mla: false,
             hybrid: false,
             sliding_window: false,
+            mamba_groups: None,
         };
         let r = check_pair(&s, 8, 4, profile("moriio@0.32.0").unwrap(), None);
         assert!(r.ok());
@@ -1400,13 +1416,14 @@ mod tests {
                 (8, 1, false),
                 (48, 6, false),
             ] {
-                for hybrid in [false, true] {
+                for (hybrid, mamba_groups) in [(false, None), (true, None), (true, Some(1))] {
                     let s = Shape {
                         num_attention_heads: a,
                         num_kv_heads: h,
                         is_mla: mla,
                         hybrid,
                         sliding_window: false,
+                        mamba_groups,
                     };
                     for p in 1..=33 {
                         for d in 1..=33 {
@@ -1521,4 +1538,90 @@ fn nixl_hybrid_warnings(shape: &Shape, profile: &ConnectorProfile) -> Vec<Warnin
         }
         _ => Vec::new(),
     }
+}
+
+/// The launch flag that keeps vLLM's hybrid KV-cache manager on with a KV connector.
+pub const HMA_FLAG: &str = "--no-disable-hybrid-kv-cache-manager";
+
+/// A model with Mamba-type layers at a NIXL engine start where no launch keeps the hybrid
+/// KV-cache manager on (`NixlHma::Off`, 0.11.0-0.17.x): the engine core's spec unification
+/// raises before any worker registers a cache.
+fn nixl_hybrid_start(shape: &Shape, hma: crate::connector::NixlHma) -> Result<(), Violation> {
+    match hma {
+        crate::connector::NixlHma::Off(message) if shape.hybrid => Err(Violation::new(
+            "hybrid_unsupported",
+            "pair",
+            message.into(),
+            format!(
+                "vLLM before 0.18.0 turns the hybrid KV-cache manager off for any KV connector \
+                 (and NIXL does not support it), and a model with Mamba-type layers needs it: \
+                 use vLLM 0.22.0 or newer, or 0.18.0-0.21.x with {HMA_FLAG}"
+            ),
+            VllmError::ValueError,
+            Stage::EngineStart,
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// NIXL 0.18.0-0.21.x keeps the hybrid KV-cache manager on only with [`HMA_FLAG`]
+/// (`NixlHma::OffUnlessFlag`): a model with Mamba-type or sliding-window layers needs it
+/// (Mamba: the engine does not start; sliding windows: every block of the window's layers
+/// moves, as full attention). pdtp deploy passes it.
+fn nixl_hma_warnings(shape: &Shape, profile: &ConnectorProfile) -> Vec<Warning> {
+    let crate::connector::Rules::Nixl(r) = &profile.rules else {
+        return Vec::new();
+    };
+    let crate::connector::NixlHma::OffUnlessFlag(message) = r.hybrid_kv_manager else {
+        return Vec::new();
+    };
+    let without = match (shape.hybrid, shape.sliding_window) {
+        (true, _) => format!("the engine does not start (ValueError({message:?}))"),
+        (false, true) => "its sliding-window layers are full attention and every block of \
+                          them moves"
+            .to_string(),
+        (false, false) => return Vec::new(),
+    };
+    vec![Warning {
+        code: "hybrid_kv_cache_manager_off",
+        message: format!(
+            "this vLLM (0.18.0-0.21.x) turns the hybrid KV-cache manager off for any \
+             --kv-transfer-config unless launched with {HMA_FLAG}: without it {without}; pdtp \
+             deploy passes it"
+        ),
+        consequence: consequence::NEEDS_SETTING,
+    }]
+}
+
+/// 0.20.0 on, NIXL moves a Mamba-2 model's conv state as three reads (x, B, C) at offsets it
+/// computes as if every sub-projection were split evenly over TP (`remote_conv_offsets`:
+/// the remote B section is `tp_ratio` local B sections, 0.20.0
+/// `kv_connector/v1/ssm_conv_transfer_utils.py:60-83`; P > D reads `b_bytes // |tp_ratio|`
+/// of each prefill rank, `nixl/worker.py:975-985`; 0.33.0 `ssm_conv_transfer_utils.py`
+/// `remote_conv_offsets`, the same). With fewer B/C groups than a side's TP (one group, which
+/// vLLM replicates: every rank holds its head shard's group whole) the sections are not that
+/// size: with P != D a decode rank's B and C slots get another part's bytes (C, the SSM
+/// state) or a fraction of its group (the rest never written). vLLM raises nothing.
+fn nixl_mamba_groups(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<(), Violation> {
+    let Some(g) = shape.mamba_groups else {
+        return Ok(());
+    };
+    if !shape.hybrid || !r.mamba_reads_every_rank || p == d || (g % p == 0 && g % d == 0) {
+        return Ok(());
+    }
+    Err(silent(
+        "mamba_groups_replicated",
+        consequence::WRONG_BYTES,
+        format!(
+            "the model's {g} Mamba B/C group(s) are replicated over TP (prefill_tp={p}, \
+             decode_tp={d}), and vLLM's NIXL reads a decode rank's B and C state at offsets \
+             that assume TP splits them: the decode rank's B/C conv state gets other bytes \
+             (the C or SSM state, or part of its group only); vLLM raises nothing and decodes \
+             with the wrong state"
+        ),
+        format!(
+            "use prefill_tp = decode_tp for this model (or TP sizes that divide its {g} \
+             group(s) on both sides)"
+        ),
+    ))
 }

@@ -96,6 +96,7 @@ pub fn transfer_map_of(
         is_mla,
         hybrid,
         sliding_window,
+        mamba_groups: None,
     };
     let report = check_pair(&shape, p, d, profile, None);
     if let Some(first) = report.violations.into_iter().next() {

@@ -78,8 +78,10 @@ def test_nixl_mamba_needs_equal_tp_018_to_019(version):
     assert pdtp.check(hybrid, 8, 8, connector="nixl", vllm_version=version).ok
     # The same pair of a model without Mamba layers, and the releases around: no such assert.
     assert pdtp.check(LLAMA, 4, 8, connector="nixl", vllm_version=version).ok
-    for other in ("0.17.1", "0.20.0"):
-        assert pdtp.check(hybrid, 4, 8, connector="nixl", vllm_version=other).ok
+    assert pdtp.check(hybrid, 4, 8, connector="nixl", vllm_version="0.20.0").ok
+    # (0.17.1 refuses the hybrid model at engine start, before any handshake.)
+    _, v = first(hybrid, 4, 8, "0.17.1")
+    assert v.code == "hybrid_unsupported"
 
 
 @pytest.mark.parametrize("version", ["0.20.0", "0.21.0", "0.23.0"])
@@ -143,7 +145,97 @@ def test_nixl_hybrid_needs_the_ds_conv_state_layout_from_020(version):
 def test_nixl_hybrid_before_020_needs_no_layout():
     hybrid = pdtp.ModelShape(32, 4, hybrid=True)
     r = pdtp.check(hybrid, 4, 4, connector="nixl", vllm_version="0.19.1", alternatives=0)
-    assert r.ok and not r.warnings
+    assert r.ok and not [w for w in r.warnings if w.code == "mamba_conv_state_layout"]
+
+
+HMA_TEXT = (
+    "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one "
+    "unified type."
+)
+
+
+@pytest.mark.parametrize("version", ["0.11.0", "0.11.1", "0.13.0", "0.14.0", "0.17.1"])
+def test_nixl_hybrid_refused_at_engine_start_before_018(version):
+    # vLLM turns the hybrid KV-cache manager off for any --kv-transfer-config (0.11.0
+    # vllm/config/__init__.py:506, 0.17.1 vllm/config/vllm.py:1184; kept on with
+    # --no-disable-hybrid-kv-cache-manager, 0.13.0 on, the factory refuses NixlConnector,
+    # 0.17.1 kv_connector/factory.py:58). The engine core then unifies the KV-cache specs
+    # when it sizes the cache, before any worker's register_kv_caches (0.17.1
+    # vllm/v1/core/kv_cache_utils.py:1231 `get_kv_cache_groups`), and a Mamba spec does not
+    # unify: ValueError at engine start (0.17.1 kv_cache_utils.py:1211), whatever the TP pair.
+    hybrid = pdtp.ModelShape(32, 4, hybrid=True)
+    for p, d in ((4, 4), (2, 4), (4, 2)):
+        r = pdtp.check(hybrid, p, d, connector="nixl", vllm_version=version, alternatives=0)
+        if version == "0.11.0" and d < p:
+            continue  # (the handshake's ZeroDivisionError comes later; the start is first)
+        v = r.violations[0]
+        assert (v.code, v.vllm_error, v.message, v.when) == (
+            "hybrid_unsupported",
+            "ValueError",
+            HMA_TEXT,
+            "engine_start",
+        )
+        assert "0.22.0" in v.hint
+    # A dense model, and sliding-window layers (unified to full attention), start.
+    assert pdtp.check(LLAMA, 4, 4, connector="nixl", vllm_version=version).ok
+    swa = pdtp.ModelShape(32, 4, sliding_window=True)
+    assert pdtp.check(swa, 4, 4, connector="nixl", vllm_version=version).ok
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.19.1", "0.20.0", "0.21.0"])
+def test_nixl_hybrid_kv_cache_manager_needs_the_flag_018_to_021(version):
+    # 0.18.0 vllm/config/vllm.py:1163-1167 (0.21.0 :1341): the manager is turned off for any
+    # --kv-transfer-config unless --no-disable-hybrid-kv-cache-manager is given, though
+    # NixlConnector is SupportsHMA. pdtp runs such models with a warning naming the flag.
+    for shape in (
+        pdtp.ModelShape(32, 4, hybrid=True),
+        pdtp.ModelShape(32, 4, sliding_window=True),
+    ):
+        r = pdtp.check(shape, 4, 4, connector="nixl", vllm_version=version, alternatives=0)
+        assert r.ok and r.verdict.kind == "valid_with_consequence"
+        (w,) = [w for w in r.warnings if w.code == "hybrid_kv_cache_manager_off"]
+        assert w.consequence == "needs_setting"
+        assert "--no-disable-hybrid-kv-cache-manager" in w.message
+        assert (HMA_TEXT in w.message) == shape.hybrid
+    plain = pdtp.check(LLAMA, 4, 4, connector="nixl", vllm_version=version)
+    assert plain.ok and not plain.warnings
+
+
+@pytest.mark.parametrize("version", ["0.17.1", "0.22.0", "0.33.0"])
+def test_nixl_no_hybrid_kv_cache_manager_flag_outside_018_to_021(version):
+    # 0.22.0 vllm/config/vllm.py:1440 keeps the manager on for a connector that supports it.
+    swa = pdtp.ModelShape(32, 4, sliding_window=True)
+    r = pdtp.check(swa, 4, 4, connector="nixl", vllm_version=version, alternatives=0)
+    assert not [w for w in r.warnings if w.code == "hybrid_kv_cache_manager_off"]
+
+
+def test_deploy_passes_the_hybrid_kv_cache_manager_flag_018_to_021():
+    import dataclasses
+
+    from pdtp.deployment.connectors.nixl import HMA_FLAG, NIXL_HMA_FLAG_RELEASES
+    from pdtp.deployment.versions import parse_version
+
+    plan = pdtp.solve(
+        "llama-3.1-8b", gpus=8, gpu="h100", connector="nixl", vllm_version="0.33.0",
+        mode="disaggregated",
+    )  # fmt: skip
+    spec = plan.model_spec
+    hybrid = dataclasses.replace(
+        spec, num_attention_layers=spec.num_layers - 8, attention_groups=()
+    )
+    since, until = NIXL_HMA_FLAG_RELEASES
+    for version in ("0.17.1", str(since), "0.19.1", "0.21.0", str(until), "0.33.0"):
+        flagged = since <= parse_version(version) < until
+        for model in (hybrid, spec):
+            dep = pdtp.deploy(dataclasses.replace(plan, model_spec=model, vllm_version=version))
+            got = {HMA_FLAG in i.launch.argv for i in dep.instances}
+            assert got == {flagged and model is hybrid}, (version, model is hybrid)
+        # The releases deploy passes it on are those pdtp's check warns on, with its text.
+        warned = pdtp.check(
+            pdtp.ModelShape(32, 4, hybrid=True), 4, 4, connector="nixl", vllm_version=version
+        ).warnings
+        flag = [w for w in warned if w.code == "hybrid_kv_cache_manager_off"]
+        assert bool(flag) == flagged and all(HMA_FLAG in w.message for w in flag)
 
 
 def test_deploy_sets_the_ds_conv_state_layout_for_hybrid_models_from_020():
@@ -172,3 +264,61 @@ def test_deploy_sets_the_ds_conv_state_layout_for_hybrid_models_from_020():
         assert any(w.code == "mamba_conv_state_layout" for w in warned) == sets
     dep = pdtp.deploy(plan)
     assert all(env not in dict(i.launch.env) for i in dep.instances)
+
+
+# nvidia/Nemotron-H-8B-Base-8K (trimmed, as tests/test_model.py has it; n_groups 8), its
+# B/C groups set per test.
+NEMOTRON_H = {
+    "model_type": "nemotron_h",
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+    "hidden_size": 4096,
+    "num_hidden_layers": 52,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 21504,
+    "ssm_state_size": 128,
+    "mamba_num_heads": 128,
+    "mamba_head_dim": 64,
+    "n_groups": 8,
+    "conv_kernel": 4,
+    "vocab_size": 131072,
+    "tie_word_embeddings": False,
+}
+
+
+def _nemotron_h(groups: int) -> pdtp.Model:
+    return pdtp.Model.from_hf_config({**NEMOTRON_H, "n_groups": groups})
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.24.0", "0.33.0"])
+def test_nixl_mamba2_one_group_unequal_tp_is_broken_from_020(version):
+    # One B/C group, replicated on every rank (0.20.0 mamba_mixer2.py:299-306); NIXL reads B
+    # and C at offsets for a group split over TP (0.20.0 kv_connector/v1/
+    # ssm_conv_transfer_utils.py:60 `remote_conv_offsets`; P > D nixl/worker.py:975): the
+    # decode rank's B/C state gets other bytes and vLLM raises nothing (tools/vllm_flow_nixl.py
+    # decodes every byte of those reads; `cargo test nixl_flow`).
+    one = _nemotron_h(1)
+    assert one.mamba_groups == 1 and _nemotron_h(8).mamba_groups == 8
+    for p, d in ((1, 2), (2, 4), (8, 2)):
+        r = pdtp.check(one, p, d, connector="nixl", vllm_version=version, alternatives=0)
+        assert r.verdict.kind == "broken" and not r.ok
+        v = r.violations[0]
+        assert (v.code, v.vllm_error, v.consequence) == (
+            "mamba_groups_replicated",
+            None,
+            "wrong_bytes",
+        )
+    # Equal TP, or groups both TP sizes divide: each rank reads its own B/C.
+    assert pdtp.check(one, 4, 4, connector="nixl", vllm_version=version).ok
+    assert pdtp.check(_nemotron_h(8), 2, 8, connector="nixl", vllm_version=version).ok
+    # A shape says so too; without the groups pdtp does not assume any.
+    shape = pdtp.ModelShape(32, 8, hybrid=True, mamba_groups=1)
+    assert not pdtp.check(shape, 2, 4, connector="nixl", vllm_version=version).ok
+    unknown = pdtp.ModelShape(32, 8, hybrid=True)
+    assert pdtp.check(unknown, 2, 4, connector="nixl", vllm_version=version).ok
+
+
+def test_mamba_groups_is_validated():
+    with pytest.raises(pdtp.PdtpError, match="mamba_groups"):
+        pdtp.ModelShape(32, 8, hybrid=True, mamba_groups=0)

@@ -103,7 +103,7 @@ OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden"
 # of H and 3H: 9, 18, 36 with 12 KV heads and 36 attention heads, ...); KV heads as the
 # issue lists them.
 TP_SIZES = list(range(1, 65))
-KV_HEADS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128]
+KV_HEADS = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 40, 64, 128]
 MLA_HEADS = [1, 8, 128]
 # Pipeline layouts (prefill PP, decode PP) at these TP sizes, 8 KV heads.
 PP_LAYOUTS = [(2, 1), (4, 1), (1, 2), (2, 2)]
@@ -131,6 +131,33 @@ BIG_BLOCKS = 20
 # x | B | C | SSM of MAMBA_UNITS / tp bytes each.
 MAMBA_UNITS = 192
 MAMBA_PARTS = ("x", "B", "C", "ssm")
+# Mamba-2 models with few B/C groups (n_groups, each of GROUP_STATE state channels): vLLM
+# splits the groups over TP where TP divides them, and where it does not (n_groups = 1 only:
+# `assert n_groups % tp_size == 0 or n_groups == 1`, 0.20.0 mamba_mixer2.py:285) every rank
+# holds its head shard's group whole (`extra_groups_for_head_shards`, :299-306): B and C
+# are replicated. The grid's `None` is the model above (as many groups as units).
+MAMBA_GROUPS = (1, 2, 4)
+GROUP_STATE = 64  # large enough that every P > D read of it (B // |ratio|) has bytes
+
+
+def mamba_loads(groups: int | None, tp: int) -> bool:
+    """The Mamba-2 mixer loads at ``tp`` (its head and group asserts, mamba_mixer2.py)."""
+    return MAMBA_UNITS % tp == 0 and (groups is None or groups % tp == 0 or groups == 1)
+
+
+def bc_units(groups: int | None, tp: int) -> int:
+    """B (= C) channels of one rank's conv state."""
+    if groups is None:
+        return MAMBA_UNITS // tp
+    return (groups // tp if groups % tp == 0 else 1) * GROUP_STATE
+
+
+def bc_base(groups: int | None, tp: int, rank: int) -> int:
+    """The first global B (= C) channel a rank holds (of ``groups * GROUP_STATE``): its
+    share of the groups, or, replicated, its head shard's group (``rank * groups // tp``)."""
+    if groups is None or groups % tp == 0:
+        return rank * bc_units(groups, tp)
+    return rank * groups // tp * GROUP_STATE
 
 
 class _Clock:
@@ -310,6 +337,7 @@ class NixlFlow(Nixl):
 
     def __init__(self, rel: Release):
         super().__init__(rel)
+        self.path: Path = getattr(rel, "path", Path())
         methods: dict[str, ast.FunctionDef] = {}
         for cls in self.WORKERS:
             for name, node in rel.methods(cls).items():
@@ -335,7 +363,9 @@ class NixlFlow(Nixl):
         conv_ns = dict(ns)
         conv_ns.update(
             torch=_Torch,
-            is_conv_state_dim_first=lambda: True,  # run as deployed: DS (mamba_conv_layout)
+            # Replaced by the release's own function under VLLM_SSM_CONV_STATE_LAYOUT=DS
+            # (`conv_layout_function`), as pdtp deploy launches, where the release has it.
+            is_conv_state_dim_first=_no_layout_function,
             MambaAttentionBackendEnum=_MambaBackend,
         )
         for name in ("MambaConvSplitInfo", "derive_mamba_conv_split"):
@@ -343,6 +373,7 @@ class NixlFlow(Nixl):
             if found:
                 compile_defs([found[1]], conv_ns, name)
         self.derive = conv_ns.get("derive_mamba_conv_split")
+        self.conv_ns = conv_ns
         self.mamba_type_enum = "MambaAttentionBackendEnum" in (
             ast.unparse(rel.find("derive_mamba_conv_split")[1]) if self.derive else ""
         )
@@ -422,6 +453,10 @@ class NixlFlow(Nixl):
     # ---------------------------------------------------------------- one vector
 
     hybrid = False
+    # The Mamba-2 model's B/C groups (`MAMBA_GROUPS`; None: as many as units), per vector.
+    groups: int | None = None
+    # The engine start's hybrid KV-cache manager (`hybrid_kv_cache_manager`), set per run.
+    hma_start: dict[str, Any] | None = None
 
     def topology(self, rank: int, d: int, h: int, mla: bool, w: Any) -> Any:
         # A hybrid model's topology says so (`is_mamba=self._has_mamba`, 0.33.0
@@ -444,7 +479,7 @@ class NixlFlow(Nixl):
             # The prefill rank's Mamba state per block: conv (x | B | C) and SSM bytes, within
             # one attention page (one physical block per logical block).
             n = MAMBA_UNITS // p
-            m.ssm_sizes = (3 * n, n)
+            m.ssm_sizes = (n + 2 * bc_units(self.groups, p), n)
         return m
 
     # The model has sliding-window layers (set per vector, as `hybrid`).
@@ -591,16 +626,17 @@ class NixlFlow(Nixl):
         conv | SSM), registered by the release's own ``register_local_xfer_handler`` (whole
         blocks, split in two K/V virtual regions, then the Mamba descriptors)."""
         n = MAMBA_UNITS // tp
+        b = bc_units(self.groups, tp)
         spec = vg._MambaSpec()
-        spec.shapes = ((3 * n, 1), (n, 1, 1))
+        spec.shapes = ((n + 2 * b, 1), (n, 1, 1))
         spec.dtypes = (1, 1)
         spec.mamba_type = _MambaBackend.MAMBA2 if self.mamba_type_enum else "mamba2"
-        w._mamba_ssm_size = (3 * n, n)
+        w._mamba_ssm_size = (n + 2 * b, n)
         w._conv_decomp = self.derive(spec, tp) if self.derive else None
         w._physical_blocks_per_logical = {"decode": 1}
         page = w.block_len_per_layer[0]
-        if 4 * n > page:
-            raise HarnessError(f"a Mamba state of {4 * n} bytes in a {page}-byte page")
+        if 2 * n + 2 * b > page:
+            raise HarnessError(f"a Mamba state of {2 * n + 2 * b} bytes in a {page}-byte page")
         w.kv_caches_base_addr["decode"][rank] = [
             LOCAL_BASE + i * REGION for i in range(vg.NUM_LAYERS)
         ]
@@ -855,8 +891,8 @@ class NixlFlow(Nixl):
                     lo = (la - LOCAL_BASE) % REGION % lpage
                     ro = (ra - REMOTE_BASE) % REGION % rpage
                     for b in range(ll):
-                        lpart, lg = _mamba_unit(lo + b, rank, d)
-                        rpart, rg = _mamba_unit(ro + b, q, p)
+                        lpart, lg = _mamba_unit(lo + b, rank, d, self.groups)
+                        rpart, rg = _mamba_unit(ro + b, q, p, self.groups)
                         if (lpart, lg) != (rpart, rg):
                             wrong.add((f"{rpart}->{lpart}", rg, lg))
                         state[rpart].add(rg)
@@ -960,10 +996,21 @@ class NixlFlow(Nixl):
         return [["ok"], body, [counts, freed]]
 
 
-def _mamba_unit(offset: int, rank: int, tp: int) -> tuple[str, int]:
+def _mamba_unit(offset: int, rank: int, tp: int, groups: int | None = None) -> tuple[str, int]:
     """The (part, global unit) one byte at ``offset`` of a rank's page holds, in the
-    grid's Mamba-2 state (x | B | C | SSM, ``MAMBA_UNITS / tp`` bytes each)."""
+    grid's Mamba-2 state (x | B | C | SSM: ``MAMBA_UNITS / tp`` bytes of x and SSM heads,
+    ``bc_units`` of B and C; B and C units global of ``groups * GROUP_STATE``)."""
     n = MAMBA_UNITS // tp
+    if groups is not None:
+        b = bc_units(groups, tp)
+        if offset < n:
+            return "x", rank * n + offset
+        if offset < n + 2 * b:
+            part = "B" if offset < n + b else "C"
+            return part, bc_base(groups, tp, rank) + (offset - n) % b
+        if offset < 2 * n + 2 * b:
+            return "ssm", rank * n + offset - n - 2 * b
+        return "padding", offset
     part = offset // n
     if part >= len(MAMBA_PARTS):
         return "padding", offset
@@ -1211,7 +1258,8 @@ def attention_heads(h: int) -> list[int]:
 
 def grid() -> list[list[Any]]:
     """[P, D, KV heads, MLA, hybrid, prefill PP, decode PP, prefill DP, decode DP, attention
-    heads, sliding window] of every vector (sizes that load the model on both sides — KV heads as
+    heads, sliding window(, B/C groups)] of every vector (sizes that load the model on both
+    sides — KV heads as
     ``QKVParallelLinear`` splits them, attention heads divisible by TP as vLLM's
     ``ModelConfig.verify_with_parallel_config`` asserts: other vectors never reach the
     connector). NIXL's code never reads the attention heads (no ``num_attention_heads`` in
@@ -1246,6 +1294,22 @@ def grid() -> list[list[Any]]:
                     and MANY_HEADS % d == 0
                 ):
                     out.append([p, d, h, False, False, 1, 1, 1, 1, MANY_HEADS, True])
+    # Mamba-2 models with MAMBA_GROUPS B/C groups (a 12th field): TP sizes the mixer loads
+    # at (n_groups = 1 at every TP, replicated; 2 and 4 at the TP sizes dividing them).
+    for g in MAMBA_GROUPS:
+        for h in KV_HEADS:
+            for a in attention_heads(h):
+                for p in TP_SIZES:
+                    for d in TP_SIZES:
+                        if (
+                            loads(h, p, False)
+                            and loads(h, d, False)
+                            and a % p == 0
+                            and a % d == 0
+                            and mamba_loads(g, p)
+                            and mamba_loads(g, d)
+                        ):
+                            out.append([p, d, h, False, True, 1, 1, 1, 1, a, False, g])
     for ppp, dpp in PP_LAYOUTS:
         for p in PP_TP:
             for d in PP_TP:
@@ -1258,7 +1322,15 @@ def grid() -> list[list[Any]]:
 
 
 def outcome(flow: NixlFlow, conn: Any, ports: Any, v: list[Any]) -> list[Any]:
-    p, d, h, mla, hybrid, ppp, dpp, pdp, ddp, _attention_heads, sliding = v
+    p, d, h, mla, hybrid, ppp, dpp, pdp, ddp, _attention_heads, sliding = v[:11]
+    flow.groups = v[11] if len(v) > 11 else None
+    hma = flow.hma_start
+    if hybrid and hma is not None and True not in (hma["default"], hma["with_flag"]):
+        # No launch keeps the hybrid KV-cache manager on (0.11.0-0.17.x): the engine core
+        # unifies the specs when it sizes the KV cache, before any worker registers one
+        # (`get_kv_cache_configs` -> `get_kv_cache_groups`, 0.17.1
+        # vllm/v1/core/kv_cache_utils.py:1231), and a Mamba spec does not unify.
+        return [["engine_start", *hma["mamba"], "core"], None, None]
     flow.sliding = sliding
     tp_only = ppp == dpp == pdp == ddp == 1
     flow.num_blocks = BIG_BLOCKS if (sliding or hybrid) and tp_only else vg.NUM_BLOCKS
@@ -1336,6 +1408,239 @@ def send_timeout(rel: Release, path: Path) -> list[Any]:
     raise SystemExit(f"{rel.version}: cannot tell the deferred-send deadline")
 
 
+# The launch flag that keeps vLLM's hybrid KV-cache manager on with a KV connector.
+HMA_FLAG = "--no-disable-hybrid-kv-cache-manager"
+KV_CACHE_UTILS = "vllm/v1/core/kv_cache_utils.py"
+KV_CACHE_INTERFACE = "vllm/v1/kv_cache_interface.py"
+
+
+class _KvSpec:
+    """A KV-cache spec stand-in for the release's spec unification: the fields it reads and
+    copies, ``merge`` asserting one spec type (``KVCacheSpec.merge`` / ``FullAttentionSpec
+    .merge``: an ``AssertionError`` is what ``is_kv_cache_spec_uniform`` catches)."""
+
+    def __init__(self, **fields: Any):
+        self.block_size = vg.BLOCK_SIZE
+        self.num_kv_heads = 8
+        self.head_size = 128
+        self.head_size_v = 128
+        self.dtype = 2
+        self.sliding_window = None
+        self.attention_chunk_size = None
+        self.page_size_padded = None
+        self.__dict__.update(fields)
+
+    def __getattr__(self, name: str) -> Any:
+        # A field the conversion copies and no test here reads (a quantization mode, ...).
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+    def merge(self, specs: list[Any]) -> Any:
+        assert all(type(s) is type(self) for s in specs)
+        return self
+
+
+def _spec_classes() -> dict[str, type]:
+    names = (
+        "AttentionSpec",
+        "FullAttentionSpec",
+        "SlidingWindowSpec",
+        "ChunkedLocalAttentionSpec",
+        "CrossAttentionSpec",
+        "MambaSpec",
+        "MLAAttentionSpec",
+        "SlidingWindowMLASpec",
+        "SinkFullAttentionSpec",
+        "EncoderOnlyAttentionSpec",
+    )
+    out: dict[str, type] = {"KVCacheSpec": _KvSpec}
+    out["AttentionSpec"] = type("AttentionSpec", (_KvSpec,), {})
+    out["FullAttentionSpec"] = type("FullAttentionSpec", (out["AttentionSpec"],), {})
+    for name in names:
+        if name not in out:
+            base = out["FullAttentionSpec"] if name.endswith("MLASpec") else out["AttentionSpec"]
+            out[name] = type(name, (_KvSpec if name == "MambaSpec" else base,), {})
+    return out
+
+
+def hybrid_kv_cache_manager(rel: Release, path: Path, supports_hma: bool) -> dict[str, Any]:
+    """What the engine start does with a model whose layers are not all full attention, with
+    ``--kv-transfer-config`` naming NixlConnector: the release's own ``VllmConfig
+    .__post_init__`` statements that set ``scheduler_config.disable_hybrid_kv_cache_manager``
+    (vllm/config/vllm.py; vllm/config/__init__.py in 0.11.0), run with the field at its default
+    and with ``HMA_FLAG`` (``False``), the connector's ``SupportsHMA`` as the factory reports
+    it; then, where the manager is off, the release's ``unify_hybrid_kv_cache_specs``
+    (vllm/v1/core/kv_cache_utils.py, called by ``get_kv_cache_groups`` when the engine core
+    sizes the KV cache, before any worker's ``register_kv_caches``) on the specs of a hybrid
+    model (full attention + Mamba) and of a sliding-window one (full + sliding window).
+    ``{"flag", "default": manager on, "with_flag": on | [class, message] (the flag refused),
+    "mamba": [class, message] | None (with the manager off), "sliding": "unified" | [class,
+    message]}``."""
+    src = next((_wheel_text(path, f) for f in CONFIG_FILES if _wheel_text(path, f)), "")
+    cls = next(
+        (
+            n
+            for n in ast.walk(ast.parse(src))
+            if isinstance(n, ast.ClassDef) and n.name == "VllmConfig"
+        ),
+        None,
+    )
+    post = (
+        next(
+            (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__post_init__"),
+            None,
+        )
+        if cls
+        else None
+    )
+    if post is None:
+        raise SystemExit(f"{rel.version}: no VllmConfig.__post_init__")
+
+    class _NoImports(ast.NodeTransformer):
+        def visit_Import(self, node: ast.AST) -> ast.AST:
+            return ast.Pass()
+
+        visit_ImportFrom = visit_Import
+
+    stmts = [
+        _NoImports().visit(ast.parse(ast.unparse(s)).body[0])
+        for s in post.body
+        if "hybrid_kv_cache_manager" in ast.unparse(s)
+    ]
+    if not any("kv_transfer_config" in ast.unparse(s) for s in stmts):
+        raise SystemExit(f"{rel.version}: the config never reads kv_transfer_config for HMA")
+    sched_src = _wheel_text(path, "vllm/config/scheduler.py")
+    default: Any = (
+        None if "disable_hybrid_kv_cache_manager: bool | None = None" in sched_src else False
+    )
+
+    class _Factory:
+        @staticmethod
+        def get_connector_class(config: Any) -> Any:
+            return type(config.kv_connector, (), {})
+
+        @staticmethod
+        def supports_hma_config(config: Any) -> bool:
+            return supports_hma
+
+    ns = vg.base_namespace()
+    ns.update(
+        envs=Stub(VLLM_USE_V1=True, VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=False),
+        current_platform=Stub(support_hybrid_kv_cache=lambda: True),
+        KVConnectorFactory=_Factory,
+        supports_hma=lambda c: supports_hma,
+        KVTransferConfig=lambda **k: Stub(**k),
+    )
+    fn = function_from_statements(
+        "_hma", ["self"], stmts, "self.scheduler_config.disable_hybrid_kv_cache_manager", ns
+    )
+
+    def manager_on(flag: Any) -> Any:
+        cfg = Stub(
+            scheduler_config=Stub(disable_hybrid_kv_cache_manager=flag),
+            kv_transfer_config=Stub(
+                kv_connector="NixlConnector", kv_connector_extra_config={}, kv_role="kv_both"
+            ),
+            kv_events_config=None,
+            model_config=Stub(attention_chunk_size=None),
+            speculative_config=None,
+            attention_config=Stub(hisparse_config=None),
+        )
+        try:
+            return not fn(cfg)
+        except (NameError, AttributeError, TypeError) as e:
+            raise HarnessError(f"{rel.version}: the HMA statements: {e}") from e
+        except Exception as e:
+            return _err(e)
+
+    on = manager_on(default)
+    # 0.11.0-0.13.0 have no flag to keep it on (the field defaults to False and the
+    # statements turn it off for any connector); 0.14.0-0.17.x refuse it in the factory for a
+    # connector without SupportsHMA (0.17.1 `kv_connector/factory.py:58`).
+    with_flag = manager_on(False) if default is None else on
+    if with_flag is True and not supports_hma:
+        with_flag = factory_refusal(rel, path)
+    off = on is not True
+    if not off:
+        # With the manager on, no spec is unified (the KV-cache groups stay apart).
+        return {
+            "flag": HMA_FLAG,
+            "default": on,
+            "with_flag": with_flag,
+            "mamba": None,
+            "sliding": None,
+        }
+    utils = _wheel_text(path, KV_CACHE_UTILS)
+    iface = _wheel_text(path, KV_CACHE_INTERFACE)
+    funcs = {n.name: n for n in ast.parse(utils).body if isinstance(n, ast.FunctionDef)}
+    uni = (
+        next(
+            n
+            for n in ast.parse(iface).body
+            if isinstance(n, ast.ClassDef) and n.name == "UniformTypeKVCacheSpecs"
+        )
+        if "class UniformTypeKVCacheSpecs" in iface
+        else None
+    )
+    uns = vg.base_namespace()
+    specs = _spec_classes()
+    uns.update(specs)
+    names = ["unify_hybrid_kv_cache_specs", "is_kv_cache_spec_uniform"]
+    compile_defs([funcs[n] for n in names], uns, "kv_cache_utils")
+    if uni is not None:
+        method = next(
+            m for m in uni.body if isinstance(m, ast.FunctionDef) and m.name == "is_uniform_type"
+        )
+        compile_defs([method], uns, "UniformTypeKVCacheSpecs")
+        uns["UniformTypeKVCacheSpecs"] = type(
+            "UniformTypeKVCacheSpecs", (), {"is_uniform_type": classmethod(uns["is_uniform_type"])}
+        )
+    vg.COMPILED.append(utils)
+
+    def unify(other: str) -> Any:
+        layers = {f"layer.{i}": specs["FullAttentionSpec"]() for i in range(3)}
+        layers["layer.3"] = (
+            specs[other](sliding_window=32) if other != "MambaSpec" else specs[other]()
+        )
+        try:
+            uns["unify_hybrid_kv_cache_specs"](layers)
+        except (NameError, AttributeError, TypeError, KeyError) as e:
+            raise HarnessError(f"{rel.version}: unify_hybrid_kv_cache_specs: {e}") from e
+        except Exception as e:
+            return _err(e)
+        kinds = {type(s).__name__ for s in layers.values()}
+        return "unified" if kinds == {"FullAttentionSpec"} else sorted(kinds)
+
+    return {
+        "flag": HMA_FLAG,
+        "default": on,
+        "with_flag": with_flag,
+        "mamba": unify("MambaSpec"),
+        "sliding": unify("SlidingWindowSpec"),
+    }
+
+
+def factory_refusal(rel: Release, path: Path) -> list[str]:
+    """What ``KVConnectorFactory.create_connector`` raises for a connector without
+    ``SupportsHMA`` when the hybrid KV-cache manager is on (its ``raise`` evaluated with
+    NixlConnector; 0.17.1 ``kv_connector/factory.py:58``)."""
+    src = _wheel_text(path, "vllm/distributed/kv_transfer/kv_connector/factory.py")
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Raise) and "support HMA" in ast.unparse(node) and node.exc:
+            ns = vg.base_namespace()
+            ns["connector_cls"] = type("NixlConnector", (), {})
+            try:
+                exc = eval(compile(ast.Expression(node.exc), "<vllm factory>", "eval"), ns)
+            except Exception as e:
+                raise HarnessError(f"{rel.version}: the factory's HMA refusal: {e}") from e
+            return _err(exc)
+    raise SystemExit(f"{rel.version}: the manager stays on for NIXL and no factory refusal")
+
+
+CONFIG_FILES = ("vllm/config/vllm.py", "vllm/config/__init__.py")
+
+
 MAMBA_UTILS = "vllm/model_executor/layers/mamba/mamba_utils.py"
 
 
@@ -1376,18 +1681,44 @@ def mamba_conv_layout(rel: Release, path: Path) -> dict[str, Any] | None:
     env = "VLLM_SSM_CONV_STATE_LAYOUT"
 
     def layout(value: str | None) -> bool:
-        ns = vg.base_namespace()
-        ns["envs"] = Stub(**{env: value})
-        ns["logger"] = Stub(info_once=lambda *a, **k: None, info=lambda *a, **k: None)
-        compile_defs(list(defs.values()), ns, "mamba_utils")
-        return bool(ns["is_conv_state_dim_first"]())
+        return bool(conv_layout_function(defs, value)())
 
     passes = [v for v in ("SD", "DS") if layout(v)]
     return {
         "env": env,
         "passes": passes,
         "error": None if layout(None) else ["AssertionError", message],
+        # The hybrid vectors run the release's `is_conv_state_dim_first` with this value.
+        "vectors_run_with": "DS",
     }
+
+
+def _no_layout_function() -> bool:
+    raise HarnessError("is_conv_state_dim_first called in a release without the layout assert")
+
+
+def conv_layout_defs(path: Path) -> dict[str, ast.FunctionDef]:
+    utils = _wheel_text(path, MAMBA_UTILS)
+    return (
+        {
+            n.name: n
+            for n in ast.parse(utils).body
+            if isinstance(n, ast.FunctionDef)
+            and n.name in ("get_conv_state_layout", "is_conv_state_dim_first")
+        }
+        if utils
+        else {}
+    )
+
+
+def conv_layout_function(defs: dict[str, ast.FunctionDef], value: str | None) -> Any:
+    """The release's ``is_conv_state_dim_first`` with ``VLLM_SSM_CONV_STATE_LAYOUT`` =
+    ``value`` (None: unset)."""
+    ns = vg.base_namespace()
+    ns["envs"] = Stub(VLLM_SSM_CONV_STATE_LAYOUT=value)
+    ns["logger"] = Stub(info_once=lambda *a, **k: None, info=lambda *a, **k: None)
+    compile_defs(list(defs.values()), ns, "mamba_utils")
+    return ns["is_conv_state_dim_first"]
 
 
 def load_failure_policy(path: Path) -> str | None:
@@ -1415,9 +1746,24 @@ def load_failure_policy(path: Path) -> str | None:
     return None
 
 
-def generate(rel: Release, conv_layout: dict[str, Any] | None = None) -> dict[str, Any]:
+def generate(
+    rel: Release, conv_layout: dict[str, Any] | None = None, hma: dict[str, Any] | None = None
+) -> dict[str, Any]:
     COMPILED.clear()
     flow = NixlFlow(rel)
+    flow.hma_start = hma
+    if conv_layout is not None:
+        # The hybrid vectors run under DS, as pdtp deploy sets it: the release's own function.
+        defs = conv_layout_defs(flow.path)
+        fn = conv_layout_function(defs, conv_layout["vectors_run_with"])
+        if not fn():
+            raise SystemExit(f"{rel.version}: DS does not pass the release's conv-layout check")
+        flow.conv_ns["is_conv_state_dim_first"] = fn
+    if hma is not None and True not in (hma["default"], hma["with_flag"]):
+        # The manager off: sliding-window layers are full attention to the connector.
+        if hma["sliding"] != "unified":
+            raise SystemExit(f"{rel.version}: sliding-window specs not unified: {hma}")
+        flow.hma = False
     conn = engine_start_pp(rel)
     ports = side_channel_ports(rel)
     vectors = grid()
@@ -1427,7 +1773,7 @@ def generate(rel: Release, conv_layout: dict[str, Any] | None = None) -> dict[st
     seen: dict[str, Any] = {}
     for v in vectors:
         # The attention heads change nothing NIXL runs: one run per other fields.
-        run = json.dumps([*v[:9], v[10]])
+        run = json.dumps([*v[:9], *v[10:]])
         if run not in seen:
             seen[run] = outcome(flow, conn, ports, v)
         item = seen[run]
@@ -1445,7 +1791,13 @@ def generate(rel: Release, conv_layout: dict[str, Any] | None = None) -> dict[st
         # A hybrid model's engine start with the conv-state layout left at its default
         # (the hybrid vectors run with the layout the assert accepts, as pdtp deploy sets it).
         "mamba_conv_layout": conv_layout,
+        # The hybrid KV-cache manager at engine start with NIXL (`hybrid_kv_cache_manager`):
+        # on by default, or only with HMA_FLAG (the vectors run with it, as pdtp deploy
+        # launches), and what a Mamba / sliding-window model meets with it off.
+        "hybrid_kv_cache_manager": hma,
         "block_read": {
+            # B and C channels of a vector with B/C groups: groups x group_state.
+            "group_state": GROUP_STATE,
             "request_blocks": SEQ_BLOCKS,
             "windows": list(WINDOWS),
             "block_size": vg.BLOCK_SIZE,
@@ -1483,15 +1835,17 @@ def main(argv: list[str] | None = None) -> None:
     for v in versions:
         path = Path(sources[v]) if v in sources else fetch(v, Path(args.cache))
         rel = Release(v, path)
+        rel.path = path  # type: ignore[attr-defined]
         if path.is_file():
             wheels[v] = f"{path.name} sha256:{sha256(path)}"
         policy = load_failure_policy(path)
         timeout = send_timeout(rel, path)
         conv_layout = mamba_conv_layout(rel, path)
-        key = f"{policy}\n{timeout}\n{conv_layout}\n{nixl_source(rel)}"
+        hma = hybrid_kv_cache_manager(rel, path, NixlFlow(rel).hma)
+        key = f"{policy}\n{timeout}\n{conv_layout}\n{hma}\n{nixl_source(rel)}"
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         if digest not in done:
-            data = generate(rel, conv_layout)
+            data = generate(rel, conv_layout, hma)
             data["source_digest"] = digest
             data["load_failure_policy"] = policy
             data["send_timeout"] = timeout

@@ -452,6 +452,7 @@ _NON_NEGATIVE_INT_FIELDS: Final[tuple[str, ...]] = (
     "qk_rope_head_dim",
     "expert_params",
     "embedding_params",
+    "mamba_groups",
     "output_groups",
     "index_topk",
     "index_heads",
@@ -555,6 +556,11 @@ class Model:
     index_topk: int = 0
     index_heads: int = 0
     index_head_dim: int = 0
+    #: The B/C groups of a Mamba-2 model's layers (``n_groups``; 0: none, or Mamba-1 / linear
+    #: attention). vLLM splits them over TP where TP divides them and otherwise (one group)
+    #: replicates the group on every rank, which NIXL's conv-state reads do not expect
+    #: (``pdtp.check``: ``mamba_groups_replicated``).
+    mamba_groups: int = 0
 
     def __post_init__(self) -> None:
         who = f"Model {_shown(self.name)}" if isinstance(self.name, str) else "Model"
@@ -1335,6 +1341,7 @@ def _parse_config(
     groups = _attention_groups(cfg, layers, shapes, is_mla)
     num_attention_layers = sum(g.num_layers for g in groups)
     state_bytes = _state_bytes(cfg, layers, hidden, model_type)
+    mamba_groups = _mamba_groups(cfg, layers, hidden, model_type)
 
     num_moe_layers = sum(1 for layer in layers if layer.ffn in ("moe", "dense+moe"))
     dense_width = shapes.dense_intermediate
@@ -1400,6 +1407,7 @@ def _parse_config(
             index_topk=dsa[0],
             index_heads=dsa[1],
             index_head_dim=dsa[2],
+            mamba_groups=mamba_groups,
         )
     except ConfigError as exc:
         raise ConfigError(f"{label}: {exc}") from None
@@ -1792,6 +1800,14 @@ def _state_bytes(cfg: _Cfg, layers: list[_Layer], hidden: int, model_type: str) 
                 per[kind] = _one_state(cfg, kind, hidden, model_type)
             total += per[kind]
     return total
+
+
+def _mamba_groups(cfg: _Cfg, layers: list[_Layer], hidden: int, model_type: str) -> int:
+    """The B/C groups of the model's Mamba-2 layers (0 without any)."""
+    if not any(layer.mixer == "mamba" or layer.also_mamba for layer in layers):
+        return 0
+    m = _mamba_dims(cfg, hidden, model_type)
+    return 0 if m.v1 else m.groups
 
 
 def _one_state(cfg: _Cfg, kind: str, hidden: int, model_type: str) -> int:

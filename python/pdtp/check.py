@@ -51,9 +51,14 @@ class ModelShape:
     #: of their own under vLLM's hybrid KV-cache manager (chunked local attention, Llama 4,
     #: is not: vLLM turns the manager off for it).
     sliding_window: bool = False
+    #: A Mamba-2 model's B/C groups (``n_groups``), where known: vLLM replicates one group
+    #: over TP ranks, which NIXL's conv-state reads do not expect (None: unknown).
+    mamba_groups: int | None = None
 
     def __post_init__(self) -> None:
         positive_int("num_attention_heads", self.num_attention_heads, maximum=MAX_HEADS)
+        if self.mamba_groups is not None:
+            positive_int("mamba_groups", self.mamba_groups, maximum=MAX_HEADS)
         positive_int("num_kv_heads", self.num_kv_heads, maximum=MAX_HEADS)
         flag("is_mla", self.is_mla)
         flag("hybrid", self.hybrid)
@@ -79,12 +84,19 @@ def model_shape(model: Any) -> ModelShape:
             str(getattr(model, "name", "model")),
             is_hybrid(model),
             is_sliding(model),
+            getattr(model, "mamba_groups", None) or None,
         )
     from .catalog import resolve_model  # lazy: the catalog loads data files
 
     m = resolve_model(model)
     return ModelShape(
-        m.num_attention_heads, m.num_kv_heads, m.is_mla, m.name, is_hybrid(m), is_sliding(m)
+        m.num_attention_heads,
+        m.num_kv_heads,
+        m.is_mla,
+        m.name,
+        is_hybrid(m),
+        is_sliding(m),
+        m.mamba_groups or None,
     )
 
 

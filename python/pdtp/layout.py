@@ -135,12 +135,13 @@ def supports_pp(model: Any) -> bool:
     return False
 
 
-def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool, bool, int]:
+def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool, bool, int, int]:
     """What the layout rules read of a model: ``(attention heads, KV heads, MLA, layers,
     routed experts, supports pipeline parallel, hybrid, sliding window, output-projection
-    groups)``. ``model``: a ``pdtp.Model`` or anything with the attention numbers (a
-    ``ModelShape`` has no layer or expert counts: 1 and 0; output groups 0 = none, only
-    DeepSeek-V4 has them: TP above them is refused as vLLM 0.33 fails)."""
+    groups, Mamba-2 B/C groups)`` (the last 0 where unknown). ``model``: a ``pdtp.Model`` or
+    anything with the attention numbers (a ``ModelShape`` has no layer or expert counts: 1 and
+    0; output groups 0 = none, only DeepSeek-V4 has them: TP above them is refused as vLLM
+    0.33 fails)."""
     return (
         model.num_attention_heads,
         model.num_kv_heads,
@@ -151,6 +152,7 @@ def layout_model(model: Any) -> tuple[int, int, bool, int, int, bool, bool, bool
         is_hybrid(model),
         is_sliding(model),
         int(getattr(model, "output_groups", 0) or 0),
+        int(getattr(model, "mamba_groups", 0) or 0),
     )
 
 

@@ -94,7 +94,7 @@ class CheckWarning:
 
 @int64_arguments
 def _check_layouts(
-    model: tuple[int, int, bool, int, int, bool, bool, bool, int],
+    model: tuple[int, int, bool, int, int, bool, bool, bool, int, int],
     prefill: tuple[int, int, int, bool],
     decode: tuple[int, int, int, bool],
     connector: str,

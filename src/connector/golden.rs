@@ -308,6 +308,7 @@ fn compare_pairs(connector: &str, release: &str, data: &Value, tally: &mut Tally
                 is_mla: mla,
                 hybrid: false,
                 sliding_window: false,
+                mamba_groups: None,
             };
             for p in 1..=max_tp {
                 for d in 1..=max_tp {
@@ -370,6 +371,7 @@ fn compare_pairs(connector: &str, release: &str, data: &Value, tally: &mut Tally
             is_mla: true,
             hybrid: false,
             sliding_window: false,
+            mamba_groups: None,
         };
         for p in 1..=max_tp {
             for d in 1..=max_tp {
@@ -892,6 +894,7 @@ fn pdtp_flow_report(
         is_mla: v.mla,
         hybrid: v.hybrid == "mamba",
         sliding_window: v.hybrid == "sliding",
+        mamba_groups: None,
     };
     let flow = connector_flow(&shape, v.p, v.d, profile);
     let report = grid_report(shape, (v.p, v.ppp, v.pdp), (v.d, v.dpp, v.ddp), profile);
@@ -1828,6 +1831,7 @@ fn moriio_flow_mamba_refusals_per_release() {
                 is_mla: vec[4].as_bool().unwrap(),
                 hybrid: true,
                 sliding_window: false,
+                mamba_groups: None,
             };
             let r = crate::check::check_pair(&shape, 2, 2, profile, None);
             assert_eq!(r.violations[0].message, want, "{release} {connector}");

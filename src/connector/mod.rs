@@ -473,6 +473,34 @@ pub struct NixlRules {
     /// so without `VLLM_SSM_CONV_STATE_LAYOUT=DS` the engine does not start. The assert's
     /// text.
     pub mamba_conv_layout: Option<&'static str>,
+    /// Whether vLLM's hybrid KV-cache manager is on at engine start with NIXL, which a
+    /// model with Mamba-type layers needs (`tools/vllm_flow_nixl.py`
+    /// `hybrid_kv_cache_manager` runs the release's `VllmConfig.__post_init__`).
+    pub hybrid_kv_manager: NixlHma,
+}
+
+/// The hybrid KV-cache manager with `--kv-transfer-config` naming NixlConnector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NixlHma {
+    /// 0.11.0-0.17.x: off, whatever the flags (the config turns it off for any connector,
+    /// 0.17.1 `vllm/config/vllm.py:1184`; kept on with `--no-disable-hybrid-kv-cache-manager`
+    /// from 0.13.0 the factory refuses NixlConnector, no `SupportsHMA`, 0.17.1
+    /// `kv_connector/factory.py:58`). The engine core unifies the KV-cache specs when it
+    /// sizes the cache (`get_kv_cache_groups`, 0.17.1 `vllm/v1/core/kv_cache_utils.py:1231`),
+    /// before any worker's `register_kv_caches` (0.17.1 `vllm/v1/engine/core.py:263`
+    /// `get_kv_cache_configs`, then `:279` `initialize_from_config`), so no Mamba cache view
+    /// reaches the connector and no transfer runs; a Mamba spec does not unify: the text
+    /// `unify_hybrid_kv_cache_specs` raises (`ValueError`, 0.17.1 `kv_cache_utils.py:1211`).
+    Off(&'static str),
+    /// 0.18.0-0.21.x: NixlConnector is `SupportsHMA`, but the config still turns the
+    /// manager off for any `--kv-transfer-config` unless `--no-disable-hybrid-kv-cache-manager`
+    /// is given (0.18.0 `vllm/config/vllm.py:1163-1167`): without it a Mamba model fails at
+    /// engine start (this text) and sliding-window layers become full attention (every block
+    /// moves). pdtp deploy passes the flag; the check warns (`needs_setting`).
+    OffUnlessFlag(&'static str),
+    /// 0.22.0 on: kept on for a connector that supports it (0.22.0 `vllm/config/vllm.py:1440`,
+    /// `supports_hma`; 0.23.0 on `KVConnectorFactory.supports_hma_config`).
+    On,
 }
 
 /// Which peer rank a MoRIIO rank dials (and reads from / writes to).
@@ -811,6 +839,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_reads_every_rank: false,
             sliding_blocks: SlidingBlocks::Every,
             mamba_conv_layout: None,
+            hybrid_kv_manager: NixlHma::Off(MORIIO_HYBRID_CORE),
         }),
     },
     ConnectorProfile {
@@ -828,6 +857,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_reads_every_rank: false,
             sliding_blocks: SlidingBlocks::Every,
             mamba_conv_layout: None,
+            hybrid_kv_manager: NixlHma::Off(MORIIO_HYBRID_CORE),
         }),
     },
     ConnectorProfile {
@@ -845,6 +875,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_reads_every_rank: false,
             sliding_blocks: SlidingBlocks::Every,
             mamba_conv_layout: None,
+            hybrid_kv_manager: NixlHma::Off(MORIIO_HYBRID_CORE),
         }),
     },
     ConnectorProfile {
@@ -862,6 +893,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_reads_every_rank: false,
             sliding_blocks: SlidingBlocks::Every,
             mamba_conv_layout: None,
+            hybrid_kv_manager: NixlHma::Off(MORIIO_HYBRID_CORE),
         }),
     },
     ConnectorProfile {
@@ -879,6 +911,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_reads_every_rank: false,
             sliding_blocks: SlidingBlocks::LastWindow,
             mamba_conv_layout: None,
+            hybrid_kv_manager: NixlHma::OffUnlessFlag(MORIIO_HYBRID_CORE),
         }),
     },
     ConnectorProfile {
@@ -896,6 +929,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_reads_every_rank: true,
             sliding_blocks: SlidingBlocks::LastWindow,
             mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
+            hybrid_kv_manager: NixlHma::OffUnlessFlag(MORIIO_HYBRID_CORE),
         }),
     },
     ConnectorProfile {
@@ -913,6 +947,25 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_reads_every_rank: true,
             sliding_blocks: SlidingBlocks::LastWindow,
             mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
+            hybrid_kv_manager: NixlHma::OffUnlessFlag(MORIIO_HYBRID_CORE),
+        }),
+    },
+    ConnectorProfile {
+        connector: "nixl",
+        since: v(0, 22, 0),
+        rules: Rules::Nixl(NixlRules {
+            ratio: NixlRatio::BothWays,
+            replicated: Replicated::MoreThanHeads,
+            fan_in_replicated: FanInReplicated::NonMlaNonHybrid,
+            block_len: BlockLen::TpRatio(BLOCK_LEN_014),
+            pp: NixlPp::TpRanksOnly,
+            handshake_failure: NixlHandshakeFailure::RequestFails,
+            mamba_same_tp: false,
+            mamba_skips_block_len: true,
+            mamba_reads_every_rank: true,
+            sliding_blocks: SlidingBlocks::LastWindow,
+            mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
+            hybrid_kv_manager: NixlHma::On,
         }),
     },
     ConnectorProfile {
@@ -930,6 +983,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_reads_every_rank: true,
             sliding_blocks: SlidingBlocks::LastWindow,
             mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
+            hybrid_kv_manager: NixlHma::On,
         }),
     },
     ConnectorProfile {
@@ -947,6 +1001,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_reads_every_rank: true,
             sliding_blocks: SlidingBlocks::LastWindow,
             mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
+            hybrid_kv_manager: NixlHma::On,
         }),
     },
     ConnectorProfile {
@@ -964,6 +1019,7 @@ pub static PROFILES: &[ConnectorProfile] = &[
             mamba_reads_every_rank: true,
             sliding_blocks: SlidingBlocks::LastWindow,
             mamba_conv_layout: Some(MAMBA_CONV_LAYOUT_020),
+            hybrid_kv_manager: NixlHma::On,
         }),
     },
     ConnectorProfile {

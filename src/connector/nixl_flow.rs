@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use flate2::read::GzDecoder;
 use serde_json::Value;
 
-use super::{resolve, ConnectorProfile, NixlHandshakeFailure, Rules};
+use super::{resolve, ConnectorProfile, NixlHandshakeFailure, NixlHma, Rules};
 use crate::check::{
     connector_flow, consequence, nixl_consequence, PairReport, Shape, Stage, VllmError,
 };
@@ -69,6 +69,21 @@ struct Vector {
     a: i64,
     /// The model has sliding-window layers (their own KV-cache group from 0.18.0).
     sliding: bool,
+    /// A Mamba-2 model's B/C groups (the data's 12th field; `None`: as many as units).
+    groups: Option<i64>,
+}
+
+/// The B (= C) channels decode rank `r` of `d` holds, `[first, end)` of `groups ·
+/// group_state`: its share where TP divides the groups, else (one group, replicated) its
+/// head shard's group whole (`extra_groups_for_head_shards`, 0.20.0 `mamba_mixer2.py:299`).
+fn bc_span(groups: i64, group_state: i64, d: i64, r: i64) -> (i64, i64) {
+    if groups % d == 0 {
+        let n = groups / d * group_state;
+        (r * n, (r + 1) * n)
+    } else {
+        let first = r * groups / d * group_state;
+        (first, first + group_state)
+    }
 }
 
 fn ints(v: &Value) -> Vec<i64> {
@@ -86,6 +101,7 @@ fn report_of(v: &Vector, profile: &ConnectorProfile) -> PairReport {
         is_mla: v.mla,
         hybrid: v.hybrid,
         sliding_window: v.sliding,
+        mamba_groups: v.groups,
     };
     super::golden::grid_report(shape, (v.p, v.ppp, v.pdp), (v.d, v.dpp, v.ddp), profile)
 }
@@ -106,6 +122,9 @@ struct BlockRead {
     request_blocks: i64,
     windows: Vec<i64>,
     block_size: i64,
+    /// State channels per B/C group of a Mamba-2 model with `groups` (the driver's
+    /// `GROUP_STATE`; 0 in data without such vectors).
+    group_state: i64,
 }
 
 impl BlockRead {
@@ -118,6 +137,7 @@ impl BlockRead {
             request_blocks: b["request_blocks"].as_i64().expect("request_blocks"),
             windows: ints(&b["windows"]),
             block_size: b["block_size"].as_i64().expect("block_size"),
+            group_state: b["group_state"].as_i64().unwrap_or(0),
         }
     }
 }
@@ -134,7 +154,7 @@ const MAMBA_PARTS: [&str; 4] = ["x", "B", "C", "ssm"];
 #[allow(clippy::too_many_arguments)]
 fn compare_blocks(
     r: usize,
-    model_sliding: bool,
+    (model_sliding, groups, d): (bool, Option<i64>, i64),
     reads: &Value,
     sources: &[(i64, Vec<i64>)],
     state: &[(i64, (i64, i64, i64))],
@@ -213,9 +233,30 @@ fn compare_blocks(
                     }
                     for part in parts {
                         let (lo, hi) = (part[1].as_i64(), part[2].as_i64());
-                        let got = (lo.map(|x| x * of), hi.map(|x| x * of));
                         let exact = part.as_array().map(|a| a.len()) == Some(3);
-                        if !exact || got != (Some(start * MAMBA_UNITS), Some(end * MAMBA_UNITS)) {
+                        let bc = matches!(part[0].as_str(), Some("B" | "C"));
+                        // x and SSM heads: pdtp's TP shard of MAMBA_UNITS; B and C of a model
+                        // with few groups: of `groups · group_state`, the decode rank's own
+                        // replicated group where TP does not split them (P = D only: pdtp
+                        // refuses P != D there).
+                        let (got, want) = match groups {
+                            Some(g) if bc && g % d != 0 => {
+                                let (a, b) = bc_span(g, block.group_state, d, r as i64);
+                                ((lo, hi), (Some(a), Some(b)))
+                            }
+                            Some(g) if bc => {
+                                let total = g * block.group_state;
+                                (
+                                    (lo.map(|x| x * of), hi.map(|x| x * of)),
+                                    (Some(start * total), Some(end * total)),
+                                )
+                            }
+                            _ => (
+                                (lo.map(|x| x * of), hi.map(|x| x * of)),
+                                (Some(start * MAMBA_UNITS), Some(end * MAMBA_UNITS)),
+                            ),
+                        };
+                        if !exact || got != want {
                             return Err(format!(
                                 "decode rank {r}'s READ {i} moves Mamba {part} (of \
                                  {MAMBA_UNITS}) from prefill rank {q}; pdtp [{start}/{of}, \
@@ -390,6 +431,17 @@ fn compare_with(
             )),
         };
     }
+    if let Some(x) = first.filter(|x| x.consequence == consequence::WRONG_BYTES) {
+        // pdtp: broken, wrong bytes (vLLM raises nothing). The reads vLLM posts must move
+        // some byte to another's slot, or leave part of a decode rank's state unwritten.
+        return match wrong_state(v, outcome, block) {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "vLLM moves every byte to its slot; pdtp says {} ({})",
+                x.code, x.consequence
+            )),
+        };
+    }
     if let Some(x) = first {
         return Err(format!(
             "vLLM runs it; pdtp refuses: {} {}({:?}) at {}",
@@ -408,6 +460,7 @@ fn compare_with(
         is_mla: v.mla,
         hybrid: v.hybrid,
         sliding_window: v.sliding,
+        mamba_groups: v.groups,
     };
     let flow = connector_flow(&shape, v.p, v.d, profile).map_err(|e| format!("flow {e:?}"))?;
     let reads = outcome[1][0].as_array().unwrap();
@@ -466,7 +519,15 @@ fn compare_with(
                 .as_ref()
                 .map(|m| m.decode[r].mamba_state.clone())
                 .unwrap_or_default();
-            compare_blocks(r, v.sliding, &blocks[r], &f.sources, &state, block, profile)?;
+            compare_blocks(
+                r,
+                (v.sliding, v.groups, v.d),
+                &blocks[r],
+                &f.sources,
+                &state,
+                block,
+                profile,
+            )?;
         }
         let mut got = ints(&notified[r]);
         got.sort();
@@ -503,17 +564,44 @@ fn compare_with(
     // A hybrid model runs only with the conv-state layout vLLM's assert accepts (the
     // driver runs its flow so, as pdtp deploy sets it): pdtp says so where the release
     // asserts it (compared per release, `compare_conv_layout`).
-    let needs = report
-        .warnings
-        .iter()
-        .any(|w| w.consequence == consequence::NEEDS_SETTING);
+    let warns = |code: &str| {
+        report
+            .warnings
+            .iter()
+            .any(|w| w.code == code && w.consequence == consequence::NEEDS_SETTING)
+    };
     let asserts = matches!(&profile.rules, Rules::Nixl(r) if r.mamba_conv_layout.is_some());
-    if needs != (v.hybrid && asserts) {
+    if warns("mamba_conv_state_layout") != (v.hybrid && asserts) {
         return Err(format!(
             "a hybrid model needs the DS conv-state layout here: {}; pdtp warns {:?}",
             v.hybrid && asserts,
             report.warnings
         ));
+    }
+    // The driver ran the vector with the hybrid KV-cache manager's flag where only the flag
+    // keeps the manager on (`compare_hma` checks that per release): pdtp says so.
+    let flagged = matches!(
+        &profile.rules,
+        Rules::Nixl(r) if matches!(r.hybrid_kv_manager, NixlHma::OffUnlessFlag(_))
+    );
+    if warns("hybrid_kv_cache_manager_off") != ((v.hybrid || v.sliding) && flagged) {
+        return Err(format!(
+            "the vector ran with {}: {}; pdtp warns {:?}",
+            crate::check::HMA_FLAG,
+            (v.hybrid || v.sliding) && flagged,
+            report.warnings
+        ));
+    }
+    let settings = report
+        .warnings
+        .iter()
+        .filter(|w| w.consequence == consequence::NEEDS_SETTING)
+        .count();
+    if settings
+        != usize::from(warns("mamba_conv_state_layout"))
+            + usize::from(warns("hybrid_kv_cache_manager_off"))
+    {
+        return Err(format!("pdtp names other settings: {:?}", report.warnings));
     }
     let warned: Vec<_> = report
         .warnings
@@ -556,6 +644,10 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
             bad += 1;
             failures.push(format!("nixl@{release}: {e}"));
         }
+        if let Err(e) = compare_hma(&data["hybrid_kv_cache_manager"], profile) {
+            bad += 1;
+            failures.push(format!("nixl@{release}: {e}"));
+        }
         for (vec, &code) in vectors.iter().zip(&codes) {
             let a = vec.as_array().unwrap();
             let v = Vector {
@@ -570,6 +662,7 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
                 ddp: a[8].as_i64().unwrap(),
                 a: a[9].as_i64().unwrap(),
                 sliding: a[10].as_bool().unwrap(),
+                groups: a.get(11).and_then(|x| x.as_i64()),
             };
             total += 1;
             let outcome = &outcomes[code as usize];
@@ -599,16 +692,17 @@ fn pdtp_agrees_with_vllm_nixl_flow() {
     println!("flow nixl: {releases} releases, {total} vectors compared: {depth:?}");
     println!("flow nixl: releases whose data has no block reads: {stale:?}");
     assert!(
-        releases >= 35 && total > 150_000,
+        releases >= 35 && total > 250_000,
         "{releases} releases, {total} vectors"
     );
     // Every TP-only vector vLLM runs is compared read by read: by KV heads, hybrid models
     // (whose Mamba descriptors the driver does not build) by rank.
     let at = |k: &str| depth.get(k).copied().unwrap_or(0);
     assert!(
-        at("heads") > 40_000
-            && at("heads, blocks and Mamba state (hybrid)") > 30_000
-            && at("heads and blocks (sliding window)") > 14_000
+        at("heads") > 50_000
+            && at("heads, blocks and Mamba state (hybrid)") > 25_000
+            && at("heads, blocks and Mamba state bytes (hybrid, B/C groups)") > 30_000
+            && at("heads and blocks (sliding window)") > 16_000
             && at("ranks and heads (data before block reads)") == 0,
         "{depth:?}"
     );
@@ -647,6 +741,89 @@ fn compare_conv_layout(fact: &Value, profile: &ConnectorProfile) -> Result<(), S
     }
 }
 
+/// The engine start's hybrid KV-cache manager with NIXL (`hybrid_kv_cache_manager` of the
+/// data: the release's `VllmConfig.__post_init__` run at the default and with the flag, and
+/// its spec unification with the manager off) against pdtp's row (`NixlRules::
+/// hybrid_kv_manager`).
+fn compare_hma(fact: &Value, profile: &ConnectorProfile) -> Result<(), String> {
+    let Rules::Nixl(r) = &profile.rules else {
+        return Err("not NIXL rules".into());
+    };
+    if fact.is_null() {
+        return Err("no hybrid_kv_cache_manager fact in the data".into());
+    }
+    let on = |x: &Value| x.as_bool() == Some(true);
+    let (default, flag) = (on(&fact["default"]), on(&fact["with_flag"]));
+    let mamba = fact["mamba"].as_array().map(|e| {
+        (
+            e[0].as_str().unwrap_or("").to_string(),
+            e[1].as_str().unwrap_or("").to_string(),
+        )
+    });
+    let unified = fact["sliding"] == "unified";
+    let refused =
+        |m: &str| mamba.as_ref().map(|(c, t)| (c.as_str(), t.as_str())) == Some(("ValueError", m));
+    let ok = match r.hybrid_kv_manager {
+        NixlHma::On => default,
+        NixlHma::OffUnlessFlag(m) => {
+            !default && flag && refused(m) && unified && fact["flag"] == crate::check::HMA_FLAG
+        }
+        NixlHma::Off(m) => !default && !flag && refused(m) && unified,
+    };
+    // With the manager off every block of a sliding-window layer moves.
+    let blocks_ok = default || flag || r.sliding_blocks == crate::connector::SlidingBlocks::Every;
+    if ok && blocks_ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the hybrid KV-cache manager at engine start: vLLM {fact}; pdtp {:?} ({:?})",
+            r.hybrid_kv_manager, r.sliding_blocks
+        ))
+    }
+}
+
+/// Where the reads of a vector vLLM runs move wrong Mamba bytes: a read with a byte in
+/// another's slot (`misplaced`, decoded by the driver on both sides), or a decode rank whose
+/// B or C channels (of `bc_span`) the reads do not all fill. `None`: every byte right.
+fn wrong_state(v: &Vector, outcome: &Value, block: &BlockRead) -> Option<String> {
+    let g = v.groups?;
+    let per_rank = outcome[1].get(3)?.as_array()?;
+    for (r, windows) in per_rank.iter().enumerate() {
+        let reads = windows.as_array()?.first()?.as_array()?;
+        let mut filled: BTreeMap<&str, Vec<(i64, i64)>> = BTreeMap::new();
+        for read in reads {
+            let read = read.as_array()?;
+            if read.len() > 4 {
+                return Some(format!("decode rank {r}: {}", read[4]));
+            }
+            for part in read[3].as_array()? {
+                let name = part[0].as_str()?;
+                if let (Some(lo), Some(hi)) = (part[1].as_i64(), part[2].as_i64()) {
+                    filled.entry(name).or_default().push((lo, hi));
+                }
+            }
+        }
+        let want = bc_span(g, block.group_state, v.d, r as i64);
+        for name in ["B", "C"] {
+            let mut spans = filled.get(name).cloned().unwrap_or_default();
+            spans.sort();
+            let mut at = want.0;
+            for (lo, hi) in spans {
+                if lo <= at {
+                    at = at.max(hi);
+                }
+            }
+            if at < want.1 {
+                return Some(format!(
+                    "decode rank {r}: {name} [{at}, {}) never written",
+                    want.1
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// How deep one vector is compared (what the driver recorded for it).
 fn depth_of(v: &Vector, outcome: &Value) -> &'static str {
     if v.ppp > 1 || v.dpp > 1 {
@@ -657,6 +834,8 @@ fn depth_of(v: &Vector, outcome: &Value) -> &'static str {
         "verdict (class, message, moment, fate)"
     } else if (v.hybrid || v.sliding) && outcome[1].get(3).is_none() {
         "ranks and heads (data before block reads)"
+    } else if v.groups.is_some() {
+        "heads, blocks and Mamba state bytes (hybrid, B/C groups)"
     } else if v.hybrid {
         "heads, blocks and Mamba state (hybrid)"
     } else if v.sliding {
@@ -701,6 +880,7 @@ fn nixl_hybrid_reads_every_prefill_rank_from_020() {
             is_mla: false,
             hybrid,
             sliding_window: false,
+            mamba_groups: None,
         };
         connector_flow(&shape, 8, 2, profile)
     };
@@ -728,6 +908,7 @@ fn nixl_hybrid_reads_every_prefill_rank_from_020() {
         is_mla: false,
         hybrid: true,
         sliding_window: false,
+        mamba_groups: None,
     };
     let f = connector_flow(&gqa, 4, 2, profile).unwrap();
     assert_eq!(f.decode[0].sources, vec![(0, vec![0, 1]), (1, vec![2, 3])]);
@@ -766,6 +947,7 @@ fn nixl_flow_heads_comparison_fails_on_other_heads() {
         ddp: 1,
         a: 192,
         sliding: false,
+        groups: None,
     };
     let mut outcome = data["outcomes"][codes[at] as usize].clone();
     let policy = &data["load_failure_policy"];
@@ -846,6 +1028,7 @@ fn nixl_flow_block_comparison_fails_on_other_blocks() {
         ddp: 1,
         a: 192,
         sliding: true,
+        groups: None,
     };
     let outcome = data["outcomes"][codes[at] as usize].clone();
     let policy = &data["load_failure_policy"];
@@ -864,7 +1047,16 @@ fn nixl_flow_block_comparison_fails_on_other_blocks() {
     assert!(err.contains("posts 1 READs"), "{err}");
     let old = resolve("nixl@0.17.1").unwrap().profile;
     let sources = vec![(0, vec![0, 1]), (1, vec![2, 3])];
-    let err = compare_blocks(0, true, &outcome[1][3][0], &sources, &[], &block, old).unwrap_err();
+    let err = compare_blocks(
+        0,
+        (true, None, 2),
+        &outcome[1][3][0],
+        &sources,
+        &[],
+        &block,
+        old,
+    )
+    .unwrap_err();
     assert!(err.contains("moves blocks"), "{err}");
 }
 
@@ -924,6 +1116,7 @@ fn nixl_hybrid_mamba_state_slices() {
         ddp: 1,
         a: 192,
         sliding: false,
+        groups: None,
     };
     let outcome = data["outcomes"][codes[at] as usize].clone();
     let policy = &data["load_failure_policy"];
@@ -955,4 +1148,183 @@ fn newest_with_block_reads() -> (String, Value) {
         .map(|(release, file)| (release, load(&file)))
         .find(|(_, data)| BlockRead::of(data).request_blocks > 0)
         .expect("a release with block reads in the golden data")
+}
+
+/// The hybrid KV-cache manager at a NIXL engine start, per release range (the data's
+/// `hybrid_kv_cache_manager`, the release's own `VllmConfig.__post_init__` and spec
+/// unification, against the rows): off whatever the flags 0.11.0-0.17.x (0.17.1
+/// `vllm/config/vllm.py:1184`; the factory refuses NixlConnector with the manager on, 0.17.1
+/// `kv_connector/factory.py:58`), so a model with Mamba-type layers fails at engine start
+/// (`unify_hybrid_kv_cache_specs`, 0.17.1 `vllm/v1/core/kv_cache_utils.py:1211`); off unless
+/// `--no-disable-hybrid-kv-cache-manager` 0.18.0-0.21.x (0.18.0 `vllm/config/vllm.py:1163`);
+/// on 0.22.0 on (0.22.0 `vllm/config/vllm.py:1440`, `supports_hma`). A wrong row fails.
+#[test]
+fn nixl_hybrid_kv_cache_manager_per_release() {
+    let rule = |v: &str| match resolve(&format!("nixl@{v}")).unwrap().profile.rules {
+        Rules::Nixl(r) => r.hybrid_kv_manager,
+        _ => unreachable!(),
+    };
+    let text = super::MORIIO_HYBRID_CORE;
+    for v in ["0.11.0", "0.13.0", "0.17.1"] {
+        assert_eq!(rule(v), NixlHma::Off(text), "{v}");
+    }
+    for v in ["0.18.0", "0.19.1", "0.20.0", "0.21.0"] {
+        assert_eq!(rule(v), NixlHma::OffUnlessFlag(text), "{v}");
+    }
+    for v in ["0.22.0", "0.22.1", "0.27.0", "0.33.0"] {
+        assert_eq!(rule(v), NixlHma::On, "{v}");
+    }
+    // Each row against its release's fact, and against the others' facts (fails).
+    let facts: BTreeMap<String, Value> = runs()
+        .into_iter()
+        .filter(|(v, _)| ["0.17.1", "0.18.0", "0.22.0"].contains(&v.as_str()))
+        .map(|(v, f)| (v, load(&f)["hybrid_kv_cache_manager"].clone()))
+        .collect();
+    assert_eq!(facts.len(), 3);
+    for (v, fact) in &facts {
+        for w in facts.keys() {
+            let profile = resolve(&format!("nixl@{w}")).unwrap().profile;
+            assert_eq!(
+                compare_hma(fact, profile).is_ok(),
+                v == w,
+                "{v} data, {w} rules"
+            );
+        }
+    }
+    // pdtp: a hybrid model refused at engine start before 0.18.0, with vLLM's text.
+    let hybrid = Shape {
+        num_attention_heads: 32,
+        num_kv_heads: 4,
+        is_mla: false,
+        hybrid: true,
+        sliding_window: false,
+        mamba_groups: None,
+    };
+    let old = resolve("nixl@0.17.1").unwrap().profile;
+    let x = connector_flow(&hybrid, 4, 4, old).unwrap_err();
+    assert_eq!(
+        (x.code, x.error, x.message.as_str(), x.when),
+        (
+            "hybrid_unsupported",
+            VllmError::ValueError,
+            text,
+            Stage::EngineStart
+        )
+    );
+}
+
+/// A Mamba-2 model with one B/C group, which vLLM replicates over TP ranks (0.20.0
+/// `mamba_mixer2.py:299-306`): NIXL's conv-state reads from 0.20.0 take B and C at offsets
+/// that assume TP splits them (`remote_conv_offsets`, 0.20.0
+/// `kv_connector/v1/ssm_conv_transfer_utils.py:60`; P > D `nixl/worker.py:975`): with P != D
+/// the decode ranks' B/C slots get C or SSM bytes, or only part of their group. vLLM raises
+/// nothing; pdtp refuses it as broken (wrong bytes). The data shows it, and the comparison
+/// fails where the reads are made right.
+#[test]
+fn nixl_mamba_groups_replicated_wrong_bytes_from_020() {
+    let shape = |g: Option<i64>| Shape {
+        num_attention_heads: 192,
+        num_kv_heads: 8,
+        is_mla: false,
+        hybrid: true,
+        sliding_window: false,
+        mamba_groups: g,
+    };
+    for v in ["0.20.0", "0.26.0", "0.33.0"] {
+        let profile = resolve(&format!("nixl@{v}")).unwrap().profile;
+        for (p, d) in [(1, 2), (2, 4), (4, 2), (8, 1)] {
+            let x = connector_flow(&shape(Some(1)), p, d, profile).unwrap_err();
+            assert_eq!(
+                (x.code, x.error, x.consequence),
+                (
+                    "mamba_groups_replicated",
+                    VllmError::None,
+                    consequence::WRONG_BYTES
+                ),
+                "{v} P{p} D{d}"
+            );
+        }
+        // Equal TP, groups TP splits, or unknown groups: runs.
+        assert!(connector_flow(&shape(Some(1)), 4, 4, profile).is_ok());
+        assert!(connector_flow(&shape(Some(4)), 1, 4, profile).is_ok());
+        assert!(connector_flow(&shape(Some(4)), 4, 2, profile).is_ok());
+        assert!(connector_flow(&shape(None), 2, 4, profile).is_ok());
+    }
+    // 0.18.0-0.19.x need equal TP for any Mamba model (their own assert comes first).
+    let old = resolve("nixl@0.19.1").unwrap().profile;
+    let x = connector_flow(&shape(Some(1)), 2, 4, old).unwrap_err();
+    assert_eq!(x.code, "mamba_heterogeneous_tp");
+
+    let (release, data) = newest_with_block_reads();
+    let profile = resolve(&format!("nixl@{release}")).unwrap().profile;
+    let block = BlockRead::of(&data);
+    let vectors = data["vectors"].as_array().unwrap();
+    let codes = ints(&data["codes"]);
+    let find = |p: i64, d: i64| {
+        let at = vectors
+            .iter()
+            .position(|v| {
+                let a = v.as_array().unwrap();
+                (0..3).map(|i| a[i].as_i64().unwrap()).collect::<Vec<_>>() == [p, d, 8]
+                    && a.get(11).and_then(|x| x.as_i64()) == Some(1)
+                    && a[9].as_i64().unwrap() == 192
+            })
+            .expect("a one-group Mamba-2 vector");
+        let v = Vector {
+            p,
+            d,
+            h: 8,
+            mla: false,
+            hybrid: true,
+            ppp: 1,
+            dpp: 1,
+            pdp: 1,
+            ddp: 1,
+            a: 192,
+            sliding: false,
+            groups: Some(1),
+        };
+        (v, data["outcomes"][codes[at] as usize].clone())
+    };
+    let policy = &data["load_failure_policy"];
+    // D > P: decode rank 0's C slot holds SSM bytes (misplaced, decoded by the driver).
+    let (v, outcome) = find(1, 2);
+    assert_eq!(outcome[0][0], "ok", "vLLM raises nothing");
+    assert_eq!(compare_with(&v, &outcome, policy, &block, profile), Ok(()));
+    let read = outcome[1][3][0][0][0].as_array().unwrap().clone();
+    assert_eq!(read[4][0], "misplaced", "{read:?}");
+    // The same reads made right (no misplaced unit): pdtp's "broken" disagrees.
+    let mut right = outcome.clone();
+    for r in 0..2 {
+        for read in right[1][3][r][0].as_array_mut().unwrap() {
+            let read = read.as_array_mut().unwrap();
+            read.truncate(4);
+            let (lo, hi) = bc_span(1, block.group_state, 2, r as i64);
+            read[3] = serde_json::json!([
+                ["x", r * 96, (r + 1) * 96],
+                ["B", lo, hi],
+                ["C", lo, hi],
+                ["ssm", r * 96, (r + 1) * 96]
+            ]);
+        }
+    }
+    let err = compare_with(&v, &right, policy, &block, profile).unwrap_err();
+    assert!(err.contains("every byte"), "{err}");
+    // P > D = 1: each prefill rank's B read is the first 1/P of its replica, laid side by
+    // side: the decode rank's B holds the group's first channels P times (misplaced).
+    let (v, outcome) = find(8, 1);
+    assert_eq!(outcome[0][0], "ok");
+    assert!(wrong_state(&v, &outcome, &block).is_some_and(|w| w.contains("misplaced")));
+    assert_eq!(compare_with(&v, &outcome, policy, &block, profile), Ok(()));
+    // Equal TP: every byte in place, compared part by part (the group replicated on each).
+    let (v, outcome) = find(4, 4);
+    assert_eq!(wrong_state(&v, &outcome, &block), None);
+    assert_eq!(compare_with(&v, &outcome, policy, &block, profile), Ok(()));
+    // Reads that leave a rank's C unwritten are wrong bytes too.
+    let mut short = outcome.clone();
+    short[1][3][0][0][0][3]
+        .as_array_mut()
+        .unwrap()
+        .retain(|p| p[0] != "C");
+    assert!(wrong_state(&v, &short, &block).is_some_and(|w| w.contains("never written")));
 }

@@ -93,6 +93,7 @@ fn checked_verdict(key: &str, case: &Value, h: i64) -> String {
         is_mla: case["mla"].as_bool().expect("mla"),
         hybrid: false,
         sliding_window: false,
+        mamba_groups: None,
     };
     match connector_flow(&shape, int(&case["p"]), int(&case["d"]), resolved.profile) {
         Ok(_) => "ok".into(),

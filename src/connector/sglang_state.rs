@@ -515,6 +515,7 @@ mod tests {
         is_mla: false,
         hybrid: true,
         sliding_window: false,
+        mamba_groups: None,
     };
 
     fn flow_of(key: &str, p: i64, d: i64) -> Result<(), crate::check::Violation> {

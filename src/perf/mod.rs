@@ -156,6 +156,7 @@ impl ModelPerf {
             // connectors see as full attention: `ModelSpec::layout_model` sets it from the
             // model's attention groups.
             sliding_window: false,
+            mamba_groups: None,
         }
     }
 

@@ -110,6 +110,7 @@ pub(super) fn alternatives(
         is_mla,
         hybrid,
         sliding_window,
+        mamba_groups: None,
     };
     released(py, || {
         check::alternatives(

@@ -17,7 +17,7 @@ use super::errors::*;
 
 /// A model as the layout rules see it: `(heads, kv_heads, is_mla, layers, experts,
 /// supports_pp, hybrid, sliding_window, output_groups)`.
-pub(super) type LayoutModelTuple = (i64, i64, bool, i64, i64, bool, bool, bool, i64);
+pub(super) type LayoutModelTuple = (i64, i64, bool, i64, i64, bool, bool, bool, i64, i64);
 
 pub(super) fn layout_model(t: LayoutModelTuple) -> LayoutModel {
     LayoutModel {
@@ -27,6 +27,8 @@ pub(super) fn layout_model(t: LayoutModelTuple) -> LayoutModel {
             is_mla: t.2,
             hybrid: t.6,
             sliding_window: t.7,
+            // 0: not known (`None`).
+            mamba_groups: (t.9 > 0).then_some(t.9),
         },
         num_layers: t.3,
         num_experts: t.4,

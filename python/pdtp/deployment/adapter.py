@@ -21,7 +21,7 @@ from .._model import KV_DTYPE_BYTES
 from .._validate import short_repr
 from ..engine import DEFAULT_ENGINE
 from ..errors import ArgumentTypeError, InvalidArgumentError, UnknownNameError
-from ..layout import Layout, is_hybrid
+from ..layout import Layout, is_hybrid, is_sliding
 from .connectors import connector_of, named, plan_read_mode
 from .versions import Version, resolve_version
 
@@ -113,6 +113,9 @@ class PlanView:
     mla: bool = False
     #: The model has Mamba-type layers (a connector may need a setting for their state).
     hybrid: bool = False
+    #: The model has sliding-window layers (a KV-cache group of their own under vLLM's
+    #: hybrid KV-cache manager, which a connector may need a flag to keep on).
+    sliding: bool = False
     #: The serving engine that runs the plan (its connector's: ``pdtp.engine.ENGINES``).
     engine: str = "vllm"
     #: The release of a plan of another engine than vLLM (``vllm_version`` is then None).
@@ -209,6 +212,7 @@ def view_of(plan: Any, model_path: Any = None) -> PlanView:
         memory_fractions=dict(fractions) if fractions else None,
         mla=bool(getattr(spec, "is_mla", False)),
         hybrid=spec is not None and is_hybrid(spec),
+        sliding=spec is not None and is_sliding(spec),
     )
 
 

@@ -179,4 +179,5 @@ def launch(
         argv += ["--served-model-name", view.served_model_name]
     if conn is not None:
         argv += conn.transfer_argv(config)
+        argv += conn.engine_args(view, version)
     return Launch(tuple(env), tuple(argv), config)

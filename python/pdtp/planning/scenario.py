@@ -381,7 +381,7 @@ class ModelEntry:
         return self.model.serve_ref or self.model.hf_id or self.model.name
 
     @cached_property
-    def layout_facts(self) -> tuple[int, int, bool, int, int, bool, bool, bool, int]:
+    def layout_facts(self) -> tuple[int, int, bool, int, int, bool, bool, bool, int, int]:
         """What the layout rules read of the model (``pdtp.layout.layout_model``), read once
         here and handed to every rule check of this scenario's plans."""
         from ..layout import layout_model

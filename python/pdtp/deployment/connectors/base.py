@@ -143,6 +143,10 @@ class KvConnector:
         """``(kv_connector_extra_config or None, environment)`` of one instance."""
         return None, []
 
+    def engine_args(self, view: PlanView, version: Version) -> list[str]:
+        """Launch flags the connector needs for this model on this release (none here)."""
+        return []
+
     def transfer_argv(self, config: dict[str, Any]) -> list[str]:
         """The launch arguments that carry the transfer config (vLLM's
         ``--kv-transfer-config`` JSON; an engine with other flags overrides this)."""

@@ -14,6 +14,13 @@ Release facts (each checked against vLLM's source in tests/test_deploy_vllm.py):
   sub-projection and asserts the DS conv-state layout at start (``assert
   is_conv_state_dim_first()``, 0.20.0 ``nixl/worker.py:154``); vLLM defaults to SD, so every
   instance gets ``VLLM_SSM_CONV_STATE_LAYOUT=DS`` (pdtp's check warns ``needs_setting``).
+- The hybrid KV-cache manager, 0.18.0-0.21.x: NixlConnector supports it, but vLLM turns it off
+  for any ``--kv-transfer-config`` unless launched with ``--no-disable-hybrid-kv-cache-manager``
+  (0.18.0 ``vllm/config/vllm.py:1163``; 0.22.0 on it stays on for a connector that supports
+  it): without the flag a model with Mamba-type layers fails at engine start and
+  sliding-window layers move every block. Instances of such models get the flag (pdtp's
+  check warns ``hybrid_kv_cache_manager_off``, ``needs_setting``). Before 0.18.0 no flag
+  helps: pdtp refuses Mamba-type models there.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ NIXL_ONE_LISTENER_SINCE = Version(0, 11, 1)
 # NIXL asserts the DS Mamba conv-state layout for hybrid models from 0.20.0 (see above).
 NIXL_MAMBA_DS_SINCE = Version(0, 20, 0)
 MAMBA_CONV_LAYOUT_ENV = ("VLLM_SSM_CONV_STATE_LAYOUT", "DS")
+# The releases whose hybrid KV-cache manager stays on with NIXL only with HMA_FLAG.
+NIXL_HMA_FLAG_RELEASES = (Version(0, 18, 0), Version(0, 22, 0))
+HMA_FLAG = "--no-disable-hybrid-kv-cache-manager"
 NIXL_PROXY_PATH = "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
 
 
@@ -62,6 +72,12 @@ class Nixl(KvConnector):
         if view.hybrid and version >= NIXL_MAMBA_DS_SINCE:
             env.append(MAMBA_CONV_LAYOUT_ENV)
         return None, env
+
+    def engine_args(self, view: PlanView, version: Version) -> list[str]:
+        since, until = NIXL_HMA_FLAG_RELEASES
+        if (view.hybrid or view.sliding) and since <= version < until:
+            return [HMA_FLAG]
+        return []
 
     def instance_ports(self, bases: PortBases, slot: int) -> dict[str, int]:
         return {"side_channel": bases.nixl_side_channel + slot}
