@@ -254,13 +254,41 @@ pub fn load_violations(shape: &Shape, tp: i64, side: &'static str) -> Vec<Violat
             consequence: "",
         });
     }
+    if !mamba_groups_load(shape, tp) {
+        let g = shape.mamba_groups.unwrap_or(1);
+        out.push(Violation {
+            code: "mamba_groups_not_divisible",
+            side,
+            message: "If tensor parallel world size does not divide num_groups, then num_groups \
+                      must equal 1."
+                .into(),
+            hint: format!(
+                "{side}_tp must divide the model's {g} Mamba-2 groups (n_groups): one of {}",
+                list(&divisors_upto(g, 64))
+            ),
+            error: VllmError::AssertionError,
+            when: Stage::ModelLoad,
+            surfaced: None,
+            consequence: "",
+        });
+    }
     out
+}
+
+/// A Mamba-2 mixer's B/C groups under TP: vLLM splits them over the ranks when TP divides
+/// them and replicates them only when there is one group (`extra_groups_for_head_shards`);
+/// any other count TP does not divide fails its assert while the model is built, in every
+/// release pdtp knows (0.11.0 `model_executor/layers/mamba/mamba_mixer2.py:259`, 0.20.0
+/// `:285`, 0.33.0 `:320`): e.g. Nemotron-H's 8 groups at TP 16.
+fn mamba_groups_load(shape: &Shape, tp: i64) -> bool {
+    shape.mamba_groups.is_none_or(|g| g <= 1 || g % tp == 0)
 }
 
 /// True when one TP size loads the model (fast path for enumeration).
 pub fn load_ok(shape: &Shape, tp: i64) -> bool {
     rules::check_attention_heads(shape.num_attention_heads, tp).is_ok()
         && rules::check_kv_heads(shape.num_kv_heads, tp, shape.is_mla).is_ok()
+        && mamba_groups_load(shape, tp)
 }
 
 /// The KV heads (indices) a rank holds: vLLM's QKV layout; MLA: `[0]`, the latent.
@@ -1606,7 +1634,9 @@ fn nixl_mamba_groups(shape: &Shape, p: i64, d: i64, r: &NixlRules) -> Result<(),
     let Some(g) = shape.mamba_groups else {
         return Ok(());
     };
-    if !shape.hybrid || !r.mamba_reads_every_rank || p == d || (g % p == 0 && g % d == 0) {
+    // Only one group is ever replicated: any other count TP does not divide fails to load
+    // (`mamba_groups_load`), so the pair never reaches a transfer.
+    if g != 1 || !shape.hybrid || !r.mamba_reads_every_rank || p == d {
         return Ok(());
     }
     Err(silent(

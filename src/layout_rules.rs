@@ -576,6 +576,44 @@ mod tests {
         assert!(pair_ok(&dense(), &Layout::tp(8), &pp, nixl, None));
         assert!(!pair_ok(&dense(), &pp, &pp, nixl, None));
     }
+
+    #[test]
+    fn mamba2_groups_that_tp_does_not_divide_fail_at_model_load() {
+        // vLLM 0.33.0 mamba_mixer2.py:320: `(n_groups % tp) == 0 or n_groups == 1`.
+        let mut shape = moe().shape;
+        for (groups, tp, refused) in [
+            (Some(8), 16, true),
+            (Some(8), 3, true),
+            (Some(8), 8, false),
+            (Some(8), 4, false),
+            (Some(1), 16, false),
+            (None, 16, false),
+        ] {
+            shape.mamba_groups = groups;
+            let l = Layout {
+                tp,
+                pp: 1,
+                dp: 1,
+                ep: false,
+            };
+            let m = LayoutModel { shape, ..moe() };
+            let got: Vec<Violation> = load_violations(&m, &l, "decode", profile("nixl").unwrap())
+                .into_iter()
+                .filter(|v| v.code == "mamba_groups_not_divisible")
+                .collect();
+            assert_eq!(got.len(), usize::from(refused), "groups {groups:?} tp {tp}");
+            // The enumeration's fast path agrees with the full rule.
+            assert_eq!(
+                loads(&m, &l),
+                load_violations(&m, &l, "decode", profile("nixl").unwrap()).is_empty()
+            );
+            for v in got {
+                assert_eq!(v.error, VllmError::AssertionError);
+                assert_eq!(v.when, Stage::ModelLoad);
+                assert!(v.hint.contains("1, 2, 4, 8"), "{}", v.hint);
+            }
+        }
+    }
 }
 
 /// The layout rules and layout facts against vLLM's own code, release by release: the

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 import pdtp
+
+DATA = pathlib.Path(__file__).resolve().parent / "data"
 
 LLAMA = pdtp.ModelShape(64, 8)
 
@@ -322,3 +326,24 @@ def test_nixl_mamba2_one_group_unequal_tp_is_broken_from_020(version):
 def test_mamba_groups_is_validated():
     with pytest.raises(pdtp.PdtpError, match="mamba_groups"):
         pdtp.ModelShape(32, 8, hybrid=True, mamba_groups=0)
+
+
+def test_mamba2_groups_tp_does_not_divide_fail_at_model_load() -> None:
+    """vLLM's MambaMixer2 asserts `(n_groups % tp) == 0 or n_groups == 1` while building the
+    model (0.11.0 `model_executor/layers/mamba/mamba_mixer2.py:259`, 0.33.0 `:320`): Nemotron-3
+    Super's 8 groups load at TP 8, not at TP 16, and no alternative pdtp offers has TP 16."""
+    m = pdtp.Model.from_hf_config(
+        DATA / "hf-configs" / "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8" / "config.json"
+    )
+    assert m.mamba_groups == 8
+    for version in ("0.11.0", "0.20.0", "0.33.0"):
+        r = pdtp.check(m, 16, 8, connector="nixl", vllm_version=version)
+        codes = [v.code for v in r.violations]
+        # First: the model fails to build before any engine-start rule (0.11.0's
+        # hybrid_unsupported) is reached.
+        assert codes[0] == "mamba_groups_not_divisible", (version, codes)
+        v = r.violations[0]
+        assert (v.side, v.vllm_error, v.when) == ("prefill", "AssertionError", "model_load")
+        assert v.message.startswith("If tensor parallel world size does not divide num_groups")
+        assert all(8 % p == 0 and 8 % d == 0 for p, d in r.alternatives), r.alternatives
+    assert not any(v.code == "mamba_groups_not_divisible" for v in pdtp.check(m, 8, 4).violations)
