@@ -924,17 +924,17 @@ fn nixl_flow_heads_comparison_fails_on_other_heads() {
     let profile = resolve(&format!("nixl@{release}")).unwrap().profile;
     let vectors = data["vectors"].as_array().unwrap();
     let codes = ints(&data["codes"]);
-    let at = vectors
-        .iter()
-        .position(|v| {
-            let a = v.as_array().unwrap();
-            (0..3).map(|i| a[i].as_i64().unwrap()).collect::<Vec<_>>() == [2, 4, 8]
-                && !a[3].as_bool().unwrap()
+    let at = vector_at(
+        vectors,
+        [2, 4, 8],
+        |a| {
+            !a[3].as_bool().unwrap()
                 && !a[4].as_bool().unwrap()
                 && !a[10].as_bool().unwrap()
                 && a[9].as_i64().unwrap() == 192
-        })
-        .expect("P2 D4 H8 in the grid");
+        },
+        "P2 D4 H8",
+    );
     let v = Vector {
         p: 2,
         d: 4,
@@ -1008,14 +1008,12 @@ fn nixl_flow_block_comparison_fails_on_other_blocks() {
     assert_eq!(block.windows.first(), Some(&32));
     let vectors = data["vectors"].as_array().unwrap();
     let codes = ints(&data["codes"]);
-    let at = vectors
-        .iter()
-        .position(|v| {
-            let a = v.as_array().unwrap();
-            (0..3).map(|i| a[i].as_i64().unwrap()).collect::<Vec<_>>() == [4, 2, 8]
-                && a[10].as_bool().unwrap()
-        })
-        .expect("P4 D2 H8 with sliding-window layers in the grid");
+    let at = vector_at(
+        vectors,
+        [4, 2, 8],
+        |a| a[10].as_bool().unwrap(),
+        "P4 D2 H8 with sliding-window layers",
+    );
     let v = Vector {
         p: 4,
         d: 2,
@@ -1095,15 +1093,12 @@ fn nixl_hybrid_mamba_state_slices() {
     let block = BlockRead::of(&data);
     let vectors = data["vectors"].as_array().unwrap();
     let codes = ints(&data["codes"]);
-    let at = vectors
-        .iter()
-        .position(|v| {
-            let a = v.as_array().unwrap();
-            (0..3).map(|i| a[i].as_i64().unwrap()).collect::<Vec<_>>() == [8, 2, 1]
-                && a[4].as_bool().unwrap()
-                && a[9].as_i64().unwrap() == 192
-        })
-        .expect("a hybrid P8 D2 H1 in the grid");
+    let at = vector_at(
+        vectors,
+        [8, 2, 1],
+        |a| a[4].as_bool().unwrap() && a[9].as_i64().unwrap() == 192,
+        "a hybrid P8 D2 H1",
+    );
     let v = Vector {
         p: 8,
         d: 2,
@@ -1138,6 +1133,22 @@ fn nixl_hybrid_mamba_state_slices() {
         .push(serde_json::json!(["misplaced", [["ssm->x", 120, 121]]]));
     let err = compare_with(&v, &wrong, policy, &block, profile).unwrap_err();
     assert!(err.contains("wrong slots"), "{err}");
+}
+/// The index of the first recorded vector with prefill TP, decode TP and KV heads `pdh`
+/// that also satisfies `more` (on its raw row), for the tests that drive one vector.
+fn vector_at(
+    vectors: &[Value],
+    pdh: [i64; 3],
+    more: impl Fn(&[Value]) -> bool,
+    what: &str,
+) -> usize {
+    vectors
+        .iter()
+        .position(|v| {
+            let a = v.as_array().unwrap();
+            (0..3).all(|i| a[i].as_i64() == Some(pdh[i])) && more(a)
+        })
+        .unwrap_or_else(|| panic!("{what} in the grid"))
 }
 
 /// The newest release whose data has the block reads (sliding windows, Mamba state).
@@ -1261,15 +1272,12 @@ fn nixl_mamba_groups_replicated_wrong_bytes_from_020() {
     let vectors = data["vectors"].as_array().unwrap();
     let codes = ints(&data["codes"]);
     let find = |p: i64, d: i64| {
-        let at = vectors
-            .iter()
-            .position(|v| {
-                let a = v.as_array().unwrap();
-                (0..3).map(|i| a[i].as_i64().unwrap()).collect::<Vec<_>>() == [p, d, 8]
-                    && a.get(11).and_then(|x| x.as_i64()) == Some(1)
-                    && a[9].as_i64().unwrap() == 192
-            })
-            .expect("a one-group Mamba-2 vector");
+        let at = vector_at(
+            vectors,
+            [p, d, 8],
+            |a| a.get(11).and_then(|x| x.as_i64()) == Some(1) && a[9].as_i64().unwrap() == 192,
+            "a one-group Mamba-2 vector",
+        );
         let v = Vector {
             p,
             d,
